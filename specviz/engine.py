@@ -1,0 +1,282 @@
+"""The speculative sampling loop, and plain decoding through the same sampler.
+
+One round of speculative sampling (Chen et al. 2023, Algorithm 2; Leviathan et al. 2023,
+Algorithm 1):
+
+1. the drafter proposes up to K tokens and the distributions they were drawn from;
+2. the target scores the pending token and all K drafts in **one** forward pass (the verify pass),
+   giving K + 1 distributions;
+3. :func:`specviz.sampling.verify` accepts a prefix, then resamples one token from the residual
+   distribution or, if all K survived, samples a bonus token;
+4. both models' KV caches are cropped back to the committed tokens.
+
+Cache bookkeeping. Each model's cache holds the committed tokens *except the last one* (the
+"pending" token, whose next-token distribution nobody has computed yet). A round feeds each model
+``committed[cache_length:]`` followed by any new tokens, so a cache that lags behind (a drafter
+that proposed nothing, or the draft's K-th token that was never fed) catches up in the same
+forward pass. After verification the target keeps ``old committed + accepted drafts``.
+
+Plain decoding is the same loop with no drafter: one target pass, one token, ``kind="plain"``.
+
+The engine knows nothing about tokenization beyond an optional ``decode`` callable used to put
+text into the trace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from .drafters import Drafter, crop_cache
+from .sampling import SamplingConfig, logits_to_probs, verify
+from .trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round, RunStats, summarize
+
+__all__ = ["ContextLengthError", "Generation", "IncrementalDecoder", "context_limit"]
+
+
+class ContextLengthError(ValueError):
+    """Raised before a run starts when prompt + new tokens would exceed a model's context."""
+
+
+def context_limit(model) -> int | None:
+    """A model's maximum number of positions (tokens), or None if its config does not say."""
+    config = model.config
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(getattr(config, "text_config", config), name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+class IncrementalDecoder:
+    """Text of each new token, robust to byte-level BPE pieces that only make sense together.
+
+    The text of token i is ``decode(ids[j:i+1])`` minus ``decode(ids[j:i])`` for a short window
+    ``j``, the approach text-generation-inference uses; an incomplete UTF-8 sequence (``\\ufffd``)
+    is held back until the next token completes it.
+
+    Args:
+        decode: ``list[int] -> str`` (e.g. ``tokenizer.decode`` with special tokens skipped).
+        window: number of earlier tokens decoded along with the new one.
+    """
+
+    def __init__(self, decode: Callable[[list[int]], str], window: int = 6) -> None:
+        self.decode = decode
+        self.window = window
+        self.ids: list[int] = []
+        self.emitted_upto = 0  # ids[:emitted_upto] have had their text handed out
+
+    def push(self, token_id: int) -> str:
+        self.ids.append(token_id)
+        start = max(0, self.emitted_upto - self.window)
+        before = self.decode(self.ids[start : self.emitted_upto])
+        after = self.decode(self.ids[start:])
+        if after.endswith("\ufffd"):
+            return ""
+        self.emitted_upto = len(self.ids)
+        return after[len(before) :]
+
+
+@dataclass
+class Generation:
+    """One generation run, speculative or plain; iterate it to run it round by round.
+
+    Args:
+        target: the target causal LM (transformers model, eval mode).
+        prompt_ids: the prompt's token ids (chat template and BOS already applied), non-empty.
+        drafter: a :class:`~specviz.drafters.Drafter`, or None for plain decoding.
+        k: lookahead K, the most tokens drafted per round (>= 1 when a drafter is given).
+        sampling: sampling settings, applied to draft and target alike.
+        max_new_tokens: tokens to emit at most (>= 1).
+        seed: seed of the run's ``torch.Generator`` (on the target's device).
+        eos_token_ids: ids that end the run when emitted (the EOS is kept as the last token).
+        vocab_size: shared real vocabulary width; both models' logits are cut to it so a padded
+            lm_head never yields an id the tokenizer lacks. Defaults to the target's logits width.
+        decode: optional ``list[int] -> str`` for per-token text in the trace.
+        instrument: record per-token probabilities and uniforms in the trace (the UI needs them;
+            the benchmark measures their cost by turning them off).
+
+    Iterating yields one :class:`~specviz.trace.Round` per target pass. Afterwards
+    :attr:`tokens`, :attr:`finish_reason` and :meth:`stats` describe the run; if iteration stopped
+    early (an error, or the user pressed Stop) they describe what was produced so far.
+
+    Raises (while iterating):
+        ContextLengthError: before any model call, if prompt + max_new_tokens + K exceeds a
+            model's context length.
+        specviz.sampling.NonFiniteLogitsError: if a model produces NaN/+inf logits.
+        ValueError: for an empty prompt or out-of-range K / max_new_tokens.
+    """
+
+    target: object
+    prompt_ids: list[int]
+    drafter: Drafter | None = None
+    k: int = 4
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    max_new_tokens: int = 64
+    seed: int = 0
+    eos_token_ids: tuple[int, ...] = ()
+    vocab_size: int | None = None
+    decode: Callable[[list[int]], str] | None = None
+    instrument: bool = True
+
+    def __post_init__(self) -> None:
+        self.rounds: list[Round] = []
+        self.tokens: list[EmittedToken] = []
+        self.finish_reason: str | None = None
+        self.wall_s = 0.0
+        self.prefill_ms = 0.0
+        self._t_start: float | None = None
+
+    # ----------------------------------------------------------------- public summaries
+    @property
+    def text(self) -> str:
+        return "".join(t.text for t in self.tokens)
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t.id for t in self.tokens]
+
+    def stats(self) -> RunStats:
+        """Summary of the rounds so far (see :class:`~specviz.trace.RunStats`)."""
+        wall = self.wall_s
+        if self.finish_reason is None and self._t_start is not None:
+            wall = time.perf_counter() - self._t_start
+        return summarize(self.rounds, wall, self.prefill_ms)
+
+    # ----------------------------------------------------------------- the loop
+    def _check(self) -> None:
+        if not self.prompt_ids:
+            raise ValueError("the prompt is empty: give at least one token")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.drafter is not None and not 1 <= self.k <= 64:
+            raise ValueError(f"lookahead K must be between 1 and 64, got {self.k}")
+        needed = len(self.prompt_ids) + self.max_new_tokens + (self.k if self.drafter else 0)
+        models = [("target", self.target)]
+        if self.drafter is not None and getattr(self.drafter, "model", None) is not None:
+            models.append(("draft", self.drafter.model))
+        for role, model in models:
+            limit = context_limit(model)
+            if limit is not None and needed > limit:
+                raise ContextLengthError(
+                    f"prompt ({len(self.prompt_ids)} tokens) + max new tokens ({self.max_new_tokens})"
+                    + (f" + K ({self.k})" if self.drafter else "")
+                    + f" = {needed} exceeds the {role} model's context length of {limit} tokens"
+                )
+
+    def __iter__(self) -> Iterator[Round]:
+        from transformers import DynamicCache
+
+        self._check()
+        target = self.target
+        device = next(target.parameters()).device
+        vocab = self.vocab_size or target.get_output_embeddings().weight.shape[0]
+        generator = torch.Generator(device=device).manual_seed(self.seed)
+        decoder = IncrementalDecoder(self.decode) if self.decode else None
+        eos = set(self.eos_token_ids)
+        committed = list(self.prompt_ids)
+        cache = DynamicCache()
+
+        def target_forward(ids: list[int], keep: int) -> torch.Tensor:
+            inp = torch.tensor([ids], dtype=torch.long, device=device)
+            with torch.inference_mode():
+                out = target(input_ids=inp, cache=cache, use_cache=True, logits_to_keep=keep)
+            return out.logits[0, :, :vocab]
+
+        self._t_start = time.perf_counter()
+        # Prefill everything but the last prompt token: the first round feeds that one.
+        if len(committed) > 1:
+            target_forward(committed[:-1], 1)
+        if self.drafter is not None:
+            self.drafter.prefill(committed[:-1])
+        self.prefill_ms = (time.perf_counter() - self._t_start) * 1e3
+
+        generated = 0
+        while generated < self.max_new_tokens:
+            index = len(self.rounds)
+            remaining = self.max_new_tokens - generated
+            # Never draft past the length limit: K' + 1 tokens at most fill it exactly.
+            k_round = min(self.k, remaining - 1) if self.drafter is not None else 0
+
+            t0 = time.perf_counter()
+            if k_round > 0:
+                drafts, p_draft, draft_steps = self.drafter.propose(committed, k_round, self.sampling, generator)
+            else:
+                drafts, p_draft, draft_steps = [], torch.empty(0, vocab), 0
+            t1 = time.perf_counter()
+
+            n_old = len(committed)
+            logits = target_forward(committed[cache.get_seq_length() :] + drafts, len(drafts) + 1)
+            p_target = logits_to_probs(logits, self.sampling)
+            draft_ids = torch.tensor(drafts, dtype=torch.long, device=device)
+            result = verify(draft_ids, p_draft.to(device), p_target, generator)
+            crop_cache(cache, n_old + result.n_accepted)
+            if self.drafter is not None:
+                self.drafter.rollback(n_old + result.n_accepted)
+            t2 = time.perf_counter()
+
+            new_ids = drafts[: result.n_accepted] + [result.next_token]
+            kinds = [ACCEPTED] * result.n_accepted + [(result.next_kind if drafts else PLAIN)]
+            p_new = (result.p_target_drafted[: result.n_accepted].tolist() if self.instrument else [0.0] * result.n_accepted)
+            p_new.append(result.next_p_target)
+            # An EOS ends the output right there: nothing after it, no bonus token.
+            for position, token_id in enumerate(new_ids):
+                if token_id in eos:
+                    new_ids, kinds, p_new = new_ids[: position + 1], kinds[: position + 1], p_new[: position + 1]
+                    self.finish_reason = "eos"
+                    break
+
+            round_ = Round(index=index, n_accepted=result.n_accepted, draft_ms=(t1 - t0) * 1e3,
+                           draft_steps=draft_steps, verify_ms=(t2 - t1) * 1e3)
+            if drafts and self.instrument:
+                round_.drafted = self._drafted_records(drafts, result)
+            elif drafts:
+                round_.drafted = [DraftedToken(t, "", 0.0, 0.0, 0.0, 0.0, i < result.n_accepted, i <= result.n_accepted)
+                                  for i, t in enumerate(drafts)]
+            for token_id, kind, p in zip(new_ids, kinds, p_new):
+                emitted = EmittedToken(id=token_id, text=decoder.push(token_id) if decoder else "", kind=kind,
+                                       p_target=p, round=index)
+                if kind == RESAMPLED:
+                    emitted.rejected_id = drafts[result.n_accepted]
+                    emitted.rejected_text = round_.drafted[result.n_accepted].text
+                round_.emitted.append(emitted)
+            self.tokens.extend(round_.emitted)
+            committed.extend(new_ids)
+            generated += len(new_ids)
+            self.rounds.append(round_)
+            if self.finish_reason is None and generated >= self.max_new_tokens:
+                self.finish_reason = "length"
+            if self.finish_reason is not None:
+                self.wall_s = time.perf_counter() - self._t_start
+            yield round_
+            if self.finish_reason is not None:
+                return
+
+    def _drafted_records(self, drafts: list[int], result) -> list[DraftedToken]:
+        p_target = result.p_target_drafted.tolist()
+        p_draft = result.p_draft_drafted.tolist()
+        accept = result.accept_prob.tolist()
+        uniforms = result.uniforms.tolist()
+        return [
+            DraftedToken(
+                id=token_id,
+                text=self.decode([token_id]) if self.decode else "",
+                p_draft=p_draft[i],
+                p_target=p_target[i],
+                accept_prob=accept[i],
+                uniform=uniforms[i],
+                accepted=i < result.n_accepted,
+                tested=i <= result.n_accepted,
+            )
+            for i, token_id in enumerate(drafts)
+        ]
+
+    def run(self) -> Generation:
+        """Run to completion and return self."""
+        for _ in self:
+            pass
+        return self
+

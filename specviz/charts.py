@@ -1,0 +1,453 @@
+"""Plotly figures of a run, built from plain data (trace records, floats), cheap to rebuild.
+
+Every function returns a :class:`plotly.graph_objects.Figure` with the shared look (template
+``plotly_white``, 300 px high, a fixed ``uirevision`` per chart so the user's zoom survives the
+several rebuilds a second that a live run triggers). Every function accepts empty input and
+returns an empty, titled figure with a "waiting for the first round" note; a run with no drafted
+tokens (plain decoding) gets a note that the acceptance rate α is undefined.
+
+Figures hold a handful of traces whatever the run's length (never one trace per token), so
+building one costs a few milliseconds.
+
+Colours are shared with the rest of the UI: :data:`KIND_COLORS` maps each token kind of
+:mod:`specviz.trace` (plus ``"rejected"`` for a rejected draft) to its colour.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from . import theory
+from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round
+
+__all__ = [
+    "KIND_COLORS",
+    "REJECTED",
+    "WAITING_TEXT",
+    "alpha_figure",
+    "estimate_alpha",
+    "lossless_figure",
+    "speedup_bar_figure",
+    "speedup_figure",
+    "speedup_label",
+    "tokens_per_pass_figure",
+]
+
+#: Kind of a drafted token that the verify step rejected (not an emitted kind).
+REJECTED = "rejected"
+
+#: Token-kind colours, shared by the charts and the token view.
+KIND_COLORS: dict[str, str] = {
+    ACCEPTED: "#2e9e5b",
+    RESAMPLED: "#e8833a",
+    REJECTED: "#d64545",
+    BONUS: "#3b6fd8",
+    PLAIN: "#8c8c8c",
+}
+
+SPEC_COLOR = KIND_COLORS[BONUS]  # speculative run
+PLAIN_COLOR = KIND_COLORS[PLAIN]  # plain decoding baseline
+THEORY_COLOR = "#7b52ab"  # closed-form predictions (always dashed / hollow)
+MEAN_COLOR = "#222222"  # measured running means
+SLOW_FILL = "rgba(214, 69, 69, 0.10)"  # region where speculative is slower than plain
+
+HEIGHT = 300
+WAITING_TEXT = "waiting for the first round…"
+NO_DRAFTS_TEXT = "plain decoding: nothing drafted, so α is undefined"
+
+
+# --------------------------------------------------------------------------- shared helpers
+@functools.cache
+def _template() -> dict:
+    """The plotly_white template as a plain dict (looked up and validated once)."""
+    return pio.templates["plotly_white"].to_plotly_json()
+
+
+def _layout(title: str, uirevision: str, x_title: str = "", y_title: str = "") -> dict:
+    return {
+        "template": _template(),
+        # Title on the first line, legend on the second, both above the plot area.
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "y": 0.985, "yanchor": "top",
+                  "yref": "container", "font": {"size": 14}},
+        "height": HEIGHT,
+        "margin": {"l": 50, "r": 20, "t": 62, "b": 40},
+        "uirevision": uirevision,
+        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0.0,
+                   "font": {"size": 11}},
+        "font": {"size": 12},
+        "xaxis": {"title": {"text": x_title}},
+        "yaxis": {"title": {"text": y_title}},
+        "shapes": [],
+        "annotations": [],
+    }
+
+
+def _build(data: list[dict], layout: dict) -> go.Figure:
+    """A Figure from plain dicts, skipping plotly's property validation.
+
+    Validating the plotly_white template alone costs ~10 ms a figure, and these figures are
+    rebuilt several times a second while a run goes on, in the process that also times it. The
+    dicts here are fixed by this module and the tests rebuild every figure with validation on.
+    """
+    try:
+        return go.Figure(data=data, layout=layout, _validate=False)
+    except TypeError:  # a plotly without the private flag: validate, slower but correct
+        return go.Figure(data=data, layout=layout)
+
+
+def _note(layout: dict, text: str, y: float = 0.5) -> None:
+    """A grey centred note in paper coordinates (empty figure, undefined quantity)."""
+    layout["annotations"].append({"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": y,
+                                  "showarrow": False, "font": {"size": 13, "color": "#666666"}})
+
+
+def _hline(layout: dict, y: float, color: str, text: str, dash: str = "solid", right: bool = False) -> None:
+    """A horizontal line across the plot at data height y, labelled just above it."""
+    layout["shapes"].append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": y, "y1": y,
+                             "line": {"color": color, "dash": dash, "width": 1.5}})
+    layout["annotations"].append({"text": text, "xref": "paper", "x": 1 if right else 0, "yref": "y", "y": y,
+                                  "xanchor": "right" if right else "left", "yanchor": "bottom",
+                                  "showarrow": False, "font": {"color": color, "size": 11}})
+
+
+def _vline(layout: dict, x: float, color: str, text: str, dash: str = "solid", left: bool = False) -> None:
+    """A vertical line over the plot at data position x, labelled at the top."""
+    layout["shapes"].append({"type": "line", "xref": "x", "x0": x, "x1": x, "yref": "paper", "y0": 0, "y1": 1,
+                             "line": {"color": color, "dash": dash, "width": 1.5}})
+    layout["annotations"].append({"text": text, "xref": "x", "x": x, "yref": "paper", "y": 1,
+                                  "xanchor": "right" if left else "left", "yanchor": "top",
+                                  "showarrow": False, "font": {"color": color, "size": 11}})
+
+
+def _waiting(title: str, uirevision: str, x_title: str = "", y_title: str = "") -> go.Figure:
+    layout = _layout(title, uirevision, x_title, y_title)
+    _note(layout, WAITING_TEXT)
+    layout["xaxis"]["showticklabels"] = False
+    layout["yaxis"]["showticklabels"] = False
+    return _build([], layout)
+
+
+def _finite(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def speedup_label(ratio: float) -> str:
+    """Human label of a speed ratio: ``"1.8× faster"``, ``"0.7× — a slowdown"``, ``"1.0× — same speed"``.
+
+    One decimal, or two when one would round a ratio that is not exactly 1 to "1.0".
+    """
+    text = f"{ratio:.1f}"
+    if text == "1.0" and ratio != 1.0:
+        text = f"{ratio:.2f}"
+    if ratio < 1.0:
+        return f"{text}× — a slowdown"
+    if ratio == 1.0:
+        return f"{text}× — same speed"
+    return f"{text}× faster"
+
+
+# --------------------------------------------------------------------------- acceptance rate
+def estimate_alpha(rounds: list[Round]) -> float | None:
+    """The per-draft acceptance probability α of the theory, estimated from a run's rounds.
+
+    Leviathan et al.'s formulas assume each drafted token is accepted independently with
+    probability α, and a round stops testing at its first rejection. Each *tested* draft is then
+    one Bernoulli(α) trial, so the maximum-likelihood estimate is accepted / tested, where a
+    round tests ``n_accepted + 1`` drafts if one was rejected and ``n_accepted`` if all passed.
+
+    This differs from accepted / proposed (``RunStats.alpha``, the "fraction of drafts kept"
+    that :func:`alpha_figure` plots): the drafts after a rejection are counted as proposed but
+    never tested, so accepted / proposed is biased low as an estimate of α. For example with
+    α = 0.8 and K = 4 the expected accepted / proposed is (0.8 + 0.8² + 0.8³ + 0.8⁴) / 4 ≈ 0.59.
+    Use this function's value when plugging a measured α into :mod:`specviz.theory`.
+
+    Returns:
+        accepted / tested in [0, 1], or None if no draft was proposed.
+    """
+    accepted = tested = 0
+    for r in rounds:
+        accepted += r.n_accepted
+        tested += r.n_accepted + (1 if r.n_accepted < r.n_proposed else 0)
+    return accepted / tested if tested else None
+
+
+def alpha_figure(rounds: list[Round]) -> go.Figure:
+    """Acceptance rate α per round (markers) and its running mean (line).
+
+    A round's α is accepted / proposed; rounds that proposed nothing are skipped. The running
+    mean at round i is (accepted in rounds ≤ i) / (proposed in rounds ≤ i), so its last value is
+    the run's α (``RunStats.alpha``). x is the round index (``Round.index``, one target pass
+    each); y spans [0, 1.05].
+
+    A dashed third trace is the running α̂ of :func:`estimate_alpha` (accepted / *tested*), the
+    per-draft acceptance probability the theory uses, which is higher than accepted / proposed
+    whenever drafts after a rejection go untested.
+    """
+    title = "Acceptance rate α per round"
+    uirev = "alpha"
+    x_title, y_title = "round (target pass)", "α = accepted / proposed"
+    if not rounds:
+        return _waiting(title, uirev, x_title, y_title)
+
+    xs, ys, custom = [], [], []
+    mean_x, mean_y, mean_custom, hat_y, hat_custom = [], [], [], [], []
+    cum_acc = cum_prop = cum_tested = 0
+    for r in rounds:
+        proposed, accepted = r.n_proposed, r.n_accepted
+        cum_acc += accepted
+        cum_prop += proposed
+        cum_tested += accepted + (1 if accepted < proposed else 0)
+        if proposed:
+            xs.append(r.index)
+            ys.append(accepted / proposed)
+            custom.append([accepted, proposed])
+        if cum_prop:
+            mean_x.append(r.index)
+            mean_y.append(cum_acc / cum_prop)
+            mean_custom.append([cum_acc, cum_prop])
+            hat_y.append(cum_acc / cum_tested)
+            hat_custom.append([cum_acc, cum_tested])
+
+    if cum_prop:
+        title = f"Acceptance rate α per round — running α = {cum_acc / cum_prop:.2f}"
+    layout = _layout(title, uirev, x_title, y_title)
+    layout["yaxis"]["range"] = [0.0, 1.05]
+    if not cum_prop:
+        _note(layout, NO_DRAFTS_TEXT)
+        return _build([], layout)
+    line_mode = "lines" if len(mean_x) > 1 else "lines+markers"
+    data = [
+        {"type": "scatter", "x": xs, "y": ys, "customdata": custom, "mode": "markers", "name": "α this round",
+         "marker": {"color": KIND_COLORS[ACCEPTED], "size": 7, "opacity": 0.7},
+         "hovertemplate": "round %{x}<br>α = %{y:.2f} (%{customdata[0]}/%{customdata[1]} accepted)<extra></extra>"},
+        {"type": "scatter", "x": mean_x, "y": mean_y, "customdata": mean_custom, "mode": line_mode,
+         "name": "running α", "line": {"color": MEAN_COLOR, "width": 2},
+         "hovertemplate": ("up to round %{x}<br>running α = %{y:.3f} "
+                           "(%{customdata[0]}/%{customdata[1]} accepted)<extra></extra>")},
+        {"type": "scatter", "x": mean_x, "y": hat_y, "customdata": hat_custom, "mode": line_mode,
+         "name": "α̂ per tested draft (theory's α)", "line": {"color": THEORY_COLOR, "width": 1.5, "dash": "dash"},
+         "hovertemplate": ("up to round %{x}<br>α̂ = %{y:.3f} "
+                           "(%{customdata[0]}/%{customdata[1]} tested drafts accepted)<extra></extra>")},
+    ]
+    return _build(data, layout)
+
+
+# --------------------------------------------------------------------------- tokens per pass
+def tokens_per_pass_figure(rounds: list[Round], k: int) -> go.Figure:
+    """Observed distribution of tokens emitted per target pass against the theory.
+
+    Bars: the fraction of rounds that emitted n tokens, n = 1 … K + 1 (more bins if some round
+    emitted more, e.g. if ``k`` is smaller than the run's K). Markers/line: the closed form
+    :func:`specviz.theory.tokens_per_pass_distribution` at the measured α̂ of
+    :func:`estimate_alpha` (accepted / *tested* drafts; see there why not accepted / proposed).
+    Vertical lines: the observed mean and the theoretical mean (1 − α^(K+1)) / (1 − α).
+
+    Rounds that proposed fewer than K drafts (prompt lookup finding nothing, or the last rounds
+    near the length limit) and rounds cut short by an EOS are counted as they are; the theory
+    assumes K proposals every pass, which the hover says.
+
+    Raises:
+        ValueError: if ``k`` is not an integer >= 0.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"K must be an integer >= 0, got {k!r}")
+    title = "Tokens emitted per target pass"
+    uirev = "tokens_per_pass"
+    x_title, y_title = "tokens emitted in one pass", "fraction of passes"
+    if not rounds:
+        return _waiting(title, uirev, x_title, y_title)
+
+    counts_per_round = [len(r.emitted) for r in rounds]
+    lo = min(1, min(counts_per_round))
+    hi = max(k + 1, max(counts_per_round))
+    bins = list(range(lo, hi + 1))
+    hist = {n: 0 for n in bins}
+    for n in counts_per_round:
+        hist[n] += 1
+    n_rounds = len(rounds)
+    fractions = [hist[n] / n_rounds for n in bins]
+    observed_mean = sum(counts_per_round) / n_rounds
+
+    alpha = estimate_alpha(rounds)
+    short = sum(1 for r in rounds if r.n_proposed < k)
+
+    theory_mean = theory.expected_tokens_per_pass(alpha, k) if alpha is not None else None
+    title = f"Tokens per target pass — mean {observed_mean:.2f}"
+    if theory_mean is not None:
+        title += f" (theory {theory_mean:.2f} at α̂ = {alpha:.2f})"
+    layout = _layout(title, uirev, x_title, y_title)
+    layout["xaxis"].update(tickmode="linear", dtick=1, range=[lo - 0.6, hi + 0.6])
+    layout["yaxis"].update(range=[0.0, 1.05], tickformat=".0%")
+
+    data = [{
+        "type": "bar", "x": bins, "y": fractions, "customdata": [hist[n] for n in bins], "name": "observed",
+        "marker": {"color": SPEC_COLOR, "opacity": 0.75},
+        "hovertemplate": "%{x} tokens in a pass: %{y:.1%} of passes (%{customdata} passes)<extra></extra>",
+    }]
+    if alpha is None:
+        _note(layout, NO_DRAFTS_TEXT, y=0.8)
+    else:
+        dist = theory.tokens_per_pass_distribution(alpha, k)
+        assumption = (f"theory assumes K = {k} proposals every pass,<br>"
+                      f"each accepted with prob. α̂ = accepted / tested drafts = {alpha:.3f}")
+        if short:
+            assumption += f"; {short} of {n_rounds} passes proposed fewer"
+        data.append({
+            "type": "scatter", "x": list(range(1, k + 2)), "y": dist, "mode": "lines+markers",
+            "name": f"theory (α̂ = {alpha:.2f})",
+            "line": {"color": THEORY_COLOR, "dash": "dash", "width": 1.5},
+            "marker": {"color": THEORY_COLOR, "size": 8, "symbol": "diamond-open"},
+            "hovertemplate": f"theory P(N = %{{x}}) = %{{y:.1%}}<br>{assumption}<extra></extra>",
+        })
+        # The label of the larger mean goes right of its line, the other's left: no overlap.
+        _vline(layout, theory_mean, THEORY_COLOR, f"theory {theory_mean:.2f}", dash="dash",
+               left=theory_mean < observed_mean)
+    _vline(layout, observed_mean, MEAN_COLOR, f"mean {observed_mean:.2f}",
+           left=theory_mean is not None and observed_mean <= theory_mean)
+    return _build(data, layout)
+
+
+# --------------------------------------------------------------------------- speedup
+def speedup_figure(points: list[dict], theoretical: float | None) -> go.Figure:
+    """Measured running speedup over time, against the theory and plain decoding.
+
+    Args:
+        points: ``{"t": seconds since the run started, "speedup": measured running speedup}``
+            dicts in time order; points with a non-finite value are skipped.
+        theoretical: predicted speedup (e.g. :func:`specviz.theory.expected_speedup`), drawn as a
+            dashed horizontal line, or None.
+
+    The region below 1.0 (plain decoding's speed, a grey reference line) is shaded light red
+    and labelled "slower than plain", so a slowdown reads as one.
+    """
+    title = "Speedup over plain decoding"
+    uirev = "speedup"
+    x_title, y_title = "seconds since start", "speedup (×)"
+    pts = [(float(p["t"]), float(p["speedup"])) for p in points
+           if _finite(p.get("t")) and _finite(p.get("speedup"))]
+    if not pts:
+        return _waiting(title, uirev, x_title, y_title)
+    xs = [t for t, _ in pts]
+    ys = [s for _, s in pts]
+    theo = float(theoretical) if _finite(theoretical) else None
+
+    title = f"Speedup over plain decoding — now {speedup_label(ys[-1])}"
+    layout = _layout(title, uirev, x_title, y_title)
+    top = max([1.2, *ys] + ([theo] if theo is not None else [])) * 1.1
+    layout["yaxis"]["range"] = [0.0, top]
+    layout["shapes"].append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": 0.0, "y1": 1.0,
+                             "fillcolor": SLOW_FILL, "line": {"width": 0}, "layer": "below"})
+    layout["annotations"].append({"text": "slower than plain", "xref": "paper", "x": 0, "yref": "y", "y": 0.0,
+                                  "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+                                  "font": {"color": KIND_COLORS[REJECTED], "size": 11}})
+    _hline(layout, 1.0, PLAIN_COLOR, "plain decoding")
+    if theo is not None:
+        _hline(layout, theo, THEORY_COLOR, f"theory {theo:.2f}×", dash="dash", right=True)
+    data = [{
+        "type": "scatter", "x": xs, "y": ys, "mode": "lines+markers" if len(xs) < 2 else "lines",
+        "name": "measured", "line": {"color": SPEC_COLOR, "width": 2}, "marker": {"color": SPEC_COLOR},
+        "hovertemplate": "t = %{x:.1f} s<br>speedup %{y:.2f}×<extra></extra>",
+    }]
+    return _build(data, layout)
+
+
+def speedup_bar_figure(spec_tps: float, plain_tps: float, theoretical: float | None) -> go.Figure:
+    """Tokens per second of plain vs speculative decoding, titled with their ratio.
+
+    Args:
+        spec_tps: speculative run's tokens/s (>= 0).
+        plain_tps: plain decoding's tokens/s (>= 0); 0 means not measured yet.
+        theoretical: predicted speedup or None; drawn as a dashed line at ``plain_tps ×
+            theoretical`` when the plain baseline is known.
+
+    The title is :func:`speedup_label` of ``spec_tps / plain_tps`` (e.g. "1.8× faster" or
+    "0.7× — a slowdown").
+
+    Raises:
+        ValueError: if a rate is negative or not finite.
+    """
+    for name, value in (("spec_tps", spec_tps), ("plain_tps", plain_tps)):
+        if not _finite(value) or value < 0:
+            raise ValueError(f"{name} must be a finite number >= 0 (tokens/s), got {value!r}")
+    spec_tps, plain_tps = float(spec_tps), float(plain_tps)
+    theoretical = float(theoretical) if _finite(theoretical) else None
+    uirev = "speedup_bar"
+    y_title = "tokens / s"
+    if spec_tps == 0 and plain_tps == 0:
+        return _waiting("Plain vs speculative", uirev, "", y_title)
+    if plain_tps > 0:
+        title = f"Speculative vs plain: {speedup_label(spec_tps / plain_tps)}"
+    else:
+        title = "Speculative vs plain: waiting for the plain baseline"
+    layout = _layout(title, uirev, "", y_title)
+    data = [{
+        "type": "bar", "x": ["plain", "speculative"], "y": [plain_tps, spec_tps], "name": "tokens/s",
+        "marker": {"color": [PLAIN_COLOR, SPEC_COLOR]},
+        "text": [f"{plain_tps:.1f}", f"{spec_tps:.1f}"], "textposition": "auto",
+        "hovertemplate": "%{x}: %{y:.1f} tokens/s<extra></extra>", "showlegend": False,
+    }]
+    if plain_tps > 0 and theoretical is not None:
+        _hline(layout, plain_tps * theoretical, THEORY_COLOR,
+               f"theory {theoretical:.2f}× → {plain_tps * theoretical:.1f} tok/s", dash="dash", right=True)
+        layout["yaxis"]["range"] = [0.0, max(plain_tps, spec_tps, plain_tps * theoretical) * 1.15]
+    return _build(data, layout)
+
+
+# --------------------------------------------------------------------------- lossless check
+def _visible(label: str) -> str:
+    """Make whitespace in a token's text visible on an axis."""
+    if label == "":
+        return "''"
+    return label.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+
+
+def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: list[float],
+                    freq_plain: list[float]) -> go.Figure:
+    """Empirical next-token frequencies of speculative and plain sampling against the target's p.
+
+    Grouped bars give the two empirical histograms over the top tokens; markers give the target
+    distribution. If speculative sampling is lossless, both bars sit on the marker up to
+    sampling noise. Whitespace in labels is made visible and duplicate labels are numbered (a
+    categorical axis would merge them).
+
+    Raises:
+        ValueError: if the four lists differ in length.
+    """
+    lengths = {len(token_labels), len(p_target), len(freq_spec), len(freq_plain)}
+    if len(lengths) != 1:
+        raise ValueError(
+            "token_labels, p_target, freq_spec and freq_plain must have the same length, got "
+            f"{len(token_labels)}, {len(p_target)}, {len(freq_spec)}, {len(freq_plain)}"
+        )
+    title = "Is it lossless? Sampled frequencies vs target p"
+    uirev = "lossless"
+    x_title, y_title = "token", "probability / frequency"
+    if not token_labels:
+        return _waiting(title, uirev, x_title, y_title)
+
+    p_target, freq_spec, freq_plain = ([float(v) for v in seq] for seq in (p_target, freq_spec, freq_plain))
+    labels, seen = [], {}
+    for raw in token_labels:
+        label = _visible(raw)
+        seen[label] = seen.get(label, 0) + 1
+        labels.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+
+    layout = _layout(title, uirev, x_title, y_title)
+    layout.update(barmode="group", bargap=0.25)
+    layout["yaxis"].update(rangemode="tozero", tickformat=".0%")
+    layout["xaxis"]["type"] = "category"
+    data = [
+        {"type": "bar", "x": labels, "y": freq_spec, "name": "speculative", "marker": {"color": SPEC_COLOR},
+         "hovertemplate": "%{x}: speculative %{y:.1%}<extra></extra>"},
+        {"type": "bar", "x": labels, "y": freq_plain, "name": "plain", "marker": {"color": PLAIN_COLOR},
+         "hovertemplate": "%{x}: plain %{y:.1%}<extra></extra>"},
+        {"type": "scatter", "x": labels, "y": p_target, "mode": "markers", "name": "target p",
+         "marker": {"color": THEORY_COLOR, "symbol": "diamond", "size": 10, "line": {"color": "white", "width": 1}},
+         "hovertemplate": "%{x}: target p = %{y:.1%}<extra></extra>"},
+    ]
+    return _build(data, layout)

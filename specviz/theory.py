@@ -1,0 +1,182 @@
+"""Closed-form predictions for speculative sampling, in plain Python floats (no torch).
+
+The model behind every formula here: each drafted token is accepted independently with the same
+probability ``alpha`` (the *acceptance rate*, Leviathan et al. 2023, Definition 3.1: the
+expected value of ``sum_x min(p_draft(x), p_target(x))``), the drafter proposes exactly ``K``
+tokens per round, and the verify pass stops at the first rejection. The number of accepted drafts
+in a round is then a geometric run length capped at ``K``, and one target token (the resampled one
+or the bonus one) is always added, so a verify pass emits between 1 and ``K + 1`` tokens.
+
+Sources:
+    * Leviathan, Kalman, Matias (2023), "Fast Inference from Transformers via Speculative
+      Decoding", ICML 2023: eq. (1) (expected tokens per pass, written with gamma for K) and
+      Theorem 3.8 (expected walltime improvement factor).
+    * Chen, Borgeaud, Irving, Lespiau, Sifre, Jumper (2023), "Accelerating Large Language Model
+      Decoding with Speculative Sampling": the same modified rejection sampling (their
+      Algorithm 2), which makes the per-token acceptance probability ``min(1, q/p)``.
+
+Units: ``alpha`` is a probability in [0, 1]; ``k`` is a count of drafted tokens; ``c`` and
+``verify_cost`` are dimensionless time ratios (see :func:`expected_speedup`). Every function
+raises :class:`ValueError` for an argument outside its domain (including NaN).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+__all__ = [
+    "estimate_alpha_from_tokens_per_pass",
+    "expected_speedup",
+    "expected_tokens_per_pass",
+    "tokens_per_pass_distribution",
+]
+
+
+def _check_alpha(alpha: float) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+        raise ValueError(f"alpha must be a real number in [0, 1], got {alpha!r}")
+    alpha = float(alpha)
+    if not 0.0 <= alpha <= 1.0:  # also rejects NaN
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    return alpha
+
+
+def _check_k(k: int, minimum: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise ValueError(f"K must be an integer >= {minimum}, got {k!r}")
+    k = int(k)
+    if k < minimum:
+        raise ValueError(f"K must be >= {minimum}, got {k}")
+    return k
+
+
+def _check_nonneg(name: str, value: float, strict: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0.0 or (strict and value == 0.0):
+        raise ValueError(f"{name} must be a finite number {'> 0' if strict else '>= 0'}, got {value}")
+    return value
+
+
+def expected_tokens_per_pass(alpha: float, k: int) -> float:
+    """Expected number of tokens emitted by one verify (target) pass.
+
+    Leviathan et al. 2023, eq. (1): ``E[N] = (1 - alpha**(K+1)) / (1 - alpha)``, i.e. the
+    geometric sum ``1 + alpha + ... + alpha**K``.
+
+    The limits are exact: ``alpha = 0`` gives 1.0 and ``alpha = 1`` gives ``K + 1`` (no 0/0).
+    Near ``alpha = 1`` the numerator is evaluated as ``-expm1((K+1) * log(alpha))`` so it does
+    not lose precision to cancellation (``1 - alpha`` itself is exact in floating point there).
+
+    Args:
+        alpha: per-token acceptance rate, in [0, 1].
+        k: lookahead K, drafted tokens per round, an integer >= 0 (K = 0 is plain decoding: 1).
+
+    Returns:
+        Expected tokens per target pass, in [1, K + 1].
+
+    Raises:
+        ValueError: if alpha is outside [0, 1] or K is not an integer >= 0.
+    """
+    alpha = _check_alpha(alpha)
+    k = _check_k(k, 0)
+    if alpha == 0.0:
+        return 1.0
+    if alpha == 1.0:
+        return float(k + 1)
+    return -math.expm1((k + 1) * math.log(alpha)) / (1.0 - alpha)
+
+
+def expected_speedup(alpha: float, k: int, c: float, verify_cost: float = 1.0) -> float:
+    """Expected wall-time speedup of speculative sampling over plain decoding.
+
+    Leviathan et al. 2023, Theorem 3.8: the expected improvement factor in total walltime is
+    ``(1 - alpha**(K+1)) / ((1 - alpha) * (K*c + 1))``. One round costs K draft steps (``K*c``
+    target-step units) plus one verify pass and yields :func:`expected_tokens_per_pass` tokens,
+    whereas plain decoding yields one token per target step. Here the verify pass's cost is a
+    parameter, ``verify_cost``; ``verify_cost = 1.0`` gives Leviathan's formula exactly (their
+    assumption that scoring K + 1 positions in parallel costs one plain step).
+
+    Args:
+        alpha: per-token acceptance rate, in [0, 1].
+        k: lookahead K, an integer >= 1.
+        c: cost ratio, (time of one draft forward step) / (time of one target decode step), >= 0.
+        verify_cost: (time of one verify pass over K + 1 positions) / (time of one plain target
+            decode step), > 0. Default 1.0.
+
+    Returns:
+        Expected speedup factor (> 1 is faster than plain decoding, < 1 is a slowdown).
+        ``alpha = 0`` gives ``1 / (K*c + verify_cost)``.
+
+    Raises:
+        ValueError: if alpha is outside [0, 1], K < 1, c < 0, verify_cost <= 0, or any is
+            non-finite.
+    """
+    alpha = _check_alpha(alpha)
+    k = _check_k(k, 1)
+    c = _check_nonneg("c", c)
+    verify_cost = _check_nonneg("verify_cost", verify_cost, strict=True)
+    return expected_tokens_per_pass(alpha, k) / (k * c + verify_cost)
+
+
+def tokens_per_pass_distribution(alpha: float, k: int) -> list[float]:
+    """Distribution of the number of tokens N emitted by one verify pass.
+
+    With independent acceptances at rate alpha, the pass accepts ``n - 1`` drafts then rejects
+    one, for ``n <= K``: ``P(N = n) = alpha**(n-1) * (1 - alpha)``; or accepts all K and adds the
+    bonus token: ``P(N = K + 1) = alpha**K``. This is the truncated geometric distribution whose
+    mean is Leviathan et al. 2023, eq. (1) (:func:`expected_tokens_per_pass`).
+
+    Args:
+        alpha: per-token acceptance rate, in [0, 1].
+        k: lookahead K, an integer >= 0.
+
+    Returns:
+        A list of length ``K + 1``; element ``i`` is ``P(N = i + 1)``. The entries sum to 1 (up to
+        rounding). ``alpha = 1`` puts all mass on ``K + 1``; ``alpha = 0`` all mass on 1.
+
+    Raises:
+        ValueError: if alpha is outside [0, 1] or K is not an integer >= 0.
+    """
+    alpha = _check_alpha(alpha)
+    k = _check_k(k, 0)
+    # 0.0 ** 0 == 1.0 in Python, so alpha = 0 gives [1, 0, ..., 0] without special-casing.
+    probs = [alpha ** (n - 1) * (1.0 - alpha) for n in range(1, k + 1)]
+    probs.append(alpha**k)
+    return probs
+
+
+def estimate_alpha_from_tokens_per_pass(tpp: float, k: int, tol: float = 1e-12) -> float:
+    """Invert :func:`expected_tokens_per_pass`: the alpha whose expected tokens per pass is ``tpp``.
+
+    ``expected_tokens_per_pass`` is continuous and strictly increasing in alpha on [0, 1] (for
+    K >= 1), from 1 to ``K + 1``, so bisection finds the unique root.
+
+    Args:
+        tpp: observed mean tokens per target pass, in [1, K + 1].
+        k: lookahead K, an integer >= 1.
+        tol: absolute tolerance on alpha (> 0).
+
+    Returns:
+        alpha in [0, 1].
+
+    Raises:
+        ValueError: if K < 1, tol <= 0, or tpp is outside [1, K + 1].
+    """
+    k = _check_k(k, 1)
+    tol = _check_nonneg("tol", tol, strict=True)
+    if isinstance(tpp, bool) or not isinstance(tpp, numbers.Real) or not 1.0 <= float(tpp) <= k + 1:
+        raise ValueError(f"tokens per pass must be in [1, K + 1] = [1, {k + 1}], got {tpp!r}")
+    tpp = float(tpp)
+    lo, hi = 0.0, 1.0
+    for _ in range(200):  # 200 halvings reach float resolution whatever tol is
+        if hi - lo <= tol:
+            break
+        mid = 0.5 * (lo + hi)
+        if expected_tokens_per_pass(mid, k) < tpp:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)

@@ -1,0 +1,327 @@
+"""Plotly figures of specviz.charts, built from hand-made trace records."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import plotly.graph_objects as go
+import pytest
+
+from specviz import charts, theory
+from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+
+
+# --------------------------------------------------------------------------- helpers
+def make_round(index: int, n_proposed: int, n_accepted: int, n_emitted: int | None = None) -> Round:
+    """A round that proposed ``n_proposed`` drafts and accepted the first ``n_accepted``.
+
+    It emits the accepted drafts plus one target token (resampled, bonus, or plain when nothing
+    was proposed), or only the first ``n_emitted`` of those (an EOS cut the round short).
+    """
+    assert 0 <= n_accepted <= n_proposed
+    drafted = [
+        DraftedToken(id=100 + j, text=f"d{j}", p_draft=0.5, p_target=0.4, accept_prob=0.8, uniform=0.3,
+                     accepted=j < n_accepted, tested=j <= n_accepted)
+        for j in range(n_proposed)
+    ]
+    if not n_proposed:
+        last = PLAIN
+    elif n_accepted == n_proposed:
+        last = BONUS
+    else:
+        last = RESAMPLED
+    kinds = [ACCEPTED] * n_accepted + [last]
+    emitted = [EmittedToken(id=200 + j, text=f"t{j}", kind=kind, p_target=0.4, round=index)
+               for j, kind in enumerate(kinds)]
+    if n_emitted is not None:
+        emitted = emitted[:n_emitted]
+    return Round(index=index, drafted=drafted, n_accepted=n_accepted, emitted=emitted,
+                 draft_ms=4.0 * n_proposed, draft_steps=n_proposed, verify_ms=20.0)
+
+
+def simulate(alpha: float, k: int, n_rounds: int, seed: int = 0) -> list[Round]:
+    """Rounds from the theory's model: each draft accepted independently with prob. alpha."""
+    rng = random.Random(seed)
+    rounds = []
+    for i in range(n_rounds):
+        accepted = 0
+        while accepted < k and rng.random() < alpha:
+            accepted += 1
+        rounds.append(make_round(i, k, accepted))
+    return rounds
+
+
+def trace(fig: go.Figure, name: str):
+    matches = [t for t in fig.data if t.name == name]
+    assert len(matches) == 1, [t.name for t in fig.data]
+    return matches[0]
+
+
+def annotation_texts(fig: go.Figure) -> list[str]:
+    return [a.text for a in fig.layout.annotations]
+
+
+ROUNDS = [
+    make_round(0, 4, 4),  # 5 emitted
+    make_round(1, 4, 1),  # 2 emitted
+    make_round(2, 0, 0),  # prompt lookup found nothing: 1 plain token
+    make_round(3, 4, 0),  # 1 emitted
+    make_round(4, 2, 2),  # near the length limit: 3 emitted
+]
+
+BUILDERS = {
+    "alpha": lambda: charts.alpha_figure(ROUNDS),
+    "alpha_empty": lambda: charts.alpha_figure([]),
+    "alpha_plain": lambda: charts.alpha_figure([make_round(0, 0, 0), make_round(1, 0, 0)]),
+    "tpp": lambda: charts.tokens_per_pass_figure(ROUNDS, 4),
+    "tpp_empty": lambda: charts.tokens_per_pass_figure([], 4),
+    "tpp_plain": lambda: charts.tokens_per_pass_figure([make_round(0, 0, 0)], 4),
+    "speedup": lambda: charts.speedup_figure([{"t": 0.5, "speedup": 0.8}, {"t": 1.0, "speedup": 1.6}], 2.1),
+    "speedup_empty": lambda: charts.speedup_figure([], None),
+    "speedup_bar": lambda: charts.speedup_bar_figure(36.0, 20.0, 2.0),
+    "speedup_bar_empty": lambda: charts.speedup_bar_figure(0.0, 0.0, None),
+    "lossless": lambda: charts.lossless_figure([" the", " a", "\n"], [0.5, 0.3, 0.2], [0.52, 0.27, 0.21],
+                                              [0.49, 0.31, 0.2]),
+    "lossless_empty": lambda: charts.lossless_figure([], [], [], []),
+}
+
+
+# --------------------------------------------------------------------------- shared look
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_every_figure_is_valid_plotly_with_the_shared_look(name):
+    fig = BUILDERS[name]()
+    assert isinstance(fig, go.Figure)
+    # The module skips validation for speed: a validating rebuild must accept every property.
+    rebuilt = go.Figure(json.loads(fig.to_json()))
+    assert rebuilt.layout.height == charts.HEIGHT == 300
+    assert fig.layout.template.layout.plot_bgcolor == "white"  # plotly_white, not the default grey
+    assert fig.layout.uirevision  # zoom survives rebuilds
+    assert fig.layout.title.text
+
+
+@pytest.mark.parametrize("name", sorted(n for n in BUILDERS if n.endswith("_empty")))
+def test_empty_input_gives_a_titled_waiting_figure(name):
+    fig = BUILDERS[name]()
+    assert len(fig.data) == 0
+    assert fig.layout.title.text
+    assert any("waiting for the first round" in t for t in annotation_texts(fig))
+
+
+def test_uirevision_is_stable_across_rebuilds_and_distinct_per_chart():
+    assert charts.alpha_figure(ROUNDS[:2]).layout.uirevision == charts.alpha_figure(ROUNDS).layout.uirevision
+    assert charts.alpha_figure([]).layout.uirevision == charts.alpha_figure(ROUNDS).layout.uirevision
+    revisions = {BUILDERS[n]().layout.uirevision for n in ("alpha", "tpp", "speedup", "speedup_bar", "lossless")}
+    assert len(revisions) == 5
+
+
+def test_kind_colors_are_the_agreed_palette():
+    assert charts.KIND_COLORS == {
+        "accepted": "#2e9e5b",
+        "resampled": "#e8833a",
+        "rejected": "#d64545",
+        "bonus": "#3b6fd8",
+        "plain": "#8c8c8c",
+    }
+
+
+def test_trace_count_does_not_grow_with_the_run():
+    short, long = simulate(0.7, 4, 5), simulate(0.7, 4, 2000)
+    assert len(charts.alpha_figure(short).data) == len(charts.alpha_figure(long).data) == 3
+    assert len(charts.tokens_per_pass_figure(short, 4).data) == len(charts.tokens_per_pass_figure(long, 4).data) == 2
+
+
+# --------------------------------------------------------------------------- alpha
+def test_alpha_figure_plots_each_round_and_skips_rounds_without_drafts():
+    fig = charts.alpha_figure(ROUNDS)
+    per_round = trace(fig, "α this round")
+    assert list(per_round.x) == [0, 1, 3, 4]  # round 2 proposed nothing
+    assert list(per_round.y) == [1.0, 0.25, 0.0, 1.0]
+    assert [list(c) for c in per_round.customdata] == [[4, 4], [1, 4], [0, 4], [2, 2]]
+    assert "accepted" in per_round.hovertemplate
+    assert per_round.marker.color == charts.KIND_COLORS["accepted"]
+    assert list(fig.layout.yaxis.range) == [0.0, 1.05]
+
+
+def test_alpha_running_mean_ends_at_total_accepted_over_proposed():
+    rounds = simulate(0.6, 5, 300, seed=3)
+    fig = charts.alpha_figure(rounds)
+    running = trace(fig, "running α")
+    total_acc = sum(r.n_accepted for r in rounds)
+    total_prop = sum(r.n_proposed for r in rounds)
+    assert running.y[-1] == pytest.approx(total_acc / total_prop)
+    assert running.y[0] == pytest.approx(rounds[0].n_accepted / 5)
+    assert f"{total_acc / total_prop:.2f}" in fig.layout.title.text
+
+
+def test_alpha_running_mean_weights_rounds_by_proposals():
+    # 4/4 then 0/1: the pooled rate is 0.8, not the mean of per-round rates (0.5).
+    fig = charts.alpha_figure([make_round(0, 4, 4), make_round(1, 1, 0)])
+    assert trace(fig, "running α").y[-1] == pytest.approx(0.8)
+
+
+def test_alpha_hat_counts_only_tested_drafts():
+    # Round 1: 1 accepted, 1 rejected, 2 never tested -> 2 tested. Round 3: 0 of 1 tested.
+    rounds = [make_round(0, 4, 4), make_round(1, 4, 1), make_round(2, 4, 0)]
+    assert charts.estimate_alpha(rounds) == pytest.approx(5 / (4 + 2 + 1))
+    assert trace(charts.alpha_figure(rounds), "α̂ per tested draft (theory's α)").y[-1] == pytest.approx(5 / 7)
+    assert charts.estimate_alpha([make_round(0, 0, 0)]) is None
+
+
+def test_alpha_figure_for_plain_decoding_says_alpha_is_undefined():
+    fig = BUILDERS["alpha_plain"]()
+    assert len(fig.data) == 0
+    assert any("α is undefined" in t for t in annotation_texts(fig))
+
+
+# --------------------------------------------------------------------------- tokens per pass
+def test_tokens_per_pass_histogram_fractions():
+    fig = charts.tokens_per_pass_figure(ROUNDS, 4)
+    bars = trace(fig, "observed")
+    assert list(bars.x) == [1, 2, 3, 4, 5]
+    # Emitted per round: 5, 2, 1, 1, 3.
+    assert list(bars.y) == pytest.approx([0.4, 0.2, 0.2, 0.0, 0.2])
+    assert math.fsum(bars.y) == pytest.approx(1.0)
+    assert list(bars.customdata) == [2, 1, 1, 0, 1]
+
+
+def test_tokens_per_pass_theory_curve_uses_alpha_per_tested_draft():
+    fig = charts.tokens_per_pass_figure(ROUNDS, 4)
+    alpha = charts.estimate_alpha(ROUNDS)
+    theory_trace = next(t for t in fig.data if t.name.startswith("theory"))
+    assert list(theory_trace.x) == [1, 2, 3, 4, 5]
+    assert list(theory_trace.y) == pytest.approx(theory.tokens_per_pass_distribution(alpha, 4))
+    hover = theory_trace.hovertemplate
+    assert "assumes K = 4" in hover
+    assert "2 of 5 passes proposed fewer" in hover  # round 2 (none) and round 4 (2 drafts)
+
+
+def test_tokens_per_pass_marks_observed_and_theoretical_means():
+    fig = charts.tokens_per_pass_figure(ROUNDS, 4)
+    observed = (5 + 2 + 1 + 1 + 3) / 5
+    predicted = theory.expected_tokens_per_pass(charts.estimate_alpha(ROUNDS), 4)
+    vlines = sorted(s.x0 for s in fig.layout.shapes if s.x0 == s.x1)
+    assert vlines == pytest.approx(sorted([observed, predicted]))
+    texts = annotation_texts(fig)
+    assert f"mean {observed:.2f}" in texts
+    assert f"theory {predicted:.2f}" in texts
+
+
+def test_tokens_per_pass_theory_agrees_with_runs_from_the_theory_model():
+    # With accepted/proposed (biased low) as α the theoretical mean would be ~0.6 tokens short.
+    rounds = simulate(0.8, 4, 4000, seed=11)
+    fig = charts.tokens_per_pass_figure(rounds, 4)
+    observed = math.fsum(x * y for x, y in zip(trace(fig, "observed").x, trace(fig, "observed").y))
+    theory_trace = next(t for t in fig.data if t.name.startswith("theory"))
+    predicted = math.fsum(x * y for x, y in zip(theory_trace.x, theory_trace.y))
+    assert observed == pytest.approx(theory.expected_tokens_per_pass(0.8, 4), abs=0.06)
+    assert predicted == pytest.approx(observed, abs=0.03)
+
+
+def test_tokens_per_pass_counts_rounds_cut_short_and_wider_runs():
+    # An EOS cut round 0 to 2 tokens; k=2 is smaller than the 5 tokens round 1 emitted.
+    rounds = [make_round(0, 4, 4, n_emitted=2), make_round(1, 4, 4)]
+    bars = trace(charts.tokens_per_pass_figure(rounds, 2), "observed")
+    assert list(bars.x) == [1, 2, 3, 4, 5]
+    assert list(bars.y) == pytest.approx([0.0, 0.5, 0.0, 0.0, 0.5])
+
+
+def test_tokens_per_pass_for_plain_decoding_has_no_theory():
+    fig = charts.tokens_per_pass_figure([make_round(i, 0, 0) for i in range(3)], 4)
+    assert [t.name for t in fig.data] == ["observed"]
+    assert trace(fig, "observed").y[0] == 1.0
+    assert any("α is undefined" in t for t in annotation_texts(fig))
+
+
+def test_tokens_per_pass_rejects_negative_k():
+    with pytest.raises(ValueError):
+        charts.tokens_per_pass_figure(ROUNDS, -1)
+
+
+# --------------------------------------------------------------------------- speedup
+def test_speedup_figure_lines_and_slowdown_region():
+    points = [{"t": 0.2, "speedup": 0.6}, {"t": 0.7, "speedup": 1.2}, {"t": 1.5, "speedup": 1.7}]
+    fig = charts.speedup_figure(points, 2.3)
+    measured = trace(fig, "measured")
+    assert list(measured.x) == [0.2, 0.7, 1.5]
+    assert list(measured.y) == [0.6, 1.2, 1.7]
+    hlines = {s.y0: s for s in fig.layout.shapes if s.type == "line"}
+    assert set(hlines) == {1.0, 2.3}
+    assert hlines[2.3].line.dash == "dash"
+    rects = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert len(rects) == 1 and (rects[0].y0, rects[0].y1) == (0.0, 1.0)
+    texts = annotation_texts(fig)
+    assert "plain decoding" in texts and "slower than plain" in texts
+    assert any(t.startswith("theory 2.30") for t in texts)
+    assert fig.layout.yaxis.range[0] == 0.0 and fig.layout.yaxis.range[1] > 2.3
+
+
+def test_speedup_figure_title_calls_a_slowdown_a_slowdown():
+    fig = charts.speedup_figure([{"t": 1.0, "speedup": 1.3}, {"t": 2.0, "speedup": 0.7}], None)
+    assert "slowdown" in fig.layout.title.text
+    assert "0.7×" in fig.layout.title.text
+    assert not [s for s in fig.layout.shapes if s.type == "line" and s.y0 != 1.0]  # no theory line
+    fast = charts.speedup_figure([{"t": 1.0, "speedup": 1.8}], None)
+    assert "1.8× faster" in fast.layout.title.text
+
+
+def test_speedup_figure_skips_non_finite_points():
+    fig = charts.speedup_figure([{"t": 0.1, "speedup": float("inf")}, {"t": 0.2, "speedup": 1.1}], float("nan"))
+    assert list(trace(fig, "measured").y) == [1.1]
+    assert charts.speedup_figure([{"t": 0.1, "speedup": float("nan")}], None).data == ()
+
+
+def test_speedup_bar_figure_titles_and_bars():
+    fig = charts.speedup_bar_figure(36.0, 20.0, 2.0)
+    assert fig.layout.title.text.endswith("1.8× faster")
+    bars = fig.data[0]
+    assert list(bars.x) == ["plain", "speculative"]
+    assert list(bars.y) == [20.0, 36.0]
+    assert [s.y0 for s in fig.layout.shapes] == [40.0]  # theory: 20 tok/s × 2.0
+
+    slow = charts.speedup_bar_figure(14.0, 20.0, None)
+    assert slow.layout.title.text.endswith("0.7× — a slowdown")
+    assert len(slow.layout.shapes) == 0
+
+    no_baseline = charts.speedup_bar_figure(14.0, 0.0, 2.0)
+    assert "waiting" in no_baseline.layout.title.text
+
+
+def test_speedup_bar_rejects_negative_rates():
+    with pytest.raises(ValueError):
+        charts.speedup_bar_figure(-1.0, 20.0, None)
+    with pytest.raises(ValueError):
+        charts.speedup_bar_figure(10.0, float("nan"), None)
+
+
+@pytest.mark.parametrize(
+    "ratio,label",
+    [(1.8, "1.8× faster"), (0.7, "0.7× — a slowdown"), (0.97, "0.97× — a slowdown"),
+     (1.02, "1.02× faster"), (1.0, "1.0× — same speed"), (2.345, "2.3× faster")],
+)
+def test_speedup_label(ratio, label):
+    assert charts.speedup_label(ratio) == label
+
+
+# --------------------------------------------------------------------------- lossless
+def test_lossless_figure_groups_two_histograms_against_target_markers():
+    fig = charts.lossless_figure([" the", " a", "\n"], [0.5, 0.3, 0.2], [0.52, 0.27, 0.21], [0.49, 0.31, 0.2])
+    assert fig.layout.barmode == "group"
+    spec, plain, target = trace(fig, "speculative"), trace(fig, "plain"), trace(fig, "target p")
+    assert spec.type == plain.type == "bar" and target.type == "scatter" and target.mode == "markers"
+    assert list(spec.y) == [0.52, 0.27, 0.21]
+    assert list(plain.y) == [0.49, 0.31, 0.2]
+    assert list(target.y) == [0.5, 0.3, 0.2]
+    assert list(spec.x) == ["␣the", "␣a", "↵"]  # whitespace made visible
+
+
+def test_lossless_figure_keeps_tokens_with_the_same_text_apart():
+    fig = charts.lossless_figure(["a", "a", ""], [0.4, 0.3, 0.3], [0.4, 0.3, 0.3], [0.4, 0.3, 0.3])
+    labels = list(trace(fig, "speculative").x)
+    assert len(set(labels)) == 3
+
+
+def test_lossless_figure_rejects_mismatched_lengths():
+    with pytest.raises(ValueError):
+        charts.lossless_figure(["a", "b"], [0.5, 0.5], [1.0], [0.5, 0.5])

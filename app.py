@@ -161,12 +161,12 @@ def _fmt(x, spec=".2f", none="—"):
 
 
 def summary_markdown(spec_stats, plain_stats, k: int, c, verify_cost, status: str) -> str:
-    alpha = spec_stats.alpha
+    alpha, alpha_hat = spec_stats.alpha, spec_stats.alpha_hat
     speedup = (spec_stats.tokens_per_s / plain_stats.tokens_per_s) if plain_stats and plain_stats.tokens_per_s else None
     theo = None
-    if alpha is not None and c is not None:
-        theo = theory.expected_speedup(alpha, k, c, verify_cost or 1.0)
-    expected_tpp = theory.expected_tokens_per_pass(alpha, k) if alpha is not None else None
+    if alpha_hat is not None and c is not None:
+        theo = theory.expected_speedup(alpha_hat, k, c, verify_cost or 1.0)
+    expected_tpp = theory.expected_tokens_per_pass(alpha_hat, k) if alpha_hat is not None else None
     if speedup is None:
         verdict = ""
     elif speedup >= 1:
@@ -176,7 +176,9 @@ def summary_markdown(spec_stats, plain_stats, k: int, c, verify_cost, status: st
     counts = spec_stats.counts
     rows = [
         ("acceptance rate α", f"{_fmt(alpha, '.3f')}  ({spec_stats.accepted}/{spec_stats.proposed} proposed)"),
-        ("tokens per target pass", f"{spec_stats.tokens_per_pass:.2f}  (theory for this α: {_fmt(expected_tpp)})"),
+        ("per-test acceptance α̂", f"{_fmt(alpha_hat, '.3f')}  ({spec_stats.accepted}/{spec_stats.tested} tested; "
+                                  "drafts after a rejection are never tested — the theory uses α̂)"),
+        ("tokens per target pass", f"{spec_stats.tokens_per_pass:.2f}  (theory for α̂: {_fmt(expected_tpp)})"),
         ("target passes", f"{spec_stats.target_passes}"),
         ("tokens: accepted / resampled / bonus / plain",
          f"{counts['accepted']} / {counts['resampled']} / {counts['bonus']} / {counts['plain']}"),
@@ -184,7 +186,7 @@ def summary_markdown(spec_stats, plain_stats, k: int, c, verify_cost, status: st
         ("plain decoding tokens/s", "measuring…" if plain_stats is None else
          f"{plain_stats.tokens_per_s:.1f}  ({plain_stats.emitted} tokens in {plain_stats.wall_s:.2f} s)"),
         ("measured speedup", verdict or "—"),
-        ("theoretical speedup", f"{_fmt(theo)}×  from α, c = {_fmt(c, '.3f')}, verify cost = {_fmt(verify_cost)} steps"),
+        ("theoretical speedup", f"{_fmt(theo)}×  from α̂, c = {_fmt(c, '.3f')}, verify cost = {_fmt(verify_cost)} steps"),
     ]
     table = "| | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
     return f"{status}\n\n{table}"
@@ -305,8 +307,8 @@ def run_demo(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k,
             if done or time.perf_counter() - last_chart > CHART_INTERVAL_S:
                 last_chart = time.perf_counter()
                 c, verify_cost = _costs(run, plain_stats, k)
-                theo = (theory.expected_speedup(stats.alpha, k, c, verify_cost)
-                        if stats.alpha is not None and c is not None else None)
+                theo = (theory.expected_speedup(stats.alpha_hat, k, c, verify_cost)
+                        if stats.alpha_hat is not None and c is not None else None)
                 figures = (charts.alpha_figure(run.rounds), charts.tokens_per_pass_figure(run.rounds, k),
                            charts.speedup_figure(points, theo))
                 status = (f"**Done** ({run.finish_reason}) · {label}" if done

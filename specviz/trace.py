@@ -94,7 +94,12 @@ class RunStats:
         target_passes: number of target forward passes after the prompt (= rounds).
         proposed: drafted tokens actually proposed (the denominator of α).
         accepted: drafted tokens accepted.
-        alpha: accepted / proposed, in [0, 1]; ``None`` when nothing was proposed.
+        alpha: acceptance rate, accepted / proposed, in [0, 1]; ``None`` when nothing was proposed.
+        tested: drafted tokens that actually faced the accept test (the accepted prefix plus the
+            first rejected token; tokens after a rejection are proposed but never tested).
+        alpha_hat: accepted / tested, the estimate of the per-token acceptance probability α that
+            the closed forms in :mod:`specviz.theory` assume (Leviathan et al. 2023, Section 3.1).
+            accepted / proposed underestimates it whenever a rejection discards later drafts.
         tokens_per_pass: emitted tokens / target passes.
         emitted: number of emitted tokens; equals the sum of the per-kind counts.
         counts: emitted tokens per kind.
@@ -109,6 +114,8 @@ class RunStats:
     proposed: int
     accepted: int
     alpha: float | None
+    tested: int
+    alpha_hat: float | None
     tokens_per_pass: float
     emitted: int
     counts: dict[str, int]
@@ -135,6 +142,7 @@ def summarize(rounds: list[Round], wall_s: float, prefill_ms: float = 0.0) -> Ru
     """
     proposed = sum(r.n_proposed for r in rounds)
     accepted = sum(r.n_accepted for r in rounds)
+    tested = sum(sum(1 for d in r.drafted if d.tested) for r in rounds)
     counts = {kind: 0 for kind in KINDS}
     for r in rounds:
         for tok in r.emitted:
@@ -147,6 +155,8 @@ def summarize(rounds: list[Round], wall_s: float, prefill_ms: float = 0.0) -> Ru
         proposed=proposed,
         accepted=accepted,
         alpha=accepted / proposed if proposed else None,
+        tested=tested,
+        alpha_hat=accepted / tested if tested else None,
         tokens_per_pass=emitted / len(rounds) if rounds else 0.0,
         emitted=emitted,
         counts=counts,

@@ -1,0 +1,518 @@
+"""Benchmark: our engine against transformers' ``generate()``, in one process, same everything.
+
+For every temperature T and lookahead K, on the same prompts, model objects, device and dtype,
+after one warm-up call of each method, and alternating the methods within each repeat (the order
+rotates from repeat to repeat so no method always runs on a cold or warm cache):
+
+* ``ours plain``: :class:`specviz.engine.Generation` with no drafter;
+* ``generate()``: ``model.generate`` with the same sampling settings (``do_sample=False`` for
+  T = 0, else ``do_sample=True, temperature, top_k, top_p``);
+* ``ours spec``: the speculative loop with the drafter, ``instrument=True`` (what the app runs);
+* ``assisted``: transformers assisted generation with the same draft: ``assistant_model=`` the
+  drafter's model with ``num_assistant_tokens=K``, schedule ``"constant"`` and the confidence
+  threshold off (so it drafts exactly K like we do), or ``prompt_lookup_num_tokens=K`` with
+  ``max_matching_ngram_size=3`` (our prompt-lookup's longest n-gram) for ``ngram``;
+* ``ours spec, instrument off``: the same loop with ``instrument=False`` and no per-token text
+  decoding, to price the instrumentation.
+
+Equal lengths: every method generates exactly ``max_new_tokens`` tokens. Our engine is given no
+EOS ids (it keeps going past an EOS); transformers gets ``min_new_tokens = max_new_tokens``
+(which masks EOS until the end). Tokens/s is tokens ÷ wall time of the whole call (prefill
+included), measured outside the call with ``time.perf_counter``. A repeat's tokens/s pools all
+prompts (total tokens ÷ total seconds); the table shows the median over repeats.
+
+Derived figures (pooled over all prompts and repeats of a configuration):
+
+* α = accepted / proposed (the engine's :class:`~specviz.trace.RunStats` definition);
+  ``alpha_per_test`` = accepted / tested (tested = accepted + first rejections), the per-token
+  acceptance probability the closed form assumes (each tested draft is a Bernoulli(α) trial). The
+  theoretical speedup uses ``alpha_per_test``; accepted / proposed would count the drafts after a
+  rejection, which were never tested, as failures and understate α.
+* ``plain_step_ms``: mean round time of ``ours plain`` (one target step + sampling);
+  ``c`` = draft step ms ÷ plain step ms (prompt lookup: lookup ms per round ÷ (K × plain step ms));
+  ``verify_cost`` = mean verify-pass ms ÷ plain step ms.
+* ``speedup`` = ours spec tokens/s ÷ ours plain tokens/s (both measured medians);
+  ``theoretical`` = :func:`specviz.theory.expected_speedup` (alpha_per_test, K, c, verify_cost).
+* ``instrumentation_overhead`` = 1 − (tokens/s instrumented ÷ tokens/s not instrumented).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "assets" / "bench_prompts.json"
+WARMUP_TOKENS = 8
+
+OURS_PLAIN = "ours plain"
+HF_PLAIN = "generate()"
+OURS_SPEC = "ours spec"
+HF_SPEC = "assisted"
+OURS_SPEC_RAW = "ours spec, instrument off"
+
+
+# --------------------------------------------------------------------------- shared with the CLI
+def _progress(verbose: bool):
+    """A model-loading progress callback that logs each message (verbose), else None."""
+
+    def report(*args, **kwargs) -> None:
+        parts = [a for a in args if isinstance(a, str)] + [v for v in kwargs.values() if isinstance(v, str)]
+        fractions = [a for a in args if isinstance(a, float)]
+        log.info("%s%s", " ".join(parts), f" ({fractions[0]:.0%})" if fractions else "")
+
+    return report if verbose else None
+
+
+def load_pair(target_spec: str, draft_spec: str, device: str, dtype: str, verbose: bool = False):
+    """Load the target (a ``LoadedModel``) and build the drafter (None for ``none``)."""
+    from . import models
+
+    progress = _progress(verbose)
+    target = models.load_model(target_spec, device=device, dtype=dtype, progress=progress)
+    drafter = models.build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress)
+    return target, drafter
+
+
+def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed, instrument=True, eos=True,
+                    decode=True):
+    """A :class:`~specviz.engine.Generation` wired to a loaded target and drafter."""
+    from .engine import Generation
+
+    vocab = getattr(drafter, "vocab_size", None) if drafter is not None else None
+    return Generation(
+        target=target.model,
+        prompt_ids=list(prompt_ids),
+        drafter=drafter,
+        k=k,
+        sampling=sampling,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        eos_token_ids=tuple(target.eos_token_ids) if eos else (),
+        vocab_size=vocab or min(target.vocab_size, target.logits_width),
+        decode=target.decode if decode else None,
+        instrument=instrument,
+    )
+
+
+def cost_ratio(rounds, drafter, k: int, plain_step_ms: float | None) -> float | None:
+    """Cost ratio c of a drafter relative to one plain target step (ms ÷ ms).
+
+    Model drafters: mean time of one draft forward pass ÷ ``plain_step_ms``. Drafters without a
+    network (prompt lookup): mean lookup time per round ÷ (K × ``plain_step_ms``), i.e. the round's
+    drafting time expressed as the ``K·c`` of the speedup formula. None without a drafter or a
+    baseline.
+    """
+    if drafter is None or not plain_step_ms or not rounds:
+        return None
+    steps = sum(r.draft_steps for r in rounds)
+    draft_ms = sum(r.draft_ms for r in rounds)
+    if steps:
+        return draft_ms / steps / plain_step_ms
+    return draft_ms / len(rounds) / (k * plain_step_ms)
+
+
+# --------------------------------------------------------------------------- prompts
+@dataclass
+class BenchPrompt:
+    name: str
+    prompt: str
+    chat: bool = False
+    kind: str = "free"  # "copy" (copy-heavy: typo fixing, reformatting) or "free" (free text)
+
+
+def load_prompts(path: str | Path | None) -> list[BenchPrompt]:
+    """Read a prompt file: a JSON list of ``{name, prompt, chat, kind}`` objects."""
+    path = Path(path) if path else DEFAULT_PROMPTS
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"prompt file not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"prompt file {path} is not valid JSON: {exc}") from None
+    if isinstance(data, dict):
+        data = data.get("prompts", [])
+    if not isinstance(data, list) or not data:
+        raise ValueError(f"prompt file {path} must hold a non-empty list of prompts")
+    prompts = []
+    for i, item in enumerate(data):
+        if isinstance(item, str):
+            item = {"prompt": item}
+        if not isinstance(item, dict) or not isinstance(item.get("prompt"), str) or not item["prompt"]:
+            raise ValueError(f"prompt {i} in {path} needs a non-empty 'prompt' string")
+        prompts.append(BenchPrompt(name=str(item.get("name", f"prompt{i}")), prompt=item["prompt"],
+                                   chat=bool(item.get("chat", False)), kind=str(item.get("kind", "free"))))
+    return prompts
+
+
+# --------------------------------------------------------------------------- timed calls
+@dataclass
+class Sample:
+    tokens: int
+    seconds: float
+    rounds: list = field(default_factory=list)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def time_ours(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed, instrument=True) -> Sample:
+    gen = make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed,
+                          instrument=instrument, eos=False, decode=instrument)
+    t0 = time.perf_counter()
+    gen.run()
+    seconds = time.perf_counter() - t0
+    return Sample(len(gen.tokens), seconds, gen.rounds)
+
+
+def hf_kwargs(sampling, max_new_tokens: int) -> dict:
+    """``generate()`` keyword arguments for our sampling settings, forcing exactly max_new_tokens."""
+    kwargs = dict(max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens)
+    if sampling.greedy:
+        kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
+    else:
+        kwargs.update(do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
+    return kwargs
+
+
+def time_hf(target, prompt_ids, sampling, max_new_tokens, seed, assistant=None, lookup_k=None) -> Sample:
+    model = target.model
+    device = next(model.parameters()).device
+    input_ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
+    kwargs = hf_kwargs(sampling, max_new_tokens)
+    if assistant is not None:
+        kwargs["assistant_model"] = assistant
+    if lookup_k is not None:
+        kwargs.update(prompt_lookup_num_tokens=lookup_k, max_matching_ngram_size=3)
+    eos = list(target.eos_token_ids)
+    pad = eos[0] if eos else 0
+    torch.manual_seed(seed)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), pad_token_id=pad, **kwargs)
+    seconds = time.perf_counter() - t0
+    return Sample(out.shape[1] - input_ids.shape[1], seconds)
+
+
+def _configure_assistant(assistant, k: int) -> None:
+    config = assistant.generation_config
+    config.num_assistant_tokens = k
+    config.num_assistant_tokens_schedule = "constant"
+    config.assistant_confidence_threshold = 0.0  # draft exactly K, as our engine does
+
+
+# --------------------------------------------------------------------------- the benchmark
+def _median(values):
+    return statistics.median(values) if values else None
+
+
+def _pooled_tps(samples_by_repeat: dict[int, list[Sample]]) -> list[float]:
+    out = []
+    for samples in samples_by_repeat.values():
+        seconds = sum(s.seconds for s in samples)
+        out.append(sum(s.tokens for s in samples) / seconds if seconds > 0 else 0.0)
+    return out
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], temperatures: list[float],
+                  top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, repeats: int = 3, seed: int = 0,
+                  transformers_baselines: bool = True, instrument_check: bool = True,
+                  draft_spec: str = "", report=None) -> dict:
+    """Run the benchmark and return every measurement as plain data (see the module docstring).
+
+    Args:
+        target: a loaded target (``specviz.models.LoadedModel``).
+        drafter: the drafter (None: only the plain rows are measured).
+        prompts: the prompts; each is encoded with the target's chat template if ``chat``.
+        ks, temperatures: the grid; plain rows are measured once per temperature.
+        report: optional ``str -> None`` called with a progress line before each call.
+    """
+    from . import theory
+    from .sampling import SamplingConfig
+
+    report = report or (lambda line: None)
+    encoded = []
+    for p in prompts:
+        if p.chat and not target.has_chat_template:
+            raise ValueError(f"prompt {p.name!r} asks for the chat template but {target.name} has none")
+        encoded.append(target.encode(p.prompt, p.chat))
+    drafter_model = getattr(drafter, "model", None)
+    hf_spec_ok = transformers_baselines and drafter is not None and (drafter_model is not None or not drafter.uses_model)
+
+    def methods_for(t_index: int):
+        out = [(OURS_PLAIN, None), (HF_PLAIN, None)] if transformers_baselines else [(OURS_PLAIN, None)]
+        if drafter is not None:
+            for k in ks:
+                out.append((OURS_SPEC, k))
+                if hf_spec_ok:
+                    out.append((HF_SPEC, k))
+                if instrument_check:
+                    out.append((OURS_SPEC_RAW, k))
+        return out
+
+    def call(method, k, sampling, ids, n_tokens):
+        if method == OURS_PLAIN:
+            return time_ours(target, None, ids, 1, sampling, n_tokens, seed)
+        if method == OURS_SPEC:
+            return time_ours(target, drafter, ids, k, sampling, n_tokens, seed)
+        if method == OURS_SPEC_RAW:
+            return time_ours(target, drafter, ids, k, sampling, n_tokens, seed, instrument=False)
+        if method == HF_PLAIN:
+            return time_hf(target, ids, sampling, n_tokens, seed)
+        if drafter_model is not None:
+            _configure_assistant(drafter_model, k)
+            return time_hf(target, ids, sampling, n_tokens, seed, assistant=drafter_model)
+        return time_hf(target, ids, sampling, n_tokens, seed, lookup_k=k)
+
+    samples: dict[tuple, dict[int, list[Sample]]] = {}
+    per_prompt: dict[tuple, dict[str, list[float]]] = {}
+    started = time.perf_counter()
+    load_before = _loadavg()
+    for t_index, temperature in enumerate(temperatures):
+        sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
+        methods = methods_for(t_index)
+        report(f"T={temperature}: warm-up")
+        for method, k in methods:
+            call(method, k, sampling, encoded[0], min(WARMUP_TOKENS, max_new_tokens))
+        for r in range(repeats):
+            for p_index, (prompt, ids) in enumerate(zip(prompts, encoded)):
+                shift = (r + p_index) % len(methods)
+                for method, k in methods[shift:] + methods[:shift]:
+                    report(f"T={temperature} repeat {r + 1}/{repeats} {prompt.name}: {method}"
+                           + (f" K={k}" if k else "") + f" [{time.perf_counter() - started:.0f} s]")
+                    sample = call(method, k, sampling, ids, max_new_tokens)
+                    key = (method, temperature, k)
+                    samples.setdefault(key, {}).setdefault(r, []).append(sample)
+                    per_prompt.setdefault(key, {}).setdefault(prompt.name, []).append(sample.tokens_per_s)
+
+    def tps(method, temperature, k=None):
+        return _median(_pooled_tps(samples.get((method, temperature, k), {})))
+
+    def rounds_of(method, temperature, k=None):
+        return [rd for rs in samples.get((method, temperature, k), {}).values() for s in rs for rd in s.rounds]
+
+    plain_rows, spec_rows, prompt_rows = [], [], []
+    for temperature in temperatures:
+        ours_plain = tps(OURS_PLAIN, temperature)
+        hf_plain = tps(HF_PLAIN, temperature)
+        plain_rounds = rounds_of(OURS_PLAIN, temperature)
+        plain_step_ms = sum(rd.verify_ms for rd in plain_rounds) / len(plain_rounds) if plain_rounds else None
+        plain_rows.append({
+            "temperature": temperature,
+            "ours_tokens_per_s": ours_plain,
+            "transformers_tokens_per_s": hf_plain,
+            "ratio_vs_transformers": _ratio(ours_plain, hf_plain),
+            "plain_step_ms": plain_step_ms,
+            "tokens_per_s_runs": _pooled_tps(samples.get((OURS_PLAIN, temperature, None), {})),
+            "transformers_tokens_per_s_runs": _pooled_tps(samples.get((HF_PLAIN, temperature, None), {})),
+        })
+        if drafter is None:
+            continue
+        for k in ks:
+            ours = tps(OURS_SPEC, temperature, k)
+            hf = tps(HF_SPEC, temperature, k)
+            raw = tps(OURS_SPEC_RAW, temperature, k)
+            rounds = rounds_of(OURS_SPEC, temperature, k)
+            proposed = sum(rd.n_proposed for rd in rounds)
+            accepted = sum(rd.n_accepted for rd in rounds)
+            tested = sum(min(rd.n_accepted + 1, rd.n_proposed) for rd in rounds)
+            emitted = sum(len(rd.emitted) for rd in rounds)
+            alpha = accepted / proposed if proposed else None
+            alpha_per_test = accepted / tested if tested else None
+            c = cost_ratio(rounds, drafter, k, plain_step_ms)
+            verify_ms = sum(rd.verify_ms for rd in rounds) / len(rounds) if rounds else None
+            verify_cost = _ratio(verify_ms, plain_step_ms)
+            theoretical = None
+            predicted_tpp = None
+            if alpha_per_test is not None and c is not None and verify_cost:
+                theoretical = theory.expected_speedup(alpha_per_test, k, c, verify_cost)
+                predicted_tpp = theory.expected_tokens_per_pass(alpha_per_test, k)
+            speedup = _ratio(ours, ours_plain)
+            spec_rows.append({
+                "temperature": temperature,
+                "k": k,
+                "ours_tokens_per_s": ours,
+                "transformers_tokens_per_s": hf,
+                "ratio_vs_transformers": _ratio(ours, hf),
+                "transformers_speedup": _ratio(hf, hf_plain),
+                "alpha": alpha,
+                "alpha_per_test": alpha_per_test,
+                "proposed_per_round": proposed / len(rounds) if rounds else None,
+                "rounds_without_draft": sum(1 for rd in rounds if rd.n_proposed == 0) / len(rounds) if rounds else None,
+                "tokens_per_pass": emitted / len(rounds) if rounds else None,
+                "predicted_tokens_per_pass": predicted_tpp,
+                "cost_ratio_c": c,
+                "draft_ms_per_round": sum(rd.draft_ms for rd in rounds) / len(rounds) if rounds else None,
+                "verify_ms": verify_ms,
+                "verify_cost": verify_cost,
+                "speedup": speedup,
+                "theoretical_speedup": theoretical,
+                "speedup_vs_theoretical": _ratio(speedup, theoretical),
+                "uninstrumented_tokens_per_s": raw,
+                "instrumentation_overhead": (1 - ours / raw) if ours and raw else None,
+                "tokens_per_s_runs": _pooled_tps(samples.get((OURS_SPEC, temperature, k), {})),
+                "transformers_tokens_per_s_runs": _pooled_tps(samples.get((HF_SPEC, temperature, k), {})),
+            })
+            for prompt in prompts:
+                pp = lambda m, kk=None: _median(per_prompt.get((m, temperature, kk), {}).get(prompt.name, []))  # noqa: E731
+                prompt_rows.append({
+                    "prompt": prompt.name, "kind": prompt.kind, "temperature": temperature, "k": k,
+                    "ours_plain_tokens_per_s": pp(OURS_PLAIN), "ours_spec_tokens_per_s": pp(OURS_SPEC, k),
+                    "speedup": _ratio(pp(OURS_SPEC, k), pp(OURS_PLAIN)),
+                    "transformers_speedup": _ratio(pp(HF_SPEC, k), pp(HF_PLAIN)),
+                })
+
+    first_spec = spec_rows[0] if spec_rows else {}
+    return {
+        "target": target.name,
+        "draft": draft_spec,
+        "drafter": getattr(drafter, "name", None),
+        "device": str(target.device),
+        "dtype": str(target.dtype).removeprefix("torch."),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": _transformers_version(),
+        "max_new_tokens": max_new_tokens,
+        "repeats": repeats,
+        "top_k": top_k,
+        "top_p": top_p,
+        "seed": seed,
+        "prompts": [p.__dict__ for p in prompts],
+        "prompt_tokens": [len(ids) for ids in encoded],
+        "elapsed_s": time.perf_counter() - started,
+        # 1-minute load average before and after: other processes on the machine skew timings.
+        "loadavg_before": load_before,
+        "loadavg_after": _loadavg(),
+        # Headline numbers: the first temperature's plain row and the first (T, K) spec row.
+        "plain_ratio_vs_transformers": plain_rows[0]["ratio_vs_transformers"] if plain_rows else None,
+        "spec_ratio_vs_transformers": first_spec.get("ratio_vs_transformers"),
+        "speedup": first_spec.get("speedup"),
+        "theoretical_speedup": first_spec.get("theoretical_speedup"),
+        "instrumentation_overhead": first_spec.get("instrumentation_overhead"),
+        "plain": plain_rows,
+        "spec": spec_rows,
+        "per_prompt": prompt_rows,
+    }
+
+
+def _loadavg() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def _transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
+# --------------------------------------------------------------------------- output
+def _f(x, fmt="{:.2f}", none="–"):
+    return none if x is None else fmt.format(x)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def format_report(result: dict) -> str:
+    """Markdown tables of a :func:`run_benchmark` result."""
+    head = (f"target {result['target']}, draft {result['draft'] or 'none'} ({result['drafter']}), "
+            f"{result['device']} {result['dtype']}, {result['threads']} threads, "
+            f"{result['max_new_tokens']} new tokens × {len(result['prompts'])} prompts × {result['repeats']} repeats, "
+            f"torch {result['torch']}, transformers {result['transformers']}, "
+            f"load average {_f(result.get('loadavg_before'), '{:.1f}')} → {_f(result.get('loadavg_after'), '{:.1f}')}")
+    plain = _table(
+        ["T", "ours plain tok/s", "generate() tok/s", "ours/generate()", "plain step ms"],
+        [[_f(r["temperature"], "{:g}"), _f(r["ours_tokens_per_s"], "{:.1f}"),
+          _f(r["transformers_tokens_per_s"], "{:.1f}"), _f(r["ratio_vs_transformers"]),
+          _f(r["plain_step_ms"], "{:.1f}")] for r in result["plain"]],
+    )
+    out = [head, "", plain]
+    if result["spec"]:
+        out += ["", _table(
+            ["T", "K", "ours spec tok/s", "assisted tok/s", "ours/assisted", "α (acc/proposed)", "α per test",
+             "tokens/pass (predicted)", "c", "verify cost", "speedup", "assisted speedup", "theoretical",
+             "measured/theory", "instrumentation overhead"],
+            [[_f(r["temperature"], "{:g}"), str(r["k"]), _f(r["ours_tokens_per_s"], "{:.1f}"),
+              _f(r["transformers_tokens_per_s"], "{:.1f}"), _f(r["ratio_vs_transformers"]),
+              _f(r["alpha"]), _f(r["alpha_per_test"]),
+              f"{_f(r['tokens_per_pass'])} ({_f(r['predicted_tokens_per_pass'])})",
+              _f(r["cost_ratio_c"], "{:.3f}"), _f(r["verify_cost"]), _f(r["speedup"], "{:.2f}×"),
+              _f(r["transformers_speedup"], "{:.2f}×"), _f(r["theoretical_speedup"], "{:.2f}×"),
+              _f(r["speedup_vs_theoretical"]), _f(r["instrumentation_overhead"], "{:+.1%}")]
+             for r in result["spec"]],
+        )]
+        out += ["", _table(
+            ["prompt", "kind", "T", "K", "ours speedup", "assisted speedup"],
+            [[r["prompt"], r["kind"], _f(r["temperature"], "{:g}"), str(r["k"]), _f(r["speedup"], "{:.2f}×"),
+              _f(r["transformers_speedup"], "{:.2f}×")] for r in result["per_prompt"]],
+        )]
+    return "\n".join(out)
+
+
+def speedup_figure(results: list[dict]):
+    """Plotly figure: measured (and theoretical) speedup against K, one line per temperature."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for result in results:
+        temps = sorted({r["temperature"] for r in result["spec"]})
+        for t in temps:
+            rows = sorted((r for r in result["spec"] if r["temperature"] == t), key=lambda r: r["k"])
+            label = f"{result['draft']} T={t:g}"
+            fig.add_trace(go.Scatter(x=[r["k"] for r in rows], y=[r["speedup"] for r in rows],
+                                     mode="lines+markers", name=f"{label} measured"))
+            fig.add_trace(go.Scatter(x=[r["k"] for r in rows], y=[r["theoretical_speedup"] for r in rows],
+                                     mode="lines+markers", line={"dash": "dot"}, name=f"{label} theory"))
+    fig.add_hline(y=1.0, line={"color": "grey", "width": 1})
+    fig.update_layout(template="plotly_white", title="Speculative sampling speedup over plain decoding",
+                      xaxis_title="lookahead K", yaxis_title="speedup (×)")
+    return fig
+
+
+def main(args) -> int:
+    """Entry point of ``python -m specviz bench`` (arguments parsed by :mod:`specviz.cli`)."""
+    prompts = load_prompts(args.prompts)
+    target, drafter = load_pair(args.target, args.draft, args.device, args.dtype, args.verbose)
+    tty = sys.stderr.isatty()
+
+    def report(line: str) -> None:
+        if tty:
+            print(f"\r\033[K{line[:150]}", end="", file=sys.stderr, flush=True)
+        else:
+            log.info("%s", line)
+
+    result = run_benchmark(
+        target, drafter, prompts, args.k, args.temperature, top_k=args.top_k, top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens, repeats=args.repeats, seed=args.seed,
+        transformers_baselines=not args.no_transformers, instrument_check=not args.no_instrument_check,
+        draft_spec=args.draft, report=report,
+    )
+    if tty:
+        print("\r\033[K", end="", file=sys.stderr)
+    result["command"] = " ".join(["python", "-m", "specviz"] + sys.argv[1:])
+    print(format_report(result))
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if args.plot:
+        speedup_figure([result]).write_html(args.plot, include_plotlyjs=True)
+    return 0

@@ -1,0 +1,229 @@
+"""The command line, run as users run it: ``python -m specviz ...`` in a subprocess.
+
+Most tests use tiny random Llama checkpoints (2 layers, hidden 64) saved to a temporary directory
+with a small byte-level BPE tokenizer trained on the spot, so they need no network and no
+prepared model. One test runs the real SmolLM2-135M-Instruct (skipped unless
+``python -m specviz prepare smollm2-135m-instruct`` has been run): the issue's done-when check,
+greedy prompt lookup returns exactly the text of plain greedy decoding in float32.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+TYPO_PROMPT = (
+    "Fix the typos in this text and return only the corrected text: 'Teh quick brown fox jumsp over teh lazy "
+    "dog. It was a sunny day and the fox was very hapy to be outside in the feilds.'"
+)
+KINDS = {"accepted", "resampled", "bonus", "plain"}
+
+
+def specviz(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
+    return subprocess.run([sys.executable, "-m", "specviz", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env=env)
+
+
+def _tokenizer(corpus: list[str], chat: bool):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(corpus, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", bos_token="<|im_start|>")
+    if chat:
+        fast.chat_template = CHATML
+    return fast
+
+
+def _save_tiny(path: Path, tokenizer, seed: int, max_positions: int = 256, nan: bool = False) -> str:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
+                         eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(20.0)  # peaky distributions: greedy ties are unlikely
+        if nan:
+            model.model.embed_tokens.weight.fill_(float("nan"))
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> dict[str, str]:
+    """Checkpoint directories: target, a second model with the same tokenizer, and broken variants."""
+    root = tmp_path_factory.mktemp("tiny")
+    english = ["The quick brown fox jumps over the lazy dog. Fix the typos in this sentence, please."] * 20
+    other = ["Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor."] * 20
+    tok = _tokenizer(english, chat=True)
+    return {
+        "target": _save_tiny(root / "target", tok, seed=0),
+        "draft": _save_tiny(root / "draft", tok, seed=1),
+        "nochat": _save_tiny(root / "nochat", _tokenizer(english, chat=False), seed=0),
+        "other": _save_tiny(root / "other", _tokenizer(other, chat=False), seed=2),
+        "short": _save_tiny(root / "short", tok, seed=0, max_positions=32),
+        "nan": _save_tiny(root / "nan", tok, seed=0, nan=True),
+    }
+
+
+def run_json(*args: str) -> dict:
+    done = specviz("run", *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+# --------------------------------------------------------------------------- run
+def test_run_json_reports_a_consistent_run(tiny):
+    out = run_json("--target", tiny["target"], "--draft", "ngram", "-k", "4", "--temperature", "0",
+                   "--max-new-tokens", "16", "--dtype", "float32", "--prompt", "the quick brown fox the quick brown")
+    for key in ("text", "tokens", "target_passes", "proposed", "accepted", "alpha", "tokens_per_pass",
+                "finish_reason", "tokens_per_s", "wall_s", "cost_ratio_c", "speedup", "plain_tokens_per_s"):
+        assert key in out
+    assert 1 <= len(out["tokens"]) <= 16
+    assert {t["kind"] for t in out["tokens"]} <= KINDS
+    assert all(set(t) == {"id", "text", "kind"} for t in out["tokens"])
+    assert out["finish_reason"] in ("length", "eos")
+    assert out["finish_reason"] == "eos" or len(out["tokens"]) == 16
+    assert 0 <= out["accepted"] <= out["proposed"]
+    n_accepted = sum(t["kind"] == "accepted" for t in out["tokens"])
+    assert n_accepted == out["accepted"]
+    assert out["tokens_per_pass"] == pytest.approx(len(out["tokens"]) / out["target_passes"], abs=1e-3)
+    assert out["speedup"] > 0 and out["plain_tokens_per_s"] > 0 and out["cost_ratio_c"] >= 0
+
+
+@pytest.mark.parametrize("draft", ["ngram", "model"])
+def test_greedy_speculative_text_equals_plain_text(tiny, draft):
+    draft_spec = tiny["draft"] if draft == "model" else "ngram"
+    common = ("--target", tiny["target"], "--temperature", "0", "--max-new-tokens", "24", "--dtype", "float32",
+              "--prompt", "Fix the typos: teh quick brwn fox the quick brown fox", "--chat")
+    spec = run_json(*common, "--draft", draft_spec, "-k", "3")
+    plain = run_json(*common, "--draft", "none")
+    assert spec["text"] == plain["text"]
+    assert [t["id"] for t in spec["tokens"]] == [t["id"] for t in plain["tokens"]]
+    assert {t["kind"] for t in plain["tokens"]} == {"plain"}
+    assert plain["alpha"] is None and plain["speedup"] is None
+    if draft == "model":
+        assert spec["proposed"] > 0 and spec["cost_ratio_c"] > 0
+
+
+def test_sampled_run_is_reproducible_per_seed(tiny):
+    args = ("--target", tiny["target"], "--draft", tiny["draft"], "--temperature", "1.0", "--top-k", "50",
+            "--top-p", "0.9", "--max-new-tokens", "12", "--seed", "7", "--prompt", "the lazy dog", "--no-baseline")
+    first, second = run_json(*args), run_json(*args)
+    assert first["tokens"] == second["tokens"]
+    assert first["speedup"] is None
+
+
+def test_text_output_has_summary_and_no_colour_when_piped(tiny):
+    done = specviz("run", "--target", tiny["target"], "--draft", "ngram", "--max-new-tokens", "8",
+                   "--prompt", "the quick brown fox")
+    assert done.returncode == 0, done.stderr
+    assert "\033[" not in done.stdout
+    assert "tokens/pass" in done.stdout and "speedup" in done.stdout
+
+
+# --------------------------------------------------------------------------- errors
+BAD_ARGS = {
+    "k-zero": ["-k", "0"],
+    "k-too-big": ["-k", "17"],
+    "negative-temperature": ["--temperature", "-0.5"],
+    "top-p-zero": ["--top-p", "0"],
+    "top-p-above-one": ["--top-p", "1.5"],
+    "unknown-model": ["--target", "no-such-model-anywhere"],
+    "uncached-hub-id": ["--target", "nobody/not-cached-model"],
+    "unknown-drafter": ["--draft", "early-exit:many"],
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_ARGS))
+def test_bad_arguments_fail_with_one_line(tiny, name):
+    args = ["--target", tiny["target"], "--prompt", "hello", "--max-new-tokens", "4"] + BAD_ARGS[name]
+    assert_one_line_error(specviz("run", *args))
+
+
+@pytest.mark.parametrize("case", ["incompatible-pair", "context-too-long", "non-finite-logits", "chat-without-template"])
+def test_model_errors_fail_with_one_line(tiny, case):
+    args = {
+        "incompatible-pair": ["--target", tiny["target"], "--draft", tiny["other"]],
+        "context-too-long": ["--target", tiny["short"], "--draft", "ngram", "--max-new-tokens", "40"],
+        "non-finite-logits": ["--target", tiny["nan"], "--draft", "none"],
+        "chat-without-template": ["--target", tiny["nochat"], "--chat"],
+    }[case]
+    done = specviz("run", "--prompt", "the quick brown fox", *args)
+    assert_one_line_error(done)
+    expected = {"incompatible-pair": "tokenizer", "context-too-long": "context", "non-finite-logits": "NaN",
+                "chat-without-template": "chat template"}[case]
+    assert expected in done.stderr
+
+
+def test_prepare_unknown_name_fails_with_one_line():
+    assert_one_line_error(specviz("prepare", "not-an-offline-model"))
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess) -> None:
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("specviz: error: ")
+
+
+# --------------------------------------------------------------------------- bench
+@pytest.mark.parametrize("draft", ["ngram", "model"])
+def test_bench_smoke(tiny, tmp_path, draft):
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps([{"name": "p", "prompt": "the quick brown fox the quick", "chat": True,
+                                    "kind": "copy"}]))
+    out, plot = tmp_path / "bench.json", tmp_path / "speedup.html"
+    done = specviz("bench", "--target", tiny["target"], "--draft", tiny["draft"] if draft == "model" else "ngram",
+                   "-k", "2", "3", "--temperature", "0", "1", "--max-new-tokens", "6", "--repeats", "1",
+                   "--dtype", "float32", "--prompts", str(prompts), "--json", str(out), "--plot", str(plot))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    for key in ("plain_ratio_vs_transformers", "spec_ratio_vs_transformers", "speedup", "theoretical_speedup",
+                "instrumentation_overhead"):
+        assert isinstance(result[key], float), key
+    assert len(result["spec"]) == 4 and len(result["plain"]) == 2
+    assert "ours/assisted" in done.stdout
+    assert plot.stat().st_size > 0
+
+
+# --------------------------------------------------------------------------- the real model
+def _smollm2_prepared() -> bool:
+    sys.path.insert(0, str(REPO))
+    from specviz.models import cache_dir
+
+    return (cache_dir() / "models" / "smollm2-135m-instruct" / "specviz-prepared.json").is_file()
+
+
+@pytest.mark.skipif(not _smollm2_prepared(), reason="run `python -m specviz prepare smollm2-135m-instruct` first")
+def test_smollm2_greedy_prompt_lookup_equals_plain_in_float32():
+    common = ("--target", "smollm2-135m-instruct", "--temperature", "0", "--max-new-tokens", "48",
+              "--dtype", "float32", "--chat", "--prompt", TYPO_PROMPT)
+    spec = run_json(*common, "--draft", "ngram")
+    plain = run_json(*common, "--draft", "none", "--no-baseline")
+    assert spec["text"] == plain["text"]
+    assert spec["proposed"] > 0 and 0 <= spec["alpha"] <= 1
+    assert spec["tokens_per_pass"] > 1.0
+    assert spec["speedup"] > 0

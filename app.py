@@ -80,6 +80,9 @@ EXAMPLES = [
     ["The history of the printing press begins", False],
 ]
 
+EXAMPLE_LABELS = ["Fix typos (copy-heavy)", "CSV → JSON (copy-heavy)", "Rename a variable (copy-heavy)",
+                  "A poem (free text)", "Continue plain text (free text, no chat)"]
+
 KIND_LABELS = {
     ACCEPTED: "accepted draft token",
     RESAMPLED: "resampled at the first rejection",
@@ -188,7 +191,7 @@ def summary_markdown(spec_stats, plain_stats, k: int, c, verify_cost, status: st
         ("measured speedup", verdict or "—"),
         ("theoretical speedup", f"{_fmt(theo)}×  from α̂, c = {_fmt(c, '.3f')}, verify cost = {_fmt(verify_cost)} steps"),
     ]
-    table = "| | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+    table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
     return f"{status}\n\n{table}"
 
 
@@ -449,15 +452,15 @@ def build_demo() -> gr.Blocks:
                 with gr.Row():
                     run_btn = gr.Button("Run", variant="primary")
                     stop_btn = gr.Button("Stop", variant="stop")
-                gr.Examples(EXAMPLES, [prompt, chat], label="Example prompts (copy-heavy first, then free text)")
+                gr.Examples(EXAMPLES, [prompt, chat], label="Example prompts", example_labels=EXAMPLE_LABELS)
             with gr.Column(scale=2):
                 tokens_html = gr.HTML(wrap_output(""), js_on_load=None, elem_id="sv-tokens")
                 summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
         with gr.Row():
-            alpha_plot = gr.Plot(charts.alpha_figure([]), label="Acceptance rate α", elem_id="sv-alpha")
-            tpp_plot = gr.Plot(charts.tokens_per_pass_figure([], 4), label="Tokens per target pass", elem_id="sv-tpp")
+            alpha_plot = gr.Plot(charts.alpha_figure([]), label="Acceptance rate α", show_label=False, elem_id="sv-alpha")
+            tpp_plot = gr.Plot(charts.tokens_per_pass_figure([], 4), label="Tokens per target pass", show_label=False, elem_id="sv-tpp")
             speedup_plot = gr.Plot(charts.speedup_figure([], None), label="Speedup vs plain decoding",
-                                   elem_id="sv-speedup")
+                                   show_label=False, elem_id="sv-speedup")
         with gr.Accordion("Is it lossless?", open=False):
             gr.Markdown("Draws the **first token** many times for the current prompt and settings, with speculative "
                         "sampling and directly from the target, reusing one draft and one target forward pass "

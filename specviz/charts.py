@@ -214,7 +214,7 @@ def alpha_figure(rounds: list[Round]) -> go.Figure:
             hat_custom.append([cum_acc, cum_tested])
 
     if cum_prop:
-        title = f"Acceptance rate α per round — running α = {cum_acc / cum_prop:.2f}"
+        title = f"Acceptance rate α · running α = {cum_acc / cum_prop:.2f}"
     layout = _layout(title, uirev, x_title, y_title)
     layout["yaxis"]["range"] = [0.0, 1.05]
     if not cum_prop:
@@ -277,9 +277,9 @@ def tokens_per_pass_figure(rounds: list[Round], k: int) -> go.Figure:
     short = sum(1 for r in rounds if r.n_proposed < k)
 
     theory_mean = theory.expected_tokens_per_pass(alpha, k) if alpha is not None else None
-    title = f"Tokens per target pass — mean {observed_mean:.2f}"
+    title = f"Tokens per pass · mean {observed_mean:.2f}"
     if theory_mean is not None:
-        title += f" (theory {theory_mean:.2f} at α̂ = {alpha:.2f})"
+        title += f" (theory {theory_mean:.2f}, α̂ {alpha:.2f})"
     layout = _layout(title, uirev, x_title, y_title)
     layout["xaxis"].update(tickmode="linear", dtick=1, range=[lo - 0.6, hi + 0.6])
     layout["yaxis"].update(range=[0.0, 1.05], tickformat=".0%")
@@ -336,7 +336,7 @@ def speedup_figure(points: list[dict], theoretical: float | None) -> go.Figure:
     ys = [s for _, s in pts]
     theo = float(theoretical) if _finite(theoretical) else None
 
-    title = f"Speedup over plain decoding — now {speedup_label(ys[-1])}"
+    title = f"Speedup · now {speedup_label(ys[-1])}"
     layout = _layout(title, uirev, x_title, y_title)
     top = max([1.2, *ys] + ([theo] if theo is not None else [])) * 1.1
     layout["yaxis"]["range"] = [0.0, top]

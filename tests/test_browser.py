@@ -93,7 +93,7 @@ def test_default_run_shows_three_kinds_of_tokens_and_three_charts(page):
         assert page.locator(f"{plot} .js-plotly-plot").count() == 1, f"{plot} has no Plotly chart"
         assert page.locator(f"{plot} .main-svg").count() >= 1
     text = page.inner_text("#sv-alpha")
-    assert "running mean" in text
+    assert "running α" in text
 
 
 def test_empty_prompt_gives_a_clear_message_not_a_traceback(page):

@@ -1,0 +1,109 @@
+"""The Gradio app: it builds, its callbacks stream a real run, and bad input is a clear gr.Error."""
+
+from __future__ import annotations
+
+import gradio as gr
+import plotly.graph_objects as go
+import pytest
+
+import app
+from specviz.trace import DraftedToken, EmittedToken, Round
+
+
+@pytest.fixture(scope="module")
+def offline_model():
+    """The offline SmolLM2-135M-Instruct, prepared once (the app's default target)."""
+    from specviz import models
+
+    models.prepare_offline("smollm2-135m-instruct")
+    return models.load_model("smollm2-135m-instruct", device="cpu", dtype="float32")
+
+
+class _NoProgress:
+    def __call__(self, *args, **kwargs):
+        pass
+
+
+def _inputs(**overrides):
+    values = dict(prompt=app.EXAMPLES[0][0], target_id="smollm2-135m-instruct", drafter_kind="ngram",
+                  draft_model="", early_exit_layers=2, k=4, temperature=0.0, top_k=0, top_p=1.0,
+                  max_new_tokens=24, seed=0, chat=True, device="cpu", dtype="float32", baselines={})
+    values.update(overrides)
+    return values
+
+
+def _run(**overrides):
+    return list(app.run_demo(**_inputs(**overrides), progress=_NoProgress()))
+
+
+def test_demo_builds_with_the_expected_controls():
+    assert isinstance(app.demo, gr.Blocks)
+    labels = {getattr(block, "label", None) for block in app.demo.blocks.values()}
+    for label in ("Prompt", "Model pair", "Drafter", "Lookahead K", "Temperature (0 = greedy)", "Top-k (0 = off)",
+                  "Top-p", "Max new tokens", "Seed"):
+        assert label in labels, label
+    assert app.demo.fns, "no callbacks wired"
+
+
+def test_render_round_strikes_through_the_rejected_draft_before_the_resampled_token():
+    round_ = Round(index=0, n_accepted=1, drafted=[
+        DraftedToken(5, "good", 0.5, 0.6, 1.0, 0.1, True, True),
+        DraftedToken(6, "<bad>", 0.9, 0.1, 0.11, 0.7, False, True),
+    ], emitted=[
+        EmittedToken(5, "good", "accepted", 0.6, 0),
+        EmittedToken(7, " fix", "resampled", 0.3, 0, rejected_id=6, rejected_text="<bad>"),
+    ])
+    html = app.render_round(round_, eos_ids=set())
+    assert html.index('class="sv-rejected"') < html.index('class="sv-tok sv-resampled"')
+    assert "&lt;bad&gt;" in html and "<bad>" not in html  # token text is escaped
+    assert "p_draft = 0.900" in html
+
+
+def test_render_round_marks_an_eos_token_that_has_no_text():
+    round_ = Round(index=3, emitted=[EmittedToken(2, "", "bonus", 0.9, 3)])
+    assert "⟨eos⟩" in app.render_round(round_, eos_ids={2})
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(prompt="  "), "prompt is empty"),
+    (dict(k=0), "Lookahead K"),
+    (dict(k=17), "Lookahead K"),
+    (dict(temperature=-1), "temperature"),
+    (dict(top_p=0.0), "top_p"),
+    (dict(max_new_tokens=0), "Max new tokens"),
+    (dict(drafter_kind="model", draft_model=""), "draft model"),
+    (dict(drafter_kind="early-exit", early_exit_layers=99), "layer"),
+    (dict(target_id="no-such-org/no-such-model"), "no-such-org/no-such-model"),
+])
+def test_bad_input_is_a_clear_gradio_error(offline_model, overrides, message):
+    with pytest.raises(gr.Error) as err:
+        _run(**overrides)
+    assert message.lower() in str(err.value.message).lower()
+
+
+def test_a_run_streams_coloured_tokens_a_summary_and_three_charts(offline_model):
+    updates = _run(max_new_tokens=24)
+    final_html, final_summary, alpha_fig, tpp_fig, speedup_fig, baselines = updates[-1]
+    assert "sv-accepted" in final_html
+    assert "**Done**" in final_summary and "measured speedup" in final_summary
+    assert all(isinstance(fig, go.Figure) for fig in (alpha_fig, tpp_fig, speedup_fig))
+    assert len(baselines) == 1  # the plain-decoding baseline was measured and kept for the next run
+    # Token updates come every round; there were several before the end.
+    assert len(updates) > 3
+
+
+def test_the_same_settings_reuse_the_measured_baseline(offline_model):
+    first = _run(max_new_tokens=8)
+    baselines = first[-1][-1]
+    second = _run(max_new_tokens=8, baselines=baselines)
+    assert second[-1][-1] == baselines
+    assert not any("Measuring plain decoding" in str(update[1]) for update in second)
+
+
+def test_lossless_panel_reports_distances_and_p_values(offline_model):
+    fig, text = app.run_lossless(
+        prompt="The capital of France is", target_id="smollm2-135m-instruct", drafter_kind="early-exit",
+        draft_model="", early_exit_layers=6, k=1, temperature=1.0, top_k=0, top_p=1.0, seed=0, chat=False,
+        device="cpu", dtype="float32", n_draws=1000, progress=_NoProgress())
+    assert isinstance(fig, go.Figure)
+    assert "total-variation distance" in text and "chi-square p-value" in text

@@ -154,8 +154,11 @@ def legend_html() -> str:
     )
 
 
-def wrap_output(body: str) -> str:
-    return legend_html() + f'<div class="sv-out">{body or "<i>output appears here</i>"}</div>'
+def wrap_output(body: str, done: bool = False) -> str:
+    """Legend plus the token panel. ``data-sent`` is the server's clock (s) when this update left
+    the generator, so a browser on the same machine can measure how far the page lags behind."""
+    return (legend_html() + f'<div class="sv-out" data-sent="{time.time():.3f}" data-done="{int(done)}">'
+            f'{body or "<i>output appears here</i>"}</div>')
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -316,7 +319,7 @@ def run_demo(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k,
                            charts.speedup_figure(points, theo))
                 status = (f"**Done** ({run.finish_reason}) · {label}" if done
                           else f"Generating · {label} · {len(run.tokens)}/{max_new_tokens} tokens")
-                yield (wrap_output("".join(chunks)), summary_markdown(stats, plain_stats, k, c, verify_cost, status),
+                yield (wrap_output("".join(chunks), done), summary_markdown(stats, plain_stats, k, c, verify_cost, status),
                        *figures, baselines)
             else:
                 yield wrap_output("".join(chunks)), gr.skip(), *[gr.skip()] * 3, baselines

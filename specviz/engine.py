@@ -129,6 +129,7 @@ class Generation:
         self.wall_s = 0.0
         self.prefill_ms = 0.0
         self._t_start: float | None = None
+        self._paused_s = 0.0  # seconds the consumer held the generator between rounds
 
     # ----------------------------------------------------------------- public summaries
     @property
@@ -143,7 +144,7 @@ class Generation:
         """Summary of the rounds so far (see :class:`~specviz.trace.RunStats`)."""
         wall = self.wall_s
         if self.finish_reason is None and self._t_start is not None:
-            wall = time.perf_counter() - self._t_start
+            wall = time.perf_counter() - self._t_start - self._paused_s
         return summarize(self.rounds, wall, self.prefill_ms)
 
     # ----------------------------------------------------------------- the loop
@@ -250,8 +251,12 @@ class Generation:
             if self.finish_reason is None and generated >= self.max_new_tokens:
                 self.finish_reason = "length"
             if self.finish_reason is not None:
-                self.wall_s = time.perf_counter() - self._t_start
+                self.wall_s = time.perf_counter() - self._t_start - self._paused_s
+            # Time spent by the consumer between rounds (rendering, charts, streaming) is not
+            # generation time: leave it out so the UI's work never counts against the run.
+            t_yield = time.perf_counter()
             yield round_
+            self._paused_s += time.perf_counter() - t_yield
             if self.finish_reason is not None:
                 return
 

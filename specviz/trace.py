@@ -103,7 +103,8 @@ class RunStats:
         tokens_per_pass: emitted tokens / target passes.
         emitted: number of emitted tokens; equals the sum of the per-kind counts.
         counts: emitted tokens per kind.
-        wall_s: wall-clock seconds of the decoding loop (prefill included).
+        wall_s: wall-clock seconds of generation, prefill included, not counting time the consumer
+            of the run spent between rounds (UI rendering and streaming).
         tokens_per_s: emitted tokens / wall_s.
         prefill_ms: time of the prompt forward passes (both models).
         draft_step_ms: mean time of one draft forward pass (ms), ``None`` without model drafts.

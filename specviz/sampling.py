@@ -42,7 +42,7 @@ class SamplingConfig:
     """Sampling settings applied identically to the draft and the target.
 
     Attributes:
-        temperature: softmax temperature; ``0`` means greedy (argmax). Must be ``>= 0``.
+        temperature: softmax temperature; ``0`` means greedy (argmax). Must be finite and ``>= 0``.
         top_k: keep only the ``top_k`` most likely tokens; ``0`` disables the filter.
         top_p: nucleus filter: keep the smallest set of most likely tokens whose mass reaches
             ``top_p``; ``1.0`` disables it. Must be in ``(0, 1]``.
@@ -56,8 +56,9 @@ class SamplingConfig:
     top_p: float = 1.0
 
     def __post_init__(self) -> None:
-        if not (self.temperature >= 0.0) or self.temperature != self.temperature:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        # Also refuses NaN and +inf (logits / inf turns -inf masks into NaN).
+        if not (0.0 <= self.temperature < float("inf")):
+            raise ValueError(f"temperature must be finite and >= 0, got {self.temperature}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
         if not (0.0 < self.top_p <= 1.0):
@@ -95,7 +96,9 @@ def logits_to_probs(logits: torch.Tensor, config: SamplingConfig) -> torch.Tenso
     if config.greedy:
         # Greedy is the temperature → 0 limit; top-k/top-p cannot change the argmax.
         return torch.nn.functional.one_hot(logits.argmax(dim=-1), logits.shape[-1]).float()
-    logits = logits / config.temperature
+    # Shift the maximum to 0 before dividing: a tiny temperature then sends the other logits to
+    # -inf instead of overflowing the largest to +inf (softmax of +inf is NaN).
+    logits = (logits - logits.max(dim=-1, keepdim=True).values) / config.temperature
     if config.top_k and config.top_k < logits.shape[-1]:
         kth = torch.topk(logits, config.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))

@@ -1,0 +1,90 @@
+"""Tiny random language models for tests: built from a config in milliseconds, no hub, no files.
+
+Every builder is seeded and returns a float32 model in eval mode, so a test gets the same weights on
+every run and on every machine. The models are untrained: their text is noise, but they are real
+transformers causal LMs with a real KV cache, which is what the speculative loop has to get right.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+__all__ = ["noisy_copy", "tiny_llama", "with_vocab_width"]
+
+
+def tiny_llama(
+    seed: int,
+    vocab_size: int = 256,
+    max_position_embeddings: int = 512,
+    lm_head_scale: float = 1.0,
+) -> LlamaForCausalLM:
+    """A 2-layer Llama (hidden 64, 4 heads, 2 KV heads) with seeded random weights.
+
+    Args:
+        seed: seed of the weight initialisation (the global RNG is left as it was).
+        vocab_size: width of the embedding and of the lm_head (tokens).
+        max_position_embeddings: the context length the config declares (tokens).
+        lm_head_scale: multiplies the lm_head weights; > 1 makes next-token distributions peakier
+            (random init gives nearly uniform ones, which hide sampling faults).
+
+    Returns:
+        The model, float32, eval mode, on the CPU.
+    """
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=False,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model = model.float().eval()
+    if lm_head_scale != 1.0:
+        with torch.no_grad():
+            model.lm_head.weight.mul_(lm_head_scale)
+    return model
+
+
+def noisy_copy(model: LlamaForCausalLM, seed: int, scale: float) -> LlamaForCausalLM:
+    """A copy of ``model`` with Gaussian noise of std ``scale`` added to every weight.
+
+    A draft that agrees with the target on some tokens and not on others, so runs mix accepted
+    prefixes of every length with rejections (the case cache rollback has to get right).
+    """
+    noisy = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in noisy.parameters():
+            parameter.add_(torch.randn(parameter.shape, generator=generator) * scale)
+    return noisy.eval()
+
+
+def with_vocab_width(model: LlamaForCausalLM, vocab_size: int) -> LlamaForCausalLM:
+    """The same model with its embedding and lm_head padded or cut to ``vocab_size`` rows.
+
+    Shared rows are copied, so on ids below both widths the two models are identical (the
+    situation of two checkpoints that share a tokenizer but pad their vocabularies differently);
+    extra rows keep seeded random values.
+    """
+    config = copy.deepcopy(model.config)
+    config.vocab_size = vocab_size
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(vocab_size)
+        resized = LlamaForCausalLM(config).float().eval()
+    state = model.state_dict()
+    with torch.no_grad():
+        for name, parameter in resized.state_dict().items():
+            source = state[name]
+            rows = min(source.shape[0], parameter.shape[0])
+            if source.shape[1:] != parameter.shape[1:]:
+                raise ValueError(f"{name}: {tuple(source.shape)} vs {tuple(parameter.shape)}")
+            parameter[:rows].copy_(source[:rows])
+    return resized

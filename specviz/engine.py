@@ -104,7 +104,7 @@ class Generation:
     early (an error, or the user pressed Stop) they describe what was produced so far.
 
     Raises (while iterating):
-        ContextLengthError: before any model call, if prompt + max_new_tokens + K exceeds a
+        ContextLengthError: before any model call, if prompt + max_new_tokens exceeds a
             model's context length.
         specviz.sampling.NonFiniteLogitsError: if a model produces NaN/+inf logits.
         ValueError: for an empty prompt or out-of-range K / max_new_tokens.
@@ -155,7 +155,9 @@ class Generation:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.drafter is not None and not 1 <= self.k <= 64:
             raise ValueError(f"lookahead K must be between 1 and 64, got {self.k}")
-        needed = len(self.prompt_ids) + self.max_new_tokens + (self.k if self.drafter else 0)
+        # The longest forward pass covers the prompt and max_new_tokens - 1 new tokens (drafts are
+        # capped by the remaining budget); one more position keeps the check simple and safe.
+        needed = len(self.prompt_ids) + self.max_new_tokens
         models = [("target", self.target)]
         if self.drafter is not None and getattr(self.drafter, "model", None) is not None:
             models.append(("draft", self.drafter.model))
@@ -164,7 +166,6 @@ class Generation:
             if limit is not None and needed > limit:
                 raise ContextLengthError(
                     f"prompt ({len(self.prompt_ids)} tokens) + max new tokens ({self.max_new_tokens})"
-                    + (f" + K ({self.k})" if self.drafter else "")
                     + f" = {needed} exceeds the {role} model's context length of {limit} tokens"
                 )
 
@@ -230,13 +231,19 @@ class Generation:
                     self.finish_reason = "eos"
                     break
 
-            round_ = Round(index=index, n_accepted=result.n_accepted, draft_ms=(t1 - t0) * 1e3,
+            # An EOS inside the accepted prefix also ends the bookkeeping there: drafts past it
+            # never reach the output, so they count as neither proposed nor accepted, and
+            # accepted + resampled + bonus + plain always equals the emitted tokens.
+            n_accepted = min(result.n_accepted, len(new_ids))
+            round_ = Round(index=index, n_accepted=n_accepted, draft_ms=(t1 - t0) * 1e3,
                            draft_steps=draft_steps, verify_ms=(t2 - t1) * 1e3)
             if drafts and self.instrument:
                 round_.drafted = self._drafted_records(drafts, result)
             elif drafts:
                 round_.drafted = [DraftedToken(t, "", 0.0, 0.0, 0.0, 0.0, i < result.n_accepted, i <= result.n_accepted)
                                   for i, t in enumerate(drafts)]
+            if n_accepted < result.n_accepted:
+                round_.drafted = round_.drafted[:n_accepted]
             for token_id, kind, p in zip(new_ids, kinds, p_new):
                 emitted = EmittedToken(id=token_id, text=decoder.push(token_id) if decoder else "", kind=kind,
                                        p_target=p, round=index)

@@ -24,16 +24,24 @@ prompts (total tokens ÷ total seconds); the table shows the median over repeats
 Derived figures (pooled over all prompts and repeats of a configuration):
 
 * α = accepted / proposed (the engine's :class:`~specviz.trace.RunStats` definition);
-  ``alpha_per_test`` = accepted / tested (tested = accepted + first rejections), the per-token
-  acceptance probability the closed form assumes (each tested draft is a Bernoulli(α) trial). The
-  theoretical speedup uses ``alpha_per_test``; accepted / proposed would count the drafts after a
-  rejection, which were never tested, as failures and understate α.
+  ``alpha_per_test`` = accepted / tested (``RunStats.alpha_hat``; tested = accepted + first
+  rejections), the per-token acceptance probability the closed form assumes (each tested draft
+  is a Bernoulli(α) trial). The theoretical speedup uses ``alpha_per_test``; accepted / proposed
+  would count the drafts after a rejection, which were never tested, as failures and understate α.
 * ``plain_step_ms``: mean round time of ``ours plain`` (one target step + sampling);
   ``c`` = draft step ms ÷ plain step ms (prompt lookup: lookup ms per round ÷ (K × plain step ms));
   ``verify_cost`` = mean verify-pass ms ÷ plain step ms.
 * ``speedup`` = ours spec tokens/s ÷ ours plain tokens/s (both measured medians);
   ``theoretical`` = :func:`specviz.theory.expected_speedup` (alpha_per_test, K, c, verify_cost).
+* ``theoretical_speedup_actual_drafts``: the same model on the rounds as they happened: mean over
+  rounds of ``expected_tokens_per_pass(alpha_per_test, k_i)`` (k_i = that round's draft length) ÷
+  mean round cost ((draft ms + verify ms) ÷ plain step ms). Prompt lookup proposes fewer than K
+  tokens (often none) in many rounds, which the closed form does not model.
 * ``instrumentation_overhead`` = 1 − (tokens/s instrumented ÷ tokens/s not instrumented).
+* ``cpu_*``: the same ratios computed from this process's CPU time (``time.process_time``) instead
+  of wall time. On a machine shared with other work they are far less noisy than wall-time ratios
+  (with one torch thread they measure the same thing; with more, idle threads spinning at
+  barriers count too).
 """
 
 from __future__ import annotations
@@ -62,22 +70,14 @@ OURS_SPEC_RAW = "ours spec, instrument off"
 
 
 # --------------------------------------------------------------------------- shared with the CLI
-def _progress(verbose: bool):
-    """A model-loading progress callback that logs each message (verbose), else None."""
+def load_pair(target_spec: str, draft_spec: str, device: str, dtype: str, progress=None):
+    """Load the target (a ``LoadedModel``) and build the drafter (None for ``none``).
 
-    def report(*args, **kwargs) -> None:
-        parts = [a for a in args if isinstance(a, str)] + [v for v in kwargs.values() if isinstance(v, str)]
-        fractions = [a for a in args if isinstance(a, float)]
-        log.info("%s%s", " ".join(parts), f" ({fractions[0]:.0%})" if fractions else "")
-
-    return report if verbose else None
-
-
-def load_pair(target_spec: str, draft_spec: str, device: str, dtype: str, verbose: bool = False):
-    """Load the target (a ``LoadedModel``) and build the drafter (None for ``none``)."""
+    ``progress(fraction, message)`` is passed to :mod:`specviz.models`, which also logs each step
+    at INFO level (shown with ``-v``).
+    """
     from . import models
 
-    progress = _progress(verbose)
     target = models.load_model(target_spec, device=device, dtype=dtype, progress=progress)
     drafter = models.build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress)
     return target, drafter
@@ -121,6 +121,21 @@ def cost_ratio(rounds, drafter, k: int, plain_step_ms: float | None) -> float | 
     return draft_ms / len(rounds) / (k * plain_step_ms)
 
 
+def tty_progress(verbose: bool):
+    """A ``(fraction, message)`` callback writing one self-overwriting line on a terminal's stderr.
+
+    None when stderr is not a terminal or ``-v`` already logs every step.
+    """
+    if verbose or not sys.stderr.isatty():
+        return None
+
+    def report(fraction: float, message: str) -> None:
+        end = "\n" if fraction >= 1.0 else ""
+        print(f"\r\033[K{message[:150]} ({fraction:.0%})", end=end, file=sys.stderr, flush=True)
+
+    return report
+
+
 # --------------------------------------------------------------------------- prompts
 @dataclass
 class BenchPrompt:
@@ -160,6 +175,8 @@ class Sample:
     tokens: int
     seconds: float
     rounds: list = field(default_factory=list)
+    ids: list = field(default_factory=list)
+    cpu_seconds: float = 0.0  # this process's CPU time during the call (all threads)
 
     @property
     def tokens_per_s(self) -> float:
@@ -169,10 +186,10 @@ class Sample:
 def time_ours(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed, instrument=True) -> Sample:
     gen = make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed,
                           instrument=instrument, eos=False, decode=instrument)
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     gen.run()
-    seconds = time.perf_counter() - t0
-    return Sample(len(gen.tokens), seconds, gen.rounds)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return Sample(len(gen.tokens), seconds, gen.rounds, gen.token_ids, cpu)
 
 
 def hf_kwargs(sampling, max_new_tokens: int) -> dict:
@@ -197,11 +214,12 @@ def time_hf(target, prompt_ids, sampling, max_new_tokens, seed, assistant=None, 
     eos = list(target.eos_token_ids)
     pad = eos[0] if eos else 0
     torch.manual_seed(seed)
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     with torch.inference_mode():
         out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), pad_token_id=pad, **kwargs)
-    seconds = time.perf_counter() - t0
-    return Sample(out.shape[1] - input_ids.shape[1], seconds)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return Sample(out.shape[1] - input_ids.shape[1], seconds, ids=out[0, input_ids.shape[1]:].tolist(),
+                  cpu_seconds=cpu)
 
 
 def _configure_assistant(assistant, k: int) -> None:
@@ -216,12 +234,29 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
-def _pooled_tps(samples_by_repeat: dict[int, list[Sample]]) -> list[float]:
+def _pooled_tps(samples_by_repeat: dict[int, list[Sample]], cpu: bool = False) -> list[float]:
+    """Tokens per second of each repeat, all prompts pooled (wall time, or CPU time if ``cpu``)."""
     out = []
     for samples in samples_by_repeat.values():
-        seconds = sum(s.seconds for s in samples)
+        seconds = sum(s.cpu_seconds if cpu else s.seconds for s in samples)
         out.append(sum(s.tokens for s in samples) / seconds if seconds > 0 else 0.0)
     return out
+
+
+def _same_until_eos(a: list[int], b: list[int], eos: set[int]) -> bool:
+    """Whether two greedy outputs agree before the first EOS of ``a``.
+
+    Only the part before an EOS is comparable: our engine runs past an EOS when told to ignore it,
+    while ``generate(min_new_tokens=...)`` masks the EOS and picks the runner-up instead.
+    """
+    for i, token in enumerate(a):
+        if token in eos:
+            return a[:i] == b[:i]
+    return a == b
+
+
+def _overhead(instrumented, raw):
+    return 1 - instrumented / raw if instrumented and raw else None
 
 
 def _ratio(a, b):
@@ -243,6 +278,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
     """
     from . import theory
     from .sampling import SamplingConfig
+    from .trace import summarize
 
     report = report or (lambda line: None)
     encoded = []
@@ -279,6 +315,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         return time_hf(target, ids, sampling, n_tokens, seed, lookup_k=k)
 
     samples: dict[tuple, dict[int, list[Sample]]] = {}
+    first_ids: dict[tuple, dict[str, list[int]]] = {}  # token ids of each method's first run per prompt
     per_prompt: dict[tuple, dict[str, list[float]]] = {}
     started = time.perf_counter()
     load_before = _loadavg()
@@ -298,9 +335,10 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
                     key = (method, temperature, k)
                     samples.setdefault(key, {}).setdefault(r, []).append(sample)
                     per_prompt.setdefault(key, {}).setdefault(prompt.name, []).append(sample.tokens_per_s)
+                    first_ids.setdefault(key, {}).setdefault(prompt.name, sample.ids)
 
-    def tps(method, temperature, k=None):
-        return _median(_pooled_tps(samples.get((method, temperature, k), {})))
+    def tps(method, temperature, k=None, cpu=False):
+        return _median(_pooled_tps(samples.get((method, temperature, k), {}), cpu))
 
     def rounds_of(method, temperature, k=None):
         return [rd for rs in samples.get((method, temperature, k), {}).values() for s in rs for rd in s.rounds]
@@ -310,13 +348,25 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         ours_plain = tps(OURS_PLAIN, temperature)
         hf_plain = tps(HF_PLAIN, temperature)
         plain_rounds = rounds_of(OURS_PLAIN, temperature)
+        eos = set(target.eos_token_ids)
+
+        def greedy_agreement(method, k=None):
+            """Fraction of prompts whose greedy output equals ours plain (T = 0 only)."""
+            if temperature != 0 or (method, temperature, k) not in first_ids:
+                return None
+            ours_ids, theirs = first_ids[(OURS_PLAIN, temperature, None)], first_ids[(method, temperature, k)]
+            return sum(_same_until_eos(ours_ids[p], theirs[p], eos) for p in theirs) / len(theirs)
+
         plain_step_ms = sum(rd.verify_ms for rd in plain_rounds) / len(plain_rounds) if plain_rounds else None
         plain_rows.append({
             "temperature": temperature,
             "ours_tokens_per_s": ours_plain,
             "transformers_tokens_per_s": hf_plain,
             "ratio_vs_transformers": _ratio(ours_plain, hf_plain),
+            "cpu_ratio_vs_transformers": _ratio(tps(OURS_PLAIN, temperature, cpu=True),
+                                                tps(HF_PLAIN, temperature, cpu=True)),
             "plain_step_ms": plain_step_ms,
+            "transformers_same_greedy_text": greedy_agreement(HF_PLAIN),
             "tokens_per_s_runs": _pooled_tps(samples.get((OURS_PLAIN, temperature, None), {})),
             "transformers_tokens_per_s_runs": _pooled_tps(samples.get((HF_PLAIN, temperature, None), {})),
         })
@@ -327,12 +377,8 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
             hf = tps(HF_SPEC, temperature, k)
             raw = tps(OURS_SPEC_RAW, temperature, k)
             rounds = rounds_of(OURS_SPEC, temperature, k)
-            proposed = sum(rd.n_proposed for rd in rounds)
-            accepted = sum(rd.n_accepted for rd in rounds)
-            tested = sum(min(rd.n_accepted + 1, rd.n_proposed) for rd in rounds)
-            emitted = sum(len(rd.emitted) for rd in rounds)
-            alpha = accepted / proposed if proposed else None
-            alpha_per_test = accepted / tested if tested else None
+            stats = summarize(rounds, 0.0)
+            alpha, alpha_per_test = stats.alpha, stats.alpha_hat
             c = cost_ratio(rounds, drafter, k, plain_step_ms)
             verify_ms = sum(rd.verify_ms for rd in rounds) / len(rounds) if rounds else None
             verify_cost = _ratio(verify_ms, plain_step_ms)
@@ -341,6 +387,15 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
             if alpha_per_test is not None and c is not None and verify_cost:
                 theoretical = theory.expected_speedup(alpha_per_test, k, c, verify_cost)
                 predicted_tpp = theory.expected_tokens_per_pass(alpha_per_test, k)
+            # The closed form assumes K drafts every round; prompt lookup often proposes fewer (or
+            # none). The same model evaluated on the rounds' actual draft lengths and measured
+            # round costs separates "the formula's assumption does not hold" from "time is lost
+            # outside the draft and verify steps".
+            theoretical_actual = None
+            if alpha_per_test is not None and plain_step_ms and rounds:
+                tpp = statistics.fmean(theory.expected_tokens_per_pass(alpha_per_test, rd.n_proposed) for rd in rounds)
+                cost = statistics.fmean(rd.draft_ms + rd.verify_ms for rd in rounds) / plain_step_ms
+                theoretical_actual = tpp / cost
             speedup = _ratio(ours, ours_plain)
             spec_rows.append({
                 "temperature": temperature,
@@ -348,12 +403,17 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
                 "ours_tokens_per_s": ours,
                 "transformers_tokens_per_s": hf,
                 "ratio_vs_transformers": _ratio(ours, hf),
+                "cpu_ratio_vs_transformers": _ratio(tps(OURS_SPEC, temperature, k, cpu=True),
+                                                    tps(HF_SPEC, temperature, k, cpu=True)),
+                "cpu_speedup": _ratio(tps(OURS_SPEC, temperature, k, cpu=True), tps(OURS_PLAIN, temperature, cpu=True)),
+                "cpu_instrumentation_overhead": _overhead(tps(OURS_SPEC, temperature, k, cpu=True),
+                                                          tps(OURS_SPEC_RAW, temperature, k, cpu=True)),
                 "transformers_speedup": _ratio(hf, hf_plain),
                 "alpha": alpha,
                 "alpha_per_test": alpha_per_test,
-                "proposed_per_round": proposed / len(rounds) if rounds else None,
+                "proposed_per_round": stats.proposed / len(rounds) if rounds else None,
                 "rounds_without_draft": sum(1 for rd in rounds if rd.n_proposed == 0) / len(rounds) if rounds else None,
-                "tokens_per_pass": emitted / len(rounds) if rounds else None,
+                "tokens_per_pass": stats.tokens_per_pass if rounds else None,
                 "predicted_tokens_per_pass": predicted_tpp,
                 "cost_ratio_c": c,
                 "draft_ms_per_round": sum(rd.draft_ms for rd in rounds) / len(rounds) if rounds else None,
@@ -362,8 +422,12 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
                 "speedup": speedup,
                 "theoretical_speedup": theoretical,
                 "speedup_vs_theoretical": _ratio(speedup, theoretical),
+                "theoretical_speedup_actual_drafts": theoretical_actual,
+                "speedup_vs_theoretical_actual_drafts": _ratio(speedup, theoretical_actual),
+                "same_greedy_text_as_plain": greedy_agreement(OURS_SPEC, k),
+                "transformers_same_greedy_text": greedy_agreement(HF_SPEC, k),
                 "uninstrumented_tokens_per_s": raw,
-                "instrumentation_overhead": (1 - ours / raw) if ours and raw else None,
+                "instrumentation_overhead": _overhead(ours, raw),
                 "tokens_per_s_runs": _pooled_tps(samples.get((OURS_SPEC, temperature, k), {})),
                 "transformers_tokens_per_s_runs": _pooled_tps(samples.get((HF_SPEC, temperature, k), {})),
             })
@@ -441,24 +505,32 @@ def format_report(result: dict) -> str:
             f"torch {result['torch']}, transformers {result['transformers']}, "
             f"load average {_f(result.get('loadavg_before'), '{:.1f}')} → {_f(result.get('loadavg_after'), '{:.1f}')}")
     plain = _table(
-        ["T", "ours plain tok/s", "generate() tok/s", "ours/generate()", "plain step ms"],
+        ["T", "ours plain tok/s", "generate() tok/s", "ours/generate()", "same, by CPU time", "plain step ms",
+         "same greedy text"],
         [[_f(r["temperature"], "{:g}"), _f(r["ours_tokens_per_s"], "{:.1f}"),
           _f(r["transformers_tokens_per_s"], "{:.1f}"), _f(r["ratio_vs_transformers"]),
-          _f(r["plain_step_ms"], "{:.1f}")] for r in result["plain"]],
+          _f(r["cpu_ratio_vs_transformers"]),
+          _f(r["plain_step_ms"], "{:.1f}"), _f(r["transformers_same_greedy_text"], "{:.0%}")]
+         for r in result["plain"]],
     )
     out = [head, "", plain]
     if result["spec"]:
         out += ["", _table(
-            ["T", "K", "ours spec tok/s", "assisted tok/s", "ours/assisted", "α (acc/proposed)", "α per test",
+            ["T", "K", "ours spec tok/s", "assisted tok/s", "ours/assisted", "(by CPU time)", "α (acc/proposed)",
+             "α per test",
              "tokens/pass (predicted)", "c", "verify cost", "speedup", "assisted speedup", "theoretical",
-             "measured/theory", "instrumentation overhead"],
+             "measured/theory", "theory, actual draft lengths", "measured/that", "instrumentation overhead",
+             "(by CPU time)", "same greedy text (ours, assisted)"],
             [[_f(r["temperature"], "{:g}"), str(r["k"]), _f(r["ours_tokens_per_s"], "{:.1f}"),
               _f(r["transformers_tokens_per_s"], "{:.1f}"), _f(r["ratio_vs_transformers"]),
-              _f(r["alpha"]), _f(r["alpha_per_test"]),
+              _f(r["cpu_ratio_vs_transformers"]), _f(r["alpha"]), _f(r["alpha_per_test"]),
               f"{_f(r['tokens_per_pass'])} ({_f(r['predicted_tokens_per_pass'])})",
               _f(r["cost_ratio_c"], "{:.3f}"), _f(r["verify_cost"]), _f(r["speedup"], "{:.2f}×"),
               _f(r["transformers_speedup"], "{:.2f}×"), _f(r["theoretical_speedup"], "{:.2f}×"),
-              _f(r["speedup_vs_theoretical"]), _f(r["instrumentation_overhead"], "{:+.1%}")]
+              _f(r["speedup_vs_theoretical"]), _f(r["theoretical_speedup_actual_drafts"], "{:.2f}×"),
+              _f(r["speedup_vs_theoretical_actual_drafts"]), _f(r["instrumentation_overhead"], "{:+.1%}"),
+              _f(r["cpu_instrumentation_overhead"], "{:+.1%}"),
+              f"{_f(r['same_greedy_text_as_plain'], '{:.0%}')}, {_f(r['transformers_same_greedy_text'], '{:.0%}')}"]
              for r in result["spec"]],
         )]
         out += ["", _table(
@@ -492,7 +564,7 @@ def speedup_figure(results: list[dict]):
 def main(args) -> int:
     """Entry point of ``python -m specviz bench`` (arguments parsed by :mod:`specviz.cli`)."""
     prompts = load_prompts(args.prompts)
-    target, drafter = load_pair(args.target, args.draft, args.device, args.dtype, args.verbose)
+    target, drafter = load_pair(args.target, args.draft, args.device, args.dtype, progress=tty_progress(args.verbose))
     tty = sys.stderr.isatty()
 
     def report(line: str) -> None:

@@ -14,6 +14,9 @@ Measured quantities (all from :class:`specviz.trace.RunStats` of the two runs):
   which is the quantity the speedup formula's ``K·c`` term stands for (it is ≈ 0.001).
 * ``verify_cost``: mean verify-pass time ÷ ``plain_step_ms``.
 * ``speedup``: spec tokens/s ÷ plain tokens/s, both including prefill.
+* ``alpha`` is accepted ÷ proposed; ``alpha_hat`` accepted ÷ tested, the per-token acceptance
+  probability that ``theoretical_speedup`` (:func:`specviz.theory.expected_speedup` with
+  ``alpha_hat``, K, ``cost_ratio_c`` and ``verify_cost``) assumes.
 
 Errors a user can cause (bad arguments, an unknown model, an incompatible pair, a prompt too long
 for the context, non-finite logits) end the program with status 1 and one line on stderr,
@@ -60,6 +63,8 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=1.0, dest="top_p", help="nucleus filter in (0, 1] (default: %(default)s)")
     p.add_argument("--max-new-tokens", type=int, default=64, dest="max_new_tokens", help="default: %(default)s")
     p.add_argument("--seed", type=int, default=0, help="default: %(default)s")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for torch (default: torch's choice, usually the number of cores)")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
 
 
@@ -119,6 +124,12 @@ def _check_sampling_args(args: argparse.Namespace, ks: list[int], temperatures: 
         raise CLIError(f"--top-k must be >= 0 (0 disables it), got {args.top_k}")
     if args.max_new_tokens < 1:
         raise CLIError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise CLIError(f"--threads must be >= 1, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
 
 
 # --------------------------------------------------------------------------- run
@@ -129,11 +140,11 @@ def _round_or_none(x, digits=4):
 def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
     _check_sampling_args(args, [args.k], [args.temperature])
-    from .bench import cost_ratio, load_pair, make_generation
+    from .bench import cost_ratio, load_pair, make_generation, tty_progress
     from .sampling import SamplingConfig
 
     sampling = SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-    target, drafter = load_pair(args.target, args.draft, args.device, args.dtype, args.verbose)
+    target, drafter = load_pair(args.target, args.draft, args.device, args.dtype, tty_progress(args.verbose))
     if args.chat and not target.has_chat_template:
         raise CLIError(f"--chat: the target {target.name} has no chat template")
     prompt_ids = target.encode(args.prompt, args.chat)
@@ -158,6 +169,11 @@ def run_once(args: argparse.Namespace) -> dict:
     plain_step_ms = plain_stats.verify_ms if plain_stats else None
     c = cost_ratio(spec.rounds, drafter, args.k, plain_step_ms)
     verify_cost = stats.verify_ms / plain_step_ms if drafter is not None and plain_step_ms else None
+    theoretical = None
+    if drafter is not None and stats.alpha_hat is not None and c is not None and verify_cost:
+        from .theory import expected_speedup
+
+        theoretical = expected_speedup(stats.alpha_hat, args.k, c, verify_cost)
     speedup = None
     if drafter is not None and plain_stats is not None and plain_stats.tokens_per_s > 0:
         speedup = stats.tokens_per_s / plain_stats.tokens_per_s
@@ -169,6 +185,7 @@ def run_once(args: argparse.Namespace) -> dict:
         "proposed": stats.proposed,
         "accepted": stats.accepted,
         "alpha": _round_or_none(stats.alpha),
+        "alpha_hat": _round_or_none(stats.alpha_hat),
         "tokens_per_pass": _round_or_none(stats.tokens_per_pass),
         "finish_reason": spec.finish_reason,
         "tokens_per_s": _round_or_none(stats.tokens_per_s, 3),
@@ -177,6 +194,7 @@ def run_once(args: argparse.Namespace) -> dict:
         "verify_cost": _round_or_none(verify_cost),
         "plain_step_ms": _round_or_none(plain_step_ms, 3),
         "speedup": _round_or_none(speedup),
+        "theoretical_speedup": _round_or_none(theoretical),
         "plain_tokens_per_s": _round_or_none(plain_stats.tokens_per_s, 3) if plain_stats else None,
         "counts": stats.counts,
         "prompt_tokens": len(prompt_ids),

@@ -437,7 +437,7 @@ def build_demo() -> gr.Blocks:
                 early_exit_layers = gr.Slider(1, 16, value=4, step=1, label="Early-exit draft: first N layers",
                                               visible=False)
                 drafter_note = gr.Markdown(DRAFTER_NOTES["ngram"])
-                prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6)
+                prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
                 chat = gr.Checkbox(True, label="Chat prompt (apply the target's chat template)")
                 with gr.Row():
                     k = gr.Slider(1, 16, value=4, step=1, label="Lookahead K")

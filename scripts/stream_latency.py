@@ -69,7 +69,7 @@ def main() -> None:
             page = browser.new_page(viewport={"width": 1400, "height": 1400})
             page.goto(url)
             page.wait_for_selector("text=Run")
-            page.get_by_label("Prompt").fill("Write a long story about a lighthouse keeper and a storm.")
+            page.locator("#sv-prompt textarea").fill("Write a long story about a lighthouse keeper and a storm.")
             box = page.locator('input[aria-label="number input for Max new tokens"]')
             box.fill(str(args.tokens))
             box.press("Enter")

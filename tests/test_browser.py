@@ -97,7 +97,7 @@ def test_default_run_shows_three_kinds_of_tokens_and_three_charts(page):
 
 
 def test_empty_prompt_gives_a_clear_message_not_a_traceback(page):
-    page.get_by_label("Prompt").fill("   ")
+    page.locator("#sv-prompt textarea").fill("   ")
     page.get_by_role("button", name="Run", exact=True).click()
     toast = page.wait_for_selector("text=The prompt is empty", timeout=30_000)
     assert toast is not None

@@ -101,7 +101,8 @@ CSS = """
 .sv-plain { background: #8c8c8c22; border-bottom: 2px solid #8c8c8c; }
 .sv-rejected { color: #d64545; text-decoration: line-through; font-size: 0.85em; opacity: 0.9; }
 .sv-special { color: #777; font-size: 0.8em; }
-.sv-legend span { margin-right: 14px; white-space: nowrap; }
+.sv-legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin-bottom: 6px; font-size: 0.9em; }
+.sv-legend > span { white-space: nowrap; }
 .sv-status { font-size: 0.95em; }
 """
 

@@ -89,9 +89,12 @@ def logits_to_probs(logits: torch.Tensor, config: SamplingConfig) -> torch.Tenso
         NonFiniteLogitsError: if any logit is NaN or +inf, or a row is entirely ``-inf``.
     """
     logits = logits.float()
-    if torch.isnan(logits).any() or torch.isposinf(logits).any():
-        raise NonFiniteLogitsError("the model produced NaN or +inf logits; try float32")
-    if torch.isneginf(logits).all(dim=-1).any():
+    # One device-to-host sync for both checks (each `if tensor` waits for the GPU); the message
+    # is worked out only on the rare failing path.
+    broken = (torch.isnan(logits) | torch.isposinf(logits)).any(dim=-1) | torch.isneginf(logits).all(dim=-1)
+    if broken.any():
+        if torch.isnan(logits).any() or torch.isposinf(logits).any():
+            raise NonFiniteLogitsError("the model produced NaN or +inf logits; try float32")
         raise NonFiniteLogitsError("a row of logits is entirely -inf: no token is possible")
     if config.greedy:
         # Greedy is the temperature → 0 limit; top-k/top-p cannot change the argmax.

@@ -24,7 +24,6 @@ from specviz.lossless import first_token_experiment  # noqa: E402
 from specviz.sampling import NonFiniteLogitsError, SamplingConfig  # noqa: E402
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round  # noqa: E402
 
-log = logging.getLogger("specviz.app")
 
 try:  # ZeroGPU on Hugging Face Spaces: hold a GPU only while generating.
     import spaces
@@ -496,10 +495,8 @@ demo = build_demo()
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-
-    def _console(fraction, message):
-        log.info("[%3d%%] %s", int(fraction * 100), message)
-
-    # First start only: convert the default offline model once (later starts find it cached).
-    models.prepare_offline(PRESETS[DEFAULT_PRESET]["target"], progress=_console)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # First start only: convert the default offline model once, logging its progress (later
+    # starts find it cached).
+    models.prepare_offline(PRESETS[DEFAULT_PRESET]["target"])
     demo.queue().launch(css=CSS)

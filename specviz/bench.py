@@ -28,7 +28,8 @@ Derived figures (pooled over all prompts and repeats of a configuration):
   rejections), the per-token acceptance probability the closed form assumes (each tested draft
   is a Bernoulli(α) trial). The theoretical speedup uses ``alpha_per_test``; accepted / proposed
   would count the drafts after a rejection, which were never tested, as failures and understate α.
-* ``plain_step_ms``: mean round time of ``ours plain`` (one target step + sampling);
+* ``plain_step_ms``: mean round time of ``ours plain`` (one target step + sampling); this and
+  the other step times are a repeat's mean, then the median over repeats (like tokens/s);
   ``c`` = draft step ms ÷ plain step ms (prompt lookup: lookup ms per round ÷ (K × plain step ms));
   ``verify_cost`` = mean verify-pass ms ÷ plain step ms.
 * ``speedup`` = ours spec tokens/s ÷ ours plain tokens/s (both measured medians);
@@ -343,11 +344,28 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
     def rounds_of(method, temperature, k=None):
         return [rd for rs in samples.get((method, temperature, k), {}).values() for s in rs for rd in s.rounds]
 
+    def per_repeat(method, temperature, k, statistic):
+        """Median over repeats of ``statistic(rounds of one repeat)``: timings are summarised like
+        tokens/s (median over repeats), so one repeat slowed by another process does not skew them."""
+        values = []
+        for repeat_samples in samples.get((method, temperature, k), {}).values():
+            rounds = [rd for s in repeat_samples for rd in s.rounds]
+            value = statistic(rounds) if rounds else None
+            if value is not None:
+                values.append(value)
+        return _median(values)
+
+    def mean_ms(attr):
+        return lambda rounds: statistics.fmean(getattr(rd, attr) for rd in rounds)
+
+    def draft_step_ms(rounds):
+        steps = sum(rd.draft_steps for rd in rounds)
+        return sum(rd.draft_ms for rd in rounds) / steps if steps else None
+
     plain_rows, spec_rows, prompt_rows = [], [], []
     for temperature in temperatures:
         ours_plain = tps(OURS_PLAIN, temperature)
         hf_plain = tps(HF_PLAIN, temperature)
-        plain_rounds = rounds_of(OURS_PLAIN, temperature)
         eos = set(target.eos_token_ids)
 
         def greedy_agreement(method, k=None):
@@ -357,7 +375,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
             ours_ids, theirs = first_ids[(OURS_PLAIN, temperature, None)], first_ids[(method, temperature, k)]
             return sum(_same_until_eos(ours_ids[p], theirs[p], eos) for p in theirs) / len(theirs)
 
-        plain_step_ms = sum(rd.verify_ms for rd in plain_rounds) / len(plain_rounds) if plain_rounds else None
+        plain_step_ms = per_repeat(OURS_PLAIN, temperature, None, mean_ms("verify_ms"))
         plain_rows.append({
             "temperature": temperature,
             "ours_tokens_per_s": ours_plain,
@@ -379,8 +397,13 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
             rounds = rounds_of(OURS_SPEC, temperature, k)
             stats = summarize(rounds, 0.0)
             alpha, alpha_per_test = stats.alpha, stats.alpha_hat
-            c = cost_ratio(rounds, drafter, k, plain_step_ms)
-            verify_ms = sum(rd.verify_ms for rd in rounds) / len(rounds) if rounds else None
+            verify_ms = per_repeat(OURS_SPEC, temperature, k, mean_ms("verify_ms"))
+            draft_ms_per_round = per_repeat(OURS_SPEC, temperature, k, mean_ms("draft_ms"))
+            step_ms = per_repeat(OURS_SPEC, temperature, k, draft_step_ms)
+            # c as in cost_ratio(): per draft forward pass, or a lookup's per-round time over K slots.
+            c = None
+            if plain_step_ms and draft_ms_per_round is not None:
+                c = step_ms / plain_step_ms if step_ms is not None else draft_ms_per_round / (k * plain_step_ms)
             verify_cost = _ratio(verify_ms, plain_step_ms)
             theoretical = None
             predicted_tpp = None
@@ -394,8 +417,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
             theoretical_actual = None
             if alpha_per_test is not None and plain_step_ms and rounds:
                 tpp = statistics.fmean(theory.expected_tokens_per_pass(alpha_per_test, rd.n_proposed) for rd in rounds)
-                cost = statistics.fmean(rd.draft_ms + rd.verify_ms for rd in rounds) / plain_step_ms
-                theoretical_actual = tpp / cost
+                theoretical_actual = tpp / ((draft_ms_per_round + verify_ms) / plain_step_ms)
             speedup = _ratio(ours, ours_plain)
             spec_rows.append({
                 "temperature": temperature,
@@ -416,7 +438,8 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
                 "tokens_per_pass": stats.tokens_per_pass if rounds else None,
                 "predicted_tokens_per_pass": predicted_tpp,
                 "cost_ratio_c": c,
-                "draft_ms_per_round": sum(rd.draft_ms for rd in rounds) / len(rounds) if rounds else None,
+                "draft_ms_per_round": draft_ms_per_round,
+                "draft_step_ms": step_ms,
                 "verify_ms": verify_ms,
                 "verify_cost": verify_cost,
                 "speedup": speedup,

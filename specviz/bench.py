@@ -47,6 +47,7 @@ Derived figures (pooled over all prompts and repeats of a configuration):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -223,11 +224,22 @@ def time_hf(target, prompt_ids, sampling, max_new_tokens, seed, assistant=None, 
                   cpu_seconds=cpu)
 
 
-def _configure_assistant(assistant, k: int) -> None:
+@contextlib.contextmanager
+def _assistant_config(assistant, k: int):
+    """Make transformers draft exactly K tokens per round with ``assistant``, as our engine does
+    (constant schedule, confidence threshold off); the generation config is restored afterwards
+    (an early-exit draft shares it with the target)."""
     config = assistant.generation_config
+    names = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+    saved = {name: getattr(config, name, None) for name in names}
     config.num_assistant_tokens = k
     config.num_assistant_tokens_schedule = "constant"
-    config.assistant_confidence_threshold = 0.0  # draft exactly K, as our engine does
+    config.assistant_confidence_threshold = 0.0
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(config, name, value)
 
 
 # --------------------------------------------------------------------------- the benchmark
@@ -290,7 +302,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
     drafter_model = getattr(drafter, "model", None)
     hf_spec_ok = transformers_baselines and drafter is not None and (drafter_model is not None or not drafter.uses_model)
 
-    def methods_for(t_index: int):
+    def methods_list():
         out = [(OURS_PLAIN, None), (HF_PLAIN, None)] if transformers_baselines else [(OURS_PLAIN, None)]
         if drafter is not None:
             for k in ks:
@@ -311,8 +323,8 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         if method == HF_PLAIN:
             return time_hf(target, ids, sampling, n_tokens, seed)
         if drafter_model is not None:
-            _configure_assistant(drafter_model, k)
-            return time_hf(target, ids, sampling, n_tokens, seed, assistant=drafter_model)
+            with _assistant_config(drafter_model, k):
+                return time_hf(target, ids, sampling, n_tokens, seed, assistant=drafter_model)
         return time_hf(target, ids, sampling, n_tokens, seed, lookup_k=k)
 
     samples: dict[tuple, dict[int, list[Sample]]] = {}
@@ -320,9 +332,9 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
     per_prompt: dict[tuple, dict[str, list[float]]] = {}
     started = time.perf_counter()
     load_before = _loadavg()
-    for t_index, temperature in enumerate(temperatures):
+    for temperature in temperatures:
         sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
-        methods = methods_for(t_index)
+        methods = methods_list()
         report(f"T={temperature}: warm-up")
         for method, k in methods:
             call(method, k, sampling, encoded[0], min(WARMUP_TOKENS, max_new_tokens))

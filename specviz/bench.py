@@ -52,7 +52,6 @@ import json
 import logging
 import os
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,21 +120,6 @@ def cost_ratio(rounds, drafter, k: int, plain_step_ms: float | None) -> float | 
     if steps:
         return draft_ms / steps / plain_step_ms
     return draft_ms / len(rounds) / (k * plain_step_ms)
-
-
-def tty_progress(verbose: bool):
-    """A ``(fraction, message)`` callback writing one self-overwriting line on a terminal's stderr.
-
-    None when stderr is not a terminal or ``-v`` already logs every step.
-    """
-    if verbose or not sys.stderr.isatty():
-        return None
-
-    def report(fraction: float, message: str) -> None:
-        end = "\n" if fraction >= 1.0 else ""
-        print(f"\r\033[K{message[:150]} ({fraction:.0%})", end=end, file=sys.stderr, flush=True)
-
-    return report
 
 
 # --------------------------------------------------------------------------- prompts
@@ -594,32 +578,3 @@ def speedup_figure(results: list[dict]):
     fig.update_layout(template="plotly_white", title="Speculative sampling speedup over plain decoding",
                       xaxis_title="lookahead K", yaxis_title="speedup (×)")
     return fig
-
-
-def main(args) -> int:
-    """Entry point of ``python -m specviz bench`` (arguments parsed by :mod:`specviz.cli`)."""
-    prompts = load_prompts(args.prompts)
-    target, drafter = load_pair(args.target, args.draft, args.device, args.dtype, progress=tty_progress(args.verbose))
-    tty = sys.stderr.isatty()
-
-    def report(line: str) -> None:
-        if tty:
-            print(f"\r\033[K{line[:150]}", end="", file=sys.stderr, flush=True)
-        else:
-            log.info("%s", line)
-
-    result = run_benchmark(
-        target, drafter, prompts, args.k, args.temperature, top_k=args.top_k, top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens, repeats=args.repeats, seed=args.seed,
-        transformers_baselines=not args.no_transformers, instrument_check=not args.no_instrument_check,
-        draft_spec=args.draft, report=report,
-    )
-    if tty:
-        print("\r\033[K", end="", file=sys.stderr)
-    result["command"] = " ".join(["python", "-m", "specviz"] + sys.argv[1:])
-    print(format_report(result))
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    if args.plot:
-        speedup_figure([result]).write_html(args.plot, include_plotlyjs=True)
-    return 0

@@ -33,6 +33,7 @@ import os
 import sys
 import time
 import warnings
+from pathlib import Path
 
 log = logging.getLogger("specviz")
 
@@ -140,7 +141,7 @@ def _round_or_none(x, digits=4):
 def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
     _check_sampling_args(args, [args.k], [args.temperature])
-    from .bench import cost_ratio, load_pair, make_generation, tty_progress
+    from .bench import cost_ratio, load_pair, make_generation
     from .sampling import SamplingConfig
 
     sampling = SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
@@ -268,13 +269,52 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- bench
+def tty_progress(verbose: bool):
+    """A ``(fraction, message)`` callback writing one self-overwriting line on a terminal's stderr.
+
+    None when stderr is not a terminal or ``-v`` already logs every step.
+    """
+    if verbose or not sys.stderr.isatty():
+        return None
+
+    def report(fraction: float, message: str) -> None:
+        end = "\n" if fraction >= 1.0 else ""
+        print(f"\r\033[K{message[:150]} ({fraction:.0%})", end=end, file=sys.stderr, flush=True)
+
+    return report
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from . import bench
 
     _check_sampling_args(args, args.k, args.temperature)
     if args.repeats < 1:
         raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
-    return bench.main(args)
+    prompts = bench.load_prompts(args.prompts)
+    target, drafter = bench.load_pair(args.target, args.draft, args.device, args.dtype, progress=tty_progress(args.verbose))
+    tty = sys.stderr.isatty()
+
+    def report(line: str) -> None:
+        if tty:
+            print(f"\r\033[K{line[:150]}", end="", file=sys.stderr, flush=True)
+        else:
+            log.info("%s", line)
+
+    result = bench.run_benchmark(
+        target, drafter, prompts, args.k, args.temperature, top_k=args.top_k, top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens, repeats=args.repeats, seed=args.seed,
+        transformers_baselines=not args.no_transformers, instrument_check=not args.no_instrument_check,
+        draft_spec=args.draft, report=report,
+    )
+    if tty:
+        print("\r\033[K", end="", file=sys.stderr)
+    result["command"] = " ".join(["python", "-m", "specviz"] + sys.argv[1:])
+    print(bench.format_report(result))
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if args.plot:
+        bench.speedup_figure([result]).write_html(args.plot, include_plotlyjs=True)
+    return 0
 
 
 # --------------------------------------------------------------------------- entry point

@@ -154,10 +154,12 @@ def legend_html() -> str:
     )
 
 
-def wrap_output(body: str, done: bool = False) -> str:
-    """Legend plus the token panel. ``data-sent`` is the server's clock (s) when this update left
-    the generator, so a browser on the same machine can measure how far the page lags behind."""
-    return (legend_html() + f'<div class="sv-out" data-sent="{time.time():.3f}" data-done="{int(done)}">'
+def wrap_output(body: str, done: bool = False, generated_at: float | None = None) -> str:
+    """Legend plus the token panel. ``data-sent`` is the server's clock (``time.time()``, s) when
+    the newest token in ``body`` was generated (default: now), so a browser on the same machine
+    can measure how far the page lags behind generation (``scripts/stream_latency.py``)."""
+    stamp = time.time() if generated_at is None else generated_at
+    return (legend_html() + f'<div class="sv-out" data-sent="{stamp:.3f}" data-done="{int(done)}">'
             f'{body or "<i>output appears here</i>"}</div>')
 
 
@@ -255,7 +257,11 @@ def _warm_up(target, drafter, prompt_ids, sampling):
     _warmed.add(key)
 
 
-CHART_INTERVAL_S = 0.4  # the browser lags behind if Plotly redraws on every round
+CHART_INTERVAL_S = 1.0  # the browser lags behind if Plotly redraws on every round
+# Token updates resend the whole panel (tens of kB for a few hundred tokens with their hover
+# text); coalescing rounds that finish within this interval keeps the browser and the server's
+# event loop from competing with generation on a small CPU. The final update is always sent.
+TOKEN_INTERVAL_S = 0.25
 
 
 @gpu
@@ -301,17 +307,18 @@ def run_demo(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k,
     run = Generation(target.model, prompt_ids, drafter, k=k, **common)
     chunks: list[str] = []
     points: list[dict] = []
-    last_chart = 0.0
+    last_chart = last_tokens = 0.0
     label = f"{target.name} ← {drafter.name}" if drafter else f"{target.name}, plain decoding"
     try:
         for round_ in run:
+            generated_at = time.time()
             chunks.append(render_round(round_, eos))
             stats = run.stats()
             if stats.wall_s > 0:
                 points.append({"t": stats.wall_s, "speedup": stats.tokens_per_s / plain_stats.tokens_per_s})
             done = run.finish_reason is not None
             if done or time.perf_counter() - last_chart > CHART_INTERVAL_S:
-                last_chart = time.perf_counter()
+                last_chart = last_tokens = time.perf_counter()
                 c, verify_cost = _costs(run, plain_stats, k)
                 theo = (theory.expected_speedup(stats.alpha_hat, k, c, verify_cost)
                         if stats.alpha_hat is not None and c is not None else None)
@@ -319,10 +326,11 @@ def run_demo(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k,
                            charts.speedup_figure(points, theo))
                 status = (f"**Done** ({run.finish_reason}) · {label}" if done
                           else f"Generating · {label} · {len(run.tokens)}/{max_new_tokens} tokens")
-                yield (wrap_output("".join(chunks), done), summary_markdown(stats, plain_stats, k, c, verify_cost, status),
-                       *figures, baselines)
-            else:
-                yield wrap_output("".join(chunks)), gr.skip(), *[gr.skip()] * 3, baselines
+                yield (wrap_output("".join(chunks), done, generated_at),
+                       summary_markdown(stats, plain_stats, k, c, verify_cost, status), *figures, baselines)
+            elif time.perf_counter() - last_tokens > TOKEN_INTERVAL_S:
+                last_tokens = time.perf_counter()
+                yield wrap_output("".join(chunks), generated_at=generated_at), gr.skip(), *[gr.skip()] * 3, baselines
     except (NonFiniteLogitsError, ValueError) as err:
         # Keep what was generated on screen; say why it stopped.
         stats = run.stats()
@@ -446,7 +454,7 @@ def build_demo() -> gr.Blocks:
                     top_k = gr.Number(0, precision=0, minimum=0, label="Top-k (0 = off)")
                     top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
                 with gr.Row():
-                    max_new_tokens = gr.Slider(1, 512, value=96, step=1, label="Max new tokens")
+                    max_new_tokens = gr.Slider(1, 512, value=96, step=1, label="Max new tokens", elem_id="sv-max-new")
                     seed = gr.Number(0, precision=0, minimum=0, label="Seed")
                 with gr.Accordion("Device", open=False):
                     device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")

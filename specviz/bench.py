@@ -71,16 +71,24 @@ OURS_SPEC_RAW = "ours spec, instrument off"
 
 
 # --------------------------------------------------------------------------- shared with the CLI
-def load_pair(target_spec: str, draft_spec: str, device: str, dtype: str, progress=None):
+def load_pair(target_spec: str, draft_spec: str, device: str, dtype: str, progress=None,
+              compile_mode: str | None = None):
     """Load the target (a ``LoadedModel``) and build the drafter (None for ``none``).
 
     ``progress(fraction, message)`` is passed to :mod:`specviz.models`, which also logs each step
-    at INFO level (shown with ``-v``).
+    at INFO level (shown with ``-v``). With ``compile_mode`` (a ``torch.compile`` mode, e.g.
+    ``"default"``) the target's forward and a model drafter's forward are compiled with
+    :func:`specviz.models.compile_forward`; prompt lookup has no network to compile.
     """
     from . import models
 
     target = models.load_model(target_spec, device=device, dtype=dtype, progress=progress)
     drafter = models.build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress)
+    if compile_mode:
+        models.compile_forward(target.model, compile_mode)
+        draft_model = getattr(drafter, "model", None)
+        if draft_model is not None:
+            models.compile_forward(draft_model, compile_mode)
     return target, drafter
 
 
@@ -522,7 +530,8 @@ def format_report(result: dict) -> str:
             f"{result['device']} {result['dtype']}, {result['threads']} threads, "
             f"{result['max_new_tokens']} new tokens × {len(result['prompts'])} prompts × {result['repeats']} repeats, "
             f"torch {result['torch']}, transformers {result['transformers']}, "
-            f"load average {_f(result.get('loadavg_before'), '{:.1f}')} → {_f(result.get('loadavg_after'), '{:.1f}')}")
+            f"load average {_f(result.get('loadavg_before'), '{:.1f}')} → {_f(result.get('loadavg_after'), '{:.1f}')}"
+            + (f", torch.compile ({result['compile']})" if result.get("compile") else ""))
     plain = _table(
         ["T", "ours plain tok/s", "generate() tok/s", "ours/generate()", "same, by CPU time", "plain step ms",
          "same greedy text"],

@@ -66,6 +66,11 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="default: %(default)s")
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads for torch (default: torch's choice, usually the number of cores)")
+    p.add_argument("--compile", nargs="?", const="default", default=None, metavar="MODE",
+                   choices=["default", "reduce-overhead", "max-autotune"],
+                   help="run the target's and the draft model's forward through torch.compile (dynamic shapes); "
+                        "MODE: default, reduce-overhead (CUDA graphs) or max-autotune. The first calls compile "
+                        "(tens of seconds); the warm-up absorbs that")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
 
 
@@ -145,7 +150,8 @@ def run_once(args: argparse.Namespace) -> dict:
     from .sampling import SamplingConfig
 
     sampling = SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-    target, drafter = load_pair(args.target, args.draft, args.device, args.dtype, tty_progress(args.verbose))
+    target, drafter = load_pair(args.target, args.draft, args.device, args.dtype, tty_progress(args.verbose),
+                                compile_mode=args.compile)
     if args.chat and not target.has_chat_template:
         raise CLIError(f"--chat: the target {target.name} has no chat template")
     prompt_ids = target.encode(args.prompt, args.chat)
@@ -291,7 +297,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
     prompts = bench.load_prompts(args.prompts)
-    target, drafter = bench.load_pair(args.target, args.draft, args.device, args.dtype, progress=tty_progress(args.verbose))
+    target, drafter = bench.load_pair(args.target, args.draft, args.device, args.dtype,
+                                      progress=tty_progress(args.verbose), compile_mode=args.compile)
     tty = sys.stderr.isatty()
 
     def report(line: str) -> None:
@@ -309,6 +316,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if tty:
         print("\r\033[K", end="", file=sys.stderr)
     result["command"] = " ".join(["python", "-m", "specviz"] + sys.argv[1:])
+    result["compile"] = args.compile
     print(bench.format_report(result))
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -54,6 +54,7 @@ __all__ = [
     "build_drafter",
     "cache_dir",
     "clear_cache",
+    "compile_forward",
     "early_exit_draft",
     "int8_draft",
     "load_model",
@@ -651,6 +652,39 @@ def load_model(
         logger.info("loaded %s from %s in %.2f s", name_or_path, source, time.perf_counter() - t0)
         _report(progress, 1.0, f"loaded {name_or_path}")
         return loaded
+
+
+# --------------------------------------------------------------------------- torch.compile
+def compile_forward(model: torch.nn.Module, mode: str | None = None) -> torch.nn.Module:
+    """Replace ``model.forward`` with a ``torch.compile``-d version (``dynamic=True``), once.
+
+    Both the sequence length and the KV-cache length change every step, so the graph is compiled
+    for dynamic shapes instead of recompiling per length (``torch.compile`` docs, "dynamic").
+    The first calls pay the compile time (tens of seconds on a CPU, where inductor needs a C++
+    compiler); later calls reuse it. The model object is shared through :func:`load_model`'s cache, so
+    every user of it (our engine and transformers' ``generate()`` alike) runs the compiled
+    forward, which keeps a benchmark's comparison fair. Calling it again on the same model does
+    nothing.
+
+    Args:
+        model: a causal LM (``nn.Module`` with ``forward``).
+        mode: ``torch.compile`` mode: None (default), ``"reduce-overhead"`` (CUDA graphs) or
+            ``"max-autotune"``.
+
+    Returns:
+        The same ``model``, for chaining.
+
+    Raises:
+        ValueError: for an unknown ``mode``.
+    """
+    if mode not in (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+        raise ValueError(f"unknown torch.compile mode {mode!r}; use default, reduce-overhead or max-autotune")
+    if getattr(model, "_specviz_compiled", False):
+        return model
+    model.forward = torch.compile(model.forward, dynamic=True, mode=None if mode == "default" else mode)
+    model._specviz_compiled = True
+    logger.info("compiled the forward of %s with torch.compile (mode=%s)", type(model).__name__, mode or "default")
+    return model
 
 
 # --------------------------------------------------------------------------- pairing

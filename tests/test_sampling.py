@@ -72,12 +72,13 @@ def chisquare_p(counts: torch.Tensor, probs: torch.Tensor) -> float:
 
 @pytest.fixture
 def force_uniform(monkeypatch):
-    """Pin every uniform that ``verify`` draws to one value (``torch.rand`` is its only source)."""
+    """Pin every uniform that ``verify`` and ``sample`` draw to one value (``torch.rand`` is their
+    only source)."""
 
     def pin(value: float) -> None:
         def fake_rand(*size, generator=None, device=None, **kwargs):
             shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
-            return torch.full(shape, value, dtype=torch.float32, device=device)
+            return torch.full(shape, value, dtype=kwargs.get("dtype") or torch.float32, device=device)
 
         monkeypatch.setattr(torch, "rand", fake_rand)
 
@@ -442,3 +443,42 @@ def test_temperature_top_k_top_p_match_hand_computation():
     torch.testing.assert_close(combined, torch.tensor([0.25, 0.09, 0.0, 0.0]) / 0.34)
     # Output is float32 even for half-precision logits.
     assert logits_to_probs(logits.to(torch.bfloat16), SamplingConfig()).dtype == torch.float32
+
+
+# Zeros inside the support and at both ends of the vocabulary: the ids an inverse-CDF sampler
+# could wrongly pick through rounding or an off-by-one.
+P_GAPPY = torch.tensor([0.0, 0.15, 0.0, 0.0, 0.35, 0.2, 0.0, 0.3, 0.0, 0.0])
+
+
+def test_sample_follows_distribution_and_never_picks_zero_probability_ids():
+    """20,000 rows sampled in one call follow P_GAPPY (chi-square, p > 0.01, see the module
+    docstring for the bound) and never land on a zero-probability id."""
+    generator = torch.Generator().manual_seed(7)
+    ids = sample(P_GAPPY.expand(20_000, -1), generator)
+    assert ids.shape == (20_000,) and ids.dtype == torch.int64
+    counts = torch.bincount(ids, minlength=P_GAPPY.numel())
+    assert counts[P_GAPPY == 0].sum() == 0
+    assert chisquare_p(counts, P_GAPPY) > 0.01
+
+
+@pytest.mark.parametrize("uniform, expected", [(0.0, 1), (U_MAX, 7), (1.0, 7)])
+def test_sample_extreme_uniforms_stay_on_the_support(force_uniform, uniform, expected):
+    """u = 0 gives the first id with mass, the largest uniform the last one, never a trailing
+    zero-probability id. u = 1 is outside torch.rand's range but stands for ``u * total``
+    rounding up to the total, which the sampler must also survive."""
+    force_uniform(uniform)
+    assert int(sample(P_GAPPY, None)) == expected
+    # Unnormalised rows (mass 2) and a 250k-id vocabulary with the same trailing zeros.
+    assert int(sample(2 * P_GAPPY, None)) == expected
+    wide = torch.zeros(250_000)
+    wide[: P_GAPPY.numel()] = P_GAPPY
+    assert int(sample(wide, None)) == expected
+
+
+def test_sample_one_hot_rows_give_their_argmax():
+    """Greedy rows (one-hot, as logits_to_probs makes at T = 0) give their argmax for any seed,
+    including the first and last id of a 49,152-id vocabulary."""
+    rows = torch.zeros(3, 49_152)
+    rows[0, 0] = rows[1, 12_345] = rows[2, -1] = 1.0
+    for seed in range(20):
+        assert sample(rows, torch.Generator().manual_seed(seed)).tolist() == [0, 12_345, 49_151]

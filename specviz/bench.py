@@ -570,20 +570,40 @@ def format_report(result: dict) -> str:
 
 
 def speedup_figure(results: list[dict]):
-    """Plotly figure: measured (and theoretical) speedup against K, one line per temperature."""
-    import plotly.graph_objects as go
+    """Plotly figure of :func:`run_benchmark` results: speedup over plain decoding against K.
 
+    One colour per (draft, temperature): measured speedup (solid), the closed-form theory from
+    α per test, c and verify cost (dotted), the same model on the rounds' actual draft lengths
+    (dashed) and transformers' assisted generation over ``generate()`` (open markers). A grey line
+    marks 1× (below it, a slowdown).
+    """
+    import plotly.graph_objects as go
+    from plotly.colors import qualitative
+
+    palette = qualitative.Plotly
+    series = (
+        ("speedup", "measured", {"mode": "lines+markers"}),
+        ("theoretical_speedup", "theory (closed form)", {"mode": "lines+markers", "line": {"dash": "dot"}}),
+        ("theoretical_speedup_actual_drafts", "theory (actual draft lengths)",
+         {"mode": "lines", "line": {"dash": "dash"}}),
+        ("transformers_speedup", "transformers assisted", {"mode": "markers", "marker": {"symbol": "circle-open", "size": 10}}),
+    )
     fig = go.Figure()
+    index = 0
     for result in results:
-        temps = sorted({r["temperature"] for r in result["spec"]})
-        for t in temps:
+        for t in sorted({r["temperature"] for r in result["spec"]}):
             rows = sorted((r for r in result["spec"] if r["temperature"] == t), key=lambda r: r["k"])
-            label = f"{result['draft']} T={t:g}"
-            fig.add_trace(go.Scatter(x=[r["k"] for r in rows], y=[r["speedup"] for r in rows],
-                                     mode="lines+markers", name=f"{label} measured"))
-            fig.add_trace(go.Scatter(x=[r["k"] for r in rows], y=[r["theoretical_speedup"] for r in rows],
-                                     mode="lines+markers", line={"dash": "dot"}, name=f"{label} theory"))
+            color = palette[index % len(palette)]
+            index += 1
+            for key, what, style in series:
+                points = [(r["k"], r.get(key)) for r in rows if r.get(key) is not None]
+                if not points:
+                    continue
+                style = {**style, "line": {**style.get("line", {}), "color": color},
+                         "marker": {**style.get("marker", {}), "color": color}}
+                fig.add_trace(go.Scatter(x=[k for k, _ in points], y=[y for _, y in points],
+                                         name=f"{result['draft']} T={t:g}: {what}", **style))
     fig.add_hline(y=1.0, line={"color": "grey", "width": 1})
     fig.update_layout(template="plotly_white", title="Speculative sampling speedup over plain decoding",
-                      xaxis_title="lookahead K", yaxis_title="speedup (×)")
+                      xaxis_title="lookahead K", yaxis_title="speedup (×)", legend={"font": {"size": 11}})
     return fig

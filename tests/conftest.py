@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 
 @pytest.fixture(scope="session")
@@ -15,3 +16,14 @@ def smollm2():
     from specviz.models import load_model
 
     return load_model("smollm2-135m-instruct", device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Run a module's tiny models on one thread: intra-op threads only add overhead at this size
+    (and make a busy 2-core machine several times slower). Modules opt in with
+    ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -12,7 +12,13 @@ import copy
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-__all__ = ["noisy_copy", "tiny_llama", "with_vocab_width"]
+__all__ = ["CHATML", "bpe_tokenizer", "noisy_copy", "tiny_llama", "with_vocab_width"]
+
+#: A minimal ChatML template (SmolLM2 and Qwen use this format).
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def tiny_llama(
@@ -88,3 +94,22 @@ def with_vocab_width(model: LlamaForCausalLM, vocab_size: int) -> LlamaForCausal
                 raise ValueError(f"{name}: {tuple(source.shape)} vs {tuple(parameter.shape)}")
             parameter[:rows].copy_(source[:rows])
     return resized
+
+
+def bpe_tokenizer(corpus: list[str], chat: bool, vocab_size: int):
+    """A byte-level BPE tokenizer trained on ``corpus`` in milliseconds, with ChatML special tokens
+    (EOS ``<|im_end|>``) and, if ``chat``, the :data:`CHATML` template. Two corpora give two
+    tokenizers that disagree, which is what the incompatible-pair tests need."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(corpus, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", bos_token="<|im_start|>")
+    if chat:
+        fast.chat_template = CHATML
+    return fast

@@ -16,12 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import bpe_tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
-CHATML = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 TYPO_PROMPT = (
     "Fix the typos in this text and return only the corrected text: 'Teh quick brown fox jumsp over teh lazy "
     "dog. It was a sunny day and the fox was very hapy to be outside in the feilds.'"
@@ -33,22 +30,6 @@ def specviz(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
     return subprocess.run([sys.executable, "-m", "specviz", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=REPO, env=env)
-
-
-def _tokenizer(corpus: list[str], chat: bool):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(corpus, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", bos_token="<|im_start|>")
-    if chat:
-        fast.chat_template = CHATML
-    return fast
 
 
 def _save_tiny(path: Path, tokenizer, seed: int, max_positions: int = 256, nan: bool = False) -> str:
@@ -76,12 +57,12 @@ def tiny(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("tiny")
     english = ["The quick brown fox jumps over the lazy dog. Fix the typos in this sentence, please."] * 20
     other = ["Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor."] * 20
-    tok = _tokenizer(english, chat=True)
+    tok = bpe_tokenizer(english, chat=True, vocab_size=400)
     return {
         "target": _save_tiny(root / "target", tok, seed=0),
         "draft": _save_tiny(root / "draft", tok, seed=1),
-        "nochat": _save_tiny(root / "nochat", _tokenizer(english, chat=False), seed=0),
-        "other": _save_tiny(root / "other", _tokenizer(other, chat=False), seed=2),
+        "nochat": _save_tiny(root / "nochat", bpe_tokenizer(english, chat=False, vocab_size=400), seed=0),
+        "other": _save_tiny(root / "other", bpe_tokenizer(other, chat=False, vocab_size=400), seed=2),
         "short": _save_tiny(root / "short", tok, seed=0, max_positions=32),
         "nan": _save_tiny(root / "nan", tok, seed=0, nan=True),
     }
@@ -175,6 +156,20 @@ def test_model_errors_fail_with_one_line(tiny, case):
     expected = {"incompatible-pair": "tokenizer", "context-too-long": "context", "non-finite-logits": "NaN",
                 "chat-without-template": "chat template"}[case]
     assert expected in done.stderr
+
+
+def test_compile_flag_parses_its_modes():
+    """``--compile`` alone means torch.compile's default mode; absent means eager; an unknown mode
+    is refused by argparse (exit status 2) before any model loads."""
+    from specviz.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["bench"]).compile is None
+    assert parser.parse_args(["bench", "--compile"]).compile == "default"
+    assert parser.parse_args(["run", "--prompt", "x", "--compile", "reduce-overhead"]).compile == "reduce-overhead"
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(["bench", "--compile", "fastest"])
+    assert exit_info.value.code == 2
 
 
 def test_prepare_unknown_name_fails_with_one_line():

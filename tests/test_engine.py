@@ -35,14 +35,7 @@ PROMPTS = [[3, 17, 42, 99, 5], [7, 7, 7, 12, 7, 7], [200, 1, 2, 3, 200, 1, 2, 3,
 DRAFT_KINDS = ["random", "self", "noisy", "lookup"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Run these tiny models on one thread: intra-op threads only add overhead at this size (and
-    make a busy 2-core machine several times slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import bpe_tokenizer
 
 from specviz import models
 from specviz.drafters import ModelDrafter, PromptLookupDrafter
@@ -33,30 +34,10 @@ from specviz.models import (
 )
 from specviz.sampling import SamplingConfig
 
-CHATML = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 GREEDY = SamplingConfig(temperature=0.0)
 
 
 # --------------------------------------------------------------------------- tiny checkpoints
-def _tokenizer(corpus: list[str], chat: bool):
-    from tokenizers import Tokenizer, decoders, models as tok_models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(tok_models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(corpus, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", bos_token="<|im_start|>")
-    if chat:
-        fast.chat_template = CHATML
-    return fast
-
-
 def _save_llama(path: Path, tokenizer, seed: int, width: int | None = None, layers: int = 2) -> str:
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -82,13 +63,13 @@ LATIN = ["Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmo
 def tiny(tmp_path_factory) -> dict[str, str]:
     """Checkpoint directories: a target, a draft with a padded lm_head, an unrelated tokenizer, no template."""
     root = tmp_path_factory.mktemp("tiny")
-    english = _tokenizer(ENGLISH, chat=True)
-    latin = _tokenizer(LATIN, chat=True)
+    english = bpe_tokenizer(ENGLISH, chat=True, vocab_size=320)
+    latin = bpe_tokenizer(LATIN, chat=True, vocab_size=320)
     return {
         "target": _save_llama(root / "target", english, seed=0),
         "padded": _save_llama(root / "padded", english, seed=1, width=len(english) + 64),
         "latin": _save_llama(root / "latin", latin, seed=2),
-        "plain": _save_llama(root / "plain", _tokenizer(ENGLISH, chat=False), seed=3),
+        "plain": _save_llama(root / "plain", bpe_tokenizer(ENGLISH, chat=False, vocab_size=320), seed=3),
     }
 
 

@@ -48,14 +48,7 @@ P_DRAFT = torch.tensor([0.50, 0.10, 0.10, 0.10, 0.10, 0.10])
 U_MAX = 1.0 - 2.0**-24
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Run these tiny models on one thread: intra-op threads only add overhead at this size (and
-    make a busy 2-core machine several times slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def chisquare_p(counts: torch.Tensor, probs: torch.Tensor) -> float:

@@ -69,8 +69,8 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", nargs="?", const="default", default=None, metavar="MODE",
                    choices=["default", "reduce-overhead", "max-autotune"],
                    help="run the target's and the draft model's forward through torch.compile (dynamic shapes); "
-                        "MODE: default, reduce-overhead (CUDA graphs) or max-autotune. The first calls compile "
-                        "(tens of seconds); the warm-up absorbs that")
+                        "MODE: default, reduce-overhead (CUDA graphs) or max-autotune. Meant for a GPU: the first calls "
+                        "compile, which on a CPU can take many minutes (see BENCHMARKS.md)")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
 
 

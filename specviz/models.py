@@ -660,8 +660,10 @@ def compile_forward(model: torch.nn.Module, mode: str | None = None) -> torch.nn
 
     Both the sequence length and the KV-cache length change every step, so the graph is compiled
     for dynamic shapes instead of recompiling per length (``torch.compile`` docs, "dynamic").
-    The first calls pay the compile time (tens of seconds on a CPU, where inductor needs a C++
-    compiler); later calls reuse it. The model object is shared through :func:`load_model`'s cache, so
+    The first calls pay the compile time, and each new guard failure (empty or filled cache, one
+    or K + 1 positions, cache strides after a crop) compiles another graph: about 10-30 s for a
+    2-layer test model on a 2-core CPU, more than 10 minutes for SmolLM2's 30 layers there
+    (BENCHMARKS.md, "torch.compile"); on a CPU inductor also needs a C++ compiler. Meant for a GPU. The model object is shared through :func:`load_model`'s cache, so
     every user of it (our engine and transformers' ``generate()`` alike) runs the compiled
     forward, which keeps a benchmark's comparison fair. Calling it again on the same model does
     nothing.

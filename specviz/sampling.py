@@ -127,7 +127,7 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
     so rounding cannot pick a zero-probability id at the end of the vocabulary either. This is
     the textbook method (e.g. Devroye 1986, Section III.2); we use it instead of
     ``torch.multinomial``, which took about 2 ms per call over SmolLM2's 49,152 ids on CPU
-    against about 0.1 ms here (BENCHMARKS.md, "Where the time goes").
+    against about 0.1 ms here (BENCHMARKS.md, goal 1).
 
     The cumulative sum is taken in float64 (float32 on Apple's MPS, which has no float64) so that
     the rounding error over a 250k-id vocabulary stays far below any probability we sample.

@@ -271,7 +271,7 @@ def _ratio(a, b):
 def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], temperatures: list[float],
                   top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, repeats: int = 3, seed: int = 0,
                   transformers_baselines: bool = True, instrument_check: bool = True,
-                  draft_spec: str = "", report=None) -> dict:
+                  draft_spec: str = "", report=None, warmup_tokens: int | None = None) -> dict:
     """Run the benchmark and return every measurement as plain data (see the module docstring).
 
     Args:
@@ -280,6 +280,8 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         prompts: the prompts; each is encoded with the target's chat template if ``chat``.
         ks, temperatures: the grid; plain rows are measured once per temperature.
         report: optional ``str -> None`` called with a progress line before each call.
+        warmup_tokens: tokens per warm-up call of each method (default: ``min(8, max_new_tokens)``;
+            the CLI passes ``max_new_tokens`` with ``--compile`` so compiling is not timed).
     """
     from . import theory
     from .sampling import SamplingConfig
@@ -329,7 +331,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         methods = methods_list()
         report(f"T={temperature}: warm-up")
         for method, k in methods:
-            call(method, k, sampling, encoded[0], min(WARMUP_TOKENS, max_new_tokens))
+            call(method, k, sampling, encoded[0], warmup_tokens or min(WARMUP_TOKENS, max_new_tokens))
         for r in range(repeats):
             for p_index, (prompt, ids) in enumerate(zip(prompts, encoded)):
                 shift = (r + p_index) % len(methods)

@@ -18,9 +18,10 @@ Measured quantities (all from :class:`specviz.trace.RunStats` of the two runs):
   probability that ``theoretical_speedup`` (:func:`specviz.theory.expected_speedup` with
   ``alpha_hat``, K, ``cost_ratio_c`` and ``verify_cost``) assumes.
 
-Errors a user can cause (bad arguments, an unknown model, an incompatible pair, a prompt too long
-for the context, non-finite logits) end the program with status 1 and one line on stderr,
-``specviz: error: ...``; ``-v`` adds the traceback to the log.
+Errors a user can cause (out-of-range values, an unknown model, an incompatible pair, a prompt
+too long for the context, non-finite logits) end the program with status 1 and one line on
+stderr, ``specviz: error: ...``; ``-v`` adds the traceback to the log. Malformed command lines
+(an unknown option, a value outside an option's choices) are argparse's: usage and status 2.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ ANSI = {"accepted": "\033[32m", "resampled": "\033[31m", "bonus": "\033[34m", "p
 RESET = "\033[0m"
 MAX_CLI_K = 16
 WARMUP_TOKENS = 8
+
+
+def _warmup_tokens(args: argparse.Namespace) -> int:
+    """Tokens per warm-up call: a few, or, with ``--compile``, the whole run, so that every graph
+    (prefill, one position, K + 1 positions) is compiled before anything is timed."""
+    return args.max_new_tokens if args.compile else min(WARMUP_TOKENS, args.max_new_tokens)
 
 
 class CLIError(Exception):
@@ -162,7 +169,7 @@ def run_once(args: argparse.Namespace) -> dict:
     if baseline:
         # Warm-up (first-call allocations, kernel selection) of both paths, then the timed runs.
         for d in (drafter, None):
-            make_generation(target, d, prompt_ids, args.k, sampling, min(WARMUP_TOKENS, args.max_new_tokens),
+            make_generation(target, d, prompt_ids, args.k, sampling, _warmup_tokens(args),
                             args.seed).run()
     spec = make_generation(target, drafter, prompt_ids, args.k, sampling, args.max_new_tokens, args.seed).run()
     stats = spec.stats()
@@ -309,7 +316,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     result = bench.run_benchmark(
         target, drafter, prompts, args.k, args.temperature, top_k=args.top_k, top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens, repeats=args.repeats, seed=args.seed,
+        max_new_tokens=args.max_new_tokens, repeats=args.repeats, seed=args.seed, warmup_tokens=_warmup_tokens(args),
         transformers_baselines=not args.no_transformers, instrument_check=not args.no_instrument_check,
         draft_spec=args.draft, report=report,
     )

@@ -683,6 +683,10 @@ def compile_forward(model: torch.nn.Module, mode: str | None = None) -> torch.nn
         raise ValueError(f"unknown torch.compile mode {mode!r}; use default, reduce-overhead or max-autotune")
     if getattr(model, "_specviz_compiled", False):
         return model
+    # transformers wraps every model's forward in the same decorator function, so a target's and
+    # a draft's graphs count against one recompile limit; torch's default of 8 is reached by a
+    # model-draft pair and the rest of the run would silently fall back to eager.
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     model.forward = torch.compile(model.forward, dynamic=True, mode=None if mode == "default" else mode)
     model._specviz_compiled = True
     logger.info("compiled the forward of %s with torch.compile (mode=%s)", type(model).__name__, mode or "default")

@@ -100,8 +100,11 @@ def logits_to_probs(logits: torch.Tensor, config: SamplingConfig) -> torch.Tenso
         # Greedy is the temperature → 0 limit; top-k/top-p cannot change the argmax.
         return torch.nn.functional.one_hot(logits.argmax(dim=-1), logits.shape[-1]).float()
     # Shift the maximum to 0 before dividing: a tiny temperature then sends the other logits to
-    # -inf instead of overflowing the largest to +inf (softmax of +inf is NaN).
-    logits = (logits - logits.max(dim=-1, keepdim=True).values) / config.temperature
+    # -inf instead of overflowing the largest to +inf (softmax of +inf is NaN). A temperature
+    # below float32's range would round to 0 and turn the maximum's 0 / 0 into NaN, so it is
+    # raised to the smallest normal float32, which gives the same limit (ties share the mass).
+    temperature = max(config.temperature, torch.finfo(torch.float32).tiny)
+    logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature
     if config.top_k and config.top_k < logits.shape[-1]:
         kth = torch.topk(logits, config.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -134,7 +137,10 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
 
     Args:
         probs: ``(..., V)`` non-negative probabilities; rows need not be exactly normalised (the
-            uniform is scaled by each row's sum), one-hot rows give their argmax.
+            uniform is scaled by each row's sum), one-hot rows give their argmax. Each row must
+            have positive, finite mass (an all-zero or NaN row has no id to give); every row that
+            :func:`logits_to_probs` and :func:`residual_distribution` return does, and the check
+            is left out here because it would cost a device-to-host sync per draw.
         generator: the random source; the only one used, so runs are reproducible per seed. It
             must live on ``probs``' device.
 

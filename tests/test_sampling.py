@@ -401,6 +401,10 @@ def test_tiny_temperature_approaches_greedy_without_nan():
     logits = torch.tensor([[0.0, 50.0, 1.0, 50.0], [-math.inf, 3.0, 2.0, 1.0]])
     probs = logits_to_probs(logits, SamplingConfig(temperature=1e-40, top_k=3, top_p=0.9))
     assert probs.tolist() == [[0.0, 0.5, 0.0, 0.5], [0.0, 1.0, 0.0, 0.0]]
+    # Below float32's range (1e-50 rounds to 0.0 in float32, so the maximum became 0 / 0 = NaN).
+    for temperature in (1e-46, 1e-50, 5e-324):
+        tiny = logits_to_probs(logits, SamplingConfig(temperature=temperature))
+        assert tiny.tolist() == [[0.0, 0.5, 0.0, 0.5], [0.0, 1.0, 0.0, 0.0]], temperature
 
 
 def test_top_p_keeps_at_least_one_token():

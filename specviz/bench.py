@@ -63,6 +63,12 @@ log = logging.getLogger(__name__)
 DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "assets" / "bench_prompts.json"
 WARMUP_TOKENS = 8
 
+
+def default_warmup_tokens(max_new_tokens: int, compiled: bool = False) -> int:
+    """Tokens per warm-up call: a few, or, for a ``torch.compile``-d model, the whole run, so that
+    every graph (prefill, one position, K + 1 positions) is compiled before anything is timed."""
+    return max_new_tokens if compiled else min(WARMUP_TOKENS, max_new_tokens)
+
 OURS_PLAIN = "ours plain"
 HF_PLAIN = "generate()"
 OURS_SPEC = "ours spec"
@@ -331,7 +337,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         methods = methods_list()
         report(f"T={temperature}: warm-up")
         for method, k in methods:
-            call(method, k, sampling, encoded[0], warmup_tokens or min(WARMUP_TOKENS, max_new_tokens))
+            call(method, k, sampling, encoded[0], warmup_tokens or default_warmup_tokens(max_new_tokens))
         for r in range(repeats):
             for p_index, (prompt, ids) in enumerate(zip(prompts, encoded)):
                 shift = (r + p_index) % len(methods)

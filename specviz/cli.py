@@ -42,13 +42,6 @@ log = logging.getLogger("specviz")
 ANSI = {"accepted": "\033[32m", "resampled": "\033[31m", "bonus": "\033[34m", "plain": ""}
 RESET = "\033[0m"
 MAX_CLI_K = 16
-WARMUP_TOKENS = 8
-
-
-def _warmup_tokens(args: argparse.Namespace) -> int:
-    """Tokens per warm-up call: a few, or, with ``--compile``, the whole run, so that every graph
-    (prefill, one position, K + 1 positions) is compiled before anything is timed."""
-    return args.max_new_tokens if args.compile else min(WARMUP_TOKENS, args.max_new_tokens)
 
 
 class CLIError(Exception):
@@ -153,7 +146,7 @@ def _round_or_none(x, digits=4):
 def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
     _check_sampling_args(args, [args.k], [args.temperature])
-    from .bench import cost_ratio, load_pair, make_generation
+    from .bench import cost_ratio, default_warmup_tokens, load_pair, make_generation
     from .sampling import SamplingConfig
 
     sampling = SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
@@ -169,7 +162,8 @@ def run_once(args: argparse.Namespace) -> dict:
     if baseline:
         # Warm-up (first-call allocations, kernel selection) of both paths, then the timed runs.
         for d in (drafter, None):
-            make_generation(target, d, prompt_ids, args.k, sampling, _warmup_tokens(args),
+            make_generation(target, d, prompt_ids, args.k, sampling,
+                            default_warmup_tokens(args.max_new_tokens, bool(args.compile)),
                             args.seed).run()
     spec = make_generation(target, drafter, prompt_ids, args.k, sampling, args.max_new_tokens, args.seed).run()
     stats = spec.stats()
@@ -316,7 +310,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     result = bench.run_benchmark(
         target, drafter, prompts, args.k, args.temperature, top_k=args.top_k, top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens, repeats=args.repeats, seed=args.seed, warmup_tokens=_warmup_tokens(args),
+        max_new_tokens=args.max_new_tokens, repeats=args.repeats, seed=args.seed,
+        warmup_tokens=bench.default_warmup_tokens(args.max_new_tokens, bool(args.compile)),
         transformers_baselines=not args.no_transformers, instrument_check=not args.no_instrument_check,
         draft_spec=args.draft, report=report,
     )

@@ -9,6 +9,7 @@ Run ``python app.py`` and open the printed URL. The first start prepares the off
 
 from __future__ import annotations
 
+import functools
 import html
 import logging
 import os
@@ -18,10 +19,23 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
-from specviz import charts, models, theory  # noqa: E402
-from specviz.engine import ContextLengthError, Generation  # noqa: E402
+from specviz import charts, models  # noqa: E402
+from specviz.analysis import RunAnalysis, measured_speedup  # noqa: E402
+from specviz.drafters import DRAFTER_KINDS  # noqa: E402
+from specviz.engine import ContextLengthError  # noqa: E402
 from specviz.lossless import first_token_experiment  # noqa: E402
-from specviz.sampling import NonFiniteLogitsError, SamplingConfig  # noqa: E402
+from specviz.request import (  # noqa: E402
+    DEFAULT_LIMITS,
+    RequestError,
+    RunRequest,
+    check_public_models,
+    public_mode,
+    public_policy,
+    to_int,
+    validate_request,
+)
+from specviz.runner import load_pair, make_generation, plain_baseline, warm_up  # noqa: E402
+from specviz.sampling import NonFiniteLogitsError  # noqa: E402
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round  # noqa: E402
 
 
@@ -47,25 +61,20 @@ PRESETS = {
 }
 DEFAULT_PRESET = next(iter(PRESETS))
 
-DRAFTERS = [
-    ("Prompt lookup (n-gram match in the context)", "ngram"),
-    ("Draft model (give its id below)", "model"),
-    ("Self-draft: int8 copy of the target (teaching)", "int8"),
-    ("Self-draft: first N layers of the target (teaching)", "early-exit"),
-    ("None: plain decoding of the target", "none"),
-]
-DRAFTER_NOTES = {
-    "ngram": "Copies the tokens that followed an earlier occurrence of the last few tokens. Costs almost "
-             "nothing, so on copy-heavy prompts (fix typos, reformat CSV → JSON) it is the one drafter that "
-             "pays off on a CPU; on free text it rarely finds a match.",
-    "model": "A smaller language model with the same tokenizer. Pays off on a GPU with a big target "
-             "(e.g. 135M → 1.7B); on this CPU a draft is rarely cheap enough relative to a 135M target.",
-    "int8": "The target itself, quantized to int8 (CPU only). It agrees with the target often "
-            "(α ≈ 0.5–0.9) but costs 50–100% of a target step, so it shows high α *without* a speedup.",
-    "early-exit": "The target's first N layers feeding its output head, with no training: it almost never "
-                  "agrees with the target (α ≈ 0). The 'poorly aligned draft' case: every pass is wasted.",
-    "none": "No drafting: the target decodes one token per forward pass. Useful to compare.",
-}
+logger = logging.getLogger("specviz.app")
+
+# Public mode (SPECVIZ_PUBLIC=1, what a Space sets): only the presets' models, tighter limits, a
+# wall-time cap per run, and no machine-only controls. `build_demo(public=...)` builds the page for
+# either mode and binds the same flag into its callbacks (functools.partial), so the page and the
+# Gradio API (/run, /lossless) enforce the same policy; a callback called directly without
+# `public=` reads the module-level PUBLIC at call time (tests may monkeypatch it, or pass public=True).
+PUBLIC = public_mode()
+PUBLIC_POLICY = public_policy()
+PUBLIC_TARGETS = frozenset(p["target"] for p in PRESETS.values())
+PUBLIC_DRAFTS = frozenset(p["draft_model"] for p in PRESETS.values() if p["drafter"] == "model")
+
+DRAFTERS = [(kind.label, kind.spec) for kind in DRAFTER_KINDS.values()]
+DRAFTER_NOTES = {spec: kind.note for spec, kind in DRAFTER_KINDS.items()}
 
 EXAMPLES = [
     ["Fix the typos in this text and change nothing else:\n\nTeh quick brown fox jumsp over the lazy dog. "
@@ -168,93 +177,102 @@ def _fmt(x, spec=".2f", none="—"):
     return none if x is None else format(x, spec)
 
 
-def summary_markdown(spec_stats, plain_stats, k: int, c, verify_cost, status: str) -> str:
-    alpha, alpha_hat = spec_stats.alpha, spec_stats.alpha_hat
-    speedup = (spec_stats.tokens_per_s / plain_stats.tokens_per_s) if plain_stats and plain_stats.tokens_per_s else None
-    theo = None
-    if alpha_hat is not None and c is not None:
-        theo = theory.expected_speedup(alpha_hat, k, c, verify_cost or 1.0)
-    expected_tpp = theory.expected_tokens_per_pass(alpha_hat, k) if alpha_hat is not None else None
+def summary_markdown(a: RunAnalysis, status: str) -> str:
+    """The summary table of a run: every figure from its :class:`~specviz.analysis.RunAnalysis`,
+    each with what it is and how it was measured."""
+    speedup = a.speedup
     if speedup is None:
-        verdict = ""
+        verdict = "measuring…" if a.k and a.plain_tokens_per_s is None else "—"
     elif speedup >= 1:
         verdict = f"**{speedup:.2f}× faster** than plain decoding"
     else:
         verdict = f"**{speedup:.2f}× — a slowdown** (plain decoding is {1 / speedup:.2f}× faster)"
-    counts = spec_stats.counts
+    counts = a.counts
     rows = [
-        ("acceptance rate α", f"{_fmt(alpha, '.3f')}  ({spec_stats.accepted}/{spec_stats.proposed} proposed)"),
-        ("per-test acceptance α̂", f"{_fmt(alpha_hat, '.3f')}  ({spec_stats.accepted}/{spec_stats.tested} tested; "
-                                  "drafts after a rejection are never tested — the theory uses α̂)"),
-        ("tokens per target pass", f"{spec_stats.tokens_per_pass:.2f}  (theory for α̂: {_fmt(expected_tpp)})"),
-        ("target passes", f"{spec_stats.target_passes}"),
+        ("acceptance rate (accepted ÷ proposed)", f"{_fmt(a.acceptance_rate, '.3f')}  ({a.accepted}/{a.proposed} "
+                                                  "draft tokens reached the output)"),
+        ("per-token α (accepted ÷ tested)", f"{_fmt(a.alpha, '.3f')}  ({a.accepted}/{a.tested} tested; drafts after "
+                                            "a rejection are never tested — the theory's α)"),
+        ("tokens per target pass", f"{a.tokens_per_pass:.2f}  (theory (1 − α^(K+1))/(1 − α): "
+                                   f"{_fmt(a.predicted_tokens_per_pass)}; on the actual draft lengths: "
+                                   f"{_fmt(a.predicted_tokens_per_pass_actual_drafts)})"),
+        ("target passes", f"{a.target_passes}"),
         ("tokens: accepted / resampled / bonus / plain",
          f"{counts['accepted']} / {counts['resampled']} / {counts['bonus']} / {counts['plain']}"),
-        ("speculative tokens/s", f"{spec_stats.tokens_per_s:.1f}  ({spec_stats.emitted} tokens in {spec_stats.wall_s:.2f} s)"),
-        ("plain decoding tokens/s", "measuring…" if plain_stats is None else
-         f"{plain_stats.tokens_per_s:.1f}  ({plain_stats.emitted} tokens in {plain_stats.wall_s:.2f} s)"),
-        ("measured speedup", verdict or "—"),
-        ("theoretical speedup", f"{_fmt(theo)}×  from α̂, c = {_fmt(c, '.3f')}, verify cost = {_fmt(verify_cost)} steps"),
+        ("speculative tokens/s", f"{a.tokens_per_s:.1f}  ({a.emitted} tokens in {a.wall_s:.2f} s, prefill included)"),
+        ("plain decoding tokens/s", "—" if a.plain_tokens_per_s is None else
+         f"{a.plain_tokens_per_s:.1f}  (same target, prompt and settings, timed here; one step "
+         f"{a.plain_step_ms:.1f} ms)"),
+        ("measured speedup", verdict),
+        ("cost ratio c (draft step ÷ plain step)", _fmt(a.cost_ratio_c, ".3f")),
+        ("verify cost v (verify pass ÷ plain step)", _fmt(a.verify_cost_v)),
+        ("theoretical speedup", f"{_fmt(a.theoretical_speedup)}×  = (1 − α^(K+1)) / ((1 − α)(K·c + v)); on the "
+                                f"actual draft lengths {_fmt(a.theoretical_speedup_actual_drafts)}×"),
     ]
-    table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+    table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)
     return f"{status}\n\n{table}"
 
 
 # ----------------------------------------------------------------------------- callbacks
-def _drafter_spec(drafter: str, draft_model: str, early_exit_layers: int) -> str:
-    if drafter == "model":
-        if not draft_model.strip():
-            raise gr.Error("Choose a draft model: give its hub id or local directory, or pick another drafter.")
+def _drafter_spec(drafter_kind, draft_model, early_exit_layers) -> str:
+    """The drafter spec from the page's three controls (menu, model id, layer count)."""
+    if drafter_kind not in DRAFTER_KINDS:
+        raise RequestError(f"the drafter must be one of {', '.join(DRAFTER_KINDS)}, got {drafter_kind!r}")
+    if drafter_kind == "model":
+        if not isinstance(draft_model, str) or not draft_model.strip():
+            raise RequestError("choose a draft model: give its hub id or local directory, or pick another drafter")
         return draft_model.strip()
-    if drafter == "early-exit":
-        return f"early-exit:{int(early_exit_layers)}"
-    return drafter
+    if drafter_kind == "early-exit":
+        return f"early-exit:{to_int('early-exit layers', early_exit_layers, 1, 256)}"
+    return drafter_kind
 
 
-def _validate(prompt, k, temperature, top_k, top_p, max_new_tokens, seed):
-    if not prompt or not prompt.strip():
-        raise gr.Error("The prompt is empty: type something or pick an example.")
-    if not 1 <= int(k) <= 16:
-        raise gr.Error("Lookahead K must be between 1 and 16.")
+def _is_public(public: bool | None) -> bool:
+    """A callback's mode: the flag build_demo bound into it, else the module's PUBLIC (read now)."""
+    return PUBLIC if public is None else bool(public)
+
+
+def _request(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
+             max_new_tokens, seed, chat, device, dtype, public: bool = False) -> RunRequest:
+    """The page's (or an API caller's) values as a validated request, or a gr.Error saying which is wrong.
+
+    In public mode the tighter public limits apply and only the presets' models are allowed; this
+    check comes before anything loads, so nothing is downloaded or read for a refused name."""
     try:
-        sampling = SamplingConfig(float(temperature), int(top_k or 0), float(top_p))
-    except ValueError as err:
-        raise gr.Error(str(err)) from None
-    if not 1 <= int(max_new_tokens) <= 1024:
-        raise gr.Error("Max new tokens must be between 1 and 1024.")
-    if seed is None or int(seed) < 0:
-        raise gr.Error("The seed must be a non-negative integer.")
-    return sampling
+        request = validate_request(
+            prompt=prompt, target=target_id, draft=_drafter_spec(drafter_kind, draft_model, early_exit_layers),
+            k=k, temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
+            chat=chat, device=device, dtype=dtype, limits=PUBLIC_POLICY.limits if public else DEFAULT_LIMITS)
+        if public:
+            check_public_models(request.target, request.draft, PUBLIC_TARGETS, PUBLIC_DRAFTS)
+        return request
+    except RequestError as err:
+        raise gr.Error(_sentence(str(err))) from None
 
 
-def _load(target_id: str, spec: str, device: str, dtype: str, progress):
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def _load(request: RunRequest, progress):
+    """(target, drafter) for a request, with loading progress on the page; gr.Error if it fails."""
     def report(fraction, message):
         progress(fraction, desc=message)
 
     try:
-        target = models.load_model(target_id.strip(), device=device, dtype=dtype, progress=report)
-        drafter = models.build_drafter(spec, target, device=device, dtype=dtype, progress=report)
+        return load_pair(request.target, request.draft, request.device, request.dtype, report)
     except models.IncompatiblePairError as err:
         raise gr.Error(f"These models cannot be paired: {err}") from None
     except (models.ModelLoadError, ValueError, OSError) as err:
-        raise gr.Error(str(err)) from None
-    return target, drafter
+        raise gr.Error(_sentence(str(err))) from None
 
 
-_warmed: set = set()
-
-
-def _warm_up(target, drafter, prompt_ids, sampling):
-    """One short run per model pair before timing anything (first calls allocate and compile)."""
-    key = (id(target.model), id(drafter))
-    if key in _warmed:
-        return
-    Generation(target.model, prompt_ids[-16:], None, sampling=sampling, max_new_tokens=4,
-               vocab_size=getattr(drafter, "vocab_size", None)).run()
-    if drafter is not None:
-        Generation(target.model, prompt_ids[-16:], drafter, k=2, sampling=sampling, max_new_tokens=4,
-                   vocab_size=drafter.vocab_size).run()
-    _warmed.add(key)
+def _encode(target, request: RunRequest) -> list[int]:
+    chat = request.chat
+    if chat and not target.has_chat_template:
+        gr.Warning(f"{target.name} has no chat template: using the prompt as plain text.")
+        chat = False
+    return target.encode(request.prompt, chat=chat)
 
 
 CHART_INTERVAL_S = 1.0  # the browser lags behind if Plotly redraws on every round
@@ -264,114 +282,144 @@ CHART_INTERVAL_S = 1.0  # the browser lags behind if Plotly redraws on every rou
 TOKEN_INTERVAL_S = 0.25
 
 
-@gpu
-def run_demo(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
-             max_new_tokens, seed, chat, device, dtype, baselines, progress=gr.Progress()):
-    """Stream a speculative run: (tokens HTML, summary, α chart, tokens/pass chart, speedup chart, state)."""
-    sampling = _validate(prompt, k, temperature, top_k, top_p, max_new_tokens, seed)
-    k, max_new_tokens, seed = int(k), int(max_new_tokens), int(seed)
-    spec = _drafter_spec(drafter_kind, draft_model, early_exit_layers)
-    target, drafter = _load(target_id, spec, device, dtype, progress)
+def _figures(run, analysis: RunAnalysis, points: list[dict]):
+    return (charts.alpha_figure(run.rounds), charts.tokens_per_pass_figure(run.rounds, analysis.k, analysis.alpha),
+            charts.speedup_figure(points, analysis.theoretical_speedup))
 
-    if chat and not target.has_chat_template:
-        gr.Warning(f"{target.name} has no chat template: using the prompt as plain text.")
-        chat = False
-    prompt_ids = target.encode(prompt, chat=bool(chat))
-    vocab = drafter.vocab_size if drafter is not None else target.vocab_size
+
+def _measure_baseline(target, drafter, prompt_ids, request: RunRequest, baselines: dict):
+    """Warm up once per pair, then the plain baseline of these settings (measured here, or reused
+    from this visitor's earlier run): yields progress lines, returns (baseline, baselines)."""
+    warm_up(target, drafter, prompt_ids, request.k, request.sampling, once=True)
+    key = repr((target.source, str(target.device), str(target.dtype), prompt_ids, request.sampling,
+                request.max_new_tokens, request.seed))
+    if key in baselines:
+        return baselines[key], baselines
+    plain = make_generation(target, None, prompt_ids, request.k, request.sampling, request.max_new_tokens,
+                            request.seed)
+    last = 0.0
+    for _ in plain:
+        if time.perf_counter() - last > 0.5:
+            last = time.perf_counter()
+            yield (f"Measuring plain decoding of the target for the speedup baseline: "
+                   f"{len(plain.tokens)}/{request.max_new_tokens} tokens…")
+    baseline = plain_baseline(plain)
+    return baseline, {**baselines, key: baseline}
+
+
+def _log_run(request: RunRequest, label: str, analysis: RunAnalysis, outcome: str) -> None:
+    """One log line per finished run: the pair, the settings and the summary figures."""
+    s = request.sampling
+    logger.info("run %s · %s | target=%s draft=%s K=%d T=%g top_k=%d top_p=%g max_new=%d seed=%d chat=%s "
+                "device=%s dtype=%s | tokens=%d alpha=%s tokens/s=%.1f speedup=%s",
+                outcome, label, request.target, request.draft, request.k, s.temperature, s.top_k, s.top_p,
+                request.max_new_tokens, request.seed, request.chat, request.device, request.dtype,
+                analysis.emitted, _fmt(analysis.alpha, ".3f", "n/a"), analysis.tokens_per_s,
+                _fmt(analysis.speedup, ".2f", "n/a"))
+
+
+def _stream(run, target, request: RunRequest, baseline, label: str, baselines: dict,
+            max_run_s: float | None = None):
+    """Run the speculative generation, yielding the page's outputs: tokens often, charts and the
+    summary about once a second, and everything at the end. With ``max_run_s`` (public mode) a
+    run whose generation time passes it stops there: its tokens stay on screen, the status says
+    so, and no error is raised."""
     eos = set(target.eos_token_ids)
-    common = dict(sampling=sampling, max_new_tokens=max_new_tokens, seed=seed, eos_token_ids=tuple(eos),
-                  vocab_size=vocab, decode=target.decode)
-
-    empty = charts.alpha_figure([]), charts.tokens_per_pass_figure([], k), charts.speedup_figure([], None)
-    status = f"Warming up {target.name}" + (f" with {drafter.name}" if drafter else "") + "…"
-    yield wrap_output(""), status, *empty, baselines
-
-    try:
-        _warm_up(target, drafter, prompt_ids, sampling)
-        # The baseline: plain decoding of the same target, same prompt and settings, timed here.
-        key = repr((target.source, str(target.device), str(target.dtype), prompt_ids, sampling, max_new_tokens, seed))
-        plain_stats = baselines.get(key)
-        if plain_stats is None:
-            plain = Generation(target.model, prompt_ids, None, **common)
-            last = 0.0
-            for _ in plain:
-                if time.perf_counter() - last > 0.5:
-                    last = time.perf_counter()
-                    yield (wrap_output(""), f"Measuring plain decoding of the target for the speedup baseline: "
-                           f"{len(plain.tokens)}/{max_new_tokens} tokens…", *[gr.skip()] * 3, baselines)
-            plain_stats = plain.stats()
-            baselines = {**baselines, key: plain_stats}
-    except (NonFiniteLogitsError, ContextLengthError, ValueError) as err:
-        raise gr.Error(str(err)) from None
-
-    run = Generation(target.model, prompt_ids, drafter, k=k, **common)
     chunks: list[str] = []
     points: list[dict] = []
     last_chart = last_tokens = 0.0
-    label = f"{target.name} ← {drafter.name}" if drafter else f"{target.name}, plain decoding"
     try:
         for round_ in run:
             generated_at = time.time()
             chunks.append(render_round(round_, eos))
-            stats = run.stats()
-            if stats.wall_s > 0:
-                points.append({"t": stats.wall_s, "speedup": stats.tokens_per_s / plain_stats.tokens_per_s})
+            speedup = measured_speedup(run.tokens_per_s, baseline.tokens_per_s if baseline else None)
+            if speedup is not None:
+                points.append({"t": run.elapsed_s, "speedup": speedup})
             done = run.finish_reason is not None
-            if done or time.perf_counter() - last_chart > CHART_INTERVAL_S:
+            over = not done and max_run_s is not None and run.elapsed_s > max_run_s
+            if done or over or time.perf_counter() - last_chart > CHART_INTERVAL_S:
                 last_chart = last_tokens = time.perf_counter()
-                c, verify_cost = _costs(run, plain_stats, k)
-                theo = (theory.expected_speedup(stats.alpha_hat, k, c, verify_cost)
-                        if stats.alpha_hat is not None and c is not None else None)
-                figures = (charts.alpha_figure(run.rounds), charts.tokens_per_pass_figure(run.rounds, k),
-                           charts.speedup_figure(points, theo))
-                status = (f"**Done** ({run.finish_reason}) · {label}" if done
-                          else f"Generating · {label} · {len(run.tokens)}/{max_new_tokens} tokens")
-                yield (wrap_output("".join(chunks), done, generated_at),
-                       summary_markdown(stats, plain_stats, k, c, verify_cost, status), *figures, baselines)
+                analysis = run.analysis(baseline)
+                if done:
+                    status = f"**Done** ({run.finish_reason}) · {label}"
+                elif over:
+                    status = (f"**Stopped** at the public time limit of {max_run_s:g} s · {label} · "
+                              f"{len(run.tokens)}/{request.max_new_tokens} tokens")
+                else:
+                    status = f"Generating · {label} · {len(run.tokens)}/{request.max_new_tokens} tokens"
+                if done or over:
+                    _log_run(request, label, analysis, run.finish_reason or "time-limit")
+                yield (wrap_output("".join(chunks), done or over, generated_at), summary_markdown(analysis, status),
+                       *_figures(run, analysis, points), baselines)
+                if over:
+                    break
             elif time.perf_counter() - last_tokens > TOKEN_INTERVAL_S:
                 last_tokens = time.perf_counter()
-                yield wrap_output("".join(chunks), generated_at=generated_at), gr.skip(), *[gr.skip()] * 3, baselines
+                yield wrap_output("".join(chunks), generated_at=generated_at), *[gr.skip()] * 4, baselines
     except (NonFiniteLogitsError, ValueError) as err:
         # Keep what was generated on screen; say why it stopped.
-        stats = run.stats()
-        c, verify_cost = _costs(run, plain_stats, k)
-        yield (wrap_output("".join(chunks)),
-               summary_markdown(stats, plain_stats, k, c, verify_cost, f"**Stopped:** {_escape(str(err))}"),
-               charts.alpha_figure(run.rounds), charts.tokens_per_pass_figure(run.rounds, k),
-               charts.speedup_figure(points, None), baselines)
+        analysis = run.analysis(baseline)
+        yield (wrap_output("".join(chunks)), summary_markdown(analysis, f"**Stopped:** {_escape(str(err))}"),
+               *_figures(run, analysis, points), baselines)
         raise gr.Error(str(err)) from None
 
 
-def _costs(run: Generation, plain_stats, k: int) -> tuple[float | None, float | None]:
-    """(c, verify cost) of a run, each relative to one plain decoding step of the target (ms/ms)."""
-    if plain_stats is None or not plain_stats.target_passes or not run.rounds:
-        return None, None
-    step_ms = plain_stats.wall_s * 1e3 / plain_stats.target_passes
-    stats = run.stats()
-    if stats.draft_step_ms is not None:
-        c = stats.draft_step_ms / step_ms
-    else:  # prompt lookup: its per-round lookup time, spread over the K positions it may fill
-        c = sum(r.draft_ms for r in run.rounds) / len(run.rounds) / k / step_ms
-    return c, (stats.verify_ms or step_ms) / step_ms
+@gpu
+def run_demo(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
+             max_new_tokens, seed, chat, device, dtype, baselines, progress=gr.Progress(), *,
+             public: bool | None = None):
+    """Stream a speculative run: (tokens HTML, summary, α chart, tokens/pass chart, speedup chart, state).
+
+    ``public``: public mode (bound by build_demo; None reads the module's PUBLIC)."""
+    public = _is_public(public)
+    request = _request(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k,
+                       top_p, max_new_tokens, seed, chat, device, dtype, public=public)
+    baselines = baselines if isinstance(baselines, dict) else {}
+    target, drafter = _load(request, progress)
+    prompt_ids = _encode(target, request)
+    empty = (charts.alpha_figure([]), charts.tokens_per_pass_figure([], request.k, None),
+             charts.speedup_figure([], None))
+    label = f"{target.name} ← {drafter.name}" if drafter else f"{target.name}, plain decoding"
+    yield wrap_output(""), f"Warming up {label}…", *empty, baselines
+    try:
+        steps = _measure_baseline(target, drafter, prompt_ids, request, baselines)
+        while True:
+            try:
+                line = next(steps)
+            except StopIteration as finished:
+                baseline, baselines = finished.value
+                break
+            yield wrap_output(""), line, *[gr.skip()] * 3, baselines
+    except (NonFiniteLogitsError, ContextLengthError, ValueError) as err:
+        raise gr.Error(str(err)) from None
+    run = make_generation(target, drafter, prompt_ids, request.k, request.sampling, request.max_new_tokens,
+                          request.seed)
+    yield from _stream(run, target, request, baseline, label, baselines,
+                       max_run_s=PUBLIC_POLICY.max_run_s if public else None)
 
 
 @gpu
 def run_lossless(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
-                 seed, chat, device, dtype, n_draws, progress=gr.Progress()):
-    """The "Is it lossless?" panel: first-token histograms, speculative vs direct, against p_target."""
-    sampling = _validate(prompt, k, temperature, top_k, top_p, 1, seed)
-    if drafter_kind == "none":
+                 seed, chat, device, dtype, n_draws, progress=gr.Progress(), *, public: bool | None = None):
+    """The "Is it lossless?" panel: first-token histograms, speculative vs direct, against p_target.
+
+    ``public``: public mode (bound by build_demo; None reads the module's PUBLIC): caps the draws."""
+    public = _is_public(public)
+    request = _request(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k,
+                       top_p, 1, seed, chat, device, dtype, public=public)
+    try:
+        n_draws = to_int("draws", n_draws, 100, PUBLIC_POLICY.max_draws if public else 100_000)
+    except RequestError as err:
+        raise gr.Error(_sentence(str(err))) from None
+    if request.plain:
         raise gr.Error("Pick a drafter: with plain decoding there is nothing to compare.")
-    spec = _drafter_spec(drafter_kind, draft_model, early_exit_layers)
-    target, drafter = _load(target_id, spec, device, dtype, progress)
-    if chat and not target.has_chat_template:
-        chat = False
-    prompt_ids = target.encode(prompt, chat=bool(chat))
-    progress(0.5, desc=f"Drawing {int(n_draws)} first tokens each way…")
+    target, drafter = _load(request, progress)
+    prompt_ids = _encode(target, request)
+    progress(0.5, desc=f"Drawing {n_draws} first tokens each way…")
     t0 = time.perf_counter()
     try:
-        report = first_token_experiment(target.model, drafter, prompt_ids, sampling, n=int(n_draws), seed=int(seed),
-                                        vocab_size=drafter.vocab_size)
+        report = first_token_experiment(target.model, drafter, prompt_ids, request.sampling, n=n_draws,
+                                        seed=request.seed, vocab_size=drafter.vocab_size)
     except (NonFiniteLogitsError, ValueError) as err:
         raise gr.Error(str(err)) from None
     labels = [repr(target.decode([t])) if t >= 0 else "(all other tokens)" for t in report.token_ids]
@@ -414,19 +462,27 @@ already computed, so one **bonus** token is sampled for free. Accepting with min
 up with exactly the missing mass max(0, p_target − p_draft) makes every emitted token distributed exactly as the
 target alone would produce it: the drafter changes the speed, never the text's distribution.
 
-**The charts.** *Acceptance rate α* is accepted ÷ proposed draft tokens, per pass and as a running mean.
-*Tokens per target pass* is how many tokens each verify pass produced (1 to K+1); if every draft token were
-accepted independently with probability α it would follow the drawn theoretical distribution, with mean
-(1 − α^(K+1)) / (1 − α). *Speedup* divides the speculative run's tokens/s by the tokens/s of plain decoding of
+**The figures.** Two acceptance figures, and they differ: the *acceptance rate* is accepted ÷ proposed draft
+tokens (how much of the drafting reached the output); the *per-token α* is accepted ÷ *tested* drafts (a round
+stops testing at its first rejection, so the drafts after it were never tested). The closed forms use the
+per-token α. *Tokens per target pass* is how many tokens each verify pass produced (1 to K+1); if every draft
+token were accepted independently with probability α it would follow the drawn theoretical distribution, with
+mean (1 − α^(K+1)) / (1 − α). *Speedup* divides the speculative run's tokens/s by the tokens/s of plain decoding of
 the same target on the same prompt and settings, timed here just before; the dashed line is the theory
-(1 − α^(K+1)) / ((1 − α)(K·c + v)) with c the measured draft step cost and v the verify pass cost, both in plain
-target steps. On a CPU with a 135M target a draft model is rarely cheap enough; prompt lookup is, on prompts
+(1 − α^(K+1)) / ((1 − α)(K·c + v)) with c = one draft step ÷ one plain step and v = one verify pass ÷ one plain
+step, both measured. On a CPU with a 135M target a draft model is rarely cheap enough; prompt lookup is, on prompts
 that copy text.
 """
 
 
-def build_demo() -> gr.Blocks:
-    """The whole UI (no model is loaded until Run is pressed)."""
+def build_demo(public: bool = PUBLIC) -> gr.Blocks:
+    """The whole UI (no model is loaded until Run is pressed).
+
+    ``public`` (default: ``SPECVIZ_PUBLIC``, read at import): public mode. The model fields are
+    read-only (only the presets run), the Device accordion is hidden, the sliders stop at the
+    public caps, and the callbacks get ``public=True`` bound, so /run and /lossless enforce the
+    same limits as the page."""
+    limits = PUBLIC_POLICY.limits if public else DEFAULT_LIMITS
     with gr.Blocks(title="specviz — speculative sampling, live") as demo:
         baselines = gr.State({})
         gr.Markdown(
@@ -434,29 +490,36 @@ def build_demo() -> gr.Blocks:
             "A drafter proposes **K** tokens, the target verifies them in **one** forward pass, and the output is "
             "distributed exactly as the target's own. Every token below is coloured by how it was produced."
         )
+        if public:
+            gr.Markdown(f"*Public demo: pick a model pair from the presets; runs are capped at "
+                        f"{limits.max_new_tokens} new tokens, K ≤ {limits.max_k} and "
+                        f"{PUBLIC_POLICY.max_run_s:g} s. Run it locally for any model.*")
         with gr.Row():
             with gr.Column(scale=1, min_width=340):
                 preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Model pair")
-                target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model",
-                                       info="Offline name (smollm2-135m-instruct, gemma-3-270m), hub id or local directory")
+                target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model", interactive=not public,
+                                       info="Set by the model pair above" if public else
+                                       "Offline name (smollm2-135m-instruct, gemma-3-270m), hub id or local directory")
                 drafter_kind = gr.Dropdown(DRAFTERS, value="ngram", label="Drafter")
-                draft_model = gr.Textbox("", label="Draft model", visible=False,
-                                         info="Hub id or local directory; must share the target's tokenizer")
+                draft_model = gr.Textbox("", label="Draft model", visible=False, interactive=not public,
+                                         info="Set by the model pair above" if public else
+                                         "Hub id or local directory; must share the target's tokenizer")
                 early_exit_layers = gr.Slider(1, 16, value=4, step=1, label="Early-exit draft: first N layers",
                                               visible=False)
                 drafter_note = gr.Markdown(DRAFTER_NOTES["ngram"])
                 prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
                 chat = gr.Checkbox(True, label="Chat prompt (apply the target's chat template)")
                 with gr.Row():
-                    k = gr.Slider(1, 16, value=4, step=1, label="Lookahead K")
+                    k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K")
                     temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
                 with gr.Row():
                     top_k = gr.Number(0, precision=0, minimum=0, label="Top-k (0 = off)")
                     top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
                 with gr.Row():
-                    max_new_tokens = gr.Slider(1, 512, value=96, step=1, label="Max new tokens", elem_id="sv-max-new")
+                    max_new_tokens = gr.Slider(1, min(512, limits.max_new_tokens), value=96, step=1,
+                                               label="Max new tokens", elem_id="sv-max-new")
                     seed = gr.Number(0, precision=0, minimum=0, label="Seed")
-                with gr.Accordion("Device", open=False):
+                with gr.Accordion("Device", open=False, visible=not public):
                     device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
                     dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="Dtype",
                                         info="auto: bf16 on GPUs and CPUs that run it natively, else fp32")
@@ -469,7 +532,7 @@ def build_demo() -> gr.Blocks:
                 summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
         with gr.Row():
             alpha_plot = gr.Plot(charts.alpha_figure([]), label="Acceptance rate α", show_label=False, elem_id="sv-alpha")
-            tpp_plot = gr.Plot(charts.tokens_per_pass_figure([], 4), label="Tokens per target pass", show_label=False, elem_id="sv-tpp")
+            tpp_plot = gr.Plot(charts.tokens_per_pass_figure([], 4, None), label="Tokens per target pass", show_label=False, elem_id="sv-tpp")
             speedup_plot = gr.Plot(charts.speedup_figure([], None), label="Speedup vs plain decoding",
                                    show_label=False, elem_id="sv-speedup")
         with gr.Accordion("Is it lossless?", open=False):
@@ -477,7 +540,8 @@ def build_demo() -> gr.Blocks:
                         "sampling and directly from the target, reusing one draft and one target forward pass "
                         "(only the random draws differ), and compares both histograms with p_target.")
             with gr.Row():
-                n_draws = gr.Slider(500, 20000, value=4000, step=500, label="Draws of each kind")
+                n_draws = gr.Slider(500, PUBLIC_POLICY.max_draws if public else 20000, value=4000, step=500,
+                                    label="Draws of each kind")
                 lossless_btn = gr.Button("Run the check")
             lossless_plot = gr.Plot(label="First-token histograms", elem_id="sv-lossless")
             lossless_text = gr.Markdown()
@@ -488,14 +552,19 @@ def build_demo() -> gr.Blocks:
         drafter_kind.change(on_drafter_change, drafter_kind, [draft_model, early_exit_layers, drafter_note])
         inputs = [prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
                   max_new_tokens, seed, chat, device, dtype]
-        run_event = run_btn.click(run_demo, inputs + [baselines],
+        run_event = run_btn.click(functools.partial(run_demo, public=public), inputs + [baselines],
                                   [tokens_html, summary, alpha_plot, tpp_plot, speedup_plot, baselines],
-                                  api_name="run", concurrency_limit=1)
+                                  api_name="run", concurrency_limit=1,
+                                  # Raw values reach the callback, which validates them itself: a
+                                  # component's own preprocessing would answer a bad API value with
+                                  # gradio's generic error instead of the setting's message.
+                                  preprocess=False)
         stop_btn.click(None, cancels=[run_event])
-        lossless_btn.click(run_lossless,
+        lossless_btn.click(functools.partial(run_lossless, public=public),
                            [prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k,
                             top_p, seed, chat, device, dtype, n_draws],
-                           [lossless_plot, lossless_text], api_name="lossless", concurrency_limit=1)
+                           [lossless_plot, lossless_text], api_name="lossless", concurrency_limit=1,
+                           preprocess=False)
     return demo
 
 

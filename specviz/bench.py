@@ -21,23 +21,17 @@ EOS ids (it keeps going past an EOS); transformers gets ``min_new_tokens = max_n
 included), measured outside the call with ``time.perf_counter``. A repeat's tokens/s pools all
 prompts (total tokens ÷ total seconds); the table shows the median over repeats.
 
-Derived figures (pooled over all prompts and repeats of a configuration):
+The module is in two parts: :func:`measure` runs the models and keeps every sample as plain data
+(:class:`Measurements`); :func:`summarise` turns them into rows without running anything.
 
-* α = accepted / proposed (the engine's :class:`~specviz.trace.RunStats` definition);
-  ``alpha_per_test`` = accepted / tested (``RunStats.alpha_hat``; tested = accepted + first
-  rejections), the per-token acceptance probability the closed form assumes (each tested draft
-  is a Bernoulli(α) trial). The theoretical speedup uses ``alpha_per_test``; accepted / proposed
-  would count the drafts after a rejection, which were never tested, as failures and understate α.
-* ``plain_step_ms``: mean round time of ``ours plain`` (one target step + sampling); this and
-  the other step times are a repeat's mean, then the median over repeats (like tokens/s);
-  ``c`` = draft step ms ÷ plain step ms (prompt lookup: lookup ms per round ÷ (K × plain step ms));
-  ``verify_cost`` = mean verify-pass ms ÷ plain step ms.
-* ``speedup`` = ours spec tokens/s ÷ ours plain tokens/s (both measured medians);
-  ``theoretical`` = :func:`specviz.theory.expected_speedup` (alpha_per_test, K, c, verify_cost).
-* ``theoretical_speedup_actual_drafts``: the same model on the rounds as they happened: mean over
-  rounds of ``expected_tokens_per_pass(alpha_per_test, k_i)`` (k_i = that round's draft length) ÷
-  mean round cost ((draft ms + verify ms) ÷ plain step ms). Prompt lookup proposes fewer than K
-  tokens (often none) in many rounds, which the closed form does not model.
+Derived figures. Each speculative row's α, acceptance rate, tokens per pass, c, v, speedup and
+theoretical speedups come from :func:`specviz.analysis.analyse` (defined there, once), over the
+rounds of every prompt and repeat of that (T, K), with the median-over-repeats tokens/s of ours
+spec and ours plain as the measured rates, and the plain rounds' mean step time as the baseline
+step (:class:`~specviz.analysis.PlainBaseline`). The bench adds its comparisons:
+
+* ``ratio_vs_transformers`` = ours tokens/s ÷ transformers' tokens/s (same method kind);
+* ``transformers_speedup`` = assisted tokens/s ÷ ``generate()`` tokens/s;
 * ``instrumentation_overhead`` = 1 − (tokens/s instrumented ÷ tokens/s not instrumented).
 * ``cpu_*``: the same ratios computed from this process's CPU time (``time.process_time``) instead
   of wall time. On a machine shared with other work they are far less noisy than wall-time ratios
@@ -58,82 +52,18 @@ from pathlib import Path
 
 import torch
 
+from .analysis import PlainBaseline, analyse
+from .runner import make_generation, warm_up
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "assets" / "bench_prompts.json"
-WARMUP_TOKENS = 8
-
-
-def default_warmup_tokens(max_new_tokens: int, compiled: bool = False) -> int:
-    """Tokens per warm-up call: a few, or, for a ``torch.compile``-d model, the whole run, so that
-    every graph (prefill, one position, K + 1 positions) is compiled before anything is timed."""
-    return max_new_tokens if compiled else min(WARMUP_TOKENS, max_new_tokens)
 
 OURS_PLAIN = "ours plain"
 HF_PLAIN = "generate()"
 OURS_SPEC = "ours spec"
 HF_SPEC = "assisted"
 OURS_SPEC_RAW = "ours spec, instrument off"
-
-
-# --------------------------------------------------------------------------- shared with the CLI
-def load_pair(target_spec: str, draft_spec: str, device: str, dtype: str, progress=None,
-              compile_mode: str | None = None):
-    """Load the target (a ``LoadedModel``) and build the drafter (None for ``none``).
-
-    ``progress(fraction, message)`` is passed to :mod:`specviz.models`, which also logs each step
-    at INFO level (shown with ``-v``). With ``compile_mode`` (a ``torch.compile`` mode, e.g.
-    ``"default"``) the target's forward and a model drafter's forward are compiled with
-    :func:`specviz.models.compile_forward`; prompt lookup has no network to compile.
-    """
-    from . import models
-
-    target = models.load_model(target_spec, device=device, dtype=dtype, progress=progress)
-    drafter = models.build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress)
-    if compile_mode:
-        models.compile_forward(target.model, compile_mode)
-        draft_model = getattr(drafter, "model", None)
-        if draft_model is not None:
-            models.compile_forward(draft_model, compile_mode)
-    return target, drafter
-
-
-def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed, instrument=True, eos=True,
-                    decode=True):
-    """A :class:`~specviz.engine.Generation` wired to a loaded target and drafter."""
-    from .engine import Generation
-
-    vocab = getattr(drafter, "vocab_size", None) if drafter is not None else None
-    return Generation(
-        target=target.model,
-        prompt_ids=list(prompt_ids),
-        drafter=drafter,
-        k=k,
-        sampling=sampling,
-        max_new_tokens=max_new_tokens,
-        seed=seed,
-        eos_token_ids=tuple(target.eos_token_ids) if eos else (),
-        vocab_size=vocab or min(target.vocab_size, target.logits_width),
-        decode=target.decode if decode else None,
-        instrument=instrument,
-    )
-
-
-def cost_ratio(rounds, drafter, k: int, plain_step_ms: float | None) -> float | None:
-    """Cost ratio c of a drafter relative to one plain target step (ms ÷ ms).
-
-    Model drafters: mean time of one draft forward pass ÷ ``plain_step_ms``. Drafters without a
-    network (prompt lookup): mean lookup time per round ÷ (K × ``plain_step_ms``), i.e. the round's
-    drafting time expressed as the ``K·c`` of the speedup formula. None without a drafter or a
-    baseline.
-    """
-    if drafter is None or not plain_step_ms or not rounds:
-        return None
-    steps = sum(r.draft_steps for r in rounds)
-    draft_ms = sum(r.draft_ms for r in rounds)
-    if steps:
-        return draft_ms / steps / plain_step_ms
-    return draft_ms / len(rounds) / (k * plain_step_ms)
 
 
 # --------------------------------------------------------------------------- prompts
@@ -267,6 +197,7 @@ def _same_until_eos(a: list[int], b: list[int], eos: set[int]) -> bool:
 
 
 def _overhead(instrumented, raw):
+    """Instrumentation overhead = 1 − (tokens/s instrumented ÷ tokens/s not instrumented)."""
     return 1 - instrumented / raw if instrumented and raw else None
 
 
@@ -274,228 +205,201 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
-def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], temperatures: list[float],
-                  top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, repeats: int = 3, seed: int = 0,
-                  transformers_baselines: bool = True, instrument_check: bool = True,
-                  draft_spec: str = "", report=None, warmup_tokens: int | None = None) -> dict:
-    """Run the benchmark and return every measurement as plain data (see the module docstring).
+# --------------------------------------------------------------------------- measuring
+@dataclass
+class Measurements:
+    """Everything :func:`measure` timed, as plain data; :func:`summarise` turns it into rows.
 
-    Args:
-        target: a loaded target (``specviz.models.LoadedModel``).
-        drafter: the drafter (None: only the plain rows are measured).
-        prompts: the prompts; each is encoded with the target's chat template if ``chat``.
-        ks, temperatures: the grid; plain rows are measured once per temperature.
-        report: optional ``str -> None`` called with a progress line before each call.
-        warmup_tokens: tokens per warm-up call of each method (default: ``min(8, max_new_tokens)``;
-            the CLI passes ``max_new_tokens`` with ``--compile`` so compiling is not timed).
+    ``samples[(method, T, K)][repeat]`` lists that repeat's samples, one per prompt (K is None for
+    the plain methods); ``first_ids[(method, T, K)][prompt name]`` the token ids of the method's
+    first timed run of each prompt (for the greedy agreement checks).
     """
-    from . import theory
-    from .sampling import SamplingConfig
-    from .trace import summarize
 
-    report = report or (lambda line: None)
-    encoded = []
-    for p in prompts:
-        if p.chat and not target.has_chat_template:
-            raise ValueError(f"prompt {p.name!r} asks for the chat template but {target.name} has none")
-        encoded.append(target.encode(p.prompt, p.chat))
-    drafter_model = getattr(drafter, "model", None)
-    hf_spec_ok = transformers_baselines and drafter is not None and (drafter_model is not None or not drafter.uses_model)
+    samples: dict = field(default_factory=dict)
+    first_ids: dict = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    loadavg_before: float | None = None
+    loadavg_after: float | None = None
 
-    def methods_list():
-        out = [(OURS_PLAIN, None), (HF_PLAIN, None)] if transformers_baselines else [(OURS_PLAIN, None)]
+    def add(self, key: tuple, repeat: int, prompt: str, sample: Sample) -> None:
+        self.samples.setdefault(key, {}).setdefault(repeat, []).append(sample)
+        self.first_ids.setdefault(key, {}).setdefault(prompt, sample.ids)
+
+    def tokens_per_s(self, key: tuple, cpu: bool = False) -> float | None:
+        """Median over repeats of the repeat's pooled tokens/s (wall time, or CPU time)."""
+        return _median(_pooled_tps(self.samples.get(key, {}), cpu))
+
+    def rounds(self, key: tuple) -> list:
+        return [rd for rs in self.samples.get(key, {}).values() for s in rs for rd in s.rounds]
+
+    def prompt_tokens_per_s(self, key: tuple, prompt_index: int) -> float | None:
+        """Median over repeats of one prompt's tokens/s."""
+        return _median([rs[prompt_index].tokens_per_s for rs in self.samples.get(key, {}).values()
+                        if prompt_index < len(rs)])
+
+
+class _Methods:
+    """The timed calls of one benchmark: ours and transformers', plain and speculative."""
+
+    def __init__(self, target, drafter, ks, seed, transformers_baselines, instrument_check):
+        self.target, self.drafter, self.seed = target, drafter, seed
+        self.draft_model = getattr(drafter, "model", None)
+        hf_spec = transformers_baselines and drafter is not None and (self.draft_model is not None
+                                                                       or not drafter.uses_model)
+        self.list = [(OURS_PLAIN, None)] + ([(HF_PLAIN, None)] if transformers_baselines else [])
         if drafter is not None:
             for k in ks:
-                out.append((OURS_SPEC, k))
-                if hf_spec_ok:
-                    out.append((HF_SPEC, k))
-                if instrument_check:
-                    out.append((OURS_SPEC_RAW, k))
-        return out
+                self.list += [(OURS_SPEC, k)] + ([(HF_SPEC, k)] if hf_spec else [])
+                self.list += [(OURS_SPEC_RAW, k)] if instrument_check else []
 
-    def call(method, k, sampling, ids, n_tokens):
+    def call(self, method, k, sampling, ids, n_tokens) -> Sample:
+        target, seed = self.target, self.seed
         if method == OURS_PLAIN:
             return time_ours(target, None, ids, 1, sampling, n_tokens, seed)
-        if method == OURS_SPEC:
-            return time_ours(target, drafter, ids, k, sampling, n_tokens, seed)
-        if method == OURS_SPEC_RAW:
-            return time_ours(target, drafter, ids, k, sampling, n_tokens, seed, instrument=False)
+        if method in (OURS_SPEC, OURS_SPEC_RAW):
+            return time_ours(target, self.drafter, ids, k, sampling, n_tokens, seed, instrument=method == OURS_SPEC)
         if method == HF_PLAIN:
             return time_hf(target, ids, sampling, n_tokens, seed)
-        if drafter_model is not None:
-            with _assistant_config(drafter_model, k):
-                return time_hf(target, ids, sampling, n_tokens, seed, assistant=drafter_model)
+        if self.draft_model is not None:
+            with _assistant_config(self.draft_model, k):
+                return time_hf(target, ids, sampling, n_tokens, seed, assistant=self.draft_model)
         return time_hf(target, ids, sampling, n_tokens, seed, lookup_k=k)
 
-    samples: dict[tuple, dict[int, list[Sample]]] = {}
-    first_ids: dict[tuple, dict[str, list[int]]] = {}  # token ids of each method's first run per prompt
-    per_prompt: dict[tuple, dict[str, list[float]]] = {}
+
+def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=1.0, max_new_tokens=64,
+            repeats=3, seed=0, transformers_baselines=True, instrument_check=True, report=None,
+            warmup_tokens=None) -> Measurements:
+    """Time every method on every prompt (see the module docstring for the protocol).
+
+    Our methods warm up through :func:`specviz.runner.warm_up`, transformers' with one untimed
+    call each. Within a repeat the method order rotates per prompt and repeat.
+    """
+    from .runner import default_warmup_tokens
+    from .sampling import SamplingConfig
+
+    report = report or (lambda line: None)
+    methods = _Methods(target, drafter, ks, seed, transformers_baselines, instrument_check)
+    out = Measurements(loadavg_before=_loadavg())
     started = time.perf_counter()
-    load_before = _loadavg()
+    n_warm = warmup_tokens or default_warmup_tokens(max_new_tokens)
     for temperature in temperatures:
         sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
-        methods = methods_list()
         report(f"T={temperature}: warm-up")
-        for method, k in methods:
-            call(method, k, sampling, encoded[0], warmup_tokens or default_warmup_tokens(max_new_tokens))
+        for k in ks if drafter is not None else [1]:
+            warm_up(target, drafter, encoded[0], k, sampling, n_warm)
+        for method, k in methods.list:
+            if method in (HF_PLAIN, HF_SPEC):
+                methods.call(method, k, sampling, encoded[0], n_warm)
         for r in range(repeats):
             for p_index, (prompt, ids) in enumerate(zip(prompts, encoded)):
-                shift = (r + p_index) % len(methods)
-                for method, k in methods[shift:] + methods[:shift]:
+                shift = (r + p_index) % len(methods.list)
+                for method, k in methods.list[shift:] + methods.list[:shift]:
                     report(f"T={temperature} repeat {r + 1}/{repeats} {prompt.name}: {method}"
                            + (f" K={k}" if k else "") + f" [{time.perf_counter() - started:.0f} s]")
-                    sample = call(method, k, sampling, ids, max_new_tokens)
-                    key = (method, temperature, k)
-                    samples.setdefault(key, {}).setdefault(r, []).append(sample)
-                    per_prompt.setdefault(key, {}).setdefault(prompt.name, []).append(sample.tokens_per_s)
-                    first_ids.setdefault(key, {}).setdefault(prompt.name, sample.ids)
+                    out.add((method, temperature, k), r, prompt.name,
+                            methods.call(method, k, sampling, ids, max_new_tokens))
+    out.elapsed_s = time.perf_counter() - started
+    out.loadavg_after = _loadavg()
+    return out
 
-    def tps(method, temperature, k=None, cpu=False):
-        return _median(_pooled_tps(samples.get((method, temperature, k), {}), cpu))
 
-    def rounds_of(method, temperature, k=None):
-        return [rd for rs in samples.get((method, temperature, k), {}).values() for s in rs for rd in s.rounds]
+# --------------------------------------------------------------------------- summarising
+def spec_analysis(m: Measurements, temperature: float, k: int):
+    """The :class:`~specviz.analysis.RunAnalysis` of one (T, K) setting, all prompts and repeats
+    pooled: α, tokens per pass and step times from every round, tokens/s the median over repeats,
+    against the plain baseline of the same temperature."""
+    plain_key = (OURS_PLAIN, temperature, None)
+    baseline = PlainBaseline.from_rounds(m.rounds(plain_key), m.tokens_per_s(plain_key) or 0.0)
+    key = (OURS_SPEC, temperature, k)
+    seconds = sum(s.seconds for rs in m.samples.get(key, {}).values() for s in rs)
+    return analyse(m.rounds(key), k, seconds, baseline=baseline, tokens_per_s=m.tokens_per_s(key))
 
-    def per_repeat(method, temperature, k, statistic):
-        """Median over repeats of ``statistic(rounds of one repeat)``: timings are summarised like
-        tokens/s (median over repeats), so one repeat slowed by another process does not skew them."""
-        values = []
-        for repeat_samples in samples.get((method, temperature, k), {}).values():
-            rounds = [rd for s in repeat_samples for rd in s.rounds]
-            value = statistic(rounds) if rounds else None
-            if value is not None:
-                values.append(value)
-        return _median(values)
 
-    def mean_ms(attr):
-        return lambda rounds: statistics.fmean(getattr(rd, attr) for rd in rounds)
+def _greedy_agreement(m: Measurements, method, temperature, k, eos) -> float | None:
+    """Fraction of prompts whose greedy output equals ours plain (T = 0 only)."""
+    if temperature != 0 or (method, temperature, k) not in m.first_ids:
+        return None
+    ours, theirs = m.first_ids[(OURS_PLAIN, temperature, None)], m.first_ids[(method, temperature, k)]
+    return sum(_same_until_eos(ours[p], theirs[p], eos) for p in theirs) / len(theirs)
 
-    def draft_step_ms(rounds):
-        steps = sum(rd.draft_steps for rd in rounds)
-        return sum(rd.draft_ms for rd in rounds) / steps if steps else None
 
-    plain_rows, spec_rows, prompt_rows = [], [], []
-    for temperature in temperatures:
-        ours_plain = tps(OURS_PLAIN, temperature)
-        hf_plain = tps(HF_PLAIN, temperature)
-        eos = set(target.eos_token_ids)
+def _plain_row(m: Measurements, temperature: float, eos: set[int]) -> dict:
+    ours, hf = (OURS_PLAIN, temperature, None), (HF_PLAIN, temperature, None)
+    baseline = PlainBaseline.from_rounds(m.rounds(ours), m.tokens_per_s(ours) or 0.0)
+    return {
+        "temperature": temperature,
+        "ours_tokens_per_s": m.tokens_per_s(ours),
+        "transformers_tokens_per_s": m.tokens_per_s(hf),
+        "ratio_vs_transformers": _ratio(m.tokens_per_s(ours), m.tokens_per_s(hf)),
+        "cpu_ratio_vs_transformers": _ratio(m.tokens_per_s(ours, cpu=True), m.tokens_per_s(hf, cpu=True)),
+        "plain_step_ms": baseline.step_ms if baseline else None,
+        "transformers_same_greedy_text": _greedy_agreement(m, HF_PLAIN, temperature, None, eos),
+        "tokens_per_s_runs": _pooled_tps(m.samples.get(ours, {})),
+        "transformers_tokens_per_s_runs": _pooled_tps(m.samples.get(hf, {})),
+    }
 
-        def greedy_agreement(method, k=None):
-            """Fraction of prompts whose greedy output equals ours plain (T = 0 only)."""
-            if temperature != 0 or (method, temperature, k) not in first_ids:
-                return None
-            ours_ids, theirs = first_ids[(OURS_PLAIN, temperature, None)], first_ids[(method, temperature, k)]
-            return sum(_same_until_eos(ours_ids[p], theirs[p], eos) for p in theirs) / len(theirs)
 
-        plain_step_ms = per_repeat(OURS_PLAIN, temperature, None, mean_ms("verify_ms"))
-        plain_rows.append({
-            "temperature": temperature,
-            "ours_tokens_per_s": ours_plain,
-            "transformers_tokens_per_s": hf_plain,
-            "ratio_vs_transformers": _ratio(ours_plain, hf_plain),
-            "cpu_ratio_vs_transformers": _ratio(tps(OURS_PLAIN, temperature, cpu=True),
-                                                tps(HF_PLAIN, temperature, cpu=True)),
-            "plain_step_ms": plain_step_ms,
-            "transformers_same_greedy_text": greedy_agreement(HF_PLAIN),
-            "tokens_per_s_runs": _pooled_tps(samples.get((OURS_PLAIN, temperature, None), {})),
-            "transformers_tokens_per_s_runs": _pooled_tps(samples.get((HF_PLAIN, temperature, None), {})),
+def spec_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict:
+    """One speculative row: the analysis's figures plus the bench's comparisons."""
+    ours, hf, raw = (OURS_SPEC, temperature, k), (HF_SPEC, temperature, k), (OURS_SPEC_RAW, temperature, k)
+    plain, hf_plain = (OURS_PLAIN, temperature, None), (HF_PLAIN, temperature, None)
+    cpu = {key: m.tokens_per_s(key, cpu=True) for key in (ours, hf, raw, plain)}
+    return {
+        "temperature": temperature,
+        "k": k,
+        **spec_analysis(m, temperature, k).scalars(),
+        "ours_tokens_per_s": m.tokens_per_s(ours),
+        "transformers_tokens_per_s": m.tokens_per_s(hf),
+        "ratio_vs_transformers": _ratio(m.tokens_per_s(ours), m.tokens_per_s(hf)),
+        "cpu_ratio_vs_transformers": _ratio(cpu[ours], cpu[hf]),
+        "cpu_speedup": _ratio(cpu[ours], cpu[plain]),
+        "cpu_instrumentation_overhead": _overhead(cpu[ours], cpu[raw]),
+        "transformers_speedup": _ratio(m.tokens_per_s(hf), m.tokens_per_s(hf_plain)),
+        "same_greedy_text_as_plain": _greedy_agreement(m, OURS_SPEC, temperature, k, eos),
+        "transformers_same_greedy_text": _greedy_agreement(m, HF_SPEC, temperature, k, eos),
+        "uninstrumented_tokens_per_s": m.tokens_per_s(raw),
+        "instrumentation_overhead": _overhead(m.tokens_per_s(ours), m.tokens_per_s(raw)),
+        "tokens_per_s_runs": _pooled_tps(m.samples.get(ours, {})),
+        "transformers_tokens_per_s_runs": _pooled_tps(m.samples.get(hf, {})),
+    }
+
+
+def _prompt_rows(m: Measurements, prompts, temperature: float, k: int) -> list[dict]:
+    rows = []
+    for i, prompt in enumerate(prompts):
+        tps = {method: m.prompt_tokens_per_s((method, temperature, kk), i)
+               for method, kk in ((OURS_PLAIN, None), (OURS_SPEC, k), (HF_PLAIN, None), (HF_SPEC, k))}
+        rows.append({
+            "prompt": prompt.name, "kind": prompt.kind, "temperature": temperature, "k": k,
+            "ours_plain_tokens_per_s": tps[OURS_PLAIN], "ours_spec_tokens_per_s": tps[OURS_SPEC],
+            "speedup": _ratio(tps[OURS_SPEC], tps[OURS_PLAIN]),
+            "transformers_speedup": _ratio(tps[HF_SPEC], tps[HF_PLAIN]),
         })
-        if drafter is None:
-            continue
-        for k in ks:
-            ours = tps(OURS_SPEC, temperature, k)
-            hf = tps(HF_SPEC, temperature, k)
-            raw = tps(OURS_SPEC_RAW, temperature, k)
-            rounds = rounds_of(OURS_SPEC, temperature, k)
-            stats = summarize(rounds, 0.0)
-            alpha, alpha_per_test = stats.alpha, stats.alpha_hat
-            verify_ms = per_repeat(OURS_SPEC, temperature, k, mean_ms("verify_ms"))
-            draft_ms_per_round = per_repeat(OURS_SPEC, temperature, k, mean_ms("draft_ms"))
-            step_ms = per_repeat(OURS_SPEC, temperature, k, draft_step_ms)
-            # c as in cost_ratio(): per draft forward pass, or a lookup's per-round time over K slots.
-            c = None
-            if plain_step_ms and draft_ms_per_round is not None:
-                c = step_ms / plain_step_ms if step_ms is not None else draft_ms_per_round / (k * plain_step_ms)
-            verify_cost = _ratio(verify_ms, plain_step_ms)
-            theoretical = None
-            predicted_tpp = None
-            if alpha_per_test is not None and c is not None and verify_cost:
-                theoretical = theory.expected_speedup(alpha_per_test, k, c, verify_cost)
-                predicted_tpp = theory.expected_tokens_per_pass(alpha_per_test, k)
-            # The closed form assumes K drafts every round; prompt lookup often proposes fewer (or
-            # none). The same model evaluated on the rounds' actual draft lengths and measured
-            # round costs separates "the formula's assumption does not hold" from "time is lost
-            # outside the draft and verify steps".
-            theoretical_actual = None
-            if alpha_per_test is not None and plain_step_ms and rounds:
-                tpp = statistics.fmean(theory.expected_tokens_per_pass(alpha_per_test, rd.n_proposed) for rd in rounds)
-                theoretical_actual = tpp / ((draft_ms_per_round + verify_ms) / plain_step_ms)
-            speedup = _ratio(ours, ours_plain)
-            spec_rows.append({
-                "temperature": temperature,
-                "k": k,
-                "ours_tokens_per_s": ours,
-                "transformers_tokens_per_s": hf,
-                "ratio_vs_transformers": _ratio(ours, hf),
-                "cpu_ratio_vs_transformers": _ratio(tps(OURS_SPEC, temperature, k, cpu=True),
-                                                    tps(HF_SPEC, temperature, k, cpu=True)),
-                "cpu_speedup": _ratio(tps(OURS_SPEC, temperature, k, cpu=True), tps(OURS_PLAIN, temperature, cpu=True)),
-                "cpu_instrumentation_overhead": _overhead(tps(OURS_SPEC, temperature, k, cpu=True),
-                                                          tps(OURS_SPEC_RAW, temperature, k, cpu=True)),
-                "transformers_speedup": _ratio(hf, hf_plain),
-                "alpha": alpha,
-                "alpha_per_test": alpha_per_test,
-                "proposed_per_round": stats.proposed / len(rounds) if rounds else None,
-                "rounds_without_draft": sum(1 for rd in rounds if rd.n_proposed == 0) / len(rounds) if rounds else None,
-                "tokens_per_pass": stats.tokens_per_pass if rounds else None,
-                "predicted_tokens_per_pass": predicted_tpp,
-                "cost_ratio_c": c,
-                "draft_ms_per_round": draft_ms_per_round,
-                "draft_step_ms": step_ms,
-                "verify_ms": verify_ms,
-                "verify_cost": verify_cost,
-                "speedup": speedup,
-                "theoretical_speedup": theoretical,
-                "speedup_vs_theoretical": _ratio(speedup, theoretical),
-                "theoretical_speedup_actual_drafts": theoretical_actual,
-                "speedup_vs_theoretical_actual_drafts": _ratio(speedup, theoretical_actual),
-                "same_greedy_text_as_plain": greedy_agreement(OURS_SPEC, k),
-                "transformers_same_greedy_text": greedy_agreement(HF_SPEC, k),
-                "uninstrumented_tokens_per_s": raw,
-                "instrumentation_overhead": _overhead(ours, raw),
-                "tokens_per_s_runs": _pooled_tps(samples.get((OURS_SPEC, temperature, k), {})),
-                "transformers_tokens_per_s_runs": _pooled_tps(samples.get((HF_SPEC, temperature, k), {})),
-            })
-            for prompt in prompts:
-                pp = lambda m, kk=None: _median(per_prompt.get((m, temperature, kk), {}).get(prompt.name, []))  # noqa: E731
-                prompt_rows.append({
-                    "prompt": prompt.name, "kind": prompt.kind, "temperature": temperature, "k": k,
-                    "ours_plain_tokens_per_s": pp(OURS_PLAIN), "ours_spec_tokens_per_s": pp(OURS_SPEC, k),
-                    "speedup": _ratio(pp(OURS_SPEC, k), pp(OURS_PLAIN)),
-                    "transformers_speedup": _ratio(pp(HF_SPEC, k), pp(HF_PLAIN)),
-                })
+    return rows
 
+
+def summarise(m: Measurements, target, drafter, prompts, encoded, ks, temperatures, settings: dict) -> dict:
+    """The benchmark's result (plain data) from its measurements; no model is run."""
+    eos = set(target.eos_token_ids)
+    plain_rows = [_plain_row(m, t, eos) for t in temperatures]
+    grid = [(t, k) for t in temperatures for k in ks] if drafter is not None else []
+    spec_rows = [spec_row(m, t, k, eos) for t, k in grid]
     first_spec = spec_rows[0] if spec_rows else {}
     return {
         "target": target.name,
-        "draft": draft_spec,
         "drafter": getattr(drafter, "name", None),
         "device": str(target.device),
         "dtype": str(target.dtype).removeprefix("torch."),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "transformers": _transformers_version(),
-        "max_new_tokens": max_new_tokens,
-        "repeats": repeats,
-        "top_k": top_k,
-        "top_p": top_p,
-        "seed": seed,
+        **settings,
         "prompts": [p.__dict__ for p in prompts],
         "prompt_tokens": [len(ids) for ids in encoded],
-        "elapsed_s": time.perf_counter() - started,
+        "elapsed_s": m.elapsed_s,
         # 1-minute load average before and after: other processes on the machine skew timings.
-        "loadavg_before": load_before,
-        "loadavg_after": _loadavg(),
+        "loadavg_before": m.loadavg_before,
+        "loadavg_after": m.loadavg_after,
         # Headline numbers: the first temperature's plain row and the first (T, K) spec row.
         "plain_ratio_vs_transformers": plain_rows[0]["ratio_vs_transformers"] if plain_rows else None,
         "spec_ratio_vs_transformers": first_spec.get("ratio_vs_transformers"),
@@ -504,9 +408,39 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         "instrumentation_overhead": first_spec.get("instrumentation_overhead"),
         "plain": plain_rows,
         "spec": spec_rows,
-        "per_prompt": prompt_rows,
+        "per_prompt": [row for t, k in grid for row in _prompt_rows(m, prompts, t, k)],
     }
 
+
+def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], temperatures: list[float],
+                  top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, repeats: int = 3, seed: int = 0,
+                  transformers_baselines: bool = True, instrument_check: bool = True,
+                  draft_spec: str = "", report=None, warmup_tokens: int | None = None) -> dict:
+    """Measure (:func:`measure`) and summarise (:func:`summarise`): every figure as plain data.
+
+    Args:
+        target: a loaded target (``specviz.models.LoadedModel``).
+        drafter: the drafter (None: only the plain rows are measured).
+        prompts: the prompts; each is encoded with the target's chat template if ``chat``.
+        ks, temperatures: the grid; plain rows are measured once per temperature.
+        report: optional ``str -> None`` called with a progress line before each call.
+        warmup_tokens: tokens per warm-up call of each method (default
+            :func:`specviz.runner.default_warmup_tokens`; the CLI passes ``max_new_tokens`` with
+            ``--compile`` so compiling is not timed).
+
+    Raises:
+        ValueError: if a prompt asks for a chat template the target lacks.
+    """
+    encoded = []
+    for p in prompts:
+        if p.chat and not target.has_chat_template:
+            raise ValueError(f"prompt {p.name!r} asks for the chat template but {target.name} has none")
+        encoded.append(target.encode(p.prompt, p.chat))
+    m = measure(target, drafter, prompts, encoded, ks, temperatures, top_k, top_p, max_new_tokens, repeats, seed,
+                transformers_baselines, instrument_check, report, warmup_tokens)
+    settings = {"draft": draft_spec, "max_new_tokens": max_new_tokens, "repeats": repeats, "top_k": top_k,
+                "top_p": top_p, "seed": seed}
+    return summarise(m, target, drafter, prompts, encoded, ks, temperatures, settings)
 
 def _loadavg() -> float | None:
     try:
@@ -552,16 +486,16 @@ def format_report(result: dict) -> str:
     out = [head, "", plain]
     if result["spec"]:
         out += ["", _table(
-            ["T", "K", "ours spec tok/s", "assisted tok/s", "ours/assisted", "(by CPU time)", "α (acc/proposed)",
-             "α per test",
-             "tokens/pass (predicted)", "c", "verify cost", "speedup", "assisted speedup", "theoretical",
+            ["T", "K", "ours spec tok/s", "assisted tok/s", "ours/assisted", "(by CPU time)",
+             "acceptance rate (acc/proposed)", "α per token (acc/tested)",
+             "tokens/pass (predicted)", "c", "verify cost v", "speedup", "assisted speedup", "theoretical",
              "measured/theory", "theory, actual draft lengths", "measured/that", "instrumentation overhead",
              "(by CPU time)", "same greedy text (ours, assisted)"],
             [[_f(r["temperature"], "{:g}"), str(r["k"]), _f(r["ours_tokens_per_s"], "{:.1f}"),
               _f(r["transformers_tokens_per_s"], "{:.1f}"), _f(r["ratio_vs_transformers"]),
-              _f(r["cpu_ratio_vs_transformers"]), _f(r["alpha"]), _f(r["alpha_per_test"]),
+              _f(r["cpu_ratio_vs_transformers"]), _f(r["acceptance_rate"]), _f(r["alpha"]),
               f"{_f(r['tokens_per_pass'])} ({_f(r['predicted_tokens_per_pass'])})",
-              _f(r["cost_ratio_c"], "{:.3f}"), _f(r["verify_cost"]), _f(r["speedup"], "{:.2f}×"),
+              _f(r["cost_ratio_c"], "{:.3f}"), _f(r["verify_cost_v"]), _f(r["speedup"], "{:.2f}×"),
               _f(r["transformers_speedup"], "{:.2f}×"), _f(r["theoretical_speedup"], "{:.2f}×"),
               _f(r["speedup_vs_theoretical"]), _f(r["theoretical_speedup_actual_drafts"], "{:.2f}×"),
               _f(r["speedup_vs_theoretical_actual_drafts"]), _f(r["instrumentation_overhead"], "{:+.1%}"),
@@ -581,7 +515,7 @@ def speedup_figure(results: list[dict]):
     """Plotly figure of :func:`run_benchmark` results: speedup over plain decoding against K.
 
     One colour per (draft, temperature): measured speedup (solid), the closed-form theory from
-    α per test, c and verify cost (dotted), the same model on the rounds' actual draft lengths
+    per-token α, c and verify cost v (dotted), the same model on the rounds' actual draft lengths
     (dashed) and transformers' assisted generation over ``generate()`` (open markers). A grey line
     marks 1× (below it, a slowdown).
     """

@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from . import theory
+from .analysis import running_acceptance
 from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round
 
 __all__ = [
@@ -30,11 +31,11 @@ __all__ = [
     "REJECTED",
     "WAITING_TEXT",
     "alpha_figure",
-    "estimate_alpha",
     "lossless_figure",
-    "speedup_bar_figure",
+    "per_position_figure",
     "speedup_figure",
     "speedup_label",
+    "time_split_figure",
     "tokens_per_pass_figure",
 ]
 
@@ -152,99 +153,64 @@ def speedup_label(ratio: float) -> str:
 
 
 # --------------------------------------------------------------------------- acceptance rate
-def estimate_alpha(rounds: list[Round]) -> float | None:
-    """The per-draft acceptance probability α of the theory, estimated from a run's rounds.
-
-    Leviathan et al.'s formulas assume each drafted token is accepted independently with
-    probability α, and a round stops testing at its first rejection. Each *tested* draft is then
-    one Bernoulli(α) trial, so the maximum-likelihood estimate is accepted / tested, where a
-    round tests ``n_accepted + 1`` drafts if one was rejected and ``n_accepted`` if all passed.
-
-    This differs from accepted / proposed (``RunStats.alpha``, the "fraction of drafts kept"
-    that :func:`alpha_figure` plots): the drafts after a rejection are counted as proposed but
-    never tested, so accepted / proposed is biased low as an estimate of α. For example with
-    α = 0.8 and K = 4 the expected accepted / proposed is (0.8 + 0.8² + 0.8³ + 0.8⁴) / 4 ≈ 0.59.
-    Use this function's value when plugging a measured α into :mod:`specviz.theory`.
-
-    Returns:
-        accepted / tested in [0, 1], or None if no draft was proposed.
-    """
-    accepted = tested = 0
-    for r in rounds:
-        accepted += r.n_accepted
-        tested += r.n_accepted + (1 if r.n_accepted < r.n_proposed else 0)
-    return accepted / tested if tested else None
-
-
 def alpha_figure(rounds: list[Round]) -> go.Figure:
-    """Acceptance rate α per round (markers) and its running mean (line).
+    """Acceptance per round (markers) and the run's running figures (lines).
 
-    A round's α is accepted / proposed; rounds that proposed nothing are skipped. The running
-    mean at round i is (accepted in rounds ≤ i) / (proposed in rounds ≤ i), so its last value is
-    the run's α (``RunStats.alpha``). x is the round index (``Round.index``, one target pass
+    Markers: a round's acceptance rate, accepted / proposed; rounds that proposed nothing are
+    skipped. Lines: the running acceptance rate and the running per-token α (accepted / *tested*,
+    the α of the theory), both from :func:`specviz.analysis.running_acceptance`, so their last
+    values are the run's ``acceptance_rate`` and ``alpha``. x is the round index (one target pass
     each); y spans [0, 1.05].
-
-    A dashed third trace is the running α̂ of :func:`estimate_alpha` (accepted / *tested*), the
-    per-draft acceptance probability the theory uses, which is higher than accepted / proposed
-    whenever drafts after a rejection go untested.
     """
-    title = "Acceptance rate α per round"
+    title = "Acceptance per round"
     uirev = "alpha"
-    x_title, y_title = "round (target pass)", "α = accepted / proposed"
+    x_title, y_title = "round (target pass)", "accepted / proposed"
     if not rounds:
         return _waiting(title, uirev, x_title, y_title)
 
     xs, ys, custom = [], [], []
-    mean_x, mean_y, mean_custom, hat_y, hat_custom = [], [], [], [], []
-    cum_acc = cum_prop = cum_tested = 0
     for r in rounds:
-        proposed, accepted = r.n_proposed, r.n_accepted
-        cum_acc += accepted
-        cum_prop += proposed
-        cum_tested += accepted + (1 if accepted < proposed else 0)
-        if proposed:
+        if r.drafted:
             xs.append(r.index)
-            ys.append(accepted / proposed)
-            custom.append([accepted, proposed])
-        if cum_prop:
-            mean_x.append(r.index)
-            mean_y.append(cum_acc / cum_prop)
-            mean_custom.append([cum_acc, cum_prop])
-            hat_y.append(cum_acc / cum_tested)
-            hat_custom.append([cum_acc, cum_tested])
-
-    if cum_prop:
-        title = f"Acceptance rate α · running α = {cum_acc / cum_prop:.2f}"
+            ys.append(r.n_accepted / len(r.drafted))
+            custom.append([r.n_accepted, len(r.drafted)])
+    running = running_acceptance(rounds)
+    mean_x = [index for index, _, _ in running]
+    mean_y = [rate for _, rate, _ in running]
+    hat_y = [alpha for _, _, alpha in running]
+    if running:
+        title = f"Acceptance · rate {mean_y[-1]:.2f}, per-token α {hat_y[-1]:.2f}"
     layout = _layout(title, uirev, x_title, y_title)
     layout["yaxis"]["range"] = [0.0, 1.05]
-    if not cum_prop:
+    if not running:
         _note(layout, NO_DRAFTS_TEXT)
         return _build([], layout)
     line_mode = "lines" if len(mean_x) > 1 else "lines+markers"
     data = [
-        {"type": "scatter", "x": xs, "y": ys, "customdata": custom, "mode": "markers", "name": "α this round",
-         "marker": {"color": KIND_COLORS[ACCEPTED], "size": 7, "opacity": 0.7},
-         "hovertemplate": "round %{x}<br>α = %{y:.2f} (%{customdata[0]}/%{customdata[1]} accepted)<extra></extra>"},
-        {"type": "scatter", "x": mean_x, "y": mean_y, "customdata": mean_custom, "mode": line_mode,
-         "name": "running α", "line": {"color": MEAN_COLOR, "width": 2},
-         "hovertemplate": ("up to round %{x}<br>running α = %{y:.3f} "
-                           "(%{customdata[0]}/%{customdata[1]} accepted)<extra></extra>")},
-        {"type": "scatter", "x": mean_x, "y": hat_y, "customdata": hat_custom, "mode": line_mode,
-         "name": "α̂ per tested draft (theory's α)", "line": {"color": THEORY_COLOR, "width": 1.5, "dash": "dash"},
-         "hovertemplate": ("up to round %{x}<br>α̂ = %{y:.3f} "
-                           "(%{customdata[0]}/%{customdata[1]} tested drafts accepted)<extra></extra>")},
+        {"type": "scatter", "x": xs, "y": ys, "customdata": custom, "mode": "markers",
+         "name": "acceptance rate this round", "marker": {"color": KIND_COLORS[ACCEPTED], "size": 7, "opacity": 0.7},
+         "hovertemplate": "round %{x}<br>%{customdata[0]}/%{customdata[1]} proposed drafts accepted<extra></extra>"},
+        {"type": "scatter", "x": mean_x, "y": mean_y, "mode": line_mode,
+         "name": "running acceptance rate", "line": {"color": MEAN_COLOR, "width": 2},
+         "hovertemplate": "up to round %{x}<br>accepted ÷ proposed = %{y:.3f}<extra></extra>"},
+        {"type": "scatter", "x": mean_x, "y": hat_y, "mode": line_mode,
+         "name": "per-token α (accepted ÷ tested: the theory's α)",
+         "line": {"color": THEORY_COLOR, "width": 1.5, "dash": "dash"},
+         "hovertemplate": ("up to round %{x}<br>α = accepted ÷ tested = %{y:.3f}<br>drafts after a rejection "
+                           "are never tested<extra></extra>")},
     ]
     return _build(data, layout)
 
 
 # --------------------------------------------------------------------------- tokens per pass
-def tokens_per_pass_figure(rounds: list[Round], k: int) -> go.Figure:
+def tokens_per_pass_figure(rounds: list[Round], k: int, alpha: float | None) -> go.Figure:
     """Observed distribution of tokens emitted per target pass against the theory.
 
     Bars: the fraction of rounds that emitted n tokens, n = 1 … K + 1 (more bins if some round
     emitted more, e.g. if ``k`` is smaller than the run's K). Markers/line: the closed form
-    :func:`specviz.theory.tokens_per_pass_distribution` at the measured α̂ of
-    :func:`estimate_alpha` (accepted / *tested* drafts; see there why not accepted / proposed).
+    :func:`specviz.theory.tokens_per_pass_distribution` at the run's per-token ``alpha``
+    (:attr:`specviz.analysis.RunAnalysis.alpha`, accepted / *tested* drafts), None when nothing was
+    drafted.
     Vertical lines: the observed mean and the theoretical mean (1 − α^(K+1)) / (1 − α).
 
     Rounds that proposed fewer than K drafts (prompt lookup finding nothing, or the last rounds
@@ -273,13 +239,12 @@ def tokens_per_pass_figure(rounds: list[Round], k: int) -> go.Figure:
     fractions = [hist[n] / n_rounds for n in bins]
     observed_mean = sum(counts_per_round) / n_rounds
 
-    alpha = estimate_alpha(rounds)
     short = sum(1 for r in rounds if r.n_proposed < k)
 
     theory_mean = theory.expected_tokens_per_pass(alpha, k) if alpha is not None else None
     title = f"Tokens per pass · mean {observed_mean:.2f}"
     if theory_mean is not None:
-        title += f" (theory {theory_mean:.2f}, α̂ {alpha:.2f})"
+        title += f" (theory {theory_mean:.2f}, α {alpha:.2f})"
     layout = _layout(title, uirev, x_title, y_title)
     layout["xaxis"].update(tickmode="linear", dtick=1, range=[lo - 0.6, hi + 0.6])
     layout["yaxis"].update(range=[0.0, 1.05], tickformat=".0%")
@@ -294,12 +259,12 @@ def tokens_per_pass_figure(rounds: list[Round], k: int) -> go.Figure:
     else:
         dist = theory.tokens_per_pass_distribution(alpha, k)
         assumption = (f"theory assumes K = {k} proposals every pass,<br>"
-                      f"each accepted with prob. α̂ = accepted / tested drafts = {alpha:.3f}")
+                      f"each accepted with prob. α = accepted / tested drafts = {alpha:.3f}")
         if short:
             assumption += f"; {short} of {n_rounds} passes proposed fewer"
         data.append({
             "type": "scatter", "x": list(range(1, k + 2)), "y": dist, "mode": "lines+markers",
-            "name": f"theory (α̂ = {alpha:.2f})",
+            "name": f"theory (α = {alpha:.2f})",
             "line": {"color": THEORY_COLOR, "dash": "dash", "width": 1.5},
             "marker": {"color": THEORY_COLOR, "size": 8, "symbol": "diamond-open"},
             "hovertemplate": f"theory P(N = %{{x}}) = %{{y:.1%}}<br>{assumption}<extra></extra>",
@@ -356,48 +321,6 @@ def speedup_figure(points: list[dict], theoretical: float | None) -> go.Figure:
     return _build(data, layout)
 
 
-def speedup_bar_figure(spec_tps: float, plain_tps: float, theoretical: float | None) -> go.Figure:
-    """Tokens per second of plain vs speculative decoding, titled with their ratio.
-
-    Args:
-        spec_tps: speculative run's tokens/s (>= 0).
-        plain_tps: plain decoding's tokens/s (>= 0); 0 means not measured yet.
-        theoretical: predicted speedup or None; drawn as a dashed line at ``plain_tps ×
-            theoretical`` when the plain baseline is known.
-
-    The title is :func:`speedup_label` of ``spec_tps / plain_tps`` (e.g. "1.8× faster" or
-    "0.7× — a slowdown").
-
-    Raises:
-        ValueError: if a rate is negative or not finite.
-    """
-    for name, value in (("spec_tps", spec_tps), ("plain_tps", plain_tps)):
-        if not _finite(value) or value < 0:
-            raise ValueError(f"{name} must be a finite number >= 0 (tokens/s), got {value!r}")
-    spec_tps, plain_tps = float(spec_tps), float(plain_tps)
-    theoretical = float(theoretical) if _finite(theoretical) else None
-    uirev = "speedup_bar"
-    y_title = "tokens / s"
-    if spec_tps == 0 and plain_tps == 0:
-        return _waiting("Plain vs speculative", uirev, "", y_title)
-    if plain_tps > 0:
-        title = f"Speculative vs plain: {speedup_label(spec_tps / plain_tps)}"
-    else:
-        title = "Speculative vs plain: waiting for the plain baseline"
-    layout = _layout(title, uirev, "", y_title)
-    data = [{
-        "type": "bar", "x": ["plain", "speculative"], "y": [plain_tps, spec_tps], "name": "tokens/s",
-        "marker": {"color": [PLAIN_COLOR, SPEC_COLOR]},
-        "text": [f"{plain_tps:.1f}", f"{spec_tps:.1f}"], "textposition": "auto",
-        "hovertemplate": "%{x}: %{y:.1f} tokens/s<extra></extra>", "showlegend": False,
-    }]
-    if plain_tps > 0 and theoretical is not None:
-        _hline(layout, plain_tps * theoretical, THEORY_COLOR,
-               f"theory {theoretical:.2f}× → {plain_tps * theoretical:.1f} tok/s", dash="dash", right=True)
-        layout["yaxis"]["range"] = [0.0, max(plain_tps, spec_tps, plain_tps * theoretical) * 1.15]
-    return _build(data, layout)
-
-
 # --------------------------------------------------------------------------- lossless check
 def _visible(label: str) -> str:
     """Make whitespace in a token's text visible on an axis."""
@@ -450,4 +373,71 @@ def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: l
          "marker": {"color": THEORY_COLOR, "symbol": "diamond", "size": 10, "line": {"color": "white", "width": 1}},
          "hovertemplate": "%{x}: target p = %{y:.1%}<extra></extra>"},
     ]
+    return _build(data, layout)
+
+
+# --------------------------------------------------------------------------- per position
+def per_position_figure(analysis) -> go.Figure:
+    """How often the i-th draft token of a round is accepted when it is tested, i = 1..K.
+
+    Bars: :attr:`specviz.analysis.RunAnalysis.per_position` rates (accepted ÷ tested at that
+    position; hover gives the counts). Dashed line: the run's per-token α, the constant rate
+    Leviathan et al.'s model assumes at every position. Positions never tested have no bar.
+
+    Args:
+        analysis: a :class:`~specviz.analysis.RunAnalysis`, or None before the first round.
+    """
+    title, uirev = "Acceptance by draft position", "per_position"
+    x_title, y_title = "draft position i in the round", "accepted ÷ tested"
+    if analysis is None or not analysis.target_passes:
+        return _waiting(title, uirev, x_title, y_title)
+    layout = _layout(title, uirev, x_title, y_title)
+    layout["yaxis"]["range"] = [0.0, 1.05]
+    tested = [p for p in analysis.per_position if p.tested]
+    if not tested:
+        _note(layout, NO_DRAFTS_TEXT)
+        return _build([], layout)
+    layout["xaxis"].update(tickmode="linear", dtick=1, range=[0.4, len(analysis.per_position) + 0.6])
+    data = [{
+        "type": "bar", "x": [p.position for p in tested], "y": [p.rate for p in tested],
+        "customdata": [[p.accepted, p.tested] for p in tested], "name": "accepted ÷ tested at position i",
+        "marker": {"color": KIND_COLORS[ACCEPTED], "opacity": 0.8},
+        "hovertemplate": "position %{x}: %{customdata[0]}/%{customdata[1]} tested drafts accepted "
+                         "(%{y:.2f})<extra></extra>",
+    }]
+    if analysis.alpha is not None:
+        _hline(layout, analysis.alpha, THEORY_COLOR, f"per-token α {analysis.alpha:.2f} (the theory: same at every i)",
+               dash="dash", right=True)
+    return _build(data, layout)
+
+
+# --------------------------------------------------------------------------- time split
+def time_split_figure(analysis) -> go.Figure:
+    """Where each round's time went: drafting, the verify pass and everything else (ms, stacked),
+    against one plain decoding step of the target.
+
+    A round that costs more than the tokens it emitted times the plain step is a round that lost
+    time; the hover of each bar gives that comparison.
+
+    Args:
+        analysis: a :class:`~specviz.analysis.RunAnalysis`, or None before the first round.
+    """
+    title, uirev = "Time per round", "time_split"
+    x_title, y_title = "round (target pass)", "ms"
+    if analysis is None or not analysis.time_split:
+        return _waiting(title, uirev, x_title, y_title)
+    split = analysis.time_split
+    xs = [t.round for t in split]
+    plain = analysis.plain_step_ms
+    if plain:
+        title = f"Time per round · plain step {plain:.1f} ms"
+    layout = _layout(title, uirev, x_title, y_title)
+    layout["barmode"] = "stack"
+    parts = (("draft", "draft_ms", KIND_COLORS[RESAMPLED]), ("verify pass", "verify_ms", SPEC_COLOR),
+             ("everything else", "other_ms", PLAIN_COLOR))
+    data = [{"type": "bar", "x": xs, "y": [getattr(t, attr) for t in split], "name": name,
+             "marker": {"color": color},
+             "hovertemplate": f"round %{{x}}: {name} %{{y:.1f}} ms<extra></extra>"} for name, attr, color in parts]
+    if plain:
+        _hline(layout, plain, MEAN_COLOR, "one plain decoding step", dash="dot")
     return _build(data, layout)

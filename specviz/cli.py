@@ -5,18 +5,11 @@
 with ``--json``. When a drafter is used it also runs plain decoding of the same prompt with the
 same settings, after a short warm-up of both, so the reported speedup is measured, never derived.
 
-Measured quantities (all from :class:`specviz.trace.RunStats` of the two runs):
-
-* ``plain_step_ms``: mean time of one target decode step in the plain run (its mean round time).
-* ``cost_ratio_c``: for a model drafter, mean draft forward-pass time ÷ ``plain_step_ms``.
-  For a drafter without a network (prompt lookup) there is no forward pass; we charge its measured
-  lookup time per round spread over the K slots, ``mean draft_ms per round / (K × plain_step_ms)``,
-  which is the quantity the speedup formula's ``K·c`` term stands for (it is ≈ 0.001).
-* ``verify_cost``: mean verify-pass time ÷ ``plain_step_ms``.
-* ``speedup``: spec tokens/s ÷ plain tokens/s, both including prefill.
-* ``alpha`` is accepted ÷ proposed; ``alpha_hat`` accepted ÷ tested, the per-token acceptance
-  probability that ``theoretical_speedup`` (:func:`specviz.theory.expected_speedup` with
-  ``alpha_hat``, K, ``cost_ratio_c`` and ``verify_cost``) assumes.
+Every figure in the output (``acceptance_rate``, per-token ``alpha``, ``tokens_per_pass``,
+``plain_step_ms``, ``cost_ratio_c``, ``verify_cost_v``, ``speedup``, ``theoretical_speedup`` and
+the rest) is a field of :class:`specviz.analysis.RunAnalysis`, where each is defined with its
+formula and source; the app and the bench read the same fields. Settings are checked by
+:func:`specviz.request.validate_request`, the app's own check.
 
 Errors a user can cause (out-of-range values, an unknown model, an incompatible pair, a prompt
 too long for the context, non-finite logits) end the program with status 1 and one line on
@@ -29,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import sys
 import time
@@ -41,7 +33,6 @@ log = logging.getLogger("specviz")
 #: ANSI colours of the token kinds on a terminal (accepted green, resampled red, bonus blue).
 ANSI = {"accepted": "\033[32m", "resampled": "\033[31m", "bonus": "\033[34m", "plain": ""}
 RESET = "\033[0m"
-MAX_CLI_K = 16
 
 
 class CLIError(Exception):
@@ -75,6 +66,8 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .request import DEFAULT_LIMITS
+
     parser = argparse.ArgumentParser(prog="specviz", description="Speculative sampling on real language models.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -83,11 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      "target pass and the measured speedup over plain decoding.")
     _add_model_args(run)
     run.add_argument("-k", "--lookahead", type=int, default=4, dest="k",
-                     help=f"K, tokens drafted per round, 1..{MAX_CLI_K} (default: %(default)s)")
+                     help=f"K, tokens drafted per round, 1..{DEFAULT_LIMITS.max_k} (default: %(default)s)")
     run.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default: %(default)s)")
     run.add_argument("--prompt", required=True, help="the prompt text")
     run.add_argument("--chat", action="store_true", help="apply the target's chat template (error if it has none)")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    run.add_argument("--trace", default=None, metavar="FILE",
+                     help="write the run's trace (every round, drafted token and verdict) as JSON to FILE")
     run.add_argument("--no-baseline", action="store_true", dest="no_baseline",
                      help="skip the plain-decoding baseline run (speedup and cost ratio are then null)")
     run.set_defaults(func=cmd_run)
@@ -117,19 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_sampling_args(args: argparse.Namespace, ks: list[int], temperatures: list[float]) -> None:
-    for k in ks:
-        if not 1 <= k <= MAX_CLI_K:
-            raise CLIError(f"-k must be between 1 and {MAX_CLI_K}, got {k}")
-    for t in temperatures:
-        if not (math.isfinite(t) and t >= 0):
-            raise CLIError(f"--temperature must be a finite number >= 0, got {t}")
-    if not (0.0 < args.top_p <= 1.0):
-        raise CLIError(f"--top-p must be in (0, 1], got {args.top_p}")
-    if args.top_k < 0:
-        raise CLIError(f"--top-k must be >= 0 (0 disables it), got {args.top_k}")
-    if args.max_new_tokens < 1:
-        raise CLIError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+def _check_threads(args: argparse.Namespace) -> None:
     if args.threads is not None:
         if args.threads < 1:
             raise CLIError(f"--threads must be >= 1, got {args.threads}")
@@ -138,79 +121,78 @@ def _check_sampling_args(args: argparse.Namespace, ks: list[int], temperatures: 
         torch.set_num_threads(args.threads)
 
 
+def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str = "(bench prompts)"):
+    """The run's settings through the one validation the app uses too (RequestError on a bad value)."""
+    from .request import validate_request
+
+    return validate_request(prompt=prompt, target=args.target, draft=args.draft, k=k, temperature=temperature,
+                            top_k=args.top_k, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
+                            chat=getattr(args, "chat", False), device=args.device, dtype=args.dtype)
+
+
 # --------------------------------------------------------------------------- run
-def _round_or_none(x, digits=4):
-    return None if x is None else round(float(x), digits)
-
-
 def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
-    _check_sampling_args(args, [args.k], [args.temperature])
-    from .bench import cost_ratio, default_warmup_tokens, load_pair, make_generation
-    from .sampling import SamplingConfig
+    from .runner import default_warmup_tokens, load_pair, make_generation, plain_baseline, warm_up
 
-    sampling = SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-    target, drafter = load_pair(args.target, args.draft, args.device, args.dtype, tty_progress(args.verbose),
-                                compile_mode=args.compile)
-    if args.chat and not target.has_chat_template:
+    request = _request(args, args.k, args.temperature, args.prompt)
+    _check_threads(args)
+    target, drafter = load_pair(request.target, request.draft, request.device, request.dtype,
+                                tty_progress(args.verbose), compile_mode=args.compile)
+    if request.chat and not target.has_chat_template:
         raise CLIError(f"--chat: the target {target.name} has no chat template")
-    prompt_ids = target.encode(args.prompt, args.chat)
+    prompt_ids = target.encode(request.prompt, request.chat)
     if not prompt_ids:
         raise CLIError("the prompt is empty")
 
-    baseline = drafter is not None and not args.no_baseline
-    if baseline:
-        # Warm-up (first-call allocations, kernel selection) of both paths, then the timed runs.
-        for d in (drafter, None):
-            make_generation(target, d, prompt_ids, args.k, sampling,
-                            default_warmup_tokens(args.max_new_tokens, bool(args.compile)),
-                            args.seed).run()
-    spec = make_generation(target, drafter, prompt_ids, args.k, sampling, args.max_new_tokens, args.seed).run()
-    stats = spec.stats()
-    plain_stats = None
-    if baseline:
-        plain_stats = make_generation(target, None, prompt_ids, args.k, sampling, args.max_new_tokens,
-                                      args.seed).run().stats()
-    elif drafter is None:
-        plain_stats = stats
+    def generation(d):
+        return make_generation(target, d, prompt_ids, request.k, request.sampling, request.max_new_tokens,
+                               request.seed)
 
-    plain_step_ms = plain_stats.verify_ms if plain_stats else None
-    c = cost_ratio(spec.rounds, drafter, args.k, plain_step_ms)
-    verify_cost = stats.verify_ms / plain_step_ms if drafter is not None and plain_step_ms else None
-    theoretical = None
-    if drafter is not None and stats.alpha_hat is not None and c is not None and verify_cost:
-        from .theory import expected_speedup
+    baseline = None
+    if drafter is not None and not args.no_baseline:
+        warm_up(target, drafter, prompt_ids, request.k, request.sampling,
+                default_warmup_tokens(request.max_new_tokens, bool(args.compile)))
+    spec = generation(drafter).run()
+    if drafter is not None and not args.no_baseline:
+        baseline = plain_baseline(generation(None).run())
+    result = json_result(spec, spec.analysis(baseline), target, request, len(prompt_ids), drafter)
+    result["_trace"] = saved_trace(spec, result, request)
+    return result
 
-        theoretical = expected_speedup(stats.alpha_hat, args.k, c, verify_cost)
-    speedup = None
-    if drafter is not None and plain_stats is not None and plain_stats.tokens_per_s > 0:
-        speedup = stats.tokens_per_s / plain_stats.tokens_per_s
 
+def saved_trace(spec, result: dict, request) -> dict:
+    """The run's trace in the saved format (:func:`specviz.trace.trace_to_dict`): rounds, settings,
+    models and versions."""
+    import torch
+    import transformers
+
+    from .trace import trace_to_dict
+
+    settings = {"prompt": request.prompt, "draft": request.draft, "k": request.k,
+                "temperature": request.sampling.temperature, "top_k": request.sampling.top_k,
+                "top_p": request.sampling.top_p, "max_new_tokens": request.max_new_tokens, "seed": request.seed,
+                "chat": request.chat}
+    return trace_to_dict(spec.rounds, settings=settings, target=result["target"], drafter=result["drafter"],
+                         device=result["device"], dtype=result["dtype"], finish_reason=spec.finish_reason,
+                         prefill_ms=spec.prefill_ms, wall_s=spec.elapsed_s,
+                         versions={"torch": torch.__version__, "transformers": transformers.__version__})
+
+
+def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) -> dict:
+    """The ``run --json`` object: the tokens, then every figure of the run's analysis
+    (:meth:`specviz.analysis.RunAnalysis.scalars`, names as there), then the settings."""
     return {
         "text": target.decode(spec.token_ids),
         "tokens": [{"id": t.id, "text": t.text, "kind": t.kind} for t in spec.tokens],
-        "target_passes": stats.target_passes,
-        "proposed": stats.proposed,
-        "accepted": stats.accepted,
-        "alpha": _round_or_none(stats.alpha),
-        "alpha_hat": _round_or_none(stats.alpha_hat),
-        "tokens_per_pass": _round_or_none(stats.tokens_per_pass),
         "finish_reason": spec.finish_reason,
-        "tokens_per_s": _round_or_none(stats.tokens_per_s, 3),
-        "wall_s": _round_or_none(stats.wall_s),
-        "cost_ratio_c": _round_or_none(c),
-        "verify_cost": _round_or_none(verify_cost),
-        "plain_step_ms": _round_or_none(plain_step_ms, 3),
-        "speedup": _round_or_none(speedup),
-        "theoretical_speedup": _round_or_none(theoretical),
-        "plain_tokens_per_s": _round_or_none(plain_stats.tokens_per_s, 3) if plain_stats else None,
-        "counts": stats.counts,
-        "prompt_tokens": len(prompt_ids),
+        **analysis.scalars(),
+        "per_position": [vars(p) for p in analysis.per_position],
+        "prompt_tokens": prompt_tokens,
         "target": target.name,
-        "draft": args.draft,
+        "draft": request.draft,
         "drafter": getattr(drafter, "name", None),
-        "k": args.k if drafter is not None else 0,
-        "temperature": args.temperature,
+        "temperature": request.sampling.temperature,
         "device": str(target.device),
         "dtype": str(target.dtype).removeprefix("torch."),
     }
@@ -223,7 +205,9 @@ def format_text(result: dict, color: bool) -> str:
         body = result["text"]
     parts = [f"{sum(result['counts'].values())} tokens", f"{result['target_passes']} target passes"]
     if result["alpha"] is not None:
-        parts.append(f"α {result['alpha']:.2f} ({result['accepted']}/{result['proposed']})")
+        parts.append(f"per-token α {result['alpha']:.2f} ({result['accepted']}/{result['tested']} tested)")
+        parts.append(f"acceptance rate {result['acceptance_rate']:.2f} ({result['accepted']}/{result['proposed']} "
+                     "proposed)")
     parts.append(f"{result['tokens_per_pass']:.2f} tokens/pass")
     parts.append(f"{result['tokens_per_s']:.1f} tokens/s")
     if result["speedup"] is not None:
@@ -240,6 +224,9 @@ def format_text(result: dict, color: bool) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     result = run_once(args)
+    if args.trace:
+        Path(args.trace).write_text(json.dumps(result.pop("_trace"), ensure_ascii=False) + "\n", encoding="utf-8")
+    result.pop("_trace", None)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
@@ -294,12 +281,17 @@ def tty_progress(verbose: bool):
 def cmd_bench(args: argparse.Namespace) -> int:
     from . import bench
 
-    _check_sampling_args(args, args.k, args.temperature)
+    for k in args.k:
+        for temperature in args.temperature:
+            _request(args, k, temperature)
+    _check_threads(args)
     if args.repeats < 1:
         raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
     prompts = bench.load_prompts(args.prompts)
-    target, drafter = bench.load_pair(args.target, args.draft, args.device, args.dtype,
-                                      progress=tty_progress(args.verbose), compile_mode=args.compile)
+    from .runner import default_warmup_tokens, load_pair
+
+    target, drafter = load_pair(args.target, args.draft, args.device, args.dtype,
+                                progress=tty_progress(args.verbose), compile_mode=args.compile)
     tty = sys.stderr.isatty()
 
     def report(line: str) -> None:
@@ -311,7 +303,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result = bench.run_benchmark(
         target, drafter, prompts, args.k, args.temperature, top_k=args.top_k, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens, repeats=args.repeats, seed=args.seed,
-        warmup_tokens=bench.default_warmup_tokens(args.max_new_tokens, bool(args.compile)),
+        warmup_tokens=default_warmup_tokens(args.max_new_tokens, bool(args.compile)),
         transformers_baselines=not args.no_transformers, instrument_check=not args.no_instrument_check,
         draft_spec=args.draft, report=report,
     )

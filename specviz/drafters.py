@@ -23,13 +23,89 @@ Kinds:
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
 from .sampling import SamplingConfig, logits_to_probs, sample
 
-__all__ = ["Drafter", "ModelDrafter", "PromptLookupDrafter", "crop_cache"]
+__all__ = ["DRAFTER_KINDS", "Drafter", "DrafterKind", "ModelDrafter", "PromptLookupDrafter", "crop_cache",
+           "parse_drafter_spec"]
+
+
+@dataclass(frozen=True)
+class DrafterKind:
+    """One kind of drafter as the app, the CLI and the docs describe it.
+
+    Attributes:
+        spec: the spec string (``--draft`` on the command line); ``early-exit:N`` and ``<model>``
+            are forms.
+        label: the app's menu entry.
+        note: one or two sentences on what it is and when it pays off, shown beside the menu and
+            in ``--help``.
+    """
+
+    spec: str
+    label: str
+    note: str
+
+
+#: Every kind of drafter, in menu order: the one place their descriptions live.
+DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
+    DrafterKind("ngram", "Prompt lookup (n-gram match in the context)",
+                "Copies what followed the last earlier occurrence of the current few tokens in the prompt or "
+                "output. Costs almost nothing and is exactly lossless: on copy-heavy prompts (fix typos, CSV → "
+                "JSON) it is the drafter that pays off on a CPU (about 1.5–2.6×); on free text it rarely finds a "
+                "match (about 1.0×)."),
+    DrafterKind("model", "Draft model (give its id below)",
+                "A smaller language model with exactly the target's tokenizer (offline name, local directory or "
+                "hub id; different tokenizers are refused). Pays off on a GPU with a big target (e.g. 135M → "
+                "1.7B); on a CPU a draft is rarely cheap enough relative to a 135M target."),
+    DrafterKind("int8", "Self-draft: int8 copy of the target (teaching)",
+                "The target itself, quantized to int8 (CPU only). It agrees with the target often (α ≈ 0.5–0.9) "
+                "but costs 50–100% of a target step, so it shows a high α *without* a speedup: the 'good draft, "
+                "too expensive' case."),
+    DrafterKind("early-exit", "Self-draft: first N layers of the target (teaching)",
+                "The target's first N layers feeding its final norm and output head, sharing its weights, with no "
+                "training: it almost never agrees with the target (α ≈ 0). The 'poorly aligned draft' case: "
+                "nearly every pass is wasted."),
+    DrafterKind("none", "None: plain decoding of the target",
+                "No drafting: the target decodes one token per forward pass, the baseline every speedup is "
+                "measured against."),
+)}
+
+_SPEC_FORMS = "none, ngram, int8, early-exit:N (N layers), or a draft model (offline name, directory or hub id)"
+
+
+def parse_drafter_spec(spec: str) -> str:
+    """Normalise a drafter spec: ``""``/``"none"`` → ``"none"``, ``"prompt-lookup"`` → ``"ngram"``,
+    ``"early-exit:N"`` checked for its form; anything else is a draft model name, kept stripped
+    (whether it exists is found out when it loads).
+
+    Raises:
+        ValueError: for a non-string, ``early-exit`` without a layer count, or the
+            menu's ``"model"`` entry with no model named.
+    """
+    if not isinstance(spec, str):
+        raise ValueError(f"the drafter spec must be text; accepted: {_SPEC_FORMS}")
+    key = spec.strip()
+    lowered = key.lower()
+    if lowered in ("", "none"):
+        return "none"
+    if lowered in ("ngram", "prompt-lookup"):
+        return "ngram"
+    if lowered == "int8":
+        return "int8"
+    if lowered.startswith("early-exit"):
+        match = re.fullmatch(r"early-exit:(\d+)", lowered)
+        if not match:  # the layer count's range depends on the target: checked when the draft is built
+            raise ValueError(f"bad drafter spec {spec!r}: write early-exit:N with N a layer count; accepted: {_SPEC_FORMS}")
+        return f"early-exit:{int(match.group(1))}"
+    if lowered == "model":
+        raise ValueError("choose a draft model: give its hub id or local directory, or pick another drafter")
+    return key
 
 
 def crop_cache(cache, length: int) -> None:

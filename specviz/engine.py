@@ -32,7 +32,8 @@ import torch
 
 from .drafters import Drafter, crop_cache
 from .sampling import SamplingConfig, logits_to_probs, verify
-from .trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round, RunStats, summarize
+from .analysis import PlainBaseline, RunAnalysis, analyse
+from .trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 
 __all__ = ["ContextLengthError", "Generation", "IncrementalDecoder", "context_limit"]
 
@@ -100,8 +101,9 @@ class Generation:
             the benchmark measures their cost by turning them off).
 
     Iterating yields one :class:`~specviz.trace.Round` per target pass. Afterwards
-    :attr:`tokens`, :attr:`finish_reason` and :meth:`stats` describe the run; if iteration stopped
-    early (an error, or the user pressed Stop) they describe what was produced so far.
+    :attr:`tokens`, :attr:`finish_reason` and :meth:`analysis` describe the run; if iteration
+    stopped early (an error, or the user pressed Stop) they describe what was produced so far. A
+    Generation runs once: iterating it a second time raises :class:`RuntimeError`.
 
     Raises (while iterating):
         ContextLengthError: before any model call, if prompt + max_new_tokens exceeds a
@@ -130,6 +132,7 @@ class Generation:
         self.prefill_ms = 0.0
         self._t_start: float | None = None
         self._paused_s = 0.0  # seconds the consumer held the generator between rounds
+        self._started = False
 
     # ----------------------------------------------------------------- public summaries
     @property
@@ -140,12 +143,23 @@ class Generation:
     def token_ids(self) -> list[int]:
         return [t.id for t in self.tokens]
 
-    def stats(self) -> RunStats:
-        """Summary of the rounds so far (see :class:`~specviz.trace.RunStats`)."""
-        wall = self.wall_s
+    @property
+    def elapsed_s(self) -> float:
+        """Generation wall time so far (s): prefill and rounds, not the consumer's pauses."""
         if self.finish_reason is None and self._t_start is not None:
-            wall = time.perf_counter() - self._t_start - self._paused_s
-        return summarize(self.rounds, wall, self.prefill_ms)
+            return time.perf_counter() - self._t_start - self._paused_s
+        return self.wall_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Emitted tokens ÷ :attr:`elapsed_s` (tokens/s), 0 before any time has passed."""
+        elapsed = self.elapsed_s
+        return len(self.tokens) / elapsed if elapsed > 0 else 0.0
+
+    def analysis(self, baseline: PlainBaseline | None = None) -> RunAnalysis:
+        """Every derived figure of the rounds so far (:func:`specviz.analysis.analyse`)."""
+        return analyse(self.rounds, self.k if self.drafter is not None else 0, self.elapsed_s, self.prefill_ms,
+                       baseline)
 
     # ----------------------------------------------------------------- the loop
     def _check(self) -> None:
@@ -170,93 +184,16 @@ class Generation:
                 )
 
     def __iter__(self) -> Iterator[Round]:
-        from transformers import DynamicCache
-
+        if self._started:
+            raise RuntimeError("a Generation runs once: make a new one to run again")
+        self._started = True
         self._check()
-        target = self.target
-        device = next(target.parameters()).device
-        vocab = self.vocab_size or target.get_output_embeddings().weight.shape[0]
-        generator = torch.Generator(device=device).manual_seed(self.seed)
-        decoder = IncrementalDecoder(self.decode) if self.decode else None
-        eos = set(self.eos_token_ids)
-        committed = list(self.prompt_ids)
-        cache = DynamicCache()
-
-        def target_forward(ids: list[int], keep: int) -> torch.Tensor:
-            inp = torch.tensor([ids], dtype=torch.long, device=device)
-            with torch.inference_mode():
-                out = target(input_ids=inp, cache=cache, use_cache=True, logits_to_keep=keep)
-            return out.logits[0, :, :vocab]
-
+        self._setup()
         self._t_start = time.perf_counter()
-        # Prefill everything but the last prompt token: the first round feeds that one.
-        if len(committed) > 1:
-            target_forward(committed[:-1], 1)
-        if self.drafter is not None:
-            self.drafter.prefill(committed[:-1])
+        self._prefill()
         self.prefill_ms = (time.perf_counter() - self._t_start) * 1e3
-
-        generated = 0
-        while generated < self.max_new_tokens:
-            index = len(self.rounds)
-            remaining = self.max_new_tokens - generated
-            # Never draft past the length limit: K' + 1 tokens at most fill it exactly.
-            k_round = min(self.k, remaining - 1) if self.drafter is not None else 0
-
-            t0 = time.perf_counter()
-            if k_round > 0:
-                drafts, p_draft, draft_steps = self.drafter.propose(committed, k_round, self.sampling, generator)
-            else:
-                drafts, p_draft, draft_steps = [], torch.empty(0, vocab), 0
-            t1 = time.perf_counter()
-
-            n_old = len(committed)
-            logits = target_forward(committed[cache.get_seq_length() :] + drafts, len(drafts) + 1)
-            p_target = logits_to_probs(logits, self.sampling)
-            draft_ids = torch.tensor(drafts, dtype=torch.long, device=device)
-            result = verify(draft_ids, p_draft.to(device), p_target, generator)
-            crop_cache(cache, n_old + result.n_accepted)
-            if self.drafter is not None:
-                self.drafter.rollback(n_old + result.n_accepted)
-            t2 = time.perf_counter()
-
-            new_ids = drafts[: result.n_accepted] + [result.next_token]
-            kinds = [ACCEPTED] * result.n_accepted + [(result.next_kind if drafts else PLAIN)]
-            p_new = (result.p_target_drafted[: result.n_accepted].tolist() if self.instrument else [0.0] * result.n_accepted)
-            p_new.append(result.next_p_target)
-            # An EOS ends the output right there: nothing after it, no bonus token.
-            for position, token_id in enumerate(new_ids):
-                if token_id in eos:
-                    new_ids, kinds, p_new = new_ids[: position + 1], kinds[: position + 1], p_new[: position + 1]
-                    self.finish_reason = "eos"
-                    break
-
-            # An EOS inside the accepted prefix also ends the bookkeeping there: drafts past it
-            # never reach the output, so they count as neither proposed nor accepted, and
-            # accepted + resampled + bonus + plain always equals the emitted tokens.
-            n_accepted = min(result.n_accepted, len(new_ids))
-            round_ = Round(index=index, n_accepted=n_accepted, draft_ms=(t1 - t0) * 1e3,
-                           draft_steps=draft_steps, verify_ms=(t2 - t1) * 1e3)
-            if drafts and self.instrument:
-                round_.drafted = self._drafted_records(drafts, result)
-            elif drafts:
-                round_.drafted = [DraftedToken(t, "", 0.0, 0.0, 0.0, 0.0, i < result.n_accepted, i <= result.n_accepted)
-                                  for i, t in enumerate(drafts)]
-            if n_accepted < result.n_accepted:
-                round_.drafted = round_.drafted[:n_accepted]
-            for token_id, kind, p in zip(new_ids, kinds, p_new):
-                emitted = EmittedToken(id=token_id, text=decoder.push(token_id) if decoder else "", kind=kind,
-                                       p_target=p, round=index)
-                if kind == RESAMPLED:
-                    emitted.rejected_id = drafts[result.n_accepted]
-                    emitted.rejected_text = round_.drafted[result.n_accepted].text
-                round_.emitted.append(emitted)
-            self.tokens.extend(round_.emitted)
-            committed.extend(new_ids)
-            generated += len(new_ids)
-            self.rounds.append(round_)
-            if self.finish_reason is None and generated >= self.max_new_tokens:
-                self.finish_reason = "length"
+        while self.finish_reason is None:
+            round_ = self._round()
             if self.finish_reason is not None:
                 self.wall_s = time.perf_counter() - self._t_start - self._paused_s
             # Time spent by the consumer between rounds (rendering, charts, streaming) is not
@@ -264,8 +201,104 @@ class Generation:
             t_yield = time.perf_counter()
             yield round_
             self._paused_s += time.perf_counter() - t_yield
-            if self.finish_reason is not None:
-                return
+
+    def _setup(self) -> None:
+        from transformers import DynamicCache
+
+        self._device = next(self.target.parameters()).device
+        self._vocab = self.vocab_size or self.target.get_output_embeddings().weight.shape[0]
+        self._generator = torch.Generator(device=self._device).manual_seed(self.seed)
+        self._decoder = IncrementalDecoder(self.decode) if self.decode else None
+        self._eos = set(self.eos_token_ids)
+        self._committed = list(self.prompt_ids)
+        self._cache = DynamicCache()
+
+    def _target_forward(self, ids: list[int], keep: int) -> torch.Tensor:
+        """Logits ``(keep, V)`` of the target's last ``keep`` positions after feeding ``ids``."""
+        inp = torch.tensor([ids], dtype=torch.long, device=self._device)
+        with torch.inference_mode():
+            out = self.target(input_ids=inp, cache=self._cache, use_cache=True, logits_to_keep=keep)
+        return out.logits[0, :, : self._vocab]
+
+    def _prefill(self) -> None:
+        # Everything but the last prompt token: the first round feeds that one.
+        if len(self._committed) > 1:
+            self._target_forward(self._committed[:-1], 1)
+        if self.drafter is not None:
+            self.drafter.prefill(self._committed[:-1])
+
+    def _draft(self, k_round: int) -> tuple[list[int], torch.Tensor, int]:
+        if k_round > 0:
+            return self.drafter.propose(self._committed, k_round, self.sampling, self._generator)
+        return [], torch.empty(0, self._vocab), 0
+
+    def _verify(self, drafts: list[int], p_draft: torch.Tensor):
+        """One target pass over the pending token and the drafts, the accept test, and the
+        rollback of both caches to the committed tokens plus the accepted drafts."""
+        n_old = len(self._committed)
+        logits = self._target_forward(self._committed[self._cache.get_seq_length() :] + drafts, len(drafts) + 1)
+        p_target = logits_to_probs(logits, self.sampling)
+        draft_ids = torch.tensor(drafts, dtype=torch.long, device=self._device)
+        result = verify(draft_ids, p_draft.to(self._device), p_target, self._generator)
+        crop_cache(self._cache, n_old + result.n_accepted)
+        if self.drafter is not None:
+            self.drafter.rollback(n_old + result.n_accepted)
+        return result
+
+    def _round(self) -> Round:
+        """Draft, verify, and record one round; commits its tokens and sets finish_reason."""
+        remaining = self.max_new_tokens - len(self.tokens)
+        # Never draft past the length limit: K' + 1 tokens at most fill it exactly.
+        k_round = min(self.k, remaining - 1) if self.drafter is not None else 0
+        t0 = time.perf_counter()
+        drafts, p_draft, draft_steps = self._draft(k_round)
+        t1 = time.perf_counter()
+        result = self._verify(drafts, p_draft)
+        t2 = time.perf_counter()
+        round_ = self._record(drafts, result, k_round)
+        round_.draft_ms, round_.draft_steps = (t1 - t0) * 1e3, draft_steps
+        round_.verify_ms = (t2 - t1) * 1e3
+        self.tokens.extend(round_.emitted)
+        self._committed.extend(t.id for t in round_.emitted)
+        self.rounds.append(round_)
+        if self.finish_reason is None and len(self.tokens) >= self.max_new_tokens:
+            self.finish_reason = "length"
+        round_.other_ms = (time.perf_counter() - t2) * 1e3
+        return round_
+
+    def _record(self, drafts: list[int], result, k_round: int) -> Round:
+        """The round's trace record: drafted tokens with their tests, and the emitted tokens,
+        cut at an EOS (nothing after it, no bonus token)."""
+        new_ids = drafts[: result.n_accepted] + [result.next_token]
+        kinds = [ACCEPTED] * result.n_accepted + [(result.next_kind if drafts else PLAIN)]
+        p_new = (result.p_target_drafted[: result.n_accepted].tolist() if self.instrument
+                 else [0.0] * result.n_accepted)
+        p_new.append(result.next_p_target)
+        for position, token_id in enumerate(new_ids):
+            if token_id in self._eos:
+                new_ids, kinds, p_new = new_ids[: position + 1], kinds[: position + 1], p_new[: position + 1]
+                self.finish_reason = "eos"
+                break
+        # An EOS inside the accepted prefix also ends the bookkeeping there: drafts past it
+        # never reach the output, so they count as neither proposed nor accepted, and
+        # accepted + resampled + bonus + plain always equals the emitted tokens.
+        n_accepted = min(result.n_accepted, len(new_ids))
+        round_ = Round(index=len(self.rounds), n_accepted=n_accepted, k=k_round)
+        if drafts and self.instrument:
+            round_.drafted = self._drafted_records(drafts, result)
+        elif drafts:
+            round_.drafted = [DraftedToken(t, "", 0.0, 0.0, 0.0, 0.0, i < result.n_accepted, i <= result.n_accepted,
+                                           parent=i - 1) for i, t in enumerate(drafts)]
+        if n_accepted < result.n_accepted:
+            round_.drafted = round_.drafted[:n_accepted]
+        for token_id, kind, p in zip(new_ids, kinds, p_new):
+            emitted = EmittedToken(id=token_id, text=self._decoder.push(token_id) if self._decoder else "",
+                                   kind=kind, p_target=p, round=round_.index)
+            if kind == RESAMPLED:
+                emitted.rejected_id = drafts[result.n_accepted]
+                emitted.rejected_text = round_.drafted[result.n_accepted].text
+            round_.emitted.append(emitted)
+        return round_
 
     def _drafted_records(self, drafts: list[int], result) -> list[DraftedToken]:
         p_target = result.p_target_drafted.tolist()
@@ -282,6 +315,7 @@ class Generation:
                 uniform=uniforms[i],
                 accepted=i < result.n_accepted,
                 tested=i <= result.n_accepted,
+                parent=i - 1,
             )
             for i, token_id in enumerate(drafts)
         ]

@@ -75,6 +75,24 @@ def _chi_square_p(observed: torch.Tensor, expected_probs: torch.Tensor, n: int) 
 
 
 @torch.inference_mode()
+def _first_distributions(target, drafter, prompt_ids, sampling, vocab, generator):
+    """``(p_target, p_draft)`` of the first new token, both ``(vocab,)`` on the target's device:
+    one forward pass of each model, or prompt lookup's point mass."""
+    device = next(target.parameters()).device
+    ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+    p_target_first = logits_to_probs(target(input_ids=ids, logits_to_keep=1).logits[0, -1, :vocab], sampling)
+    if isinstance(drafter, ModelDrafter):
+        draft_logits = drafter.model(input_ids=ids, logits_to_keep=1).logits[0, -1, : drafter.vocab_size]
+        p_draft_first = logits_to_probs(draft_logits, sampling).to(device)
+        if p_draft_first.shape[-1] < vocab:
+            p_draft_first = torch.nn.functional.pad(p_draft_first, (0, vocab - p_draft_first.shape[-1]))
+        return p_target_first, p_draft_first[:vocab]
+    proposal, p_rows, _ = drafter.propose(list(prompt_ids), 1, sampling, generator)
+    if not proposal:
+        raise ValueError(f"{drafter.name} proposes nothing for this prompt (no earlier n-gram match)")
+    return p_target_first, p_rows[0].to(device)
+
+
 def first_token_experiment(
     target,
     drafter: Drafter,
@@ -115,22 +133,7 @@ def first_token_experiment(
     device = next(target.parameters()).device
     vocab = vocab_size or target.get_output_embeddings().weight.shape[0]
     generator = torch.Generator(device=device).manual_seed(seed)
-
-    ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
-    p_target_first = logits_to_probs(target(input_ids=ids, logits_to_keep=1).logits[0, -1, :vocab], sampling)
-
-    is_model = isinstance(drafter, ModelDrafter)
-    if is_model:
-        draft_logits = drafter.model(input_ids=ids, logits_to_keep=1).logits[0, -1, : drafter.vocab_size]
-        p_draft_first = logits_to_probs(draft_logits, sampling).to(device)
-        if p_draft_first.shape[-1] < vocab:
-            p_draft_first = torch.nn.functional.pad(p_draft_first, (0, vocab - p_draft_first.shape[-1]))
-        p_draft_first = p_draft_first[:vocab]
-    else:
-        proposal, p_rows, _ = drafter.propose(list(prompt_ids), 1, sampling, generator)
-        if not proposal:
-            raise ValueError(f"{drafter.name} proposes nothing for this prompt (no earlier n-gram match)")
-        p_draft_first = p_rows[0].to(device)
+    p_target_first, p_draft_first = _first_distributions(target, drafter, prompt_ids, sampling, vocab, generator)
 
     # Position 1 of p_target is only used when the draft token is accepted *and* we wanted a bonus
     # token; the first emitted token never comes from it, so any valid row will do.

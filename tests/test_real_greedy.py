@@ -1,0 +1,92 @@
+"""Greedy speculative decoding equals plain greedy decoding on the real target, for every drafter.
+
+SmolLM2-135M-Instruct in float32 on the CPU (the ``smollm2`` fixture), temperature 0: whatever
+the drafter proposes, the emitted tokens must be the target's own argmax chain, token for token,
+and the run must stop where plain decoding stops (EOS or the length limit). In float32 the batched
+verify pass and the one-token plain steps agree on every argmax; in bfloat16 batched verification
+can flip near-tied argmaxes, which is why this runs in float32.
+
+Three short prompts: a copy-heavy typo fix (prompt lookup and the int8 copy get long accepted
+blocks, then a rejection where the output stops copying), a CSV→JSON conversion (structured text,
+short matches) and free text (prompt lookup rarely proposes; every run reaches the length
+limit). Each drafter runs at a few lookaheads K, chosen for coverage within a CI budget of about a
+minute for the whole file: prompt lookup costs nothing per draft, so K = 1, 3 and 8; the int8 copy
+(α high, each draft step costs most of a target step) at K = 2 and K = 8 (long accepted blocks, the
+bonus token, rollback of many positions); the early-exit draft rejects almost every token at
+greedy, so a long K would only repeat the same path at several times the cost: K = 1 and 3.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz import models
+from specviz.engine import Generation
+from specviz.sampling import SamplingConfig
+from specviz.trace import RESAMPLED
+
+GREEDY = SamplingConfig(temperature=0.0)
+MAX_NEW_TOKENS = 24
+PROMPTS = {
+    "typo-fix": "Fix the typo and repeat the sentence: The quick brown fox jumps over the lazy dgo near the old river bank.",
+    "csv-to-json": "Convert to JSON: name,age\nAnn,31\nBo,42",
+    "free-text": "Write one sentence about the sea.",
+}
+DRAFTERS = {
+    # spec: (lookaheads, must accept a block of >= 2 drafted tokens in some round)
+    "ngram": ((1, 3, 8), True),
+    "int8": ((2, 8), True),
+    "early-exit:6": ((1, 3), False),
+}
+
+
+def vocab_of(target) -> int:
+    return min(target.vocab_size, target.logits_width)
+
+
+def generation(target, ids, drafter, k=1) -> Generation:
+    return Generation(target.model, ids, drafter, k=k, sampling=GREEDY, max_new_tokens=MAX_NEW_TOKENS,
+                      eos_token_ids=tuple(target.eos_token_ids), vocab_size=vocab_of(target))
+
+
+@pytest.fixture(scope="module")
+def plain_greedy(smollm2):
+    """Per prompt name: the chat-formatted prompt ids and plain greedy decoding of them (computed once)."""
+    references = {}
+    for name, text in PROMPTS.items():
+        ids = smollm2.encode(text, chat=True)
+        references[name] = (ids, generation(smollm2, ids, None).run())
+    return references
+
+
+@pytest.mark.parametrize("spec", list(DRAFTERS))
+def test_greedy_speculative_output_equals_plain_greedy(smollm2, plain_greedy, spec):
+    """For each prompt and K, speculative tokens == plain greedy tokens, with the same finish reason.
+
+    The runs must also exercise what the drafter is for: a round that accepted ≥ 2 drafted tokens
+    (multi-token verification) for prompt lookup and the int8 copy, and at least one rejection for
+    every drafter (the cache rollback path).
+    """
+    lookaheads, needs_block = DRAFTERS[spec]
+    drafter = models.build_drafter(spec, smollm2)
+    assert drafter.vocab_size == vocab_of(smollm2)
+    longest_block = rejections = 0
+    for name, (ids, plain) in plain_greedy.items():
+        for k in lookaheads:
+            spec_run = generation(smollm2, ids, drafter, k=k).run()
+            assert spec_run.token_ids == plain.token_ids, (spec, name, k, smollm2.decode(spec_run.token_ids))
+            assert spec_run.finish_reason == plain.finish_reason, (spec, name, k)
+            longest_block = max([longest_block] + [r.n_accepted for r in spec_run.rounds])
+            rejections += sum(t.kind == RESAMPLED for t in spec_run.tokens)
+    if needs_block:
+        assert longest_block >= 2, f"{spec}: no round accepted 2 drafted tokens; multi-token verify untested"
+    assert rejections > 0, f"{spec}: no draft was ever rejected; rollback untested"
+
+
+def test_reference_runs_cover_eos_and_length_stops(plain_greedy):
+    """The plain references end both ways: by EOS (the copy prompt) and by the length limit (free
+    text), so the equality test checks that speculative runs stop at the same place in both cases."""
+    reasons = {name: run.finish_reason for name, (_, run) in plain_greedy.items()}
+    assert reasons["typo-fix"] == "eos"
+    assert reasons["free-text"] == "length"
+    assert all(len(run.token_ids) <= MAX_NEW_TOKENS for _, run in plain_greedy.values())

@@ -10,9 +10,10 @@ Run ``python app.py`` and open the printed URL. The first start prepares the off
 from __future__ import annotations
 
 import functools
-import html
+import json
 import logging
 import os
+import tempfile
 import time
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -20,7 +21,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 
 from specviz import charts, models  # noqa: E402
-from specviz.analysis import RunAnalysis, measured_speedup  # noqa: E402
+from specviz.analysis import PlainBaseline, RunAnalysis, analyse, health_notes, running_speedup  # noqa: E402
 from specviz.drafters import DRAFTER_KINDS  # noqa: E402
 from specviz.engine import ContextLengthError  # noqa: E402
 from specviz.lossless import first_token_experiment  # noqa: E402
@@ -34,9 +35,19 @@ from specviz.request import (  # noqa: E402
     to_int,
     validate_request,
 )
-from specviz.runner import load_pair, make_generation, plain_baseline, warm_up  # noqa: E402
+from specviz.runner import load_pair, make_generation, plain_baseline, saved_trace, warm_up  # noqa: E402
 from specviz.sampling import NonFiniteLogitsError  # noqa: E402
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round  # noqa: E402
+from specviz.trace import rounds_csv, trace_from_dict, trace_to_dict  # noqa: E402
+from specviz.view import (  # noqa: E402
+    CSS,
+    _escape,
+    _fmt,
+    inspector_markdown,
+    render_round,
+    render_rounds,
+    summary_markdown,
+    wrap_output,
+)
 
 
 try:  # ZeroGPU on Hugging Face Spaces: hold a GPU only while generating.
@@ -90,128 +101,6 @@ EXAMPLES = [
 
 EXAMPLE_LABELS = ["Fix typos (copy-heavy)", "CSV → JSON (copy-heavy)", "Rename a variable (copy-heavy)",
                   "A poem (free text)", "Continue plain text (free text, no chat)"]
-
-KIND_LABELS = {
-    ACCEPTED: "accepted draft token",
-    RESAMPLED: "resampled at the first rejection",
-    BONUS: "bonus token (all K accepted)",
-    PLAIN: "plain target step (nothing drafted)",
-}
-
-CSS = """
-.sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
-          white-space: pre-wrap; word-break: break-word; padding: 10px; min-height: 120px;
-          border: 1px solid var(--border-color-primary); border-radius: 8px; }
-.sv-tok { border-radius: 3px; padding: 1px 0; }
-.sv-accepted { background: #2e9e5b2e; border-bottom: 2px solid #2e9e5b; }
-.sv-resampled { background: #e8833a38; border-bottom: 2px solid #e8833a; }
-.sv-bonus { background: #3b6fd833; border-bottom: 2px solid #3b6fd8; }
-.sv-plain { background: #8c8c8c22; border-bottom: 2px solid #8c8c8c; }
-.sv-rejected { color: #d64545; text-decoration: line-through; font-size: 0.85em; opacity: 0.9; }
-.sv-special { color: #777; font-size: 0.8em; }
-.sv-legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin-bottom: 6px; font-size: 0.9em; }
-.sv-legend > span { white-space: nowrap; }
-.sv-status { font-size: 0.95em; }
-"""
-
-
-# ----------------------------------------------------------------------------- token rendering
-def _escape(text: str) -> str:
-    return html.escape(text, quote=True)
-
-
-def _token_title(kind: str, round_: Round, i: int) -> str:
-    tok = round_.emitted[i]
-    parts = [f"{KIND_LABELS[kind]} · pass {round_.index + 1}", f"p_target = {tok.p_target:.3f}"]
-    if kind == ACCEPTED and i < len(round_.drafted):
-        d = round_.drafted[i]
-        parts += [f"p_draft = {d.p_draft:.3f}", f"accept prob min(1, p_target/p_draft) = {d.accept_prob:.3f}",
-                  f"uniform draw u = {d.uniform:.3f} < accept prob"]
-    if kind == RESAMPLED and i < len(round_.drafted):
-        d = round_.drafted[i]
-        parts += [f"rejected draft '{d.text}': p_draft = {d.p_draft:.3f}, p_target = {d.p_target:.3f}, "
-                  f"accept prob = {d.accept_prob:.3f}, u = {d.uniform:.3f}",
-                  "resampled from normalize(max(0, p_target − p_draft))"]
-    return _escape("\n".join(parts))
-
-
-def render_round(round_: Round, eos_ids: set[int]) -> str:
-    """HTML for one round's emitted tokens (rejected draft struck through before a resampled token)."""
-    out = []
-    for i, tok in enumerate(round_.emitted):
-        title = _token_title(tok.kind, round_, i)
-        if tok.kind == RESAMPLED and tok.rejected_text is not None:
-            out.append(f'<s class="sv-rejected" title="{title}">{_escape(tok.rejected_text) or "∅"}</s>')
-        text = tok.text
-        if not text and tok.id in eos_ids:
-            text_html = '<span class="sv-special">⟨eos⟩</span>'
-        else:
-            text_html = _escape(text)
-        out.append(f'<span class="sv-tok sv-{tok.kind}" title="{title}">{text_html}</span>')
-    return "".join(out)
-
-
-def legend_html() -> str:
-    return (
-        '<div class="sv-legend">'
-        '<span><span class="sv-tok sv-accepted">accepted</span> draft token passed min(1, p_target/p_draft)</span>'
-        '<span><s class="sv-rejected">rejected</s><span class="sv-tok sv-resampled">resampled</span> '
-        'first rejection, redrawn from max(0, p_target − p_draft)</span>'
-        '<span><span class="sv-tok sv-bonus">bonus</span> all K accepted: one more from the target</span>'
-        '<span><span class="sv-tok sv-plain">plain</span> target step with nothing drafted</span>'
-        "<span>Hover a token for its probabilities.</span></div>"
-    )
-
-
-def wrap_output(body: str, done: bool = False, generated_at: float | None = None) -> str:
-    """Legend plus the token panel. ``data-sent`` is the server's clock (``time.time()``, s) when
-    the newest token in ``body`` was generated (default: now), so a browser on the same machine
-    can measure how far the page lags behind generation (``scripts/stream_latency.py``)."""
-    stamp = time.time() if generated_at is None else generated_at
-    return (legend_html() + f'<div class="sv-out" data-sent="{stamp:.3f}" data-done="{int(done)}">'
-            f'{body or "<i>output appears here</i>"}</div>')
-
-
-# ----------------------------------------------------------------------------- numbers
-def _fmt(x, spec=".2f", none="—"):
-    return none if x is None else format(x, spec)
-
-
-def summary_markdown(a: RunAnalysis, status: str) -> str:
-    """The summary table of a run: every figure from its :class:`~specviz.analysis.RunAnalysis`,
-    each with what it is and how it was measured."""
-    speedup = a.speedup
-    if speedup is None:
-        verdict = "measuring…" if a.k and a.plain_tokens_per_s is None else "—"
-    elif speedup >= 1:
-        verdict = f"**{speedup:.2f}× faster** than plain decoding"
-    else:
-        verdict = f"**{speedup:.2f}× — a slowdown** (plain decoding is {1 / speedup:.2f}× faster)"
-    counts = a.counts
-    rows = [
-        ("acceptance rate (accepted ÷ proposed)", f"{_fmt(a.acceptance_rate, '.3f')}  ({a.accepted}/{a.proposed} "
-                                                  "draft tokens reached the output)"),
-        ("per-token α (accepted ÷ tested)", f"{_fmt(a.alpha, '.3f')}  ({a.accepted}/{a.tested} tested; drafts after "
-                                            "a rejection are never tested — the theory's α)"),
-        ("tokens per target pass", f"{a.tokens_per_pass:.2f}  (theory (1 − α^(K+1))/(1 − α): "
-                                   f"{_fmt(a.predicted_tokens_per_pass)}; on the actual draft lengths: "
-                                   f"{_fmt(a.predicted_tokens_per_pass_actual_drafts)})"),
-        ("target passes", f"{a.target_passes}"),
-        ("tokens: accepted / resampled / bonus / plain",
-         f"{counts['accepted']} / {counts['resampled']} / {counts['bonus']} / {counts['plain']}"),
-        ("speculative tokens/s", f"{a.tokens_per_s:.1f}  ({a.emitted} tokens in {a.wall_s:.2f} s, prefill included)"),
-        ("plain decoding tokens/s", "—" if a.plain_tokens_per_s is None else
-         f"{a.plain_tokens_per_s:.1f}  (same target, prompt and settings, timed here; one step "
-         f"{a.plain_step_ms:.1f} ms)"),
-        ("measured speedup", verdict),
-        ("cost ratio c (draft step ÷ plain step)", _fmt(a.cost_ratio_c, ".3f")),
-        ("verify cost v (verify pass ÷ plain step)", _fmt(a.verify_cost_v)),
-        ("theoretical speedup", f"{_fmt(a.theoretical_speedup)}×  = (1 − α^(K+1)) / ((1 − α)(K·c + v)); on the "
-                                f"actual draft lengths {_fmt(a.theoretical_speedup_actual_drafts)}×"),
-    ]
-    table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)
-    return f"{status}\n\n{table}"
-
 
 # ----------------------------------------------------------------------------- callbacks
 def _drafter_spec(drafter_kind, draft_model, early_exit_layers) -> str:
@@ -275,16 +164,14 @@ def _encode(target, request: RunRequest) -> list[int]:
     return target.encode(request.prompt, chat=chat)
 
 
+#: Visitors waiting in the queue at most; generations run one at a time (``concurrency_id``
+#: "generation": one model computation saturates a small CPU or one GPU), model-free views at once.
+QUEUE_SIZE = 32
 CHART_INTERVAL_S = 1.0  # the browser lags behind if Plotly redraws on every round
 # Token updates resend the whole panel (tens of kB for a few hundred tokens with their hover
 # text); coalescing rounds that finish within this interval keeps the browser and the server's
 # event loop from competing with generation on a small CPU. The final update is always sent.
 TOKEN_INTERVAL_S = 0.25
-
-
-def _figures(run, analysis: RunAnalysis, points: list[dict]):
-    return (charts.alpha_figure(run.rounds), charts.tokens_per_pass_figure(run.rounds, analysis.k, analysis.alpha),
-            charts.speedup_figure(points, analysis.theoretical_speedup))
 
 
 def _measure_baseline(target, drafter, prompt_ids, request: RunRequest, baselines: dict):
@@ -318,28 +205,57 @@ def _log_run(request: RunRequest, label: str, analysis: RunAnalysis, outcome: st
                 _fmt(analysis.speedup, ".2f", "n/a"))
 
 
-def _stream(run, target, request: RunRequest, baseline, label: str, baselines: dict,
-            max_run_s: float | None = None):
+def _new_state(request: RunRequest, target, drafter, label: str) -> dict:
+    """Per-visitor run state (plain data in a gr.State): what the stream, the inspector, the replay
+    and the export share. ``html`` caches each round's rendered tokens."""
+    low_precision = str(target.dtype) in ("torch.bfloat16", "torch.float16")
+    return {"rounds": [], "html": [], "k": request.k if drafter is not None else 0, "prefill_ms": 0.0,
+            "baseline": None, "eos": sorted(target.eos_token_ids), "label": label,
+            "lookup": request.draft == "ngram", "low_precision_greedy": low_precision and request.sampling.greedy,
+            "meta": {}}
+
+
+def _view(state: dict, upto: int | None, status: str, done: bool, generated_at: float | None = None) -> tuple:
+    """(tokens HTML, summary, the five charts) of a run as it stood after ``upto`` rounds (None: all)."""
+    rounds = state["rounds"][:upto]
+    baseline = state["baseline"]
+    analysis = analyse(rounds, state["k"], rounds[-1].elapsed_s if rounds else 0.0, state["prefill_ms"], baseline)
+    notes = health_notes(analysis, lookup=state["lookup"], low_precision_greedy=state["low_precision_greedy"])
+    figures = (charts.alpha_figure(rounds), charts.tokens_per_pass_figure(rounds, state["k"], analysis.alpha),
+               charts.speedup_figure(running_speedup(rounds, baseline), analysis.theoretical_speedup),
+               charts.per_position_figure(analysis), charts.time_split_figure(analysis))
+    html_body = wrap_output("".join(state["html"][: len(rounds)]), done, generated_at)
+    return (html_body, summary_markdown(analysis, status, notes), *figures)
+
+
+def _waiting_view(k: int) -> tuple:
+    return (charts.alpha_figure([]), charts.tokens_per_pass_figure([], k, None), charts.speedup_figure([], None),
+            charts.per_position_figure(None), charts.time_split_figure(None))
+
+
+SKIP_VIEW = 7  # outputs of _view
+
+
+def _stream(run, request: RunRequest, state: dict, baselines: dict, trace_of, max_run_s: float | None = None):
     """Run the speculative generation, yielding the page's outputs: tokens often, charts and the
-    summary about once a second, and everything at the end. With ``max_run_s`` (public mode) a
-    run whose generation time passes it stops there: its tokens stay on screen, the status says
-    so, and no error is raised."""
-    eos = set(target.eos_token_ids)
-    chunks: list[str] = []
-    points: list[dict] = []
+    summary about once a second, and everything at the end. Every round yields (skipped outputs
+    in between), so Stop ends the run within one round. With ``max_run_s`` (public mode) a run
+    whose generation time passes it stops there: its tokens stay on screen, the status says so,
+    and no error is raised."""
+    eos = set(state["eos"])
     last_chart = last_tokens = 0.0
+    label = state["label"]
     try:
         for round_ in run:
             generated_at = time.time()
-            chunks.append(render_round(round_, eos))
-            speedup = measured_speedup(run.tokens_per_s, baseline.tokens_per_s if baseline else None)
-            if speedup is not None:
-                points.append({"t": run.elapsed_s, "speedup": speedup})
+            state["rounds"].append(round_)
+            state["html"].append(render_round(round_, eos))
+            state["prefill_ms"] = run.prefill_ms
             done = run.finish_reason is not None
             over = not done and max_run_s is not None and run.elapsed_s > max_run_s
             if done or over or time.perf_counter() - last_chart > CHART_INTERVAL_S:
                 last_chart = last_tokens = time.perf_counter()
-                analysis = run.analysis(baseline)
+                state["meta"] = trace_of(run)
                 if done:
                     status = f"**Done** ({run.finish_reason}) · {label}"
                 elif over:
@@ -347,20 +263,24 @@ def _stream(run, target, request: RunRequest, baseline, label: str, baselines: d
                               f"{len(run.tokens)}/{request.max_new_tokens} tokens")
                 else:
                     status = f"Generating · {label} · {len(run.tokens)}/{request.max_new_tokens} tokens"
-                if done or over:
-                    _log_run(request, label, analysis, run.finish_reason or "time-limit")
-                yield (wrap_output("".join(chunks), done or over, generated_at), summary_markdown(analysis, status),
-                       *_figures(run, analysis, points), baselines)
+                view = _view(state, None, status, done or over, generated_at)
+                end = done or over
+                if end:
+                    _log_run(request, label, run.analysis(state["baseline"]), run.finish_reason or "time-limit")
+                slider = gr.update(maximum=len(state["rounds"]), value=len(state["rounds"])) if end else gr.skip()
+                yield (*view, baselines, state, slider)
                 if over:
                     break
             elif time.perf_counter() - last_tokens > TOKEN_INTERVAL_S:
                 last_tokens = time.perf_counter()
-                yield wrap_output("".join(chunks), generated_at=generated_at), *[gr.skip()] * 4, baselines
+                body = wrap_output("".join(state["html"]), generated_at=generated_at)
+                yield body, *[gr.skip()] * (SKIP_VIEW - 1), baselines, state, gr.skip()
+            else:
+                yield *[gr.skip()] * SKIP_VIEW, baselines, state, gr.skip()
     except (NonFiniteLogitsError, ValueError) as err:
         # Keep what was generated on screen; say why it stopped.
-        analysis = run.analysis(baseline)
-        yield (wrap_output("".join(chunks)), summary_markdown(analysis, f"**Stopped:** {_escape(str(err))}"),
-               *_figures(run, analysis, points), baselines)
+        view = _view(state, None, f"**Stopped:** {_escape(str(err))}", True)
+        yield (*view, baselines, state, gr.update(maximum=len(state["rounds"]), value=len(state["rounds"])))
         raise gr.Error(str(err)) from None
 
 
@@ -368,7 +288,7 @@ def _stream(run, target, request: RunRequest, baseline, label: str, baselines: d
 def run_demo(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
              max_new_tokens, seed, chat, device, dtype, baselines, progress=gr.Progress(), *,
              public: bool | None = None):
-    """Stream a speculative run: (tokens HTML, summary, α chart, tokens/pass chart, speedup chart, state).
+    """Stream a speculative run: (tokens HTML, summary, five charts, baselines, run state, replay slider).
 
     ``public``: public mode (bound by build_demo; None reads the module's PUBLIC)."""
     public = _is_public(public)
@@ -377,25 +297,32 @@ def run_demo(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k,
     baselines = baselines if isinstance(baselines, dict) else {}
     target, drafter = _load(request, progress)
     prompt_ids = _encode(target, request)
-    empty = (charts.alpha_figure([]), charts.tokens_per_pass_figure([], request.k, None),
-             charts.speedup_figure([], None))
     label = f"{target.name} ← {drafter.name}" if drafter else f"{target.name}, plain decoding"
-    yield wrap_output(""), f"Warming up {label}…", *empty, baselines
+    state = _new_state(request, target, drafter, label)
+    yield wrap_output(""), f"Warming up {label}…", *_waiting_view(request.k), baselines, state, gr.skip()
     try:
         steps = _measure_baseline(target, drafter, prompt_ids, request, baselines)
         while True:
             try:
                 line = next(steps)
             except StopIteration as finished:
-                baseline, baselines = finished.value
+                state["baseline"], baselines = finished.value
                 break
-            yield wrap_output(""), line, *[gr.skip()] * 3, baselines
+            yield wrap_output(""), line, *[gr.skip()] * (SKIP_VIEW - 2), baselines, state, gr.skip()
     except (NonFiniteLogitsError, ContextLengthError, ValueError) as err:
         raise gr.Error(str(err)) from None
     run = make_generation(target, drafter, prompt_ids, request.k, request.sampling, request.max_new_tokens,
                           request.seed)
-    yield from _stream(run, target, request, baseline, label, baselines,
+    trace_of = functools.partial(_trace_meta, request=request, target=target, drafter=drafter,
+                                 baseline=state["baseline"])
+    yield from _stream(run, request, state, baselines, trace_of,
                        max_run_s=PUBLIC_POLICY.max_run_s if public else None)
+
+
+def _trace_meta(run, request, target, drafter, baseline) -> dict:
+    meta = saved_trace(run, request, target, drafter, baseline)
+    del meta["rounds"]
+    return meta
 
 
 @gpu
@@ -435,6 +362,107 @@ def run_lossless(prompt, target_id, drafter_kind, draft_model, early_exit_layers
         "(below 0.01 in most repeats would mean the two distributions differ)."
     )
     return fig, text
+
+
+# ----------------------------------------------------------------------------- inspector, replay, export
+INSPECTOR_HINT = ("Click any token above (or a struck-through rejected draft) to see the decision behind it: the "
+                  "drafted token, p_draft, p_target, min(1, p_target/p_draft), the uniform draw and the verdict, "
+                  "with the distributions it came from.")
+
+
+def inspect_token(state, evt: gr.EventData):
+    """The inspector for the clicked token (``evt`` carries its round and slot from the page's JS)."""
+    try:
+        r, slot = int(getattr(evt, "round")), int(getattr(evt, "slot"))
+        round_ = state["rounds"][r]
+        return inspector_markdown(round_, slot), charts.inspector_figure(round_, slot)
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+        return INSPECTOR_HINT, gr.skip()
+
+
+def replay(upto, state):
+    """The run as it stood after pass ``upto``: tokens, summary and charts (no model runs)."""
+    if not isinstance(state, dict) or not state.get("rounds"):
+        raise gr.Error("Nothing to replay yet: run something or load a saved trace.")
+    try:
+        upto = to_int("pass", upto, 0, len(state["rounds"]))
+    except RequestError as err:
+        raise gr.Error(_sentence(str(err))) from None
+    n = len(state["rounds"])
+    status = f"**Replay** · after pass {upto} of {n} · {state['label']}"
+    return _view(state, upto, status, upto == n)
+
+
+def step_replay(upto, state, delta: int):
+    """The replay slider moved one pass back or forward (clamped to the run)."""
+    n = len(state["rounds"]) if isinstance(state, dict) else 0
+    return gr.update(value=min(max(int(upto or 0) + delta, 0), n))
+
+
+def export_run(state):
+    """The run's trace (JSON), its rounds (CSV) and its charts (one self-contained HTML file)."""
+    if not isinstance(state, dict) or not state.get("rounds"):
+        raise gr.Error("Nothing to export yet: run something first.")
+    folder = tempfile.mkdtemp(prefix="specviz-export-")
+    trace_path = os.path.join(folder, "specviz-trace.json")
+    with open(trace_path, "w", encoding="utf-8") as f:
+        json.dump(trace_to_dict(state["rounds"], **state["meta"]), f, ensure_ascii=False)
+    csv_path = os.path.join(folder, "specviz-rounds.csv")
+    with open(csv_path, "w", encoding="utf-8", newline="") as f:
+        f.write(rounds_csv(state["rounds"]))
+    charts_path = os.path.join(folder, "specviz-charts.html")
+    figures = _view(state, None, "", True)[2:]
+    with open(charts_path, "w", encoding="utf-8") as f:
+        f.write("<html><head><meta charset='utf-8'><title>specviz charts</title></head><body>")
+        for i, fig in enumerate(figures):
+            f.write(fig.to_html(full_html=False, include_plotlyjs=i == 0))
+        f.write("</body></html>")
+    return [trace_path, csv_path, charts_path]
+
+
+def state_from_trace(data: dict) -> dict:
+    """A run state (for the inspector and the replay) from a saved trace's data.
+
+    Raises:
+        ValueError: if it is not a trace this version can read (the message says why).
+    """
+    rounds, meta = trace_from_dict(data)
+    eos = set(meta.get("eos_token_ids") or [])
+    base = meta.get("baseline")
+    settings = meta.get("settings") or {}
+    label = f"{meta.get('target', '?')} ← {meta.get('drafter') or 'plain decoding'} (saved trace)"
+    return {"rounds": rounds, "html": [render_round(r, eos) for r in rounds], "k": int(meta.get("k") or 0),
+            "prefill_ms": float(meta.get("prefill_ms") or 0.0),
+            "baseline": PlainBaseline(**base) if base else None, "eos": sorted(eos), "label": label,
+            "lookup": settings.get("draft") == "ngram",
+            "low_precision_greedy": meta.get("dtype") in ("bfloat16", "float16") and not settings.get("temperature"),
+            "meta": meta}
+
+
+def load_trace(path):
+    """Load a saved trace (from the app's export or ``run --trace``) and show it at its last pass."""
+    if not path:
+        raise gr.Error("Choose a trace file (.json) first.")
+    try:
+        with open(path, encoding="utf-8") as f:
+            state = state_from_trace(json.load(f))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise gr.Error(f"Could not read that file as JSON: {err}") from None
+    except ValueError as err:
+        raise gr.Error(_sentence(str(err))) from None
+    n = len(state["rounds"])
+    view = _view(state, None, f"**Loaded** a saved trace · {n} passes · {state['label']}", True)
+    return (*view, state, gr.update(maximum=max(n, 1), value=n))
+
+
+TOKENS_JS = """
+element.addEventListener('click', (event) => {
+  const token = event.target.closest('[data-r]');
+  if (!token) return;
+  trigger('click', {round: Number(token.dataset.r), slot: Number(token.dataset.i),
+                    rejected: token.dataset.rej === '1'});
+});
+"""
 
 
 def apply_preset(name: str):
@@ -528,13 +556,37 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
                     stop_btn = gr.Button("Stop", variant="stop")
                 gr.Examples(EXAMPLES, [prompt, chat], label="Example prompts", example_labels=EXAMPLE_LABELS)
             with gr.Column(scale=2):
-                tokens_html = gr.HTML(wrap_output(""), js_on_load=None, elem_id="sv-tokens")
+                tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
                 summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
+                with gr.Accordion("Token inspector: why was this token emitted?", open=True):
+                    inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
+                    inspector_plot = gr.Plot(label="Distributions behind the decision", show_label=False,
+                                             elem_id="sv-inspector-plot")
         with gr.Row():
-            alpha_plot = gr.Plot(charts.alpha_figure([]), label="Acceptance rate α", show_label=False, elem_id="sv-alpha")
-            tpp_plot = gr.Plot(charts.tokens_per_pass_figure([], 4, None), label="Tokens per target pass", show_label=False, elem_id="sv-tpp")
+            alpha_plot = gr.Plot(charts.alpha_figure([]), label="Acceptance", show_label=False, elem_id="sv-alpha")
+            tpp_plot = gr.Plot(charts.tokens_per_pass_figure([], 4, None), label="Tokens per target pass",
+                               show_label=False, elem_id="sv-tpp")
             speedup_plot = gr.Plot(charts.speedup_figure([], None), label="Speedup vs plain decoding",
                                    show_label=False, elem_id="sv-speedup")
+        with gr.Row():
+            position_plot = gr.Plot(charts.per_position_figure(None), label="Acceptance by draft position",
+                                    show_label=False, elem_id="sv-positions")
+            time_plot = gr.Plot(charts.time_split_figure(None), label="Time per round", show_label=False,
+                                elem_id="sv-time")
+        with gr.Accordion("Replay, export and saved traces", open=False):
+            gr.Markdown("Go back over the run pass by pass: tokens, summary and charts as they stood after pass r. "
+                        "Export the run (trace JSON, rounds CSV, charts HTML), or load a saved trace (from here or "
+                        "`python -m specviz run --trace FILE`) to replay it without the models.")
+            with gr.Row():
+                replay_back = gr.Button("◀ pass", size="sm", min_width=80)
+                replay_slider = gr.Slider(0, 1, value=0, step=1, label="After pass", elem_id="sv-replay")
+                replay_next = gr.Button("pass ▶", size="sm", min_width=80)
+            with gr.Row():
+                export_btn = gr.Button("Export this run", elem_id="sv-export")
+                export_files = gr.File(label="Exported files", file_count="multiple", interactive=False,
+                                       elem_id="sv-export-files")
+                trace_file = gr.File(label="Load a saved trace (.json)", file_types=[".json"], type="filepath",
+                                     elem_id="sv-load")
         with gr.Accordion("Is it lossless?", open=False):
             gr.Markdown("Draws the **first token** many times for the current prompt and settings, with speculative "
                         "sampling and directly from the target, reusing one draft and one target forward pass "
@@ -552,9 +604,11 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
         drafter_kind.change(on_drafter_change, drafter_kind, [draft_model, early_exit_layers, drafter_note])
         inputs = [prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
                   max_new_tokens, seed, chat, device, dtype]
+        run_state = gr.State({})
+        view = [tokens_html, summary, alpha_plot, tpp_plot, speedup_plot, position_plot, time_plot]
         run_event = run_btn.click(functools.partial(run_demo, public=public), inputs + [baselines],
-                                  [tokens_html, summary, alpha_plot, tpp_plot, speedup_plot, baselines],
-                                  api_name="run", concurrency_limit=1,
+                                  view + [baselines, run_state, replay_slider],
+                                  api_name="run", concurrency_id="generation", concurrency_limit=1,
                                   # Raw values reach the callback, which validates them itself: a
                                   # component's own preprocessing would answer a bad API value with
                                   # gradio's generic error instead of the setting's message.
@@ -563,8 +617,17 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
         lossless_btn.click(functools.partial(run_lossless, public=public),
                            [prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k,
                             top_p, seed, chat, device, dtype, n_draws],
-                           [lossless_plot, lossless_text], api_name="lossless", concurrency_limit=1,
-                           preprocess=False)
+                           [lossless_plot, lossless_text], api_name="lossless", concurrency_id="generation",
+                           concurrency_limit=1, preprocess=False)
+        # Model-free views never wait behind a generation.
+        free = dict(concurrency_limit=None, show_progress="hidden")
+        tokens_html.click(inspect_token, run_state, [inspector_md, inspector_plot], api_name=False, **free)
+        replay_slider.release(replay, [replay_slider, run_state], view, api_name="replay", **free)
+        for button, delta in ((replay_back, -1), (replay_next, 1)):
+            button.click(functools.partial(step_replay, delta=delta), [replay_slider, run_state], replay_slider,
+                         api_name=False, **free).then(replay, [replay_slider, run_state], view, api_name=False, **free)
+        export_btn.click(export_run, run_state, export_files, api_name="export", **free)
+        trace_file.upload(load_trace, trace_file, view + [run_state, replay_slider], api_name="load_trace", **free)
     return demo
 
 
@@ -576,4 +639,4 @@ if __name__ == "__main__":
     # First start only: convert the default offline model once, logging its progress (later
     # starts find it cached).
     models.prepare_offline(PRESETS[DEFAULT_PRESET]["target"])
-    demo.queue().launch(css=CSS)
+    demo.queue(max_size=QUEUE_SIZE).launch(css=CSS)

@@ -62,6 +62,7 @@ __all__ = [
     "health_notes",
     "measured_speedup",
     "running_acceptance",
+    "running_speedup",
 ]
 
 
@@ -413,3 +414,20 @@ def health_notes(a: RunAnalysis, lookup: bool = False, low_precision_greedy: boo
                      "differently from a one-token step, so the text may differ from plain decoding's in places "
                      "(float32 gives identical text).")
     return notes
+
+
+def running_speedup(rounds: list[Round], baseline: PlainBaseline | None) -> list[dict]:
+    """The measured speedup as it stood after each round: ``{"t": elapsed s, "speedup": ...}``.
+
+    The same definition as :func:`measured_speedup`: tokens emitted so far ÷ generation time so
+    far (``Round.elapsed_s``, prefill included), ÷ the baseline's tokens/s. Empty without a
+    baseline.
+    """
+    if baseline is None:
+        return []
+    points, emitted = [], 0
+    for r in rounds:
+        emitted += len(r.emitted)
+        if r.elapsed_s > 0:
+            points.append({"t": r.elapsed_s, "speedup": measured_speedup(emitted / r.elapsed_s, baseline.tokens_per_s)})
+    return points

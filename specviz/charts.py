@@ -31,6 +31,7 @@ __all__ = [
     "REJECTED",
     "WAITING_TEXT",
     "alpha_figure",
+    "inspector_figure",
     "lossless_figure",
     "per_position_figure",
     "speedup_figure",
@@ -440,4 +441,62 @@ def time_split_figure(analysis) -> go.Figure:
              "hovertemplate": f"round %{{x}}: {name} %{{y:.1f}} ms<extra></extra>"} for name, attr, color in parts]
     if plain:
         _hline(layout, plain, MEAN_COLOR, "one plain decoding step", dash="dot")
+    return _build(data, layout)
+
+
+# --------------------------------------------------------------------------- the inspector
+def _bar_rows(rows: list, extra: dict[int, tuple[str, float]]) -> dict[int, tuple[str, float]]:
+    out = {int(i): (text, float(p)) for i, text, p in rows}
+    for i, value in extra.items():
+        out.setdefault(i, value)
+    return out
+
+
+def inspector_figure(round_: Round, slot: int) -> go.Figure:
+    """The distributions behind one decision (the token inspector's chart).
+
+    For a drafted position (accepted, or rejected then resampled): grouped bars of the top tokens
+    under p_draft and p_target there (the drafted token always included, marked with a star); for
+    a rejection also the normalised residual max(0, p_target − p_draft) it was resampled from,
+    with the resampled token marked. For a bonus or plain token: the p_target row it was drawn
+    from. Bars come from the trace's top-token lists (``DraftedToken.top_draft``/``top_target``,
+    ``EmittedToken.top_source``): the distributions actually used, after temperature, top-k and
+    top-p; a token outside a list has no bar for it.
+
+    Raises:
+        IndexError: if ``slot`` is not a slot of the round.
+    """
+    from .view import token_label
+
+    tok = round_.emitted[slot]
+    drafted = round_.drafted[slot] if slot < len(round_.drafted) and tok.kind in (ACCEPTED, RESAMPLED) else None
+    series = []
+    if drafted is not None:
+        mark = {drafted.id: (drafted.text, drafted.p_draft)}
+        series.append(("p_draft", KIND_COLORS[PLAIN], _bar_rows(drafted.top_draft, mark)))
+        mark = {drafted.id: (drafted.text, drafted.p_target)}
+        series.append(("p_target", THEORY_COLOR, _bar_rows(drafted.top_target, mark)))
+    if tok.kind != ACCEPTED:
+        name = "residual (normalised)" if tok.kind == RESAMPLED else "p_target"
+        extra = {tok.id: (tok.text, tok.p_source)} if tok.p_source is not None else {}
+        series.append((name, KIND_COLORS[tok.kind], _bar_rows(tok.top_source, extra)))
+    title = f"Pass {round_.index + 1}, token {slot + 1}: the distributions behind it"
+    layout = _layout(title, "inspector", "token (text #id)", "probability")
+    layout.update(barmode="group", bargap=0.2)
+    layout["xaxis"]["type"] = "category"
+    ids: list[int] = []
+    for _, _, values in series:
+        for i, _ in sorted(values.items(), key=lambda item: -item[1][1]):
+            if i not in ids:
+                ids.append(i)
+    ids = ids[:14]
+    texts = {i: t for _, _, values in series for i, (t, _) in values.items()}
+    chosen = {tok.id} | ({drafted.id} if drafted is not None else set())
+    labels = [("★ " if i in chosen else "") + token_label(i, texts[i]) for i in ids]
+    if not series or not ids:
+        _note(layout, "no distributions recorded for this token (an uninstrumented run)")
+        return _build([], layout)
+    data = [{"type": "bar", "x": labels, "y": [values[i][1] if i in values else None for i in ids], "name": name,
+             "marker": {"color": color},
+             "hovertemplate": f"%{{x}}: {name} = %{{y:.4f}}<extra></extra>"} for name, color, values in series]
     return _build(data, layout)

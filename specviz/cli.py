@@ -133,7 +133,7 @@ def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str =
 # --------------------------------------------------------------------------- run
 def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
-    from .runner import default_warmup_tokens, load_pair, make_generation, plain_baseline, warm_up
+    from .runner import default_warmup_tokens, load_pair, make_generation, plain_baseline, saved_trace, warm_up
 
     request = _request(args, args.k, args.temperature, args.prompt)
     _check_threads(args)
@@ -157,26 +157,8 @@ def run_once(args: argparse.Namespace) -> dict:
     if drafter is not None and not args.no_baseline:
         baseline = plain_baseline(generation(None).run())
     result = json_result(spec, spec.analysis(baseline), target, request, len(prompt_ids), drafter)
-    result["_trace"] = saved_trace(spec, result, request)
+    result["_trace"] = saved_trace(spec, request, target, drafter, baseline)
     return result
-
-
-def saved_trace(spec, result: dict, request) -> dict:
-    """The run's trace in the saved format (:func:`specviz.trace.trace_to_dict`): rounds, settings,
-    models and versions."""
-    import torch
-    import transformers
-
-    from .trace import trace_to_dict
-
-    settings = {"prompt": request.prompt, "draft": request.draft, "k": request.k,
-                "temperature": request.sampling.temperature, "top_k": request.sampling.top_k,
-                "top_p": request.sampling.top_p, "max_new_tokens": request.max_new_tokens, "seed": request.seed,
-                "chat": request.chat}
-    return trace_to_dict(spec.rounds, settings=settings, target=result["target"], drafter=result["drafter"],
-                         device=result["device"], dtype=result["dtype"], finish_reason=spec.finish_reason,
-                         prefill_ms=spec.prefill_ms, wall_s=spec.elapsed_s,
-                         versions={"torch": torch.__version__, "transformers": transformers.__version__})
 
 
 def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) -> dict:

@@ -31,11 +31,14 @@ from dataclasses import dataclass, field
 import torch
 
 from .drafters import Drafter, crop_cache
-from .sampling import SamplingConfig, logits_to_probs, verify
+from .sampling import SamplingConfig, logits_to_probs, residual_distribution, verify
 from .analysis import PlainBaseline, RunAnalysis, analyse
 from .trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 
-__all__ = ["ContextLengthError", "Generation", "IncrementalDecoder", "context_limit"]
+__all__ = ["TOP_TOKENS", "ContextLengthError", "Generation", "IncrementalDecoder", "context_limit"]
+
+#: Tokens kept per distribution for the token inspector (instrumented runs).
+TOP_TOKENS = 10
 
 
 class ContextLengthError(ValueError):
@@ -212,6 +215,7 @@ class Generation:
         self._eos = set(self.eos_token_ids)
         self._committed = list(self.prompt_ids)
         self._cache = DynamicCache()
+        self._texts: dict[int, str] = {}
 
     def _target_forward(self, ids: list[int], keep: int) -> torch.Tensor:
         """Logits ``(keep, V)`` of the target's last ``keep`` positions after feeding ``ids``."""
@@ -243,7 +247,7 @@ class Generation:
         crop_cache(self._cache, n_old + result.n_accepted)
         if self.drafter is not None:
             self.drafter.rollback(n_old + result.n_accepted)
-        return result
+        return result, p_target
 
     def _round(self) -> Round:
         """Draft, verify, and record one round; commits its tokens and sets finish_reason."""
@@ -253,9 +257,11 @@ class Generation:
         t0 = time.perf_counter()
         drafts, p_draft, draft_steps = self._draft(k_round)
         t1 = time.perf_counter()
-        result = self._verify(drafts, p_draft)
+        result, p_target = self._verify(drafts, p_draft)
         t2 = time.perf_counter()
         round_ = self._record(drafts, result, k_round)
+        if self.instrument:
+            self._record_distributions(round_, p_draft, p_target, result)
         round_.draft_ms, round_.draft_steps = (t1 - t0) * 1e3, draft_steps
         round_.verify_ms = (t2 - t1) * 1e3
         self.tokens.extend(round_.emitted)
@@ -264,6 +270,7 @@ class Generation:
         if self.finish_reason is None and len(self.tokens) >= self.max_new_tokens:
             self.finish_reason = "length"
         round_.other_ms = (time.perf_counter() - t2) * 1e3
+        round_.elapsed_s = time.perf_counter() - self._t_start - self._paused_s
         return round_
 
     def _record(self, drafts: list[int], result, k_round: int) -> Round:
@@ -300,6 +307,39 @@ class Generation:
             round_.emitted.append(emitted)
         return round_
 
+    def _top(self, probs: torch.Tensor) -> list[list]:
+        """``[[id, text, probability], ...]`` of the :data:`TOP_TOKENS` most likely ids of each row of
+        ``probs`` ``(rows, V)``, zero-probability ids left out (a point-mass row keeps one)."""
+        values, ids = torch.topk(probs, min(TOP_TOKENS, probs.shape[-1]), dim=-1)
+        rows = []
+        for row_values, row_ids in zip(values.tolist(), ids.tolist()):
+            rows.append([[i, self._text_of(i), p] for i, p in zip(row_ids, row_values) if p > 0])
+        return rows
+
+    def _text_of(self, token_id: int) -> str:
+        text = self._texts.get(token_id)
+        if text is None:
+            text = self._texts[token_id] = self.decode([token_id]) if self.decode else ""
+        return text
+
+    def _record_distributions(self, round_: Round, p_draft, p_target, result) -> None:
+        """The inspector's rows: top tokens under p_draft and p_target at each drafted position, and
+        the distribution the target's own token was drawn from (residual or p_target)."""
+        n = len(round_.drafted)
+        if n:
+            top_target = self._top(p_target[:n])
+            for token, top_d, top_t in zip(round_.drafted, self._top(p_draft[:n].to(p_target.device)), top_target):
+                token.top_draft, token.top_target = top_d, top_t
+        last = round_.emitted[-1]
+        if last.kind == ACCEPTED:  # an EOS ended the round inside the accepted drafts
+            return
+        if last.kind == RESAMPLED:
+            source = residual_distribution(p_target[result.n_accepted], p_draft[result.n_accepted].to(p_target.device))
+        else:
+            source = p_target[result.n_accepted]
+        last.p_source = float(source[last.id])
+        last.top_source = self._top(source.view(1, -1))[0]
+
     def _drafted_records(self, drafts: list[int], result) -> list[DraftedToken]:
         p_target = result.p_target_drafted.tolist()
         p_draft = result.p_draft_drafted.tolist()
@@ -308,7 +348,7 @@ class Generation:
         return [
             DraftedToken(
                 id=token_id,
-                text=self.decode([token_id]) if self.decode else "",
+                text=self._text_of(token_id),
                 p_draft=p_draft[i],
                 p_target=p_target[i],
                 accept_prob=accept[i],

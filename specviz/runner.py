@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from .analysis import PlainBaseline
 
-__all__ = ["WARMUP_TOKENS", "default_warmup_tokens", "load_pair", "make_generation", "plain_baseline", "warm_up"]
+__all__ = ["WARMUP_TOKENS", "default_warmup_tokens", "load_pair", "make_generation", "plain_baseline", "saved_trace",
+           "warm_up"]
 
 #: Tokens per warm-up run: enough for the first calls of every shape (prefill, one position,
 #: K + 1 positions) to have happened.
@@ -118,3 +119,33 @@ def plain_baseline(plain_run) -> PlainBaseline | None:
     """The baseline of a finished plain :class:`~specviz.engine.Generation`: its mean step time and
     its tokens/s (:meth:`specviz.analysis.PlainBaseline.from_rounds`)."""
     return PlainBaseline.from_rounds(plain_run.rounds, plain_run.tokens_per_s)
+
+
+def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -> dict:
+    """A finished (or stopped) run in the saved-trace format (:func:`specviz.trace.trace_to_dict`):
+    its rounds, the settings, model names, device, dtype, library versions, the plain baseline
+    and the EOS ids, which is what the app needs to replay it without the models.
+
+    Args:
+        run: the :class:`~specviz.engine.Generation`.
+        request: its :class:`~specviz.request.RunRequest`.
+        target: the :class:`~specviz.models.LoadedModel`.
+        drafter: the drafter or None.
+        baseline: the plain baseline it was compared with, or None.
+    """
+    import torch
+    import transformers
+
+    from .trace import trace_to_dict
+
+    settings = {"prompt": request.prompt, "target": request.target, "draft": request.draft, "k": request.k,
+                "temperature": request.sampling.temperature, "top_k": request.sampling.top_k,
+                "top_p": request.sampling.top_p, "max_new_tokens": request.max_new_tokens, "seed": request.seed,
+                "chat": request.chat}
+    return trace_to_dict(
+        run.rounds, settings=settings, target=target.name, drafter=getattr(drafter, "name", None),
+        k=request.k if drafter is not None else 0, device=str(target.device),
+        dtype=str(target.dtype).removeprefix("torch."), finish_reason=run.finish_reason, prefill_ms=run.prefill_ms,
+        wall_s=run.elapsed_s, eos_token_ids=list(target.eos_token_ids),
+        baseline=None if baseline is None else {"step_ms": baseline.step_ms, "tokens_per_s": baseline.tokens_per_s},
+        versions={"torch": torch.__version__, "transformers": transformers.__version__})

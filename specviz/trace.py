@@ -35,6 +35,10 @@ class DraftedToken:
     that continues the committed context. None means the previous token of the list: a chain.
     A tree round lists its nodes parents first, so a node's depth is its parent's plus one
     (:func:`specviz.analysis.analyse` counts per-position acceptance by depth).
+
+    ``top_draft`` and ``top_target`` (instrumented runs) are the most likely tokens under p_draft
+    and p_target at this position, as ``[id, text, probability]`` lists, most likely first: the
+    distributions actually used (after temperature, top-k and top-p), for the token inspector.
     """
 
     id: int
@@ -46,6 +50,8 @@ class DraftedToken:
     accepted: bool
     tested: bool
     parent: int | None = None
+    top_draft: list = field(default_factory=list)
+    top_target: list = field(default_factory=list)
 
 
 @dataclass
@@ -55,6 +61,12 @@ class EmittedToken:
     ``rejected_id``/``rejected_text`` name the draft token that was rejected at this position
     (only for ``kind == "resampled"``). ``p_target`` is the target's probability of this token at
     its position (before the residual for a resampled token).
+
+    For a token the target drew (resampled, bonus, plain) in an instrumented run, ``p_source`` is
+    its probability under the distribution it was drawn from (the normalised residual
+    max(0, p_target − p_draft) for a resampled token, p_target otherwise) and ``top_source`` that
+    distribution's most likely tokens as ``[id, text, probability]`` lists. An accepted token's
+    story is its :class:`DraftedToken`.
     """
 
     id: int
@@ -64,6 +76,8 @@ class EmittedToken:
     round: int
     rejected_id: int | None = None
     rejected_text: str | None = None
+    p_source: float | None = None
+    top_source: list = field(default_factory=list)
 
 
 @dataclass
@@ -75,6 +89,8 @@ class Round:
     accept test and resample, ``other_ms`` everything else the round did before it was handed to
     the consumer (cache rollback bookkeeping, records, text decoding). ``k`` is the lookahead
     asked of the drafter this round (K, or fewer near the length limit; 0 for plain decoding).
+    ``elapsed_s`` is the run's generation time (s) when this round ended, prefill included and the
+    consumer's pauses not (so a replay can show the run's speed as it stood after any round).
     """
 
     index: int
@@ -86,6 +102,7 @@ class Round:
     verify_ms: float = 0.0
     other_ms: float = 0.0
     k: int = 0
+    elapsed_s: float = 0.0
 
     @property
     def n_proposed(self) -> int:
@@ -131,3 +148,24 @@ def trace_from_dict(data: dict) -> tuple[list[Round], dict]:
             raise ValueError(f"round {i} of the trace is malformed: {err}") from None
     meta = {k: v for k, v in data.items() if k != "rounds"}
     return rounds, meta
+
+
+ROUND_CSV_FIELDS = ("round", "k", "proposed", "accepted", "emitted", "kinds", "text", "rejected_draft",
+                    "draft_ms", "draft_steps", "verify_ms", "other_ms", "elapsed_s")
+
+
+def rounds_csv(rounds: list[Round]) -> str:
+    """One CSV row per round (:data:`ROUND_CSV_FIELDS`): its drafts, verdicts, output and times (ms, s)."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(ROUND_CSV_FIELDS)
+    for r in rounds:
+        rejected = [t.rejected_text for t in r.emitted if t.rejected_text is not None]
+        writer.writerow([r.index, r.k, len(r.drafted), r.n_accepted, len(r.emitted),
+                         " ".join(t.kind for t in r.emitted), "".join(t.text for t in r.emitted),
+                         rejected[0] if rejected else "", f"{r.draft_ms:.3f}", r.draft_steps, f"{r.verify_ms:.3f}",
+                         f"{r.other_ms:.3f}", f"{r.elapsed_s:.4f}"])
+    return out.getvalue()

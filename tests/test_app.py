@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import gradio as gr
 import plotly.graph_objects as go
 import pytest
@@ -90,10 +92,11 @@ def test_bad_input_is_a_clear_gradio_error(offline_model, overrides, message):
 
 def test_a_run_streams_coloured_tokens_a_summary_and_three_charts(offline_model):
     updates = _run(max_new_tokens=24)
-    final_html, final_summary, alpha_fig, tpp_fig, speedup_fig, baselines = updates[-1]
+    final_html, final_summary, *figures, baselines, state, slider = updates[-1]
     assert "sv-accepted" in final_html
     assert "**Done**" in final_summary and "measured speedup" in final_summary
-    assert all(isinstance(fig, go.Figure) for fig in (alpha_fig, tpp_fig, speedup_fig))
+    assert len(figures) == 5 and all(isinstance(fig, go.Figure) for fig in figures)
+    assert slider["maximum"] == len(state["rounds"]) == slider["value"]
     assert len(baselines) == 1  # the plain-decoding baseline was measured and kept for the next run
     # Token updates come every round; there were several before the end.
     assert len(updates) > 3
@@ -101,9 +104,9 @@ def test_a_run_streams_coloured_tokens_a_summary_and_three_charts(offline_model)
 
 def test_the_same_settings_reuse_the_measured_baseline(offline_model):
     first = _run(max_new_tokens=8)
-    baselines = first[-1][-1]
+    baselines = first[-1][-3]
     second = _run(max_new_tokens=8, baselines=baselines)
-    assert second[-1][-1] == baselines
+    assert second[-1][-3] == baselines
     assert not any("Measuring plain decoding" in str(update[1]) for update in second)
 
 
@@ -114,3 +117,75 @@ def test_lossless_panel_reports_distances_and_p_values(offline_model):
         device="cpu", dtype="float32", n_draws=1000, progress=_NoProgress())
     assert isinstance(fig, go.Figure)
     assert "total-variation distance" in text and "chi-square p-value" in text
+
+
+# --------------------------------------------------------------------------- inspector, replay, export
+@pytest.fixture(scope="module")
+def sampled_run(offline_model):
+    """A sampled run with a draft that gets rejected sometimes (int8 self-draft at T = 1)."""
+    updates = _run(drafter_kind="int8", temperature=1.0, top_k=20, max_new_tokens=24, seed=3,
+                   prompt="Write one sentence about the sea.")
+    return updates[-1]
+
+
+def _slot_of(state, kind):
+    for r in state["rounds"]:
+        for i, tok in enumerate(r.emitted):
+            if tok.kind == kind:
+                return r, i
+    pytest.skip(f"no {kind} token in this run")
+
+
+def test_inspector_tells_the_story_of_an_accepted_token_with_the_trace_numbers(sampled_run):
+    state = sampled_run[-2]
+    round_, slot = _slot_of(state, "accepted")
+    evt = SimpleNamespace(round=round_.index, slot=slot)
+    text, fig = app.inspect_token(state, evt)
+    d = round_.drafted[slot]
+    for value in (d.p_draft, d.p_target, d.accept_prob, d.uniform):
+        assert f"{value:.4f}" in text
+    assert "accepted" in text
+    assert {t.name for t in fig.data} == {"p_draft", "p_target"}
+
+
+def test_inspector_on_a_rejection_shows_the_residual_with_the_resampled_token(sampled_run):
+    state = sampled_run[-2]
+    round_, slot = _slot_of(state, "resampled")
+    text, fig = app.inspect_token(state, SimpleNamespace(round=round_.index, slot=slot))
+    assert "rejected" in text and "residual" in text
+    tok = round_.emitted[slot]
+    assert f"{tok.p_source:.4f}" in text
+    residual = next(t for t in fig.data if t.name.startswith("residual"))
+    starred = [y for x, y in zip(residual.x, residual.y) if x.startswith("★") and f"#{tok.id}" in x]
+    assert starred == [pytest.approx(tok.p_source)]
+    # the residual the inspector shows is normalised: its top tokens carry at most all the mass
+    assert sum(p for _, _, p in tok.top_source) <= 1.0 + 1e-6
+
+
+def test_replay_shows_the_run_as_it_stood_after_each_pass(sampled_run):
+    state = sampled_run[-2]
+    n = len(state["rounds"])
+    html_1, summary_1, *_ = app.replay(1, state)
+    assert html_1.count('class="sv-round"') == 1 and "after pass 1" in summary_1
+    html_n, *_ = app.replay(n, state)
+    assert html_n.count('class="sv-round"') == n
+    with pytest.raises(gr.Error, match="Pass must be"):
+        app.replay(n + 1, state)
+
+
+def test_an_exported_trace_loads_back_and_replays_to_the_same_tokens_and_figures(sampled_run):
+    import json
+
+    state = sampled_run[-2]
+    trace_path, csv_path, charts_path = app.export_run(state)
+    assert open(csv_path, encoding="utf-8").read().startswith("round,k,proposed")
+    assert "plotly" in open(charts_path, encoding="utf-8").read()
+    html, summary, *figures, loaded, slider = app.load_trace(trace_path)
+    assert [t.id for r in loaded["rounds"] for t in r.emitted] == [t.id for r in state["rounds"] for t in r.emitted]
+    assert app.replay(len(state["rounds"]), loaded)[1].split("\n", 1)[1] == \
+        app.replay(len(state["rounds"]), state)[1].split("\n", 1)[1]  # same table, same notes
+    assert json.load(open(trace_path, encoding="utf-8"))["version"] == 1
+    with pytest.raises(gr.Error, match="Not a specviz trace"):
+        bad = trace_path.replace(".json", "-bad.json")
+        open(bad, "w", encoding="utf-8").write("{}")
+        app.load_trace(bad)

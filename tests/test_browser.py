@@ -97,6 +97,70 @@ def test_default_run_shows_three_kinds_of_tokens_and_three_charts(page):
     assert "running acceptance rate" in text and "per-token α" in text
 
 
+def _number_after(text: str, name: str) -> float:
+    match = re.search(re.escape(name) + r"\s*=\s*\**([0-9.]+)", text)
+    assert match, (name, text)
+    return float(match.group(1))
+
+
+def _exported_trace(page, app_url) -> dict:
+    """Export the run through the page and read back the trace JSON it offers for download."""
+    page.locator("#sv-export").click()
+    link = page.locator("#sv-export-files a[download='specviz-trace.json']")
+    link.first.wait_for(timeout=60_000)
+    href = link.first.get_attribute("href")
+    response = page.request.get(href if href.startswith("http") else app_url + href)
+    assert response.ok, response.status
+    return response.json()
+
+
+def test_clicking_tokens_opens_the_inspector_with_the_trace_numbers(page, app_url):
+    """After the default run: click an accepted token, then a struck-through rejected draft; the
+    inspector's p_draft, p_target, acceptance probability and uniform equal the exported trace's."""
+    page.locator("summary, button, span", has_text="Replay, export and saved traces").first.click()
+    trace = _exported_trace(page, app_url)
+    for selector, verdict in (("#sv-tokens .sv-out .sv-accepted", "accepted"),
+                                ("#sv-tokens .sv-out .sv-rejected", "rejected")):
+        token = page.locator(selector).first
+        r, slot = int(token.get_attribute("data-r")), int(token.get_attribute("data-i"))
+        token.click()
+        inspector = page.locator("#sv-inspector")
+        inspector.locator(f"text=Verify pass {r + 1}").wait_for(timeout=30_000)
+        text = inspector.inner_text()
+        assert verdict in text
+        drafted = trace["rounds"][r]["drafted"][slot]
+        assert _number_after(text, "p_draft") == pytest.approx(drafted["p_draft"], abs=5e-5)
+        assert _number_after(text, "p_target") == pytest.approx(drafted["p_target"], abs=5e-5)
+        assert _number_after(text, "min(1, p_target / p_draft)") == pytest.approx(drafted["accept_prob"], abs=5e-5)
+        assert _number_after(text, "uniform draw u") == pytest.approx(drafted["uniform"], abs=5e-5)
+        assert page.locator("#sv-inspector-plot .js-plotly-plot").count() == 1
+    assert "residual" in page.locator("#sv-inspector").inner_text()
+
+
+def test_stop_ends_the_run_and_the_next_run_starts_at_once(page):
+    """Stop in the middle of a run: the tokens stop growing within a second or two and stay on
+    screen, and no "Done" appears; a second, short run then completes."""
+    number = page.locator("#sv-max-new input[type=number]")
+    number.fill("150")
+    number.press("Enter")
+    page.locator("#sv-prompt textarea").fill("Write a long story about a lighthouse keeper and the sea.")
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_selector("#sv-summary >> text=Generating", timeout=180_000)
+    page.wait_for_function("document.querySelectorAll('#sv-tokens .sv-out .sv-tok').length > 5", timeout=180_000)
+    page.get_by_role("button", name="Stop", exact=True).click()
+    time.sleep(1.5)
+    stopped = page.locator("#sv-tokens .sv-out .sv-tok").count()
+    time.sleep(2.0)
+    assert page.locator("#sv-tokens .sv-out .sv-tok").count() == stopped > 5
+    assert "Done" not in page.inner_text("#sv-summary")
+    number.fill("8")
+    number.press("Enter")
+    started = time.time()
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_selector("#sv-summary >> text=Done", timeout=120_000)
+    assert time.time() - started < 120
+
+
 def test_empty_prompt_gives_a_clear_message_not_a_traceback(page):
     page.locator("#sv-prompt textarea").fill("   ")
     page.get_by_role("button", name="Run", exact=True).click()

@@ -1,0 +1,208 @@
+"""HTML and Markdown views of a run, for the app: the coloured token stream, the summary table
+and the token inspector's story of one decision.
+
+Pure string building from trace records and the run analysis (no gradio, no torch), so the views
+are tested without a browser and a saved trace renders exactly like a live run.
+
+Token stream. Each round (one verify pass) is a ``<span class="sv-round">`` whose tokens carry
+``data-r`` (round index) and ``data-i`` (slot in ``Round.emitted``); a struck-through rejected
+draft carries ``data-rej="1"`` too. The app's click handler reads those attributes to open the
+inspector on that decision.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+
+from .analysis import RunAnalysis, health_notes
+from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round
+
+__all__ = ["CSS", "KIND_LABELS", "inspector_markdown", "legend_html", "render_round", "render_rounds",
+           "summary_markdown", "token_label", "wrap_output"]
+
+KIND_LABELS = {
+    ACCEPTED: "accepted draft token",
+    RESAMPLED: "resampled at the first rejection",
+    BONUS: "bonus token (all K accepted)",
+    PLAIN: "plain target step (nothing drafted)",
+}
+
+CSS = """
+.sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
+          white-space: pre-wrap; word-break: break-word; padding: 10px; min-height: 120px;
+          border: 1px solid var(--border-color-primary); border-radius: 8px; }
+.sv-tok { border-radius: 3px; padding: 1px 0; }
+.sv-accepted { background: #2e9e5b2e; border-bottom: 2px solid #2e9e5b; }
+.sv-resampled { background: #e8833a38; border-bottom: 2px solid #e8833a; }
+.sv-bonus { background: #3b6fd833; border-bottom: 2px solid #3b6fd8; }
+.sv-plain { background: #8c8c8c22; border-bottom: 2px solid #8c8c8c; }
+.sv-rejected { color: #d64545; text-decoration: line-through; font-size: 0.85em; opacity: 0.9; }
+.sv-special { color: #777; font-size: 0.8em; }
+.sv-legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin-bottom: 6px; font-size: 0.9em; }
+.sv-legend > span { white-space: nowrap; }
+.sv-status { font-size: 0.95em; }
+.sv-round { border-left: 1px dotted #9a9a9a; padding-left: 1px; margin-left: 1px; }
+.sv-out [data-r] { cursor: pointer; }
+.sv-notes { color: #9a4d00; }
+"""
+
+
+# ----------------------------------------------------------------------------- token rendering
+def _escape(text: str) -> str:
+    """Text for HTML, quotes included (it also goes into attributes)."""
+    return html.escape(text, quote=True)
+
+
+def _token_title(kind: str, round_: Round, i: int) -> str:
+    tok = round_.emitted[i]
+    parts = [f"{KIND_LABELS[kind]} · pass {round_.index + 1}", f"p_target = {tok.p_target:.3f}"]
+    if kind == ACCEPTED and i < len(round_.drafted):
+        d = round_.drafted[i]
+        parts += [f"p_draft = {d.p_draft:.3f}", f"accept prob min(1, p_target/p_draft) = {d.accept_prob:.3f}",
+                  f"uniform draw u = {d.uniform:.3f} < accept prob"]
+    if kind == RESAMPLED and i < len(round_.drafted):
+        d = round_.drafted[i]
+        parts += [f"rejected draft '{d.text}': p_draft = {d.p_draft:.3f}, p_target = {d.p_target:.3f}, "
+                  f"accept prob = {d.accept_prob:.3f}, u = {d.uniform:.3f}",
+                  "resampled from normalize(max(0, p_target − p_draft))"]
+    return _escape("\n".join(parts))
+
+
+def render_round(round_: Round, eos_ids: set[int]) -> str:
+    """HTML for one round's emitted tokens (rejected draft struck through before a resampled token),
+    wrapped in the round's own span so the round boundaries show (a thin dotted line)."""
+    r = round_.index
+    out = [f'<span class="sv-round" data-round="{r}">']
+    for i, tok in enumerate(round_.emitted):
+        title = _token_title(tok.kind, round_, i)
+        if tok.kind == RESAMPLED and tok.rejected_text is not None:
+            out.append(f'<s class="sv-rejected" data-r="{r}" data-i="{i}" data-rej="1" title="{title}">'
+                       f'{_escape(tok.rejected_text) or "∅"}</s>')
+        text = tok.text
+        if not text and tok.id in eos_ids:
+            text_html = '<span class="sv-special">⟨eos⟩</span>'
+        else:
+            text_html = _escape(text)
+        out.append(f'<span class="sv-tok sv-{tok.kind}" data-r="{r}" data-i="{i}" title="{title}">{text_html}</span>')
+    out.append("</span>")
+    return "".join(out)
+
+
+def render_rounds(rounds: list[Round], eos_ids: set[int]) -> str:
+    """HTML of several rounds in order (a whole run, or a replay up to some pass)."""
+    return "".join(render_round(r, eos_ids) for r in rounds)
+
+
+def legend_html() -> str:
+    return (
+        '<div class="sv-legend">'
+        '<span><span class="sv-tok sv-accepted">accepted</span> draft token passed min(1, p_target/p_draft)</span>'
+        '<span><s class="sv-rejected">rejected</s><span class="sv-tok sv-resampled">resampled</span> '
+        'first rejection, redrawn from max(0, p_target − p_draft)</span>'
+        '<span><span class="sv-tok sv-bonus">bonus</span> all K accepted: one more from the target</span>'
+        '<span><span class="sv-tok sv-plain">plain</span> target step with nothing drafted</span>'
+        "<span>Hover a token for its probabilities; click it to open its story in the inspector. A dotted line "
+        "starts each verify pass.</span></div>"
+    )
+
+
+def wrap_output(body: str, done: bool = False, generated_at: float | None = None) -> str:
+    """Legend plus the token panel. ``data-sent`` is the server's clock (``time.time()``, s) when
+    the newest token in ``body`` was generated (default: now), so a browser on the same machine
+    can measure how far the page lags behind generation (``scripts/stream_latency.py``)."""
+    stamp = time.time() if generated_at is None else generated_at
+    return (legend_html() + f'<div class="sv-out" data-sent="{stamp:.3f}" data-done="{int(done)}">'
+            f'{body or "<i>output appears here</i>"}</div>')
+
+
+# ----------------------------------------------------------------------------- numbers
+def _fmt(x, spec=".2f", none="—"):
+    return none if x is None else format(x, spec)
+
+
+def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None) -> str:
+    """The summary table of a run: every figure from its :class:`~specviz.analysis.RunAnalysis`,
+    each with what it is and how it was measured, then the health notes (one sentence each, from
+    :func:`specviz.analysis.health_notes`, or ``notes`` if given)."""
+    speedup = a.speedup
+    if speedup is None:
+        verdict = "measuring…" if a.k and a.plain_tokens_per_s is None else "—"
+    elif speedup >= 1:
+        verdict = f"**{speedup:.2f}× faster** than plain decoding"
+    else:
+        verdict = f"**{speedup:.2f}× — a slowdown** (plain decoding is {1 / speedup:.2f}× faster)"
+    counts = a.counts
+    rows = [
+        ("acceptance rate (accepted ÷ proposed)", f"{_fmt(a.acceptance_rate, '.3f')}  ({a.accepted}/{a.proposed} "
+                                                  "draft tokens reached the output)"),
+        ("per-token α (accepted ÷ tested)", f"{_fmt(a.alpha, '.3f')}  ({a.accepted}/{a.tested} tested; drafts after "
+                                            "a rejection are never tested — the theory's α)"),
+        ("tokens per target pass", f"{a.tokens_per_pass:.2f}  (theory (1 − α^(K+1))/(1 − α): "
+                                   f"{_fmt(a.predicted_tokens_per_pass)}; on the actual draft lengths: "
+                                   f"{_fmt(a.predicted_tokens_per_pass_actual_drafts)})"),
+        ("target passes", f"{a.target_passes}"),
+        ("tokens: accepted / resampled / bonus / plain",
+         f"{counts['accepted']} / {counts['resampled']} / {counts['bonus']} / {counts['plain']}"),
+        ("speculative tokens/s", f"{a.tokens_per_s:.1f}  ({a.emitted} tokens in {a.wall_s:.2f} s, prefill included)"),
+        ("plain decoding tokens/s", "—" if a.plain_tokens_per_s is None else
+         f"{a.plain_tokens_per_s:.1f}  (same target, prompt and settings, timed here; one step "
+         f"{a.plain_step_ms:.1f} ms)"),
+        ("measured speedup", verdict),
+        ("cost ratio c (draft step ÷ plain step)", _fmt(a.cost_ratio_c, ".3f")),
+        ("verify cost v (verify pass ÷ plain step)", _fmt(a.verify_cost_v)),
+        ("theoretical speedup", f"{_fmt(a.theoretical_speedup)}×  = (1 − α^(K+1)) / ((1 − α)(K·c + v)); on the "
+                                f"actual draft lengths {_fmt(a.theoretical_speedup_actual_drafts)}×"),
+    ]
+    table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)
+    notes = health_notes(a) if notes is None else notes
+    text = "\n".join(f"- ⚠ {note}" for note in notes)
+    return f"{status}\n\n{table}" + (f"\n\n**What the figures say**\n\n{text}" if notes else "")
+
+
+
+
+# ----------------------------------------------------------------------------- the inspector
+def token_label(token_id: int, text: str) -> str:
+    """A token as a reader can tell it apart: its text with whitespace made visible, and its id."""
+    shown = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") if text else "∅"
+    return f"{shown} #{token_id}"
+
+
+def _code(token_id: int, text: str) -> str:
+    return f"`{token_label(token_id, text)}`"
+
+
+def inspector_markdown(round_: Round, slot: int) -> str:
+    """The story of one decision: the emitted token at ``slot`` of ``round_`` with the numbers that
+    decided it. A resampled token and the struck-through draft rejected in its place tell one
+    story (the rejection, then the residual).
+
+    Raises:
+        IndexError: if ``slot`` is not a slot of the round.
+    """
+    tok = round_.emitted[slot]
+    head = (f"**Verify pass {round_.index + 1}**, token {slot + 1} of the {len(round_.emitted)} it produced "
+            f"({round_.n_accepted} of {len(round_.drafted)} drafts accepted).")
+    d = round_.drafted[slot] if slot < len(round_.drafted) else None
+    if tok.kind == ACCEPTED and d is not None:
+        return (f"{head}\n\n**Accepted draft token** {_code(d.id, d.text)}\n\n"
+                f"- p_draft = {d.p_draft:.4f}, p_target = {d.p_target:.4f}\n"
+                f"- acceptance probability min(1, p_target / p_draft) = **{d.accept_prob:.4f}**\n"
+                f"- uniform draw u = {d.uniform:.4f} < {d.accept_prob:.4f} → **accepted**")
+    if tok.kind == RESAMPLED and d is not None:
+        story = (f"{head}\n\n**Rejected draft token** {_code(d.id, d.text)}\n\n"
+                 f"- p_draft = {d.p_draft:.4f}, p_target = {d.p_target:.4f}\n"
+                 f"- acceptance probability min(1, p_target / p_draft) = **{d.accept_prob:.4f}**\n"
+                 f"- uniform draw u = {d.uniform:.4f} ≥ {d.accept_prob:.4f} → **rejected**; the drafts after it are "
+                 "discarded untested\n\n"
+                 f"**Resampled** {_code(tok.id, tok.text)} from the residual normalize(max(0, p_target − p_draft))")
+        if tok.p_source is not None:
+            story += f": residual probability {tok.p_source:.4f} (p_target = {tok.p_target:.4f})."
+        return story
+    if tok.kind == BONUS:
+        return (f"{head}\n\n**Bonus token** {_code(tok.id, tok.text)}: all {len(round_.drafted)} drafts were "
+                "accepted, so the verify pass already holds the target's distribution after them; one more token "
+                f"is drawn from it for free. p_target = {tok.p_target:.4f}.")
+    return (f"{head}\n\n**Plain target step** {_code(tok.id, tok.text)}: nothing was drafted this pass, so the "
+            f"target drew its token directly. p_target = {tok.p_target:.4f}.")

@@ -19,6 +19,7 @@ import time
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
+import torch  # noqa: E402
 
 from specviz import charts, models  # noqa: E402
 from specviz.analysis import PlainBaseline, RunAnalysis, analyse, health_notes, running_speedup  # noqa: E402
@@ -81,8 +82,18 @@ logger = logging.getLogger("specviz.app")
 # `public=` reads the module-level PUBLIC at call time (tests may monkeypatch it, or pass public=True).
 PUBLIC = public_mode()
 PUBLIC_POLICY = public_policy()
-PUBLIC_TARGETS = frozenset(p["target"] for p in PRESETS.values())
-PUBLIC_DRAFTS = frozenset(p["draft_model"] for p in PRESETS.values() if p["drafter"] == "model")
+
+
+def public_models(cuda: bool) -> tuple[frozenset, frozenset]:
+    """(targets, draft models) public mode lets a visitor run: the offline presets always, the hub
+    presets only on a CUDA machine (on a CPU Space they would download gigabytes for runs that
+    cannot finish in the time limit)."""
+    allowed = [p for p in PRESETS.values() if cuda or p["target"] in models.OFFLINE_MODELS]
+    return (frozenset(p["target"] for p in allowed),
+            frozenset(p["draft_model"] for p in allowed if p["drafter"] == "model"))
+
+
+PUBLIC_TARGETS, PUBLIC_DRAFTS = public_models(cuda=torch.cuda.is_available())
 
 DRAFTERS = [(kind.label, kind.spec) for kind in DRAFTER_KINDS.values()]
 DRAFTER_NOTES = {spec: kind.note for spec, kind in DRAFTER_KINDS.items()}
@@ -622,7 +633,7 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
         # Model-free views never wait behind a generation.
         free = dict(concurrency_limit=None, show_progress="hidden")
         tokens_html.click(inspect_token, run_state, [inspector_md, inspector_plot], api_name=False, **free)
-        replay_slider.release(replay, [replay_slider, run_state], view, api_name="replay", **free)
+        replay_slider.release(replay, [replay_slider, run_state], view, api_name="replay", preprocess=False, **free)
         for button, delta in ((replay_back, -1), (replay_next, 1)):
             button.click(functools.partial(step_replay, delta=delta), [replay_slider, run_state], replay_slider,
                          api_name=False, **free).then(replay, [replay_slider, run_state], view, api_name=False, **free)

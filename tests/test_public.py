@@ -65,11 +65,19 @@ def test_public_policy_caps_and_wall_time_variable():
 
 
 def test_presets_and_model_free_drafters_are_allowed():
+    on_gpu = app.public_models(cuda=True)
     for preset in app.PRESETS.values():
         draft = preset["draft_model"] if preset["drafter"] == "model" else preset["drafter"]
-        check_public_models(preset["target"], draft, TARGETS, DRAFTS)
+        check_public_models(preset["target"], draft, *on_gpu)
     for draft in ("ngram", "none", "int8", "early-exit:3"):
         check_public_models("gemma-3-270m", draft, TARGETS, DRAFTS)
+
+
+def test_hub_presets_are_refused_on_a_machine_without_cuda():
+    targets, drafts = app.public_models(cuda=False)
+    assert targets == {"smollm2-135m-instruct", "gemma-3-270m"} and not drafts
+    with pytest.raises(RequestError, match="public mode"):
+        check_public_models("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", targets, drafts)
 
 
 @pytest.mark.parametrize("target, draft, what", [

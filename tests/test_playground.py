@@ -93,3 +93,20 @@ def test_from_analysis_takes_alpha_k_c_v_of_a_run():
     assert playground.from_analysis(row) == {"alpha": 0.7, "k": 4, "c": 0.02, "v": 1.1}
     assert playground.from_analysis({"alpha": None, "k": 4, "cost_ratio_c": 0.1}) is None
     assert playground.from_analysis(None) is None
+
+
+def test_playground_charts_build_with_plotly_validation():
+    import plotly.graph_objects as go
+
+    from specviz import charts
+
+    alphas, ks = [0.0, 0.5, 1.0], [1, 2, 4]
+    z = playground.speedup_grid(alphas, ks=ks, c=0.2)
+    fig = go.Figure(charts.playground_map_figure(alphas, ks, z, "K", point=(0.5, 2)).to_dict())
+    assert fig.data[0].zmid == 1.0 and fig.data[1].contours.start == 1.0  # break-even contour
+    mc = playground.monte_carlo(0.5, 4, 0.2, rounds=10, runs=100)
+    fig = go.Figure(charts.monte_carlo_figure(list(mc.counts), theory.tokens_per_pass_distribution(0.5, 4),
+                                              mc.tokens_per_pass, theory.expected_tokens_per_pass(0.5, 4)).to_dict())
+    assert sum(fig.data[0].y) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        charts.playground_map_figure(alphas, ks, z[:2], "K")

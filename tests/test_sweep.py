@@ -112,3 +112,19 @@ def test_cli_sweep_over_drafters_and_a_bad_value(tiny_target, tmp_path):
     assert bad.returncode == 1 and "lookahead K must be a whole number between 1 and 16" in bad.stderr
     both = specviz("sweep", "--target", tiny_target, "-k", "1", "2", "--temperature", "0", "1", "--prompt", PROMPT)
     assert both.returncode == 1 and "one setting at a time" in both.stderr
+
+
+def test_sweep_charts_plot_measured_and_theory_per_setting():
+    import plotly.graph_objects as go
+
+    from specviz import charts
+
+    rows = [{"temperature": t, "alpha": a, "acceptance_rate": a / 2, "tokens_per_pass": 1 + a,
+             "predicted_tokens_per_pass": 1 + a, "speedup": 0.9 + a, "theoretical_speedup": 1 + a}
+            for t, a in [(0.0, 0.8), (1.0, 0.4)]]
+    for metric in ("alpha", "tokens_per_pass", "speedup"):
+        fig = go.Figure(charts.sweep_figure(rows, "temperature", metric).to_dict())
+        assert list(fig.data[0].x) == [0.0, 1.0] and len(fig.data) == 2
+    assert "waiting" in str(charts.sweep_figure([], "k", "speedup").to_dict())
+    with pytest.raises(ValueError):
+        charts.sweep_figure(rows, "temperature", "nope")

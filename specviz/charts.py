@@ -457,8 +457,8 @@ def playground_map_figure(alphas: list[float], ys: list[float], z: list[list[flo
         point: the playground's current (α, K or c), drawn as a marker, or None.
         title: the figure's title (default: says what is plotted).
 
-    The colour scale is centred on 1 (plain decoding's speed): red cells are slowdowns, green
-    cells speedups; a black contour traces speedup = 1, the break-even line.
+    The colour scale is white at 1 (plain decoding's speed): red cells are slowdowns, green cells
+    speedups; a black contour traces speedup = 1, the break-even line.
 
     Raises:
         ValueError: if ``z`` does not have ``len(ys)`` rows of ``len(alphas)`` values.
@@ -469,9 +469,10 @@ def playground_map_figure(alphas: list[float], ys: list[float], z: list[list[flo
                      f"playground_map_{y_name}", "per-token α", y_name)
     layout["height"] = 360
     top = max(2.0, max((max(row) for row in z), default=2.0))
+    # White exactly at speedup 1 on a 0..top scale: red below (slowdowns), green above.
     data = [
-        {"type": "heatmap", "x": alphas, "y": ys, "z": z, "zmin": 0.0, "zmid": 1.0, "zmax": top,
-         "colorscale": [[0.0, "#b2182b"], [0.5, "#f7f7f7"], [1.0, "#1b7837"]],
+        {"type": "heatmap", "x": alphas, "y": ys, "z": z, "zmin": 0.0, "zmax": top,
+         "colorscale": [[0.0, "#b2182b"], [1.0 / top, "#f7f7f7"], [1.0, "#1b7837"]],
          "colorbar": {"title": {"text": "speedup ×"}, "thickness": 12},
          "hovertemplate": (f"α = %{{x:.2f}}, {y_name} = %{{y}}<br>speedup = (1 − α^(K+1)) / ((1 − α)(K·c + v)) = "
                            "%{z:.2f}×<extra></extra>")},

@@ -103,7 +103,8 @@ def test_playground_charts_build_with_plotly_validation():
     alphas, ks = [0.0, 0.5, 1.0], [1, 2, 4]
     z = playground.speedup_grid(alphas, ks=ks, c=0.2)
     fig = go.Figure(charts.playground_map_figure(alphas, ks, z, "K", point=(0.5, 2)).to_dict())
-    assert fig.data[0].zmid == 1.0 and fig.data[1].contours.start == 1.0  # break-even contour
+    assert fig.data[0].colorscale[1][0] == pytest.approx(1 / fig.data[0].zmax)  # white at speedup 1
+    assert fig.data[1].contours.start == 1.0  # the break-even contour
     mc = playground.monte_carlo(0.5, 4, 0.2, rounds=10, runs=100)
     fig = go.Figure(charts.monte_carlo_figure(list(mc.counts), theory.tokens_per_pass_distribution(0.5, 4),
                                               mc.tokens_per_pass, theory.expected_tokens_per_pass(0.5, 4)).to_dict())

@@ -692,10 +692,12 @@ def playground_update(alpha, k, c, v, map_axes, rounds, seed):
     """Every playground output from the sliders: (figures, map, Monte-Carlo text, Monte-Carlo chart).
 
     Model-free and instant; values are validated here (API callers skip the sliders' limits)."""
-    alpha = _float("α", alpha, 0.0, 1.0)
-    k = _int("K", k, 1, playground.BEST_K_MAX)
-    c = _float("c", c, 0.0, 10.0)
-    v = _float("v", v, 0.0, 10.0, lo_open=True)
+    alpha = _float("per-token α", alpha, 0.0, 1.0)
+    k = _int("lookahead K", k, 1, playground.BEST_K_MAX)
+    c = _float("cost ratio c", c, 0.0, 10.0)
+    v = _float("verify cost v", v, 0.0, 10.0, lo_open=True)
+    if map_axes not in ("α and K", "α and c"):
+        raise gr.Error(f"The map is over 'α and K' or 'α and c', got {map_axes!r}.")
     rounds = _int("passes per simulated run", rounds, 1, 1000)
     seed = _int("seed", seed, 0, 2**31 - 1)
     cf = playground.closed_form(alpha, k, c, v)

@@ -573,6 +573,7 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
                 control = gr.Checkbox(False, label="Control: accept every draft token (broken; should fail)",
                                       elem_id="sv-check-control")
                 lossless_btn = gr.Button("Run the check")
+            gr.Markdown(LOSSLESS_FORMULA, latex_delimiters=LATEX)
             lossless_plot = gr.Plot(label="First-token histograms", elem_id="sv-lossless")
             lossless_text = gr.Markdown()
         with gr.Accordion("How it works", open=False):
@@ -611,6 +612,11 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
 # specviz.sweep, specviz.lossless and specviz.charts; these are thin callbacks over it.
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
+LOSSLESS_FORMULA = (r"Why it should pass: a token $x$ comes out accepted with probability "
+                    r"$\min(p_\text{draft}(x), p_\text{target}(x))$ and resampled with probability "
+                    r"$\max(0, p_\text{target}(x) - p_\text{draft}(x))$; the two sum to $p_\text{target}(x)$ "
+                    r"(derivation in **The maths** tab). The control case skips the test, so its first token "
+                    r"follows $p_\text{draft}$ and the check should fail.")
 SWEEP_DEFAULTS = {"temperature": "0 0.3 0.7 1.0 1.5", "k": "1 2 3 4 6 8", "draft": "ngram int8 early-exit:4 none"}
 SWEEP_LABELS = {"Temperature": "temperature", "Lookahead K": "k", "Drafter": "draft"}
 FREE_TEXT_PROMPT = EXAMPLES[3][0]
@@ -887,7 +893,10 @@ def _experiments_tab(run, last_analysis, public: bool) -> None:
         "target (the speedup's yardstick), after a warm-up, so every speedup is measured. The dashed lines are the "
         "closed forms at each point's measured α, c and v. Expect per-token α to fall as temperature rises on free "
         "text (the target's distribution spreads out, so a guess matches it less often); prompt lookup on free text "
-        "tests few drafts, so its α there rests on few samples.")
+        "tests few drafts, so its α there rests on few samples.\n\n"
+        r"Theory per point: $E[N] = \frac{1-\alpha^{K+1}}{1-\alpha}$ tokens per pass and "
+        r"$S = \frac{E[N]}{Kc + v}$, with that setting's measured per-token $\alpha$, cost ratio $c$ and verify "
+        r"cost $v$.", latex_delimiters=LATEX)
     with gr.Row():
         parameter = gr.Radio(list(SWEEP_LABELS), value="Temperature", label="Sweep", elem_id="sv-exp-param")
         values = gr.Textbox(SWEEP_DEFAULTS["temperature"], label="Values (spaces or commas)", elem_id="sv-exp-values")

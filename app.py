@@ -620,6 +620,7 @@ LOSSLESS_FORMULA = (r"Why it should pass: a token $x$ comes out accepted with pr
 SWEEP_DEFAULTS = {"temperature": "0 0.3 0.7 1.0 1.5", "k": "1 2 3 4 6 8", "draft": "ngram int8 early-exit:4 none"}
 SWEEP_LABELS = {"Temperature": "temperature", "Lookahead K": "k", "Drafter": "draft"}
 FREE_TEXT_PROMPT = EXAMPLES[3][0]
+PUBLIC_MAX_SETTINGS = 6  # a public experiment runs at most this many settings (each a run and a baseline)
 
 
 class _RunTab:
@@ -821,6 +822,8 @@ def _sweep_plan(parameter, values_text, max_new_tokens, run_values, public, repl
     if parameter not in SWEEP_DEFAULTS:
         raise gr.Error(f"Sweep one of {', '.join(SWEEP_LABELS)}, got {parameter!r}.")
     values = replace if replace is not None else _sweep_values(parameter, values_text)
+    if public and len(values) > PUBLIC_MAX_SETTINGS:
+        raise gr.Error(f"Public mode: at most {PUBLIC_MAX_SETTINGS} settings per experiment, got {len(values)}.")
     limits = PUBLIC_POLICY.limits if public else DEFAULT_LIMITS
     tokens = _int("tokens per setting", max_new_tokens, 1, limits.max_new_tokens)
     (prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p, seed, chat,

@@ -82,3 +82,52 @@ def test_the_teaching_endpoints_are_in_the_api():
         assert "Per-token α must be a number" in str(err.value)
     finally:
         demo.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tmp_path_factory) -> str:
+    from helpers import bpe_tokenizer
+    from test_cli import _save_tiny
+
+    tok = bpe_tokenizer(["The quick brown fox jumps over the lazy dog."] * 20, chat=False, vocab_size=300)
+    return _save_tiny(tmp_path_factory.mktemp("teach") / "target", tok, seed=0)
+
+
+def _held(target: str) -> dict:
+    return dict(prompt="the quick brown fox the quick brown fox the quick", target_id=target, drafter_kind="ngram",
+                draft_model="", early_exit_layers=1, k=3, temperature=0.0, top_k=0, top_p=1.0, seed=0, chat=False,
+                device="cpu", dtype="float32")
+
+
+class _NoProgress:
+    def __call__(self, *args, **kwargs):
+        pass
+
+
+def test_an_experiment_streams_rows_and_a_csv_and_fills_last_analysis(tiny_target, one_torch_thread):
+    updates = list(app.run_sweep_ui("Temperature", "0, 1", 6, **_held(tiny_target), last_analysis=None,
+                                    progress=_NoProgress()))
+    status, table, *figs, csv_path, last = updates[-1]
+    assert "**Done**: 2 settings of temperature" in status
+    assert [row[0] for row in table] == ["0.0", "1.0"]
+    assert open(csv_path, encoding="utf-8").read().count("\n") == 3  # header and two rows
+    assert last["temperature"] == 1.0 and "alpha" in last
+    assert any(str(u[0]).startswith("Running setting") for u in updates[:-1])
+
+
+def test_side_by_side_shows_one_coloured_output_per_drafter(tiny_target, one_torch_thread):
+    updates = list(app.run_side_by_side(["Prompt lookup", "Early-exit self-draft", "None (plain decoding)"], 6,
+                                        **_held(tiny_target), progress=_NoProgress()))
+    html, status = updates[-1]
+    assert "**Done**: 3 drafters" in status
+    for draft in ("ngram", "early-exit:1", "none"):
+        assert f'data-draft="{draft}"' in html
+    assert html.count('class="sv-out"') == 3 and "per-token α" in html
+    with pytest.raises(gr.Error, match="Tick at least one drafter"):
+        next(app.run_side_by_side([], 6, **_held(tiny_target), progress=_NoProgress()))
+
+
+def test_public_mode_caps_the_settings_of_an_experiment(tiny_target):
+    with pytest.raises(gr.Error, match="at most 6 settings"):
+        next(app.run_sweep_ui("Lookahead K", "1 2 3 4 5 6 7", 6, **_held(tiny_target), last_analysis=None,
+                              progress=_NoProgress(), public=True))

@@ -38,7 +38,7 @@ from specviz.request import (  # noqa: E402
 )
 from specviz.runner import load_pair, make_generation, plain_baseline, warm_up  # noqa: E402
 from specviz.sampling import NonFiniteLogitsError  # noqa: E402
-from specviz.sweep import sweep, sweep_requests, write_csv  # noqa: E402
+from specviz.sweep import alpha_trend, sweep, sweep_requests, write_csv  # noqa: E402
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round  # noqa: E402
 
 
@@ -596,11 +596,14 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
                             top_k, top_p, seed, chat, device, dtype, n_draws, control],
                            [lossless_plot, lossless_text], api_name="lossless", concurrency_limit=1,
                            preprocess=False)
-        _teach_tabs(run_tab, dict(prompt=prompt, target_id=target_id, drafter_kind=drafter_kind,
+        # last_analysis: the last real run's figures, for the Playground's "load" button (the Run
+        # callback should write its RunAnalysis into it; the Experiments tab already does).
+        last_analysis = _teach_tabs(run_tab, dict(prompt=prompt, target_id=target_id, drafter_kind=drafter_kind,
                                   draft_model=draft_model, early_exit_layers=early_exit_layers, k=k,
                                   temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, chat=chat,
                                   device=device, dtype=dtype, max_new_tokens=max_new_tokens,
                                   check_temperature=check_temperature, control=control), public)
+        del last_analysis  # not wired to run_demo yet: see _teach_tabs
     return demo
 
 
@@ -881,7 +884,8 @@ def run_sweep_ui(parameter, values_text, max_new_tokens, prompt, target_id, draf
         path = os.path.join(tempfile.mkdtemp(prefix="specviz-sweep-"), f"sweep-{parameter}.csv")
         with open(path, "w", encoding="utf-8", newline="") as out:
             write_csv(rows, out)
-        status = (f"**Done**: {len(rows)} settings of {parameter}." if len(rows) == len(requests) else
+        status = (f"**Done**: {len(rows)} settings of {parameter}. {alpha_trend(rows, parameter)}"
+                  if len(rows) == len(requests) else
                   f"Finished {len(rows)}/{len(requests)} settings…")
         yield (status, _sweep_table(rows, parameter),
                *[charts.sweep_figure(rows, parameter, m) for m in ("alpha", "tokens_per_pass", "speedup")],

@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from specviz.request import RequestError, validate_request
     from specviz.runner import load_pair
-    from specviz.sweep import sweep, sweep_requests
+    from specviz.sweep import alpha_trend, sweep, sweep_requests
 
     try:
         base = validate_request(prompt=args.prompt, target=args.target, draft=args.draft, k=args.k,
@@ -86,10 +86,7 @@ def main(argv=None) -> int:
         print(f"  T = {r['temperature']:<4g} per-token α {f(r['alpha'])} ({r['accepted']}/{r['tested']} tested), "
               f"acceptance rate {f(r['acceptance_rate'])}, tokens/pass {r['tokens_per_pass']:.2f}, "
               f"speedup {f(r['speedup'], '.2f')}× (theory {f(r['theoretical_speedup'], '.2f')}×)")
-    alphas = [r["alpha"] for r in rows if r["alpha"] is not None]
-    falling = len(alphas) == len(rows) and all(a >= b for a, b in zip(alphas, alphas[1:]))
-    print(f"per-token α {'falls' if falling else 'does NOT fall monotonically'} as temperature rises "
-          f"({', '.join(f(a) for a in alphas)})")
+    print(alpha_trend(rows, "temperature"))
     if args.json:
         Path(args.json).write_text(json.dumps({"load_s": load_s, "sweep_s": sweep_s, "total_s": total,
                                                "goal_s": GOAL_S, "args": vars(args), "rows": rows}, indent=1) + "\n",

@@ -269,7 +269,7 @@ def sweep_setting(args: argparse.Namespace) -> tuple[str, list]:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .request import RequestError
-    from .sweep import sweep, sweep_requests, write_csv
+    from .sweep import alpha_trend, sweep, sweep_requests, write_csv
 
     parameter, values = sweep_setting(args)
     drafts = [args.draft] if isinstance(args.draft, str) else args.draft
@@ -300,6 +300,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print(f"{parameter}={row[parameter]}: per-token α {_num(row['alpha'])}, tokens/pass "
                   f"{row['tokens_per_pass']:.2f} (theory {_num(row['predicted_tokens_per_pass'])}), speedup "
                   f"{_num(row['speedup'])}× (theory {_num(row['theoretical_speedup'])}×)")
+        print(alpha_trend(rows, parameter))
     return 0
 
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from .request import Limits, DEFAULT_LIMITS, RequestError, RunRequest, validate_request
 
-__all__ = ["PARAMETERS", "SweepStep", "CSV_FIELDS", "sweep", "sweep_requests", "sweep_rows", "write_csv"]
+__all__ = ["CSV_FIELDS", "PARAMETERS", "SweepStep", "alpha_trend", "sweep", "sweep_requests", "sweep_rows",
+           "write_csv"]
 
 #: The settings a sweep can vary, as the request names them.
 PARAMETERS = ("temperature", "k", "draft")
@@ -193,3 +194,25 @@ def write_csv(rows: Iterable[dict], out: io.TextIOBase | None = None) -> str:
         counts = row.get("counts") or {}
         writer.writerow([_cell(row.get(name)) for name in CSV_FIELDS] + [counts.get(kind, 0) for kind in kinds])
     return buffer.getvalue() if out is None else ""
+
+
+def alpha_trend(rows: Sequence[dict], parameter: str) -> str:
+    """One honest sentence on how the per-token α moved with the setting, with the tested counts
+    behind each value (α over a handful of tested drafts is noise), or "" for fewer than 2 rows."""
+    points = [(r[parameter], r["alpha"], r["tested"]) for r in rows]
+    if len(points) < 2:
+        return ""
+    measured = [(x, a, n) for x, a, n in points if a is not None]
+    listing = ", ".join(f"{x}: {'n/a' if a is None else f'{a:.2f}'} ({n} tested)" for x, a, n in points)
+    if len(measured) < 2:
+        return f"Per-token α could not be compared: too few settings drafted anything ({listing})."
+    alphas = [a for _, a, _ in measured]
+    if all(a >= b for a, b in zip(alphas, alphas[1:])) and alphas[0] > alphas[-1]:
+        shape = "fell as the setting rose"
+    elif all(a <= b for a, b in zip(alphas, alphas[1:])) and alphas[0] < alphas[-1]:
+        shape = "rose with the setting"
+    else:
+        shape = "did not move in one direction"
+    few = [x for x, _, n in measured if n < 20]
+    caveat = f"; fewer than 20 drafts were tested at {', '.join(map(str, few))}, so those values are noisy" if few else ""
+    return f"Per-token α {shape} ({listing}){caveat}."

@@ -4,6 +4,7 @@ sweep on the offline model runs to completion."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -12,7 +13,7 @@ from test_browser import CHROMIUM, LAUNCH_ARGS, app_url  # noqa: F401  (app_url 
 from specviz import playground
 
 pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not __import__("os").path.exists(CHROMIUM), reason="Debian's chromium is not installed")]
+              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]
 
 
 @pytest.fixture(scope="module")

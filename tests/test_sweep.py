@@ -128,3 +128,17 @@ def test_sweep_charts_plot_measured_and_theory_per_setting():
     assert "waiting" in str(charts.sweep_figure([], "k", "speedup").to_dict())
     with pytest.raises(ValueError):
         charts.sweep_figure(rows, "temperature", "nope")
+
+
+def test_alpha_trend_says_what_was_measured():
+    from specviz.sweep import alpha_trend
+
+    rows = [{"temperature": 0.0, "alpha": 0.8, "tested": 50}, {"temperature": 1.5, "alpha": 0.3, "tested": 40}]
+    assert alpha_trend(rows, "temperature").startswith("Per-token α fell as the setting rose")
+    rows[1]["alpha"] = 0.9
+    assert "rose with the setting" in alpha_trend(rows, "temperature")
+    rows.append({"temperature": 2.0, "alpha": 0.1, "tested": 3})
+    text = alpha_trend(rows, "temperature")
+    assert "did not move in one direction" in text and "fewer than 20 drafts were tested at 2.0" in text
+    assert "could not be compared" in alpha_trend([{"k": 1, "alpha": None, "tested": 0},
+                                                   {"k": 2, "alpha": 0.5, "tested": 9}], "k")

@@ -71,3 +71,14 @@ def test_a_three_point_temperature_sweep_runs_to_completion(page):
     for metric in ("alpha", "tokens_per_pass", "speedup"):
         assert page.locator(f"#sv-exp-{metric} .js-plotly-plot").count() == 1
     assert page.locator("#sv-exp-csv a").count() >= 1  # the CSV download link
+
+
+def test_a_lesson_sets_up_the_run_tab_and_the_maths_is_rendered(page):
+    page.get_by_role("tab", name="The maths").click()
+    page.wait_for_selector("#sv-maths .katex", timeout=30_000)  # the formulas are typeset, not raw LaTeX
+    assert "Leviathan" in page.inner_text("#sv-maths") and "$$" not in page.inner_text("#sv-maths")
+    page.get_by_role("tab", name="Lessons").click()
+    page.get_by_role("button", name="A misaligned draft (early exit)").click()
+    page.wait_for_selector("#sv-lesson-note >> text=almost never guess", timeout=30_000)
+    assert page.get_by_role("tab", name="Run").get_attribute("aria-selected") == "true"
+    assert "Write a short poem" in page.locator("#sv-prompt textarea").input_value()

@@ -777,9 +777,10 @@ def _playground_tab(last_analysis):
     outputs = [figures, map_plot, mc_text, mc_plot]
     # Model-free: its own queue with no limit, so it never waits behind a generation.
     shared = dict(concurrency_id="playground", concurrency_limit=None, preprocess=False)
-    for i, control in enumerate(inputs):
-        control.change(playground_update, inputs, outputs, api_name="playground" if i == 0 else False,
-                       show_progress="hidden", **shared)
+    # One listener for every control, "always_last": a drag fires many changes, and separate listeners
+    # running at once could answer out of order and leave a stale figure on screen.
+    gr.on([control.change for control in inputs], playground_update, inputs, outputs, api_name="playground",
+          show_progress="hidden", trigger_mode="always_last", **shared)
     load_btn.click(analysis_for_playground, last_analysis, [alpha, k, c, v, load_note],
                    api_name="playground_load_run", **shared)
     return inputs, outputs

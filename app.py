@@ -990,8 +990,10 @@ def run_side_by_side(drafters, max_new_tokens, prompt, target_id, drafter_kind, 
 def _side_by_side_tab(run, public: bool) -> None:
     gr.Markdown("### Drafters side by side\nThe Run tab's prompt and settings, run once with each drafter. The "
                 "colours are the Run tab's (green accepted, orange resampled, blue bonus, grey plain). Same target, "
-                "same seed: at temperature 0 the texts agree; what changes is how many tokens each verify pass "
-                "yields and what that costs.")
+                "same seed: what changes is how many tokens each verify pass yields and what that costs. At "
+                "temperature 0 in float32 the texts agree exactly; in bfloat16 (what *auto* picks on this kind of "
+                "CPU) one batched verify pass can round a near-tie differently from a one-token step, so the texts "
+                "may part ways at such a token.")
     with gr.Row():
         chosen = gr.CheckboxGroup(list(SIDE_BY_SIDE), value=["Prompt lookup", "int8 self-draft",
                                                              "Early-exit self-draft", "None (plain decoding)"],

@@ -21,11 +21,11 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from specviz import charts, models  # noqa: E402
+from specviz import charts, models, playground, theory  # noqa: E402
 from specviz.analysis import PlainBaseline, RunAnalysis, analyse, health_notes, running_speedup  # noqa: E402
 from specviz.drafters import DRAFTER_KINDS  # noqa: E402
 from specviz.engine import ContextLengthError  # noqa: E402
-from specviz.lossless import first_token_experiment  # noqa: E402
+from specviz.lossless import first_token_experiment, lossless_notes  # noqa: E402
 from specviz.request import (  # noqa: E402
     DEFAULT_LIMITS,
     RequestError,
@@ -33,12 +33,14 @@ from specviz.request import (  # noqa: E402
     check_public_models,
     public_mode,
     public_policy,
+    to_float,
     to_int,
     validate_request,
 )
 from specviz.runner import load_pair, make_generation, plain_baseline, saved_trace, warm_up  # noqa: E402
 from specviz.sampling import NonFiniteLogitsError  # noqa: E402
-from specviz.trace import rounds_csv, trace_from_dict, trace_to_dict  # noqa: E402
+from specviz.sweep import alpha_trend, sweep, sweep_requests, write_csv  # noqa: E402
+from specviz.trace import rounds_csv, token_label, trace_from_dict, trace_to_dict  # noqa: E402
 from specviz.view import (  # noqa: E402
     CSS,
     _escape,
@@ -338,15 +340,19 @@ def _trace_meta(run, request, target, drafter, baseline) -> dict:
 
 @gpu
 def run_lossless(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
-                 seed, chat, device, dtype, n_draws, progress=gr.Progress(), *, public: bool | None = None):
+                 seed, chat, device, dtype, n_draws, control=False, progress=gr.Progress(), *,
+                 public: bool | None = None):
     """The "Is it lossless?" panel: first-token histograms, speculative vs direct, against p_target.
 
+    ``temperature`` is the check's own (the page sends its "Check's temperature", default 1);
+    ``control`` true runs the broken accept-every-draft method, which the test should reject.
     ``public``: public mode (bound by build_demo; None reads the module's PUBLIC): caps the draws."""
     public = _is_public(public)
     request = _request(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k,
                        top_p, 1, seed, chat, device, dtype, public=public)
     try:
         n_draws = to_int("draws", n_draws, 100, PUBLIC_POLICY.max_draws if public else 100_000)
+        control = "accept_all" if _flag_value("control", control) else "none"
     except RequestError as err:
         raise gr.Error(_sentence(str(err))) from None
     if request.plain:
@@ -357,21 +363,29 @@ def run_lossless(prompt, target_id, drafter_kind, draft_model, early_exit_layers
     t0 = time.perf_counter()
     try:
         report = first_token_experiment(target.model, drafter, prompt_ids, request.sampling, n=n_draws,
-                                        seed=request.seed, vocab_size=drafter.vocab_size)
+                                        seed=request.seed, vocab_size=drafter.vocab_size, control=control)
     except (NonFiniteLogitsError, ValueError) as err:
-        raise gr.Error(str(err)) from None
-    labels = [repr(target.decode([t])) if t >= 0 else "(all other tokens)" for t in report.token_ids]
+        hint = (" Pick the int8 or early-exit self-draft, whose first token always has a draft distribution."
+                if "proposes nothing" in str(err) else "")
+        raise gr.Error(_sentence(str(err)) + hint) from None
+    labels = [token_label(target.decode([t]) if t >= 0 else "", t) for t in report.token_ids]
     fig = charts.lossless_figure(labels, report.p_target, report.freq_speculative, report.freq_direct)
     text = (
-        f"**{report.n} draws each** in {time.perf_counter() - t0:.1f} s, draft: {report.draft_label} "
-        f"(its token was accepted in {report.acceptance_rate:.0%} of draws).\n\n"
+        f"**{report.n} draws each** in {time.perf_counter() - t0:.1f} s at temperature "
+        f"{request.sampling.temperature:g}, draft: {report.draft_label} "
+        f"(its token was accepted in {report.acceptance_rate:.0%} of draws"
+        f"{'; control case: every draft token accepted' if control == 'accept_all' else ''}).\n\n"
         f"| | total-variation distance to p_target | chi-square p-value |\n|---|---|---|\n"
         f"| speculative sampling | {report.tv_speculative:.4f} | {report.p_value_speculative:.3f} |\n"
         f"| direct target sampling | {report.tv_direct:.4f} | {report.p_value_direct:.3f} |\n\n"
         "How to read it: if speculative sampling is exact, its distance to p_target is about as small as "
         "direct sampling's (both are only sampling noise, shrinking like 1/√N), and its p-value is not tiny "
-        "(below 0.01 in most repeats would mean the two distributions differ)."
+        "(below 0.01 in most repeats would mean the two distributions differ). Tokens are labelled with their "
+        "text (␣ a space, ↵ a newline, ∅ no text) and their id."
     )
+    notes = lossless_notes(report, request.sampling.temperature, lookup=request.draft == "ngram")
+    if notes:
+        text += "\n\n" + "\n\n".join(f"**Note.** {note}" for note in notes)
     return fig, text
 
 
@@ -402,6 +416,14 @@ def replay(upto, state):
     n = len(state["rounds"])
     status = f"**Replay** · after pass {upto} of {n} · {state['label']}"
     return _view(state, upto, status, upto == n)
+
+
+def last_run_figures(state) -> dict | None:
+    """The finished run's figures (``RunAnalysis.scalars()``), for the Playground's "load" button."""
+    if not isinstance(state, dict) or not state.get("rounds"):
+        return None
+    rounds = state["rounds"]
+    return analyse(rounds, state["k"], rounds[-1].elapsed_s, state["prefill_ms"], state["baseline"]).scalars()
 
 
 def step_replay(upto, state, delta: int):
@@ -476,6 +498,15 @@ element.addEventListener('click', (event) => {
 """
 
 
+def _flag_value(name: str, value) -> bool:
+    """A checkbox value as sent by the page or an API caller (true/false, 1/0, None = false)."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, (int, str)) and str(value).strip().lower() in ("1", "0", "true", "false"):
+        return str(value).strip().lower() in ("1", "true")
+    raise RequestError(f"{name} must be true or false, got {value!r}")
+
+
 def apply_preset(name: str):
     p = PRESETS[name]
     return (gr.update(value=p["target"]), gr.update(value=p["drafter"]),
@@ -533,6 +564,7 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
             gr.Markdown(f"*Public demo: pick a model pair from the presets; runs are capped at "
                         f"{limits.max_new_tokens} new tokens, K ≤ {limits.max_k} and "
                         f"{PUBLIC_POLICY.max_run_s:g} s. Run it locally for any model.*")
+        run_tab = _open_run_tab()  # the Run tab: everything up to _teach_tabs below goes in it
         with gr.Row():
             with gr.Column(scale=1, min_width=340):
                 preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Model pair")
@@ -605,7 +637,13 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
             with gr.Row():
                 n_draws = gr.Slider(500, PUBLIC_POLICY.max_draws if public else 20000, value=4000, step=500,
                                     label="Draws of each kind")
+                check_temperature = gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Check's temperature",
+                                              info="1 samples the model's own distribution; at 0 there is "
+                                                   "nothing to sample", elem_id="sv-check-temperature")
+                control = gr.Checkbox(False, label="Control: accept every draft token (broken; should fail)",
+                                      elem_id="sv-check-control")
                 lossless_btn = gr.Button("Run the check")
+            gr.Markdown(LOSSLESS_FORMULA, latex_delimiters=LATEX)
             lossless_plot = gr.Plot(label="First-token histograms", elem_id="sv-lossless")
             lossless_text = gr.Markdown()
         with gr.Accordion("How it works", open=False):
@@ -626,8 +664,8 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
                                   preprocess=False)
         stop_btn.click(None, cancels=[run_event])
         lossless_btn.click(functools.partial(run_lossless, public=public),
-                           [prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k,
-                            top_p, seed, chat, device, dtype, n_draws],
+                           [prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, check_temperature,
+                            top_k, top_p, seed, chat, device, dtype, n_draws, control],
                            [lossless_plot, lossless_text], api_name="lossless", concurrency_id="generation",
                            concurrency_limit=1, preprocess=False)
         # Model-free views never wait behind a generation.
@@ -639,7 +677,559 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
                          api_name=False, **free).then(replay, [replay_slider, run_state], view, api_name=False, **free)
         export_btn.click(export_run, run_state, export_files, api_name="export", **free)
         trace_file.upload(load_trace, trace_file, view + [run_state, replay_slider], api_name="load_trace", **free)
+        # last_analysis: the last real run's figures, for the Playground's "load" button; the Run
+        # tab fills it when a run ends, the Experiments tab with its last row.
+        last_analysis = _teach_tabs(run_tab, dict(prompt=prompt, target_id=target_id, drafter_kind=drafter_kind,
+                                  draft_model=draft_model, early_exit_layers=early_exit_layers, k=k,
+                                  temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, chat=chat,
+                                  device=device, dtype=dtype, max_new_tokens=max_new_tokens,
+                                  check_temperature=check_temperature, control=control), public)
+        run_event.then(last_run_figures, run_state, last_analysis, api_name=False, **free)
     return demo
+
+
+# =============================================================================== teaching tabs
+# Issue 10 ("Explore the method"): the Playground, Experiments, Drafters side by side, Lessons and
+# The maths tabs. Everything here is appended after the Run page's code and hooked into
+# build_demo with two lines (_open_run_tab at the top of the Run page, _teach_tabs at the end), so
+# the Run page's own code is not re-indented. The library work lives in specviz.playground,
+# specviz.sweep, specviz.lossless and specviz.charts; these are thin callbacks over it.
+
+LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
+LOSSLESS_FORMULA = (r"Why it should pass: a token $x$ comes out accepted with probability "
+                    r"$\min(p_\text{draft}(x), p_\text{target}(x))$ and resampled with probability "
+                    r"$\max(0, p_\text{target}(x) - p_\text{draft}(x))$; the two sum to $p_\text{target}(x)$ "
+                    r"(derivation in **The maths** tab). The control case skips the test, so its first token "
+                    r"follows $p_\text{draft}$ and the check should fail.")
+SWEEP_DEFAULTS = {"temperature": "0 0.3 0.7 1.0 1.5", "k": "1 2 3 4 6 8", "draft": "ngram int8 early-exit:4 none"}
+SWEEP_LABELS = {"Temperature": "temperature", "Lookahead K": "k", "Drafter": "draft"}
+FREE_TEXT_PROMPT = EXAMPLES[3][0]
+PUBLIC_MAX_SETTINGS = 6  # a public experiment runs at most this many settings (each a run and a baseline)
+
+
+class _RunTab:
+    """The Tabs block and its open "Run" tab, entered by :func:`_open_run_tab` and closed by
+    :func:`_teach_tabs` (entering the contexts by hand keeps build_demo's run page unindented)."""
+
+    def __init__(self):
+        self.tabs = gr.Tabs(selected="run")
+        self.tabs.__enter__()
+        self.tab = gr.Tab("Run", id="run")
+        self.tab.__enter__()
+        # A lesson's "what to notice" shows here, above the controls it set.
+        self.lesson_note = gr.Markdown(visible=False, elem_id="sv-lesson-note")
+
+
+def _open_run_tab() -> _RunTab:
+    """Open the page's tabs and the "Run" tab; everything built until :func:`_teach_tabs` goes in it."""
+    return _RunTab()
+
+
+def _float(name, value, lo, hi, lo_open=False) -> float:
+    try:
+        return to_float(name, value, lo, hi, lo_open=lo_open)
+    except RequestError as err:
+        raise gr.Error(_sentence(str(err))) from None
+
+
+def _int(name, value, lo, hi) -> int:
+    try:
+        return to_int(name, value, lo, hi)
+    except RequestError as err:
+        raise gr.Error(_sentence(str(err))) from None
+
+
+# ----------------------------------------------------------------------------- playground
+PG_ALPHAS = [i / 40 for i in range(41)]
+PG_KS = list(range(1, playground.BEST_K_MAX + 1))
+PG_CS = [i / 40 for i in range(41)]  # c from 0 to 1: a draft from free to as dear as the target
+
+
+def playground_figures_markdown(cf: playground.ClosedForm) -> str:
+    """The playground's closed-form figures, each with its formula and the numbers put in."""
+    a, k, c, v = cf.alpha, cf.k, cf.c, cf.v
+    verdict = "a **slowdown**" if cf.speedup < 1 else "faster than plain decoding"
+    return (
+        f"**Expected tokens per verify pass** E[N] = **{cf.tokens_per_pass:.3f}**\n\n"
+        f"$$E[N] = \\frac{{1-\\alpha^{{K+1}}}}{{1-\\alpha}} = \\frac{{1-{a:.2f}^{{{k + 1}}}}}{{1-{a:.2f}}}$$\n\n"
+        f"**Cost of one round** K·c + v = **{cf.round_cost:.3f}** plain target steps "
+        f"({k} draft steps of c = {c:.3f}, one verify pass of v = {v:.3f})\n\n"
+        f"**Expected speedup** S = **{cf.speedup:.3f}×** ({verdict})\n\n"
+        f"$$S = \\frac{{E[N]}}{{K c + v}} = \\frac{{{cf.tokens_per_pass:.3f}}}{{{k}\\cdot{c:.3f} + {v:.3f}}}$$\n\n"
+        f"**Best K** for α = {a:.2f}, c = {c:.3f}, v = {v:.3f}: **K = {cf.best_k}**, "
+        f"speedup **{cf.best_speedup:.3f}×** (searched over K = 1…{playground.BEST_K_MAX})\n\n"
+        f"Ceiling at this K (every draft accepted, α = 1): (K + 1)/(K·c + v) = {cf.ceiling:.3f}×"
+    )
+
+
+def monte_carlo_markdown(mc: playground.MonteCarlo, cf: playground.ClosedForm) -> str:
+    """The simulation's figures next to the closed form's, with their spread."""
+    lo, hi = mc.spread(mc.run_tokens_per_pass)
+    slo, shi = mc.spread(mc.run_speedup)
+    return (
+        f"**Monte-Carlo**: {mc.runs:,} simulated runs of {mc.rounds} verify passes; each draft accepted "
+        f"independently with probability α = {mc.alpha:.2f}, a pass stops at its first rejection (seed {mc.seed}).\n\n"
+        f"| | simulated | closed form |\n|---|---|---|\n"
+        f"| tokens per pass (mean ± standard error) | {mc.tokens_per_pass:.3f} ± {mc.tokens_per_pass_se:.3f} | "
+        f"{cf.tokens_per_pass:.3f} |\n"
+        f"| speedup = tokens per pass ÷ (K·c + v) | {mc.speedup:.3f}× | {cf.speedup:.3f}× |\n"
+        f"| one run of {mc.rounds} passes: middle 90% of tokens per pass | {lo:.2f} – {hi:.2f} | |\n"
+        f"| one run of {mc.rounds} passes: middle 90% of speedup | {slo:.2f}× – {shi:.2f}× | |\n\n"
+        "A real run of a few dozen passes lands anywhere in that spread; the closed form is its mean."
+    )
+
+
+def playground_update(alpha, k, c, v, map_axes, rounds, seed):
+    """Every playground output from the sliders: (figures, map, Monte-Carlo text, Monte-Carlo chart).
+
+    Model-free and instant; values are validated here (API callers skip the sliders' limits)."""
+    alpha = _float("per-token α", alpha, 0.0, 1.0)
+    k = _int("lookahead K", k, 1, playground.BEST_K_MAX)
+    c = _float("cost ratio c", c, 0.0, 10.0)
+    v = _float("verify cost v", v, 0.0, 10.0, lo_open=True)
+    if map_axes not in ("α and K", "α and c"):
+        raise gr.Error(f"The map is over 'α and K' or 'α and c', got {map_axes!r}.")
+    rounds = _int("passes per simulated run", rounds, 1, 1000)
+    seed = _int("seed", seed, 0, 2**31 - 1)
+    cf = playground.closed_form(alpha, k, c, v)
+    if map_axes == "α and c":
+        z = playground.speedup_grid(PG_ALPHAS, cs=PG_CS, k=k, v=v)
+        fig = charts.playground_map_figure(PG_ALPHAS, PG_CS, z, "c", point=(alpha, c),
+                                           title=f"Expected speedup over (α, c) at K = {k}, v = {v:.2f} · red: slowdown")
+    else:
+        z = playground.speedup_grid(PG_ALPHAS, ks=PG_KS, c=c, v=v)
+        fig = charts.playground_map_figure(PG_ALPHAS, PG_KS, z, "K", point=(alpha, k),
+                                           title=f"Expected speedup over (α, K) at c = {c:.3f}, v = {v:.2f} · red: slowdown")
+    mc = playground.monte_carlo(alpha, k, c, v, rounds=rounds, runs=max(1, 40_000 // rounds), seed=seed)
+    mc_fig = charts.monte_carlo_figure(list(mc.counts), theory.tokens_per_pass_distribution(alpha, k),
+                                       mc.tokens_per_pass, cf.tokens_per_pass)
+    return playground_figures_markdown(cf), fig, monte_carlo_markdown(mc, cf), mc_fig
+
+
+def analysis_for_playground(state):
+    """The last real run's α, K, c and v as slider updates, plus a line saying where they came from.
+
+    ``state`` is the ``last_analysis`` State: a :class:`~specviz.analysis.RunAnalysis`, its
+    ``scalars()`` dict, or a sweep row (the Experiments tab fills it; the Run tab's callback is
+    meant to fill it too). Raises gr.Error when there is no run with a measured α and c."""
+    scalars = state.scalars() if isinstance(state, RunAnalysis) else state if isinstance(state, dict) else None
+    point = playground.from_analysis(scalars)
+    if point is None:
+        raise gr.Error("No real run with a measured α and c yet: run a generation with a drafter (or an experiment), "
+                       "then load its figures.")
+    k = min(point["k"], playground.BEST_K_MAX)
+    note = (f"Loaded from the last real run: per-token α = {point['alpha']:.3f} (accepted ÷ tested), K = {k}, "
+            f"c = {point['c']:.3f} and v = {point['v']:.3f} (measured against plain decoding). "
+            "Now ask what if: halve c, or raise α.")
+    return (gr.update(value=round(point["alpha"], 2)), gr.update(value=k), gr.update(value=round(point["c"], 3)),
+            gr.update(value=round(min(max(point["v"], 0.5), 3.0), 2)), note)
+
+
+def _playground_tab(last_analysis):
+    """The what-if playground: sliders, the closed form with its formulas, the map and a Monte-Carlo."""
+    gr.Markdown("### What if? The closed form, live\nMove α, K, c and v and watch the expected tokens per pass and "
+                "the expected speedup (Leviathan et al. 2023, eq. 1 and Theorem 3.8). No model runs here.")
+    with gr.Row():
+        with gr.Column(scale=1, min_width=320):
+            alpha = gr.Slider(0.0, 1.0, value=0.7, step=0.01, label="per-token α (chance a tested draft is accepted)",
+                              elem_id="sv-pg-alpha")
+            k = gr.Slider(1, playground.BEST_K_MAX, value=4, step=1, label="lookahead K (drafts per round)",
+                          elem_id="sv-pg-k")
+            c = gr.Slider(0.0, 1.5, value=0.05, step=0.005, label="cost ratio c (one draft step ÷ one plain step)",
+                          elem_id="sv-pg-c")
+            v = gr.Slider(0.5, 3.0, value=1.0, step=0.01, label="verify cost v (one verify pass ÷ one plain step)",
+                          elem_id="sv-pg-v")
+            map_axes = gr.Radio(["α and K", "α and c"], value="α and K", label="Map over")
+            with gr.Row():
+                rounds = gr.Slider(1, 200, value=24, step=1, label="passes per simulated run")
+                seed = gr.Number(0, precision=0, minimum=0, label="simulation seed")
+            load_btn = gr.Button("Load α, c, v of the last real run")
+            load_note = gr.Markdown()
+            # Pure and instant: the first figures are computed while the page is built.
+            first = playground_update(0.7, 4, 0.05, 1.0, "α and K", 24, 0)
+            figures = gr.Markdown(first[0], latex_delimiters=LATEX, elem_id="sv-pg-figures")
+        with gr.Column(scale=2):
+            map_plot = gr.Plot(first[1], show_label=False, elem_id="sv-pg-map")
+            with gr.Row():
+                mc_plot = gr.Plot(first[3], show_label=False, elem_id="sv-pg-mc")
+                mc_text = gr.Markdown(first[2], elem_id="sv-pg-mc-text")
+    gr.Markdown(PLAYGROUND_NOTES, latex_delimiters=LATEX)
+    inputs = [alpha, k, c, v, map_axes, rounds, seed]
+    outputs = [figures, map_plot, mc_text, mc_plot]
+    # Model-free: its own queue with no limit, so it never waits behind a generation.
+    shared = dict(concurrency_id="playground", concurrency_limit=None, preprocess=False)
+    # One listener for every control, "always_last": a drag fires many changes, and separate listeners
+    # running at once could answer out of order and leave a stale figure on screen.
+    gr.on([control.change for control in inputs], playground_update, inputs, outputs, api_name="playground",
+          show_progress="hidden", trigger_mode="always_last", **shared)
+    load_btn.click(analysis_for_playground, last_analysis, [alpha, k, c, v, load_note],
+                   api_name="playground_load_run", **shared)
+    return inputs, outputs
+
+
+PLAYGROUND_NOTES = r"""
+**Reading the map.** Each cell is the expected speedup $S$ at that α and K (or c); red cells are slower than plain
+decoding, the black line is $S = 1$. With a cheap draft (small c) the best K grows with α: more drafts pay only if
+they are likely to be accepted. With a dear draft the whole map turns red: even $\alpha = 1$ gives at most
+$(K+1)/(Kc+v)$.
+
+**Why simulate?** The closed form is an expectation. A real run of a few dozen verify passes is one draw from the
+process the Monte-Carlo repeats thousands of times, so a measured tokens per pass a little off the formula is noise,
+not a bug; the spread in the table says how much to expect.
+"""
+
+
+# ----------------------------------------------------------------------------- experiments
+def _sweep_values(parameter: str, text) -> list[str]:
+    """The values typed for a sweep, split on commas and spaces (validated by specviz.sweep)."""
+    if not isinstance(text, str) or not text.replace(",", " ").split():
+        raise gr.Error(f"Type the {parameter} values to sweep, e.g. {SWEEP_DEFAULTS[parameter]}.")
+    return text.replace(",", " ").split()
+
+
+def _sweep_table(rows: list[dict], parameter: str) -> list[list]:
+    def f(x, spec=".3f"):
+        return "—" if x is None else format(x, spec)
+
+    return [[str(r[parameter]), f(r["alpha"]), f(r["acceptance_rate"]), f(r["tokens_per_pass"]),
+             f(r["predicted_tokens_per_pass"]), f(r["speedup"]), f(r["theoretical_speedup"]), f(r["cost_ratio_c"]),
+             f(r["verify_cost_v"]), f(r["tokens_per_s"], ".1f")] for r in rows]
+
+
+SWEEP_HEADERS = ["setting", "per-token α (accepted ÷ tested)", "acceptance rate (accepted ÷ proposed)",
+                 "tokens per pass", "theory (1−α^(K+1))/(1−α)", "speedup (measured)",
+                 "theory speedup", "c", "v", "tokens/s"]
+
+
+def _sweep_plan(parameter, values_text, max_new_tokens, run_values, public, replace=None):
+    """The validated requests of a sweep from the Experiments controls and the Run tab's values."""
+    parameter = SWEEP_LABELS.get(parameter, parameter)
+    if parameter not in SWEEP_DEFAULTS:
+        raise gr.Error(f"Sweep one of {', '.join(SWEEP_LABELS)}, got {parameter!r}.")
+    values = replace if replace is not None else _sweep_values(parameter, values_text)
+    if public and len(values) > PUBLIC_MAX_SETTINGS:
+        raise gr.Error(f"Public mode: at most {PUBLIC_MAX_SETTINGS} settings per experiment, got {len(values)}.")
+    limits = PUBLIC_POLICY.limits if public else DEFAULT_LIMITS
+    tokens = _int("tokens per setting", max_new_tokens, 1, limits.max_new_tokens)
+    (prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p, seed, chat,
+     device, dtype) = run_values
+    base = _request(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
+                    tokens, seed, chat, device, dtype, public=public)
+    try:
+        requests = sweep_requests(base, parameter, values, limits=limits)
+        if public:
+            for r in requests:
+                check_public_models(r.target, r.draft, PUBLIC_TARGETS, PUBLIC_DRAFTS)
+    except RequestError as err:
+        raise gr.Error(_sentence(str(err))) from None
+    return parameter, requests
+
+
+def _sweep_steps(requests, progress):
+    """specviz.sweep's steps, with loading errors as one clear gr.Error line."""
+    def report(fraction, message):
+        progress(fraction, desc=message)
+
+    try:
+        yield from sweep(requests, progress=report)
+    except models.IncompatiblePairError as err:
+        raise gr.Error(f"These models cannot be paired: {err}") from None
+    except (models.ModelLoadError, NonFiniteLogitsError, ContextLengthError, ValueError, OSError) as err:
+        raise gr.Error(_sentence(str(err))) from None
+
+
+@gpu
+def run_sweep_ui(parameter, values_text, max_new_tokens, prompt, target_id, drafter_kind, draft_model,
+                 early_exit_layers, k, temperature, top_k, top_p, seed, chat, device, dtype, last_analysis,
+                 progress=gr.Progress(), *, public: bool | None = None):
+    """Stream an experiment: (status, table, α chart, tokens/pass chart, speedup chart, CSV file, last_analysis).
+
+    The status line updates a few times a second; the table and charts when a setting finishes; the
+    CSV (written with specviz.sweep.write_csv) after each finished setting, so a stopped sweep keeps
+    what it measured."""
+    public = _is_public(public)
+    parameter, requests = _sweep_plan(parameter, values_text, max_new_tokens,
+                                      (prompt, target_id, drafter_kind, draft_model, early_exit_layers, k,
+                                       temperature, top_k, top_p, seed, chat, device, dtype), public)
+    rows: list[dict] = []
+    last = 0.0
+    empty = [charts.sweep_figure([], parameter, m) for m in ("alpha", "tokens_per_pass", "speedup")]
+    yield f"Starting: {len(requests)} settings of {parameter}…", [], *empty, None, last_analysis
+    for step in _sweep_steps(requests, progress):
+        if step.row is None:
+            if time.perf_counter() - last > 0.3:
+                last = time.perf_counter()
+                yield f"Running {step.message}…", *[gr.skip()] * 5, last_analysis
+            continue
+        rows.append(step.row)
+        last_analysis = step.row
+        path = os.path.join(tempfile.mkdtemp(prefix="specviz-sweep-"), f"sweep-{parameter}.csv")
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            write_csv(rows, out)
+        status = (f"**Done**: {len(rows)} settings of {parameter}. {alpha_trend(rows, parameter)}"
+                  if len(rows) == len(requests) else
+                  f"Finished {len(rows)}/{len(requests)} settings…")
+        yield (status, _sweep_table(rows, parameter),
+               *[charts.sweep_figure(rows, parameter, m) for m in ("alpha", "tokens_per_pass", "speedup")],
+               path, last_analysis)
+
+
+def _experiments_tab(run, last_analysis, public: bool) -> None:
+    """One click sweeps temperature, K or the drafter for the Run tab's prompt, target and settings."""
+    gr.Markdown(
+        "### Experiments: vary one setting, hold the rest\nUses the **Run** tab's prompt, target, drafter and "
+        "settings, and changes one of them. Each setting runs speculatively and then as plain decoding of the same "
+        "target (the speedup's yardstick), after a warm-up, so every speedup is measured. The dashed lines are the "
+        "closed forms at each point's measured α, c and v. Expect per-token α to fall as temperature rises on free "
+        "text (the target's distribution spreads out, so a guess matches it less often); prompt lookup on free text "
+        "tests few drafts, so its α there rests on few samples.\n\n"
+        r"Theory per point: $E[N] = \frac{1-\alpha^{K+1}}{1-\alpha}$ tokens per pass and "
+        r"$S = \frac{E[N]}{Kc + v}$, with that setting's measured per-token $\alpha$, cost ratio $c$ and verify "
+        r"cost $v$.", latex_delimiters=LATEX)
+    with gr.Row():
+        parameter = gr.Radio(list(SWEEP_LABELS), value="Temperature", label="Sweep", elem_id="sv-exp-param")
+        values = gr.Textbox(SWEEP_DEFAULTS["temperature"], label="Values (spaces or commas)", elem_id="sv-exp-values")
+        limits = PUBLIC_POLICY.limits if public else DEFAULT_LIMITS
+        tokens = gr.Slider(1, min(256, limits.max_new_tokens), value=48, step=1, label="Tokens per setting",
+                           elem_id="sv-exp-tokens")
+    with gr.Row():
+        start = gr.Button("Run the experiment", variant="primary", elem_id="sv-exp-run")
+        stop = gr.Button("Stop", variant="stop", elem_id="sv-exp-stop")
+    status = gr.Markdown("Press **Run the experiment**.", elem_id="sv-exp-status")
+    table = gr.Dataframe(headers=SWEEP_HEADERS, interactive=False, wrap=True, elem_id="sv-exp-table")
+    with gr.Row():
+        plots = [gr.Plot(charts.sweep_figure([], "temperature", m), show_label=False, elem_id=f"sv-exp-{m}")
+                 for m in ("alpha", "tokens_per_pass", "speedup")]
+    csv_file = gr.File(label="Results as CSV", elem_id="sv-exp-csv")
+    parameter.change(lambda p: SWEEP_DEFAULTS[SWEEP_LABELS[p]], parameter, values, api_name=False,
+                     concurrency_id="playground", concurrency_limit=None)
+    inputs = [parameter, values, tokens] + [run[name] for name in RUN_VALUE_NAMES] + [last_analysis]
+    event = start.click(functools.partial(run_sweep_ui, public=public), inputs,
+                        [status, table, *plots, csv_file, last_analysis], api_name="sweep",
+                        concurrency_id="generation", concurrency_limit=1, preprocess=False)
+    stop.click(None, cancels=[event])
+
+
+RUN_VALUE_NAMES = ("prompt", "target_id", "drafter_kind", "draft_model", "early_exit_layers", "k", "temperature",
+                   "top_k", "top_p", "seed", "chat", "device", "dtype")
+
+
+# ----------------------------------------------------------------------------- side by side
+SIDE_BY_SIDE = {"Prompt lookup": "ngram", "Draft model (Run tab's)": "model", "int8 self-draft": "int8",
+                "Early-exit self-draft": "early-exit", "None (plain decoding)": "none"}
+
+
+def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> str:
+    """One coloured output per drafter, one above the other, each headed by its figures."""
+    def f(x, spec=".2f"):
+        return "—" if x is None else format(x, spec)
+
+    blocks = [legend_html()]
+    for row, run in rows_runs:
+        speed = ("the baseline itself (plain decoding)" if row["draft"] == "none" else
+                 f"speedup <b>{f(row['speedup'])}×</b> (measured ÷ plain decoding; theory "
+                 f"{f(row['theoretical_speedup'])}×)")
+        head = (f"<b>{_escape(row['drafter'])}</b> · per-token α <b>{f(row['alpha'], '.3f')}</b> (accepted ÷ tested, "
+                f"{row['accepted']}/{row['tested']}) · <b>{row['tokens_per_pass']:.2f}</b> tokens per pass · {speed}")
+        body = "".join(render_round(r, eos) for r in run.rounds)
+        blocks.append(f'<div class="sv-sbs" data-draft="{_escape(row["draft"])}" style="margin:10px 0 4px">{head}</div>'
+                      f'<div class="sv-out">{body}</div>')
+    return "".join(blocks)
+
+
+@gpu
+def run_side_by_side(drafters, max_new_tokens, prompt, target_id, drafter_kind, draft_model, early_exit_layers, k,
+                     temperature, top_k, top_p, seed, chat, device, dtype, progress=gr.Progress(), *,
+                     public: bool | None = None):
+    """Stream the same prompt and settings run with each chosen drafter: (HTML, status)."""
+    public = _is_public(public)
+    if not isinstance(drafters, list) or not drafters:
+        raise gr.Error("Tick at least one drafter to compare.")
+    try:
+        specs = [_drafter_spec(SIDE_BY_SIDE.get(d, d), draft_model, early_exit_layers) for d in drafters]
+    except RequestError as err:
+        raise gr.Error(_sentence(str(err))) from None
+    _, requests = _sweep_plan("draft", "", max_new_tokens, (prompt, target_id, drafter_kind, draft_model,
+                              early_exit_layers, k, temperature, top_k, top_p, seed, chat, device, dtype),
+                              public, replace=specs)
+    done: list[tuple[dict, object]] = []
+    eos: set[int] = set()
+    last = 0.0
+    for step in _sweep_steps(requests, progress):
+        if step.row is not None:
+            target, _ = load_pair(requests[step.index].target, "none", requests[step.index].device,
+                                  requests[step.index].dtype)
+            eos = set(target.eos_token_ids)
+            done.append((step.row, step.run))
+            yield side_by_side_html(done, eos), f"Finished {len(done)}/{len(requests)} drafters."
+        elif time.perf_counter() - last > 0.3:
+            last = time.perf_counter()
+            yield gr.skip(), f"Running {step.message}…"
+    yield side_by_side_html(done, eos), f"**Done**: {len(done)} drafters, same prompt and settings."
+
+
+def _side_by_side_tab(run, public: bool) -> None:
+    gr.Markdown("### Drafters side by side\nThe Run tab's prompt and settings, run once with each drafter. The "
+                "colours are the Run tab's (green accepted, orange resampled, blue bonus, grey plain). Same target, "
+                "same seed: what changes is how many tokens each verify pass yields and what that costs. At "
+                "temperature 0 in float32 the texts agree exactly; in bfloat16 (what *auto* picks on this kind of "
+                "CPU) one batched verify pass can round a near-tie differently from a one-token step, so the texts "
+                "may part ways at such a token.")
+    with gr.Row():
+        chosen = gr.CheckboxGroup(list(SIDE_BY_SIDE), value=["Prompt lookup", "int8 self-draft",
+                                                             "Early-exit self-draft", "None (plain decoding)"],
+                                  label="Drafters", elem_id="sv-sbs-drafters")
+        tokens = gr.Slider(1, 256, value=48, step=1, label="Tokens each")
+    with gr.Row():
+        start = gr.Button("Run side by side", variant="primary")
+        stop = gr.Button("Stop", variant="stop")
+    status = gr.Markdown(elem_id="sv-sbs-status")
+    out = gr.HTML(elem_id="sv-sbs-out")
+    inputs = [chosen, tokens] + [run[name] for name in RUN_VALUE_NAMES]
+    event = start.click(functools.partial(run_side_by_side, public=public), inputs, [out, status],
+                        api_name="side_by_side", concurrency_id="generation", concurrency_limit=1,
+                        preprocess=False)
+    stop.click(None, cancels=[event])
+
+
+# ----------------------------------------------------------------------------- lessons
+#: One-click scenarios: the Run tab's settings they set, and what to notice (one or two sentences).
+LESSONS = {
+    "Copy-heavy vs free text (prompt lookup)": dict(
+        prompt=EXAMPLES[0][0], chat=True, drafter_kind="ngram", k=4, temperature=0.0, max_new_tokens=96,
+        note="Press **Run**: on this typo-fixing prompt prompt lookup copies long runs (green and blue tokens, more "
+             "than 2 tokens per pass, a real speedup). Then pick the *poem* example and run again: there is nothing "
+             "to copy, most passes are grey plain steps, and the speedup drops to about 1×."),
+    "Temperature 0 vs 1.5": dict(
+        prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=0.0, max_new_tokens=48,
+        note="Press **Run** at temperature 0 and note the per-token α; set the temperature to 1.5 and run again: the "
+             "target's distribution spreads out, the int8 draft's guesses match it less often, and α falls. The "
+             "**Experiments** tab sweeps it in one click."),
+    "A good draft that is too slow (int8 on a CPU)": dict(
+        prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=0.0, max_new_tokens=48,
+        note="Press **Run**: α is high (the int8 copy agrees with the target most of the time), yet the speedup is "
+             "below 1, because one draft step costs a large fraction of a target step (c), so a round costs K·c + v "
+             "steps. Load its α, c and v in the **Playground** and halve c."),
+    "A misaligned draft (early exit)": dict(
+        prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="early-exit", early_exit_layers=4, k=4, temperature=0.0,
+        max_new_tokens=48,
+        note="Press **Run**: the target's first 4 layers almost never guess its token (α near 0), so nearly every "
+             "pass yields one resampled token and the drafting is pure cost: a slowdown."),
+    "Lossless check at T = 1": dict(
+        prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=1.0, max_new_tokens=48,
+        check_temperature=1.0, control=False,
+        note="Open **Is it lossless?** below and press **Run the check**: at T = 1 both the accepted and the resampled "
+             "branch are exercised, and the speculative histogram matches p_target (p-value not tiny). Then tick "
+             "*accept every draft token* and run it again: the broken method fails with a tiny p-value."),
+}
+LESSON_FIELDS = ("prompt", "chat", "drafter_kind", "early_exit_layers", "k", "temperature", "max_new_tokens",
+                 "check_temperature", "control")
+
+
+def apply_lesson(name: str):
+    """Updates for the Run tab's controls, its lesson note and the selected tab (the Run tab)."""
+    if name not in LESSONS:
+        raise gr.Error(f"Unknown lesson {name!r}.")
+    lesson = LESSONS[name]
+    updates = [gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS]
+    note = gr.update(value=f"**Lesson: {name}.** {lesson['note']}", visible=True)
+    return (*updates, note, gr.Tabs(selected="run"))
+
+
+def _lessons_tab(run_tab: _RunTab, run) -> None:
+    gr.Markdown("### Lessons\nEach button sets up the **Run** tab for one scenario and says what to notice there.")
+    targets = [run[f] for f in LESSON_FIELDS] + [run_tab.lesson_note, run_tab.tabs]
+    for name, lesson in LESSONS.items():
+        with gr.Row():
+            button = gr.Button(name, scale=1, min_width=280)
+            gr.Markdown(lesson["note"].replace("Press **Run**: ", "").replace("Press **Run** ", ""), scale=3)
+        button.click(functools.partial(apply_lesson, name), None, targets, api_name=False,
+                     concurrency_id="playground", concurrency_limit=None)
+
+
+# ----------------------------------------------------------------------------- the maths
+MATHS = r"""
+### The method, step by step (Chen et al. 2023; Leviathan et al. 2023)
+
+A drafter proposes $K$ tokens $\tilde x_1, \dots, \tilde x_K$, each drawn from its own distribution $p_\text{draft}$.
+The target scores all of them in **one verify pass**, which gives $p_\text{target}$ at every drafted position. Left to
+right, draft token $x$ is accepted with probability
+
+$$\min\left(1, \frac{p_\text{target}(x)}{p_\text{draft}(x)}\right).$$
+
+At the first rejection the rest of the block is dropped and one token is drawn from the **residual**
+
+$$r(x) = \frac{\max(0,\ p_\text{target}(x) - p_\text{draft}(x))}{\sum_y \max(0,\ p_\text{target}(y) - p_\text{draft}(y))}.$$
+
+If all $K$ are accepted, the verify pass already holds the next distribution: one **bonus** token comes free.
+
+### Why the output is exactly the target's
+
+Take one position. The draft proposes $x$ with probability $p_\text{draft}(x)$ and keeps it with probability
+$\min(1, p_\text{target}(x)/p_\text{draft}(x))$, so $x$ comes out of the accept branch with probability
+
+$$p_\text{draft}(x)\cdot\min\left(1, \frac{p_\text{target}(x)}{p_\text{draft}(x)}\right) = \min(p_\text{draft}(x),\ p_\text{target}(x)).$$
+
+A rejection happens with probability $\beta = 1 - \sum_y \min(p_\text{draft}(y), p_\text{target}(y)) = \sum_y \max(0,\ p_\text{target}(y) - p_\text{draft}(y))$,
+and then $x$ is drawn from the residual, so the reject branch gives $x$ with probability
+$\beta \cdot r(x) = \max(0,\ p_\text{target}(x) - p_\text{draft}(x))$: exactly the mass the accept branch missed. The two add up:
+
+$$\min(p_\text{draft}, p_\text{target}) + \max(0,\ p_\text{target} - p_\text{draft}) = p_\text{target}.$$
+
+The drafter decides how fast the text comes, never which text. The **Is it lossless?** panel on the Run tab checks this by
+drawing the first token thousands of times; its control case (accept every draft token) shows what a broken rule looks like.
+
+### How many tokens per pass, and how much faster
+
+If each tested draft is accepted independently with probability $\alpha$ (the **per-token α** = accepted ÷ tested,
+not the acceptance rate = accepted ÷ proposed), a pass emits $n \le K$ tokens with probability $\alpha^{n-1}(1-\alpha)$
+and $K+1$ with probability $\alpha^K$, so
+
+$$E[\text{tokens per pass}] = 1 + \alpha + \dots + \alpha^K = \frac{1-\alpha^{K+1}}{1-\alpha}.$$
+
+A round costs $K$ draft steps of $c$ plain target steps each and one verify pass of $v$ plain steps, so the expected
+speedup over plain decoding is
+
+$$S = \frac{1-\alpha^{K+1}}{(1-\alpha)(Kc + v)},$$
+
+which is Leviathan et al.'s Theorem 3.8 with $v = 1$. The **Playground** tab lets you move each symbol.
+
+*Sources:* C. Chen, S. Borgeaud, G. Irving, J.-B. Lespiau, L. Sifre, J. Jumper (2023), *Accelerating Large Language
+Model Decoding with Speculative Sampling*, arXiv:2302.01318. Y. Leviathan, M. Kalman, Y. Matias (2023), *Fast Inference
+from Transformers via Speculative Decoding*, ICML 2023.
+"""
+
+
+def _teach_tabs(run_tab: _RunTab, run: dict, public: bool):
+    """Close the Run tab, add the teaching tabs, close the page's tabs.
+
+    Args:
+        run_tab: what :func:`_open_run_tab` returned.
+        run: the Run tab's components by name (:data:`RUN_VALUE_NAMES`, plus ``max_new_tokens``,
+            ``check_temperature`` and ``control`` of the lossless check), read by the experiments
+            and set by the lessons.
+        public: public mode (bound into the model callbacks, as build_demo does for /run).
+
+    Returns:
+        The ``last_analysis`` State: the last real run's figures (a RunAnalysis or its
+        ``scalars()``). The Experiments tab fills it; the Run tab's callback should fill it too,
+        so that the Playground's "Load α, c, v of the last real run" reads the run just made.
+    """
+    # Made before the Run tab closes: a State among the Tabs' children would shift the tab labels.
+    last_analysis = gr.State(None)
+    run_tab.tab.__exit__(None, None, None)
+    with gr.Tab("Playground", id="playground"):
+        _playground_tab(last_analysis)
+    with gr.Tab("Experiments", id="experiments"):
+        _experiments_tab(run, last_analysis, public)
+    with gr.Tab("Drafters side by side", id="side_by_side"):
+        _side_by_side_tab(run, public)
+    with gr.Tab("Lessons", id="lessons"):
+        _lessons_tab(run_tab, run)
+    with gr.Tab("The maths", id="maths"):
+        gr.Markdown(MATHS, latex_delimiters=LATEX, elem_id="sv-maths")
+    run_tab.tabs.__exit__(None, None, None)
+    return last_analysis
 
 
 demo = build_demo()

@@ -24,7 +24,7 @@ import plotly.io as pio
 
 from . import theory
 from .analysis import running_acceptance
-from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round
+from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
 
 __all__ = [
     "KIND_COLORS",
@@ -466,8 +466,6 @@ def inspector_figure(round_: Round, slot: int) -> go.Figure:
     Raises:
         IndexError: if ``slot`` is not a slot of the round.
     """
-    from .view import token_label
-
     tok = round_.emitted[slot]
     drafted = round_.drafted[slot] if slot < len(round_.drafted) and tok.kind in (ACCEPTED, RESAMPLED) else None
     series = []
@@ -492,11 +490,154 @@ def inspector_figure(round_: Round, slot: int) -> go.Figure:
     ids = ids[:14]
     texts = {i: t for _, _, values in series for i, (t, _) in values.items()}
     chosen = {tok.id} | ({drafted.id} if drafted is not None else set())
-    labels = [("★ " if i in chosen else "") + token_label(i, texts[i]) for i in ids]
+    labels = [("★ " if i in chosen else "") + token_label(texts[i], i) for i in ids]
     if not series or not ids:
         _note(layout, "no distributions recorded for this token (an uninstrumented run)")
         return _build([], layout)
     data = [{"type": "bar", "x": labels, "y": [values[i][1] if i in values else None for i in ids], "name": name,
              "marker": {"color": color},
              "hovertemplate": f"%{{x}}: {name} = %{{y:.4f}}<extra></extra>"} for name, color, values in series]
+
+
+# --------------------------------------------------------------------------- the what-if playground
+def playground_map_figure(alphas: list[float], ys: list[float], z: list[list[float]], y_name: str,
+                          point: tuple[float, float] | None = None, title: str = "") -> go.Figure:
+    """Expected speedup over a grid (α across, K or c up), with the slowdown region marked.
+
+    Args:
+        alphas: the α of each column, ascending.
+        ys: the K (or c) of each row, ascending.
+        z: ``z[i][j]`` the expected speedup at (alphas[j], ys[i]), e.g. from
+            :func:`specviz.playground.speedup_grid`.
+        y_name: ``"K"`` or ``"c"``: the row axis's name.
+        point: the playground's current (α, K or c), drawn as a marker, or None.
+        title: the figure's title (default: says what is plotted).
+
+    The colour scale is white at 1 (plain decoding's speed): red cells are slowdowns, green cells
+    speedups; a black contour traces speedup = 1, the break-even line.
+
+    Raises:
+        ValueError: if ``z`` does not have ``len(ys)`` rows of ``len(alphas)`` values.
+    """
+    if len(z) != len(ys) or any(len(row) != len(alphas) for row in z):
+        raise ValueError(f"z must have {len(ys)} rows of {len(alphas)} values")
+    layout = _layout(title or f"Expected speedup over (α, {y_name}) · red: slower than plain decoding",
+                     f"playground_map_{y_name}", "per-token α", y_name)
+    layout["height"] = 360
+    top = max(2.0, max((max(row) for row in z), default=2.0))
+    # White exactly at speedup 1 on a 0..top scale: red below (slowdowns), green above.
+    data = [
+        {"type": "heatmap", "x": alphas, "y": ys, "z": z, "zmin": 0.0, "zmax": top,
+         "colorscale": [[0.0, "#b2182b"], [1.0 / top, "#f7f7f7"], [1.0, "#1b7837"]],
+         "colorbar": {"title": {"text": "speedup ×"}, "thickness": 12},
+         "hovertemplate": (f"α = %{{x:.2f}}, {y_name} = %{{y}}<br>speedup = (1 − α^(K+1)) / ((1 − α)(K·c + v)) = "
+                           "%{z:.2f}×<extra></extra>")},
+        {"type": "contour", "x": alphas, "y": ys, "z": z, "showscale": False, "hoverinfo": "skip",
+         "contours": {"start": 1.0, "end": 1.0, "size": 1.0, "coloring": "none", "showlabels": True},
+         "line": {"color": "#222222", "width": 2}, "name": "break-even (speedup = 1)"},
+    ]
+    if point is not None and all(_finite(v) for v in point):
+        data.append({"type": "scatter", "x": [point[0]], "y": [point[1]], "mode": "markers",
+                     "name": "your setting", "marker": {"color": "#000000", "size": 12, "symbol": "x"},
+                     "hovertemplate": f"your setting: α = %{{x:.2f}}, {y_name} = %{{y}}<extra></extra>"})
+    return _build(data, layout)
+
+
+def monte_carlo_figure(counts: list[int], theory_probs: list[float], simulated_mean: float,
+                       closed_form_mean: float) -> go.Figure:
+    """Simulated tokens per verify pass against the closed form's distribution.
+
+    Args:
+        counts: ``counts[n - 1]`` simulated passes that emitted n tokens, n = 1..K + 1
+            (:attr:`specviz.playground.MonteCarlo.counts`).
+        theory_probs: P(N = n) of :func:`specviz.theory.tokens_per_pass_distribution`.
+        simulated_mean, closed_form_mean: the two means, drawn as vertical lines.
+
+    Raises:
+        ValueError: if the two lists differ in length or no pass was simulated.
+    """
+    if len(counts) != len(theory_probs):
+        raise ValueError(f"counts and theory_probs differ in length: {len(counts)} vs {len(theory_probs)}")
+    total = sum(counts)
+    if total <= 0:
+        raise ValueError("no simulated passes")
+    ns = list(range(1, len(counts) + 1))
+    layout = _layout(f"Simulated tokens per pass · mean {simulated_mean:.3f} (closed form {closed_form_mean:.3f})",
+                     "playground_mc", "tokens emitted in one pass", "fraction of passes")
+    layout["xaxis"].update(tickmode="linear", dtick=1, range=[0.4, len(ns) + 0.6])
+    layout["yaxis"].update(rangemode="tozero", tickformat=".0%")
+    data = [
+        {"type": "bar", "x": ns, "y": [c / total for c in counts], "customdata": counts, "name": "simulated",
+         "marker": {"color": SPEC_COLOR, "opacity": 0.75},
+         "hovertemplate": "%{x} tokens: %{y:.1%} of simulated passes (%{customdata})<extra></extra>"},
+        {"type": "scatter", "x": ns, "y": theory_probs, "mode": "markers", "name": "closed form P(N = n)",
+         "marker": {"color": THEORY_COLOR, "size": 9, "symbol": "diamond-open"},
+         "hovertemplate": "P(N = %{x}) = α^(n−1)(1 − α), or α^K for K + 1: %{y:.1%}<extra></extra>"},
+    ]
+    _vline(layout, closed_form_mean, THEORY_COLOR, f"closed form {closed_form_mean:.2f}", dash="dash",
+           left=closed_form_mean < simulated_mean)
+    _vline(layout, simulated_mean, MEAN_COLOR, f"simulated {simulated_mean:.2f}",
+           left=simulated_mean <= closed_form_mean)
+    return _build(data, layout)
+
+
+# --------------------------------------------------------------------------- experiments (sweeps)
+#: What each sweep chart plots: (row key measured, row key of its theory or None, axis title).
+SWEEP_METRICS = {
+    "alpha": ("alpha", None, "per-token α (accepted ÷ tested)"),
+    "tokens_per_pass": ("tokens_per_pass", "predicted_tokens_per_pass", "tokens per verify pass"),
+    "speedup": ("speedup", "theoretical_speedup", "speedup over plain decoding (×)"),
+}
+
+
+def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
+    """One measured figure of a sweep against the setting, with the theory for each point.
+
+    Args:
+        rows: sweep rows (:func:`specviz.sweep.sweep`), in the order run; may be empty.
+        parameter: the varied setting, ``"temperature"``, ``"k"`` or ``"draft"`` (categorical).
+        metric: ``"alpha"`` (with the acceptance rate, accepted ÷ proposed, beside it),
+            ``"tokens_per_pass"`` (theory: (1 − α^(K+1)) / (1 − α) at the row's α) or
+            ``"speedup"`` (theory: that ÷ (K·c + v) with the row's measured c and v; the region
+            below 1 is shaded as a slowdown).
+
+    Raises:
+        ValueError: for an unknown metric.
+    """
+    if metric not in SWEEP_METRICS:
+        raise ValueError(f"metric must be one of {', '.join(SWEEP_METRICS)}, got {metric!r}")
+    key, theory_key, y_title = SWEEP_METRICS[metric]
+    x_title = {"temperature": "temperature", "k": "lookahead K", "draft": "drafter"}.get(parameter, parameter)
+    title = f"{y_title} vs {x_title}"
+    uirev = f"sweep_{metric}"
+    if not rows:
+        return _waiting(title, uirev, x_title, y_title)
+    xs = [str(r.get(parameter)) if parameter == "draft" else r.get(parameter) for r in rows]
+    layout = _layout(title, uirev, x_title, y_title)
+    if parameter == "draft":
+        layout["xaxis"]["type"] = "category"
+    ys = [r.get(key) for r in rows]
+    data = [{"type": "scatter", "x": xs, "y": ys, "mode": "lines+markers", "name": "measured",
+             "line": {"color": SPEC_COLOR, "width": 2}, "marker": {"color": SPEC_COLOR, "size": 9},
+             "hovertemplate": f"{x_title} %{{x}}: {y_title} = %{{y:.3f}} (measured)<extra></extra>"}]
+    if metric == "alpha":
+        layout["yaxis"]["range"] = [0.0, 1.05]
+        data.append({"type": "scatter", "x": xs, "y": [r.get("acceptance_rate") for r in rows],
+                     "mode": "lines+markers", "name": "acceptance rate (accepted ÷ proposed)",
+                     "line": {"color": MEAN_COLOR, "width": 1.5, "dash": "dot"}, "marker": {"color": MEAN_COLOR},
+                     "hovertemplate": "%{x}: accepted ÷ proposed = %{y:.3f}<extra></extra>"})
+    else:
+        data.append({"type": "scatter", "x": xs, "y": [r.get(theory_key) for r in rows], "mode": "lines+markers",
+                     "name": "theory at the measured α" + (", c, v" if metric == "speedup" else ""),
+                     "line": {"color": THEORY_COLOR, "width": 1.5, "dash": "dash"},
+                     "marker": {"color": THEORY_COLOR, "size": 9, "symbol": "diamond-open"},
+                     "hovertemplate": ("%{x}: theory = %{y:.3f} — " + ("(1 − α^(K+1))/(1 − α)" if metric ==
+                                       "tokens_per_pass" else "(1 − α^(K+1))/((1 − α)(K·c + v))") +
+                                       "<extra></extra>")})
+    if metric == "speedup":
+        measured = [y for y in ys if _finite(y)] + [r.get(theory_key) for r in rows if _finite(r.get(theory_key))]
+        layout["yaxis"]["range"] = [0.0, max([1.2, *measured]) * 1.1]
+        layout["shapes"].append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": 0.0,
+                                 "y1": 1.0, "fillcolor": SLOW_FILL, "line": {"width": 0}, "layer": "below"})
+        _hline(layout, 1.0, PLAIN_COLOR, "plain decoding (below: a slowdown)")
     return _build(data, layout)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m specviz run | prepare | bench``.
+"""Command line: ``python -m specviz run | prepare | bench | sweep``.
 
 ``run`` generates one completion with speculative sampling (or plain decoding with
 ``--draft none``) and prints the text, coloured by token kind on a terminal, or one JSON object
@@ -35,17 +35,21 @@ ANSI = {"accepted": "\033[32m", "resampled": "\033[31m", "bonus": "\033[34m", "p
 RESET = "\033[0m"
 
 
+#: The sweep's default prompt: free text, where temperature moves α the most visibly.
+SWEEP_PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+
+
 class CLIError(Exception):
     """A user-facing error: printed as one line, exit status 1."""
 
 
 # --------------------------------------------------------------------------- argument parsing
-def _add_model_args(p: argparse.ArgumentParser) -> None:
+def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) -> None:
     p.add_argument("--target", default="smollm2-135m-instruct",
                    help="target model: an offline name (smollm2-135m-instruct, gemma-3-270m), a hub id or a "
                         "local directory (default: %(default)s)")
-    p.add_argument("--draft", default="ngram",
-                   help="drafter: ngram (prompt lookup), int8 (quantized copy of the target), early-exit:N "
+    p.add_argument("--draft", default="ngram", nargs="+" if several_drafts else None,
+                   help=("one or more drafters (sweep them with several); " if several_drafts else "") +"drafter: ngram (prompt lookup), int8 (quantized copy of the target), early-exit:N "
                         "(first N layers), none (plain decoding), or a draft model (offline name, hub id, "
                         "local directory) sharing the target's tokenizer (default: %(default)s)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: %(default)s")
@@ -109,6 +113,21 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-instrument-check", action="store_true", dest="no_instrument_check",
                        help="skip the instrument=False runs")
     bench.set_defaults(func=cmd_bench)
+    sweep = sub.add_parser("sweep", help="vary one setting and measure each (temperature, K or drafter)",
+                           description="Run the same prompt once per value of one setting (speculative run and "
+                                       "plain baseline each) and report per-token α, tokens per pass and the "
+                                       "measured and theoretical speedup per setting.")
+    _add_model_args(sweep, several_drafts=True)
+    sweep.add_argument("-k", "--lookahead", type=int, nargs="+", default=None, dest="k",
+                       help="K values to sweep, or one K to hold (default: 4)")
+    sweep.add_argument("--temperature", type=float, nargs="+", default=None,
+                       help="temperatures to sweep, or one to hold (default: 0)")
+    sweep.add_argument("--prompt", default=SWEEP_PROMPT, help="the prompt text (default: a free-text story prompt)")
+    sweep.add_argument("--chat", action="store_true", help="apply the target's chat template")
+    sweep.add_argument("--json", default=None, dest="json_path", metavar="FILE",
+                       help="write the rows as a JSON list to FILE (- for stdout)")
+    sweep.add_argument("--csv", default=None, dest="csv_path", metavar="FILE", help="write the rows as CSV to FILE")
+    sweep.set_defaults(func=cmd_sweep)
     return parser
 
 
@@ -214,6 +233,61 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(format_text(result, color=sys.stdout.isatty()))
     return 0
+
+
+# --------------------------------------------------------------------------- sweep
+def sweep_setting(args: argparse.Namespace) -> tuple[str, list]:
+    """The one setting ``sweep`` varies and its values: the option given more than one value, else
+    ``--draft`` when it names several drafters, else temperature. Raises CLIError for two at once."""
+    drafts = [args.draft] if isinstance(args.draft, str) else list(args.draft)
+    multi = [name for name, values in (("temperature", args.temperature), ("k", args.k), ("draft", drafts))
+             if values is not None and len(values) > 1]
+    if len(multi) > 1:
+        raise CLIError(f"sweep one setting at a time, got several values for {' and '.join(multi)}")
+    name = multi[0] if multi else "temperature"
+    values = {"temperature": args.temperature or [0.0], "k": args.k or [4], "draft": drafts}[name]
+    return name, values
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .request import RequestError
+    from .sweep import alpha_trend, sweep, sweep_requests, write_csv
+
+    parameter, values = sweep_setting(args)
+    drafts = [args.draft] if isinstance(args.draft, str) else args.draft
+    held_draft = drafts[0]
+    base = _request(argparse.Namespace(**{**vars(args), "draft": held_draft}), (args.k or [4])[0],
+                    (args.temperature or [0.0])[0], args.prompt)
+    try:
+        requests = sweep_requests(base, parameter, values)
+    except RequestError as err:
+        raise CLIError(str(err)) from None
+    _check_threads(args)
+    progress = tty_progress(args.verbose)
+    rows = []
+    for step in sweep(requests, progress=progress):
+        if step.row is not None:
+            rows.append(step.row)
+            log.info("%s = %s: alpha %s, tokens/pass %.2f, speedup %s", parameter, step.row[parameter],
+                     step.row["alpha"], step.row["tokens_per_pass"], step.row["speedup"])
+    text = json.dumps(rows, ensure_ascii=False, indent=1)
+    if args.json_path == "-":
+        print(text)
+    elif args.json_path:
+        Path(args.json_path).write_text(text + "\n", encoding="utf-8")
+    if args.csv_path:
+        Path(args.csv_path).write_text(write_csv(rows), encoding="utf-8")
+    if args.json_path != "-":
+        for row in rows:
+            print(f"{parameter}={row[parameter]}: per-token α {_num(row['alpha'])}, tokens/pass "
+                  f"{row['tokens_per_pass']:.2f} (theory {_num(row['predicted_tokens_per_pass'])}), speedup "
+                  f"{_num(row['speedup'])}× (theory {_num(row['theoretical_speedup'])}×)")
+        print(alpha_trend(rows, parameter))
+    return 0
+
+
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
 
 
 # --------------------------------------------------------------------------- prepare

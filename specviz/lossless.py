@@ -10,6 +10,13 @@ proposal, one target forward pass), then repeat only the random part many times:
 If the method is exact, both histograms estimate ``p_target``. We report the total-variation
 distance of each histogram to ``p_target`` and a chi-square goodness-of-fit p-value (scipy) over
 the most likely tokens plus one "everything else" bin.
+
+A control case shows that the test can fail: with ``control="accept_all"`` every draft token is
+accepted whatever p_target says, so the first token is distributed as p_draft, not p_target,
+and the chi-square rejects it whenever the two differ by more than sampling noise.
+:func:`lossless_notes` says in words what the chosen settings make the check show (at
+temperature 0 there is nothing to sample; a prompt-lookup draft is a point mass), and
+:func:`specviz.trace.token_label` names a token so that a reader can tell tokens apart.
 """
 
 from __future__ import annotations
@@ -21,8 +28,14 @@ from scipy import stats
 
 from .drafters import Drafter, ModelDrafter
 from .sampling import SamplingConfig, logits_to_probs, sample, verify
+from .trace import token_label
 
-__all__ = ["LosslessReport", "first_token_experiment"]
+__all__ = ["CONTROLS", "LosslessReport", "draw_first_tokens", "first_token_experiment", "lossless_notes",
+           "token_label"]
+
+#: The control cases: ``"none"`` (the real verify step) and ``"accept_all"`` (a deliberately broken
+#: verify step that accepts every draft token, so its first token follows p_draft).
+CONTROLS = ("none", "accept_all")
 
 
 @dataclass
@@ -39,6 +52,8 @@ class LosslessReport:
         n: number of draws of each kind.
         acceptance_rate: fraction of speculative draws whose draft token was accepted.
         draft_label: what proposed the draft token.
+        control: ``"none"``, or ``"accept_all"`` when the verify step was deliberately broken.
+        p_draft: p_draft of each bin (what a broken verify step would reproduce).
     """
 
     token_ids: list[int]
@@ -52,6 +67,8 @@ class LosslessReport:
     n: int
     acceptance_rate: float
     draft_label: str
+    control: str = "none"
+    p_draft: list[float] | None = None
 
 
 def _binned(counts: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
@@ -102,6 +119,7 @@ def first_token_experiment(
     seed: int = 0,
     top: int = 12,
     vocab_size: int | None = None,
+    control: str = "none",
 ) -> LosslessReport:
     """Draw ``n`` first tokens speculatively and ``n`` directly from the target, and compare.
 
@@ -118,14 +136,18 @@ def first_token_experiment(
         seed: seed for all draws.
         top: number of most likely target tokens shown as their own bins.
         vocab_size: shared vocabulary width (defaults to the target's logits width).
+        control: ``"none"`` (the real verify step) or ``"accept_all"`` (accept every draft token:
+            a deliberately broken method, which the test should reject; see :func:`draw_first_tokens`).
 
     Returns:
         A :class:`LosslessReport`.
 
     Raises:
         ValueError: for an empty prompt, ``n < 100``, or a drafter that proposes nothing for this
-            prompt (prompt lookup with no earlier match).
+            prompt (prompt lookup with no earlier match), or an unknown ``control``.
     """
+    if control not in CONTROLS:
+        raise ValueError(f"control must be one of {', '.join(CONTROLS)}, got {control!r}")
     if not prompt_ids:
         raise ValueError("the prompt is empty")
     if n < 100:
@@ -135,17 +157,7 @@ def first_token_experiment(
     generator = torch.Generator(device=device).manual_seed(seed)
     p_target_first, p_draft_first = _first_distributions(target, drafter, prompt_ids, sampling, vocab, generator)
 
-    # Position 1 of p_target is only used when the draft token is accepted *and* we wanted a bonus
-    # token; the first emitted token never comes from it, so any valid row will do.
-    p_target_rows = torch.stack([p_target_first, p_target_first])
-    spec_counts = torch.zeros(vocab, dtype=torch.long)
-    accepted = 0
-    for _ in range(n):
-        draft_token = sample(p_draft_first, generator).view(1)
-        result = verify(draft_token, p_draft_first.view(1, -1), p_target_rows, generator)
-        first = int(draft_token) if result.n_accepted == 1 else result.next_token
-        accepted += result.n_accepted
-        spec_counts[first] += 1
+    spec_counts, accepted = draw_first_tokens(p_target_first, p_draft_first, n, generator, control)
     direct = torch.multinomial(p_target_first, n, replacement=True, generator=generator).cpu()
     direct_counts = torch.bincount(direct, minlength=vocab)
 
@@ -170,4 +182,72 @@ def first_token_experiment(
         n=n,
         acceptance_rate=accepted / n,
         draft_label=drafter.name,
+        control=control,
+        p_draft=_binned(p_draft_first.cpu().double(), top_ids).tolist(),
     )
+
+
+def draw_first_tokens(p_target: torch.Tensor, p_draft: torch.Tensor, n: int, generator: torch.Generator | None,
+                      control: str = "none") -> tuple[torch.Tensor, int]:
+    """Draw the first emitted token ``n`` times: a draft token from ``p_draft``, then the verify step.
+
+    With ``control="none"`` this is :func:`specviz.sampling.verify` (accept with probability
+    min(1, p_target/p_draft), else resample from the residual), so the counts estimate p_target.
+    With ``control="accept_all"`` every draft token is kept, so the counts estimate p_draft: the
+    method a learner might guess ("just use the draft") and the one the check must catch.
+
+    Args:
+        p_target, p_draft: ``(V,)`` distributions of the first new token, on one device.
+        n: number of draws (>= 1).
+        generator: random source.
+        control: ``"none"`` or ``"accept_all"``.
+
+    Returns:
+        ``(counts, accepted)``: ``(V,)`` int64 counts of the first emitted token (on the CPU) and
+        how many of the ``n`` draft tokens were accepted.
+    """
+    vocab = p_target.shape[-1]
+    if control == "accept_all":
+        drafts = torch.multinomial(p_draft, n, replacement=True, generator=generator).cpu()
+        return torch.bincount(drafts, minlength=vocab), n
+    # Position 1 of p_target is only used when the draft token is accepted *and* we wanted a bonus
+    # token; the first emitted token never comes from it, so any valid row will do.
+    p_target_rows = torch.stack([p_target, p_target])
+    counts = torch.zeros(vocab, dtype=torch.long)
+    accepted = 0
+    for _ in range(n):
+        draft_token = sample(p_draft, generator).view(1)
+        result = verify(draft_token, p_draft.view(1, -1), p_target_rows, generator)
+        first = int(draft_token) if result.n_accepted == 1 else result.next_token
+        accepted += result.n_accepted
+        counts[first] += 1
+    return counts, accepted
+
+
+#: How whitespace and control characters are shown in a token label.
+
+
+def lossless_notes(report: LosslessReport, temperature: float, lookup: bool = False) -> list[str]:
+    """Plain sentences on what these settings make the check show (empty when nothing stands out).
+
+    Args:
+        report: the check's result.
+        temperature: the sampling temperature it ran at.
+        lookup: the drafter is prompt lookup (a point-mass draft).
+    """
+    notes = []
+    if temperature == 0:
+        notes.append("At temperature 0 there is nothing to sample: every draw is the argmax, both histograms are "
+                     "one bar and both p-values are 1. Set the check's temperature above 0 (1 is the model's own "
+                     "distribution) to see the test work.")
+    if report.control == "accept_all":
+        notes.append("Control case: every draft token was accepted, so the first token follows p_draft, not "
+                     "p_target. A working test rejects this (a tiny p-value) whenever the two differ.")
+    if lookup and temperature > 0:
+        notes.append(f"Prompt lookup proposes one fixed token (a point mass, p_draft = 1), so it is accepted with "
+                     f"probability p_target of that token ({report.acceptance_rate:.0%} of draws here); every other "
+                     "first token comes from the residual, which is p_target with that token removed.")
+    if temperature > 0 and report.acceptance_rate in (0.0, 1.0) and report.control == "none":
+        notes.append("The draft token was never or always accepted, so only one branch of the method was tested: "
+                     "try the int8 or early-exit self-draft, whose draft is a real distribution.")
+    return notes

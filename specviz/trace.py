@@ -169,3 +169,21 @@ def rounds_csv(rounds: list[Round]) -> str:
                          rejected[0] if rejected else "", f"{r.draft_ms:.3f}", r.draft_steps, f"{r.verify_ms:.3f}",
                          f"{r.other_ms:.3f}", f"{r.elapsed_s:.4f}"])
     return out.getvalue()
+
+
+# --------------------------------------------------------------------------- labels
+_VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+def token_label(text: str, token_id: int) -> str:
+    """A token as a reader can tell it apart: its text with whitespace made visible, and its id.
+
+    ``" the"`` becomes ``"␣the #278"``-like text (the separator is a no-break space, so a chart
+    that makes spaces visible leaves it alone); an empty decoding (a special or partial byte
+    token) shows as ``∅``; other control characters as ``\\xNN``. ``token_id < 0`` is the
+    "all other tokens" bin.
+    """
+    if token_id < 0:
+        return "all\u00a0other\u00a0tokens"
+    shown = "".join(_VISIBLE.get(ch, ch if ch.isprintable() else f"\\x{ord(ch):02x}") for ch in text) or "∅"
+    return f"{shown}\u00a0#{token_id}"

@@ -16,10 +16,10 @@ import html
 import time
 
 from .analysis import RunAnalysis, health_notes
-from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round
+from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
 
 __all__ = ["CSS", "KIND_LABELS", "inspector_markdown", "legend_html", "render_round", "render_rounds",
-           "summary_markdown", "token_label", "wrap_output"]
+           "summary_markdown", "wrap_output"]
 
 KIND_LABELS = {
     ACCEPTED: "accepted draft token",
@@ -163,14 +163,8 @@ def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None
 
 
 # ----------------------------------------------------------------------------- the inspector
-def token_label(token_id: int, text: str) -> str:
-    """A token as a reader can tell it apart: its text with whitespace made visible, and its id."""
-    shown = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") if text else "∅"
-    return f"{shown} #{token_id}"
-
-
 def _code(token_id: int, text: str) -> str:
-    return f"`{token_label(token_id, text)}`"
+    return f"`{token_label(text, token_id)}`"
 
 
 def inspector_markdown(round_: Round, slot: int) -> str:

@@ -156,7 +156,7 @@ def test_inspector_on_a_rejection_shows_the_residual_with_the_resampled_token(sa
     tok = round_.emitted[slot]
     assert f"{tok.p_source:.4f}" in text
     residual = next(t for t in fig.data if t.name.startswith("residual"))
-    starred = [y for x, y in zip(residual.x, residual.y) if x.startswith("★") and f"#{tok.id}" in x]
+    starred = [y for x, y in zip(residual.x, residual.y) if x.startswith("★") and x.endswith(f"#{tok.id}")]
     assert starred == [pytest.approx(tok.p_source)]
     # the residual the inspector shows is normalised: its top tokens carry at most all the mass
     assert sum(p for _, _, p in tok.top_source) <= 1.0 + 1e-6

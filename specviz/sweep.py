@@ -1,0 +1,218 @@
+"""Experiments on real models: one setting varied, everything else held, one row per setting.
+
+A sweep takes a base :class:`~specviz.request.RunRequest` and a list of values for one setting
+(``temperature``, ``k`` or ``draft``). For each value it builds the request (through
+:func:`specviz.request.validate_request`, the one check the app and the CLI use), loads the pair
+(:func:`specviz.runner.load_pair`, which reuses the model cache), warms up, runs the speculative
+generation and a plain baseline of the same target, prompt and settings, and reports the row:
+the setting plus :meth:`specviz.analysis.RunAnalysis.scalars` (per-token ``alpha`` = accepted ÷
+tested, ``acceptance_rate`` = accepted ÷ proposed, ``tokens_per_pass``, measured ``speedup``,
+``theoretical_speedup`` = (1 − α^(K+1)) / ((1 − α)(K·c + v)), and the rest).
+
+:func:`sweep` is a generator of :class:`SweepStep` s, one after each round of each run, so a UI
+can show progress and stop within one round (closing the generator stops the experiment);
+:func:`sweep_rows` keeps only the finished rows for the command line. :func:`write_csv` writes
+rows with the :mod:`csv` module.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from .request import Limits, DEFAULT_LIMITS, RequestError, RunRequest, validate_request
+
+__all__ = ["CSV_FIELDS", "PARAMETERS", "SweepStep", "alpha_trend", "sweep", "sweep_requests", "sweep_rows",
+           "write_csv"]
+
+#: The settings a sweep can vary, as the request names them.
+PARAMETERS = ("temperature", "k", "draft")
+
+#: Columns of the CSV (and the keys a row always has), setting first, then the figures.
+CSV_FIELDS = ("temperature", "k", "draft", "drafter", "target", "max_new_tokens", "seed", "prompt_tokens",
+              "alpha", "acceptance_rate", "tokens_per_pass", "predicted_tokens_per_pass", "speedup",
+              "theoretical_speedup", "theoretical_speedup_actual_drafts", "cost_ratio_c", "verify_cost_v",
+              "tokens_per_s", "plain_tokens_per_s", "plain_step_ms", "target_passes", "proposed", "tested",
+              "accepted", "emitted", "finish_reason", "text")
+
+
+@dataclass
+class SweepStep:
+    """Where a sweep stands, yielded after every round of every run.
+
+    Attributes:
+        index: the setting being run (0-based).
+        total: how many settings there are.
+        phase: ``"speculative"``, ``"plain"`` (the baseline) or ``"done"`` (this setting finished).
+        tokens: tokens emitted so far by the run in progress.
+        max_new_tokens: that run's length limit.
+        row: the finished row (``phase == "done"`` only), else None.
+        run: the speculative :class:`~specviz.engine.Generation` of this setting (its rounds
+            give the coloured tokens), or None before it starts.
+    """
+
+    index: int
+    total: int
+    phase: str
+    tokens: int
+    max_new_tokens: int
+    row: dict | None = None
+    run: object = None
+
+    @property
+    def message(self) -> str:
+        """One line for a progress bar."""
+        what = {"speculative": "speculative run", "plain": "plain baseline", "done": "done"}[self.phase]
+        return f"setting {self.index + 1}/{self.total}: {what}, {self.tokens}/{self.max_new_tokens} tokens"
+
+
+def sweep_requests(base: RunRequest, parameter: str, values: Sequence, limits: Limits = DEFAULT_LIMITS
+                   ) -> list[RunRequest]:
+    """One validated request per value of ``parameter``, the rest as in ``base``.
+
+    Args:
+        base: the held settings (already validated).
+        parameter: ``"temperature"``, ``"k"`` or ``"draft"``.
+        values: the values to try, 1..12 of them, as a user typed them (validated here).
+        limits: bounds for the values (the app's public mode passes tighter ones).
+
+    Raises:
+        RequestError: for an unknown parameter, no values, more than 12, or a malformed value
+            (the message names the setting, as :func:`specviz.request.validate_request` does).
+    """
+    if parameter not in PARAMETERS:
+        raise RequestError(f"a sweep varies one of {', '.join(PARAMETERS)}, got {parameter!r}")
+    values = list(values)
+    if not values:
+        raise RequestError(f"give at least one {parameter} value to sweep")
+    if len(values) > 12:
+        raise RequestError(f"a sweep takes at most 12 settings, got {len(values)}")
+    s = base.sampling
+    held = dict(prompt=base.prompt, target=base.target, draft=base.draft, k=base.k, temperature=s.temperature,
+                top_k=s.top_k, top_p=s.top_p, max_new_tokens=base.max_new_tokens, seed=base.seed, chat=base.chat,
+                device=base.device, dtype=base.dtype)
+    return [validate_request(**{**held, parameter: value}, limits=limits) for value in values]
+
+
+def _row(request: RunRequest, target, drafter, spec, analysis, prompt_tokens: int) -> dict:
+    """A sweep row: the setting, then every figure of the run's analysis (names as there)."""
+    return {
+        "temperature": request.sampling.temperature,
+        "k": request.k,
+        "draft": request.draft,
+        "drafter": getattr(drafter, "name", "plain decoding"),
+        "target": target.name,
+        "max_new_tokens": request.max_new_tokens,
+        "seed": request.seed,
+        "prompt_tokens": prompt_tokens,
+        **analysis.scalars(),
+        "finish_reason": spec.finish_reason,
+        "text": target.decode(spec.token_ids),
+    }
+
+
+def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None] | None = None,
+          load=None) -> Iterator[SweepStep]:
+    """Run each request speculatively and plainly; yield a :class:`SweepStep` after every round.
+
+    For each request: load the pair (the model cache makes repeats free), encode the prompt
+    (chat template when asked and the target has one), warm up once per pair and kind of
+    sampling (:func:`specviz.runner.warm_up` with ``once=True``), run the speculative generation,
+    then plain decoding of the same target with the same settings and seed as its baseline (skipped
+    for ``draft = "none"``: it *is* the baseline, and its speedup is 1 by definition, left None).
+
+    Args:
+        requests: from :func:`sweep_requests`.
+        progress: optional ``(fraction, message)`` callback for model loading.
+        load: the loader, default :func:`specviz.runner.load_pair` (tests may pass their own).
+
+    Yields:
+        SweepStep: one per round; the step with ``phase == "done"`` carries the row.
+
+    Raises:
+        specviz.models.ModelLoadError, IncompatiblePairError, ContextLengthError,
+        NonFiniteLogitsError, ValueError: from loading and running, as the run command raises them.
+    """
+    from .runner import load_pair, make_generation, plain_baseline, warm_up
+
+    load = load or load_pair
+    total = len(requests)
+    for index, request in enumerate(requests):
+        target, drafter = load(request.target, request.draft, request.device, request.dtype, progress)
+        chat = request.chat and target.has_chat_template
+        prompt_ids = target.encode(request.prompt, chat=chat)
+        if not prompt_ids:
+            raise ValueError("the prompt is empty")
+        warm_up(target, drafter, prompt_ids, request.k, request.sampling, once=True)
+
+        def generation(d):
+            return make_generation(target, d, prompt_ids, request.k, request.sampling, request.max_new_tokens,
+                                   request.seed)
+
+        spec = generation(drafter)
+        for _ in spec:
+            yield SweepStep(index, total, "speculative", len(spec.tokens), request.max_new_tokens, run=spec)
+        baseline = None
+        if drafter is not None:
+            plain = generation(None)
+            for _ in plain:
+                yield SweepStep(index, total, "plain", len(plain.tokens), request.max_new_tokens, run=spec)
+            baseline = plain_baseline(plain)
+        row = _row(request, target, drafter, spec, spec.analysis(baseline), len(prompt_ids))
+        yield SweepStep(index, total, "done", len(spec.tokens), request.max_new_tokens, row=row, run=spec)
+
+
+def sweep_rows(steps: Iterable[SweepStep]) -> list[dict]:
+    """The finished rows of a sweep, in order (runs it to the end)."""
+    return [step.row for step in steps if step.row is not None]
+
+
+def _cell(value):
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "" if value is None else value
+
+
+def write_csv(rows: Iterable[dict], out: io.TextIOBase | None = None) -> str:
+    """Rows as CSV (columns :data:`CSV_FIELDS`, then the per-kind counts as ``count_<kind>``).
+
+    Args:
+        rows: sweep rows.
+        out: a text stream to write to; default a new string buffer.
+
+    Returns:
+        The CSV text when ``out`` is None, else "" (it went to ``out``).
+    """
+    rows = list(rows)
+    kinds = sorted({kind for row in rows for kind in (row.get("counts") or {})})
+    buffer = out if out is not None else io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([*CSV_FIELDS, *(f"count_{kind}" for kind in kinds)])
+    for row in rows:
+        counts = row.get("counts") or {}
+        writer.writerow([_cell(row.get(name)) for name in CSV_FIELDS] + [counts.get(kind, 0) for kind in kinds])
+    return buffer.getvalue() if out is None else ""
+
+
+def alpha_trend(rows: Sequence[dict], parameter: str) -> str:
+    """One honest sentence on how the per-token α moved with the setting, with the tested counts
+    behind each value (α over a handful of tested drafts is noise), or "" for fewer than 2 rows."""
+    points = [(r[parameter], r["alpha"], r["tested"]) for r in rows]
+    if len(points) < 2:
+        return ""
+    measured = [(x, a, n) for x, a, n in points if a is not None]
+    listing = ", ".join(f"{x}: {'n/a' if a is None else f'{a:.2f}'} ({n} tested)" for x, a, n in points)
+    if len(measured) < 2:
+        return f"Per-token α could not be compared: too few settings drafted anything ({listing})."
+    alphas = [a for _, a, _ in measured]
+    if all(a >= b for a, b in zip(alphas, alphas[1:])) and alphas[0] > alphas[-1]:
+        shape = "fell as the setting rose"
+    elif all(a <= b for a, b in zip(alphas, alphas[1:])) and alphas[0] < alphas[-1]:
+        shape = "rose with the setting"
+    else:
+        shape = "did not move in one direction"
+    few = [x for x, _, n in measured if n < 20]
+    caveat = f"; fewer than 20 drafts were tested at {', '.join(map(str, few))}, so those values are noisy" if few else ""
+    return f"Per-token α {shape} ({listing}){caveat}."

@@ -1,0 +1,144 @@
+"""Experiments (specviz.sweep and ``python -m specviz sweep``) on tiny random models saved to a
+temporary directory (the pattern of tests/test_cli.py): each setting gives one row with the
+setting and the run's figures, progress comes round by round, and the CLI writes one JSON row per
+setting."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from helpers import bpe_tokenizer
+from test_cli import _save_tiny, specviz
+
+from specviz.request import RequestError, validate_request
+from specviz.sweep import CSV_FIELDS, sweep, sweep_requests, sweep_rows, write_csv
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+REQUIRED = ("temperature", "k", "draft", "alpha", "acceptance_rate", "tokens_per_pass", "speedup",
+            "theoretical_speedup")
+PROMPT = "the quick brown fox the quick brown fox the quick"
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("sweep")
+    tok = bpe_tokenizer(["The quick brown fox jumps over the lazy dog."] * 20, chat=False, vocab_size=300)
+    return _save_tiny(root / "target", tok, seed=0)
+
+
+def _base(target: str, **changes):
+    values = dict(prompt=PROMPT, target=target, draft="ngram", k=3, temperature=0.0, top_k=0, top_p=1.0,
+                  max_new_tokens=8, seed=0, device="cpu", dtype="float32")
+    values.update(changes)
+    return validate_request(**values)
+
+
+def test_sweep_requests_vary_one_setting_and_validate_it(tiny_target):
+    requests = sweep_requests(_base(tiny_target), "temperature", [0, "0.7", 1.5])
+    assert [r.sampling.temperature for r in requests] == [0.0, 0.7, 1.5]
+    assert {r.k for r in requests} == {3} and {r.draft for r in requests} == {"ngram"}
+    with pytest.raises(RequestError, match="temperature must be a number"):
+        sweep_requests(_base(tiny_target), "temperature", [0, "hot"])
+    with pytest.raises(RequestError, match="a sweep varies one of"):
+        sweep_requests(_base(tiny_target), "top_p", [0.5])
+    with pytest.raises(RequestError, match="at least one"):
+        sweep_requests(_base(tiny_target), "k", [])
+
+
+def test_temperature_sweep_gives_one_row_per_setting_with_the_figures(tiny_target):
+    steps = list(sweep(sweep_requests(_base(tiny_target), "temperature", [0.0, 1.0])))
+    rows = [s.row for s in steps if s.row is not None]
+    assert [r["temperature"] for r in rows] == [0.0, 1.0]
+    for row in rows:
+        for key in REQUIRED:
+            assert key in row, key
+        assert row["emitted"] == 8 and row["k"] == 3 and row["draft"] == "ngram"
+        assert row["speedup"] is not None and row["plain_tokens_per_s"] > 0
+    # Progress comes round by round: speculative, then the baseline, then the row.
+    phases = [s.phase for s in steps if s.index == 0]
+    assert phases[0] == "speculative" and "plain" in phases and phases[-1] == "done"
+    assert steps[0].total == 2 and "setting 1/2" in steps[0].message
+
+
+def test_k_and_drafter_sweeps(tiny_target):
+    rows = sweep_rows(sweep(sweep_requests(_base(tiny_target), "k", [1, 2])))
+    assert [r["k"] for r in rows] == [1, 2]
+    rows = sweep_rows(sweep(sweep_requests(_base(tiny_target), "draft", ["ngram", "none"])))
+    assert [r["draft"] for r in rows] == ["ngram", "none"]
+    assert rows[1]["alpha"] is None and rows[1]["speedup"] is None  # plain decoding is the yardstick itself
+
+
+def test_closing_the_sweep_stops_it(tiny_target):
+    """The app's Stop closes the generator: nothing runs after the round that was in progress."""
+    steps = sweep(sweep_requests(_base(tiny_target), "temperature", [0.0, 1.0, 1.5]))
+    first = next(steps)
+    steps.close()
+    assert first.index == 0 and first.phase == "speculative"
+    with pytest.raises(StopIteration):
+        next(steps)
+
+
+def test_csv_has_a_header_and_one_line_per_row(tiny_target):
+    rows = sweep_rows(sweep(sweep_requests(_base(tiny_target), "temperature", [0.0, 1.0])))
+    table = list(csv.DictReader(io.StringIO(write_csv(rows))))
+    assert len(table) == 2 and list(table[0])[: len(CSV_FIELDS)] == list(CSV_FIELDS)
+    assert float(table[1]["temperature"]) == 1.0 and "count_accepted" in table[0]
+
+
+def test_cli_sweep_writes_one_json_row_per_setting(tiny_target, tmp_path):
+    out = tmp_path / "sweep.json"
+    done = specviz("sweep", "--target", tiny_target, "--draft", "ngram", "--temperature", "0", "0.7", "1.5",
+                   "--max-new-tokens", "6", "--device", "cpu", "--dtype", "float32", "--prompt", PROMPT,
+                   "--json", str(out), "--threads", "1")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert [r["temperature"] for r in rows] == [0.0, 0.7, 1.5]
+    for row in rows:
+        assert all(key in row for key in REQUIRED)
+    assert "temperature=1.5: per-token α" in done.stdout
+
+
+def test_cli_sweep_over_drafters_and_a_bad_value(tiny_target, tmp_path):
+    out = tmp_path / "drafts.json"
+    done = specviz("sweep", "--target", tiny_target, "--draft", "ngram", "none", "--max-new-tokens", "4",
+                   "--device", "cpu", "--dtype", "float32", "--prompt", PROMPT, "--json", str(out), "--threads", "1")
+    assert done.returncode == 0, done.stderr
+    assert [r["draft"] for r in json.loads(out.read_text())] == ["ngram", "none"]
+    bad = specviz("sweep", "--target", tiny_target, "-k", "1", "99", "--prompt", PROMPT)
+    assert bad.returncode == 1 and "lookahead K must be a whole number between 1 and 16" in bad.stderr
+    both = specviz("sweep", "--target", tiny_target, "-k", "1", "2", "--temperature", "0", "1", "--prompt", PROMPT)
+    assert both.returncode == 1 and "one setting at a time" in both.stderr
+
+
+def test_sweep_charts_plot_measured_and_theory_per_setting():
+    import plotly.graph_objects as go
+
+    from specviz import charts
+
+    rows = [{"temperature": t, "alpha": a, "acceptance_rate": a / 2, "tokens_per_pass": 1 + a,
+             "predicted_tokens_per_pass": 1 + a, "speedup": 0.9 + a, "theoretical_speedup": 1 + a}
+            for t, a in [(0.0, 0.8), (1.0, 0.4)]]
+    for metric in ("alpha", "tokens_per_pass", "speedup"):
+        fig = go.Figure(charts.sweep_figure(rows, "temperature", metric).to_dict())
+        assert list(fig.data[0].x) == [0.0, 1.0] and len(fig.data) == 2
+    assert "waiting" in str(charts.sweep_figure([], "k", "speedup").to_dict())
+    with pytest.raises(ValueError):
+        charts.sweep_figure(rows, "temperature", "nope")
+
+
+def test_alpha_trend_says_what_was_measured():
+    from specviz.sweep import alpha_trend
+
+    rows = [{"temperature": 0.0, "alpha": 0.8, "tested": 50}, {"temperature": 1.5, "alpha": 0.3, "tested": 40}]
+    assert alpha_trend(rows, "temperature").startswith("Per-token α fell as the setting rose")
+    rows[1]["alpha"] = 0.9
+    assert "rose with the setting" in alpha_trend(rows, "temperature")
+    rows.append({"temperature": 2.0, "alpha": 0.1, "tested": 3})
+    text = alpha_trend(rows, "temperature")
+    assert "did not move in one direction" in text and "fewer than 20 drafts were tested at 2.0" in text
+    assert "could not be compared" in alpha_trend([{"k": 1, "alpha": None, "tested": 0},
+                                                   {"k": 2, "alpha": 0.5, "tested": 9}], "k")

@@ -46,6 +46,7 @@ from specviz.view import (  # noqa: E402
     _escape,
     _fmt,
     inspector_markdown,
+    legend_html,
     render_round,
     render_rounds,
     summary_markdown,
@@ -1031,7 +1032,7 @@ def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> st
                  f"{f(row['theoretical_speedup'])}×)")
         head = (f"<b>{_escape(row['drafter'])}</b> · per-token α <b>{f(row['alpha'], '.3f')}</b> (accepted ÷ tested, "
                 f"{row['accepted']}/{row['tested']}) · <b>{row['tokens_per_pass']:.2f}</b> tokens per pass · {speed}")
-        body = "".join(render_round(r, eos) for r in run.rounds)
+        body = render_rounds(run.rounds, eos)
         blocks.append(f'<div class="sv-sbs" data-draft="{_escape(row["draft"])}" style="margin:10px 0 4px">{head}</div>'
                       f'<div class="sv-out">{body}</div>')
     return "".join(blocks)

@@ -497,6 +497,7 @@ def inspector_figure(round_: Round, slot: int) -> go.Figure:
     data = [{"type": "bar", "x": labels, "y": [values[i][1] if i in values else None for i in ids], "name": name,
              "marker": {"color": color},
              "hovertemplate": f"%{{x}}: {name} = %{{y:.4f}}<extra></extra>"} for name, color, values in series]
+    return _build(data, layout)
 
 
 # --------------------------------------------------------------------------- the what-if playground

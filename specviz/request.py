@@ -253,7 +253,7 @@ PUBLIC_LIMITS = Limits(max_k=8, max_new_tokens=256, max_prompt_chars=4_000)
 DEFAULT_PUBLIC_MAX_RUN_S = 60.0
 PUBLIC_MAX_DRAWS = 4_000
 # Drafters that load no model of their own (``early-exit:N`` too: it reuses the target's layers).
-MODEL_FREE_DRAFTERS = frozenset({"none", "ngram", "int8"})
+MODEL_FREE_DRAFTERS = frozenset({"none", "ngram", "suffix", "int8"})
 
 
 @dataclass(frozen=True)
@@ -312,6 +312,6 @@ def check_public_models(target: str, draft: str, allowed_targets: Iterable[str],
     if draft in MODEL_FREE_DRAFTERS or draft.startswith("early-exit:"):
         return
     if draft not in drafts:
-        allowed = ", ".join([*drafts, "ngram", "int8", "early-exit:N", "none"])
+        allowed = ", ".join([*drafts, "ngram", "suffix", "int8", "early-exit:N", "none"])
         raise RequestError(f"public mode: the draft model {_describe(draft)} is not allowed; only the presets' "
                            f"drafters can run here ({allowed})")

@@ -378,7 +378,7 @@ def _add_siblings(spine: DraftTree, ranked: torch.Tensor, branches: int, budget:
         return spine
     top_p, top_ids = ranked.topk(min(branches, ranked.shape[-1]), dim=-1)
     top_p, top_ids = top_p.tolist(), top_ids.tolist()
-    spine_p = ranked.gather(1, torch.tensor(spine, device=ranked.device).view(k, 1)).squeeze(1).tolist()
+    spine_p = ranked.gather(1, torch.tensor(spine.tokens, device=ranked.device).view(k, 1)).squeeze(1).tolist()
     candidates = []  # (score, depth, token): score = P(reaching the parent) · q(token)
     reach = 1.0
     for depth in range(k):

@@ -409,8 +409,11 @@ class Generation:
         path = result.path
         new_ids = [tree.tokens[node] for node in path] + [result.next_token]
         kinds = [ACCEPTED] * len(path) + [(result.next_kind if len(tree) else PLAIN)]
-        p_new = ([result.p_target_node[node] for node in path] if path and self.instrument else [])
-        p_new = [float(p) for p in p_new] if self.instrument else [0.0] * len(path)
+        if self.instrument and path:
+            p_node = result.p_target_node.tolist()  # one host transfer
+            p_new = [p_node[node] for node in path]
+        else:
+            p_new = [0.0] * len(path)
         p_new.append(result.next_p_target)
         for position, token_id in enumerate(new_ids):
             if token_id in self._eos:

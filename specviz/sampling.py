@@ -244,6 +244,51 @@ def _check_tree(tokens: torch.Tensor, parents: list[int], p_draft: torch.Tensor,
             raise ValueError(f"node {i} has parent {parent}: parents must be -1 (the context) or an earlier node")
 
 
+@dataclass
+class _NodeTests:
+    """The per-node figures of one tree verification, and the test of one node's children."""
+
+    token_ids: list[int]
+    point_mass: list[bool]
+    first_test: list[bool]
+    uniforms: torch.Tensor
+    p_draft: torch.Tensor
+    p_draft_node: torch.Tensor
+    accept_prob: torch.Tensor  # written for later siblings (their test faced a residual)
+    tested: list[bool]  # written
+
+    def run(self, kids: list[int], p_target_row: torch.Tensor) -> tuple[int | None, torch.Tensor | None, int | None]:
+        """Test ``kids`` in turn against the residual (see :func:`verify_tree`).
+
+        Returns:
+            ``(accepted child or None, final residual or None, last rejected child or None)``.
+        """
+        residual, rejected, rejected_tokens = None, None, set()
+        tiny = torch.finfo(torch.float32).tiny
+        for child in kids:
+            x = self.token_ids[child]
+            if self.point_mass[child] and x in rejected_tokens:
+                continue  # a repeated point mass: r(x) = 0 and removing it changes nothing
+            self.tested[child] = True
+            if residual is None:  # the first test faces the target's own row: decided up front
+                ok = self.first_test[child]
+            else:
+                q_x = self.p_draft_node[child]
+                self.accept_prob[child] = torch.clamp(residual[x] / q_x.clamp_min(tiny), max=1.0)
+                ok = bool(self.uniforms[child] * q_x < residual[x])
+            if ok:
+                return child, residual, None
+            rejected = child
+            rejected_tokens.add(x)
+            if self.point_mass[child]:
+                q_row = torch.nn.functional.one_hot(torch.tensor(x, device=p_target_row.device),
+                                                    p_target_row.shape[-1]).float()
+            else:
+                q_row = self.p_draft[child]
+            residual = residual_distribution(p_target_row if residual is None else residual, q_row)
+        return None, residual, rejected
+
+
 def verify_tree(
     tokens: torch.Tensor,
     parents: torch.Tensor | list[int],
@@ -327,32 +372,14 @@ def verify_tree(
     path: list[int] = []
     tested, accepted = [False] * n, [False] * n
     node, rejected_node, distribution = -1, None, None
+    tests = _NodeTests(token_ids, flags, first_test, uniforms, p_draft, p_draft_node, accept_prob, tested)
     while distribution is None:
-        kids, residual, chosen = children[node + 1], None, None
-        rejected_tokens: set[int] = set()
-        for child in kids:
-            x = token_ids[child]
-            if flags[child] and x in rejected_tokens:
-                continue  # a repeated point mass: r(x) = 0 and removing it changes nothing
-            tested[child] = True
-            if residual is None:
-                ok = first_test[child]
-            else:
-                q_x = p_draft_node[child]
-                accept_prob[child] = torch.clamp(residual[x] / q_x.clamp_min(torch.finfo(torch.float32).tiny), max=1.0)
-                ok = bool(uniforms[child] * q_x < residual[x])
-            if ok:
-                chosen = child
-                break
-            rejected_node = child
-            rejected_tokens.add(x)
-            q_row = torch.nn.functional.one_hot(tokens[child], p_target.shape[-1]).float() if flags[child] \
-                else p_draft[child]
-            residual = residual_distribution(p_target[node + 1] if residual is None else residual, q_row)
+        kids = children[node + 1]
+        chosen, residual, rejected_node = tests.run(kids, p_target[node + 1])
         if chosen is not None:
             path.append(chosen)
             accepted[chosen] = True
-            node, rejected_node = chosen, None
+            node = chosen
         elif kids:
             distribution, kind = residual, "resampled"
         else:

@@ -357,3 +357,18 @@ def test_suffix_drafter_learns_earlier_outputs_and_forgets_them_when_cleared(tar
     SUFFIX_HISTORY.add([1, 2, 3])
     clear_suffix_history()
     assert len(SUFFIX_HISTORY) == 0
+
+
+def test_eos_inside_an_accepted_tree_path_ends_the_output_there(target):
+    """An EOS on the accepted path (in the tree's second branch) ends the output right after it,
+    as plain decoding does, and the round's counters drop the nodes deeper than it."""
+    prompt = PROMPTS[2]
+    reference = plain_ids(target, prompt, 40)
+    position = next(i for i in range(3, 40) if reference[i] not in reference[:i])
+    eos = reference[position]
+    gen = Generation(target, prompt, OracleTreeDrafter(prompt + reference), k=4, sampling=GREEDY, max_new_tokens=40,
+                     eos_token_ids=(eos,), branches=2, tree_nodes=6).run()
+    assert gen.token_ids == reference[: position + 1] and gen.finish_reason == "eos"
+    check_tree_counters(gen, 4, 6)
+    last = gen.rounds[-1]
+    assert max(depths(last), default=0) <= last.n_accepted or last.emitted[-1].kind != ACCEPTED

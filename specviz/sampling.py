@@ -356,11 +356,12 @@ def verify_tree(
     n = tokens.shape[0]
     device = p_target.device
     flags = [bool(point_mass)] * n if isinstance(point_mass, bool) else [bool(f) for f in point_mass]
-    is_point = torch.tensor(flags, dtype=torch.bool, device=device)
-    index = tokens.view(n, 1)
+    # Element indexing (row, token) picks N numbers without copying N rows of V.
     rows = torch.tensor([p + 1 for p in parents], dtype=torch.long, device=device)
-    p_target_node = p_target[rows].gather(1, index).squeeze(1) if n else p_target.new_zeros(0)
-    p_draft_node = torch.where(is_point, 1.0, p_draft.gather(1, index).squeeze(1)) if n else p_target.new_zeros(0)
+    p_target_node = p_target[rows, tokens]
+    p_draft_node = p_draft[torch.arange(n, device=device), tokens]
+    if any(flags):
+        p_draft_node = torch.where(torch.tensor(flags, device=device), 1.0, p_draft_node)
     uniforms = torch.rand(n, generator=generator, device=device) if n else p_target.new_zeros(0)
     # Written u·q < p so that a target probability of 0 is never accepted and nothing divides by 0.
     first_test = (uniforms * p_draft_node < p_target_node).tolist()

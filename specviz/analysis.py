@@ -42,7 +42,10 @@ The figures (names as in :class:`RunAnalysis`, the JSON and the UI):
 Trees. A round's drafted tokens carry a ``parent`` index (see :class:`~specviz.trace.DraftedToken`);
 a chain is the tree whose every node has the previous one as parent. Position i is depth i: it
 is *tested* in a round when some node at depth i faced the accept test, and *accepted* when one
-was accepted. For a chain this is exactly "the i-th draft token".
+was accepted. For a chain this is exactly "the i-th draft token". In a tree round ``proposed``
+counts every node (so ``proposed_per_pass`` is the verify pass's width in nodes), ``tested`` every
+node that faced a test (siblings included) and ``accepted`` the accepted path; the closed forms
+are the chain's, evaluated at the tree's depth.
 """
 
 from __future__ import annotations

@@ -13,7 +13,15 @@ rotates from repeat to repeat so no method always runs on a cold or warm cache):
   threshold off (so it drafts exactly K like we do), or ``prompt_lookup_num_tokens=K`` with
   ``max_matching_ngram_size=3`` (our prompt-lookup's longest n-gram) for ``ngram``;
 * ``ours spec, instrument off``: the same loop with ``instrument=False`` and no per-token text
-  decoding, to price the instrumentation.
+  decoding, to price the instrumentation;
+* ``ours tree`` (only with ``branches`` B > 1): the same loop drafting trees (at most B children
+  per node, at most N nodes, one verify pass with a tree attention mask), instrumented like
+  ``ours spec``. Its row carries ``tree_ratio_vs_chain`` = tree tokens/s ÷ chain (ours spec)
+  tokens/s, and then the headline ``spec_ratio_vs_transformers`` and ``speedup`` describe the tree.
+
+The suffix drafter's process-wide history of earlier outputs is cleared before every call
+(:func:`specviz.drafters.clear_suffix_history`), so no method is measured on its own earlier
+output of the same prompt.
 
 Equal lengths: every method generates exactly ``max_new_tokens`` tokens. Our engine is given no
 EOS ids (it keeps going past an EOS); transformers gets ``min_new_tokens = max_new_tokens``
@@ -53,6 +61,7 @@ from pathlib import Path
 import torch
 
 from .analysis import PlainBaseline, analyse
+from .drafters import clear_suffix_history
 from .runner import make_generation, warm_up
 
 log = logging.getLogger(__name__)
@@ -64,6 +73,7 @@ HF_PLAIN = "generate()"
 OURS_SPEC = "ours spec"
 HF_SPEC = "assisted"
 OURS_SPEC_RAW = "ours spec, instrument off"
+OURS_TREE = "ours tree"
 
 
 # --------------------------------------------------------------------------- prompts
@@ -113,9 +123,11 @@ class Sample:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-def time_ours(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed, instrument=True) -> Sample:
+def time_ours(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed, instrument=True, branches=1,
+              tree_nodes=None) -> Sample:
     gen = make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed,
-                          instrument=instrument, eos=False, decode=instrument)
+                          instrument=instrument, eos=False, decode=instrument, branches=branches,
+                          tree_nodes=tree_nodes)
     c0, t0 = time.process_time(), time.perf_counter()
     gen.run()
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -241,8 +253,10 @@ class Measurements:
 class _Methods:
     """The timed calls of one benchmark: ours and transformers', plain and speculative."""
 
-    def __init__(self, target, drafter, ks, seed, transformers_baselines, instrument_check):
+    def __init__(self, target, drafter, ks, seed, transformers_baselines, instrument_check, branches=1,
+                 tree_nodes=None):
         self.target, self.drafter, self.seed = target, drafter, seed
+        self.branches, self.tree_nodes = branches, tree_nodes
         self.draft_model = getattr(drafter, "model", None)
         hf_spec = transformers_baselines and drafter is not None and (self.draft_model is not None
                                                                        or not drafter.uses_model)
@@ -250,10 +264,15 @@ class _Methods:
         if drafter is not None:
             for k in ks:
                 self.list += [(OURS_SPEC, k)] + ([(HF_SPEC, k)] if hf_spec else [])
+                self.list += [(OURS_TREE, k)] if branches > 1 else []
                 self.list += [(OURS_SPEC_RAW, k)] if instrument_check else []
 
     def call(self, method, k, sampling, ids, n_tokens) -> Sample:
         target, seed = self.target, self.seed
+        clear_suffix_history()  # no method may draft from an earlier method's output
+        if method == OURS_TREE:
+            return time_ours(target, self.drafter, ids, k, sampling, n_tokens, seed, branches=self.branches,
+                             tree_nodes=self.tree_nodes)
         if method == OURS_PLAIN:
             return time_ours(target, None, ids, 1, sampling, n_tokens, seed)
         if method in (OURS_SPEC, OURS_SPEC_RAW):
@@ -268,8 +287,11 @@ class _Methods:
 
 def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=1.0, max_new_tokens=64,
             repeats=3, seed=0, transformers_baselines=True, instrument_check=True, report=None,
-            warmup_tokens=None) -> Measurements:
+            warmup_tokens=None, branches=1, tree_nodes=None) -> Measurements:
     """Time every method on every prompt (see the module docstring for the protocol).
+
+    With ``branches`` > 1 the tree variant of our speculative loop (``ours tree``) is timed too,
+    with at most ``tree_nodes`` nodes per tree.
 
     Our methods warm up through :func:`specviz.runner.warm_up`, transformers' with one untimed
     call each. Within a repeat the method order rotates per prompt and repeat.
@@ -278,7 +300,7 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
     from .sampling import SamplingConfig
 
     report = report or (lambda line: None)
-    methods = _Methods(target, drafter, ks, seed, transformers_baselines, instrument_check)
+    methods = _Methods(target, drafter, ks, seed, transformers_baselines, instrument_check, branches, tree_nodes)
     out = Measurements(loadavg_before=_loadavg())
     started = time.perf_counter()
     n_warm = warmup_tokens or default_warmup_tokens(max_new_tokens)
@@ -286,7 +308,10 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
         sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
         report(f"T={temperature}: warm-up")
         for k in ks if drafter is not None else [1]:
+            clear_suffix_history()
             warm_up(target, drafter, encoded[0], k, sampling, n_warm)
+            if drafter is not None and branches > 1:
+                warm_up(target, drafter, encoded[0], k, sampling, n_warm, branches=branches, tree_nodes=tree_nodes)
         for method, k in methods.list:
             if method in (HF_PLAIN, HF_SPEC):
                 methods.call(method, k, sampling, encoded[0], n_warm)
@@ -304,13 +329,14 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
 
 
 # --------------------------------------------------------------------------- summarising
-def spec_analysis(m: Measurements, temperature: float, k: int):
-    """The :class:`~specviz.analysis.RunAnalysis` of one (T, K) setting, all prompts and repeats
-    pooled: α, tokens per pass and step times from every round, tokens/s the median over repeats,
-    against the plain baseline of the same temperature."""
+def spec_analysis(m: Measurements, temperature: float, k: int, method: str = OURS_SPEC):
+    """The :class:`~specviz.analysis.RunAnalysis` of one (T, K) setting of a speculative method
+    (ours spec, or ours tree), all prompts and repeats pooled: α, tokens per pass and step times
+    from every round, tokens/s the median over repeats, against the plain baseline of the same
+    temperature."""
     plain_key = (OURS_PLAIN, temperature, None)
     baseline = PlainBaseline.from_rounds(m.rounds(plain_key), m.tokens_per_s(plain_key) or 0.0)
-    key = (OURS_SPEC, temperature, k)
+    key = (method, temperature, k)
     seconds = sum(s.seconds for rs in m.samples.get(key, {}).values() for s in rs)
     return analyse(m.rounds(key), k, seconds, baseline=baseline, tokens_per_s=m.tokens_per_s(key))
 
@@ -364,16 +390,47 @@ def spec_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict
     }
 
 
+def tree_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict:
+    """One tree row (ours tree at this T and K): the analysis's figures, and the comparisons with
+    the chain (ours spec) and with transformers' assisted generation.
+
+    ``tree_ratio_vs_chain`` = tree tokens/s ÷ chain tokens/s (> 1: the tree pays off);
+    ``nodes_per_pass`` = drafted nodes ÷ verify passes (the tree's verify width).
+    """
+    tree, chain, hf = (OURS_TREE, temperature, k), (OURS_SPEC, temperature, k), (HF_SPEC, temperature, k)
+    plain = (OURS_PLAIN, temperature, None)
+    cpu = {key: m.tokens_per_s(key, cpu=True) for key in (tree, chain, hf, plain)}
+    analysis = spec_analysis(m, temperature, k, OURS_TREE)
+    return {
+        "temperature": temperature,
+        "k": k,
+        **analysis.scalars(),
+        "nodes_per_pass": analysis.proposed_per_pass,
+        "ours_tokens_per_s": m.tokens_per_s(tree),
+        "chain_tokens_per_s": m.tokens_per_s(chain),
+        "tree_ratio_vs_chain": _ratio(m.tokens_per_s(tree), m.tokens_per_s(chain)),
+        "cpu_tree_ratio_vs_chain": _ratio(cpu[tree], cpu[chain]),
+        "transformers_tokens_per_s": m.tokens_per_s(hf),
+        "ratio_vs_transformers": _ratio(m.tokens_per_s(tree), m.tokens_per_s(hf)),
+        "cpu_ratio_vs_transformers": _ratio(cpu[tree], cpu[hf]),
+        "cpu_speedup": _ratio(cpu[tree], cpu[plain]),
+        "same_greedy_text_as_plain": _greedy_agreement(m, OURS_TREE, temperature, k, eos),
+        "tokens_per_s_runs": _pooled_tps(m.samples.get(tree, {})),
+    }
+
+
 def _prompt_rows(m: Measurements, prompts, temperature: float, k: int) -> list[dict]:
     rows = []
     for i, prompt in enumerate(prompts):
         tps = {method: m.prompt_tokens_per_s((method, temperature, kk), i)
-               for method, kk in ((OURS_PLAIN, None), (OURS_SPEC, k), (HF_PLAIN, None), (HF_SPEC, k))}
+               for method, kk in ((OURS_PLAIN, None), (OURS_SPEC, k), (HF_PLAIN, None), (HF_SPEC, k),
+                                  (OURS_TREE, k))}
         rows.append({
             "prompt": prompt.name, "kind": prompt.kind, "temperature": temperature, "k": k,
             "ours_plain_tokens_per_s": tps[OURS_PLAIN], "ours_spec_tokens_per_s": tps[OURS_SPEC],
             "speedup": _ratio(tps[OURS_SPEC], tps[OURS_PLAIN]),
             "transformers_speedup": _ratio(tps[HF_SPEC], tps[HF_PLAIN]),
+            "tree_speedup": _ratio(tps[OURS_TREE], tps[OURS_PLAIN]),
         })
     return rows
 
@@ -384,7 +441,10 @@ def summarise(m: Measurements, target, drafter, prompts, encoded, ks, temperatur
     plain_rows = [_plain_row(m, t, eos) for t in temperatures]
     grid = [(t, k) for t in temperatures for k in ks] if drafter is not None else []
     spec_rows = [spec_row(m, t, k, eos) for t, k in grid]
+    tree_rows = [tree_row(m, t, k, eos) for t, k in grid] if settings.get("branches", 1) > 1 else []
     first_spec = spec_rows[0] if spec_rows else {}
+    # With trees the headline describes the tree (the chain's figures stay in "spec").
+    headline = tree_rows[0] if tree_rows else first_spec
     return {
         "target": target.name,
         "drafter": getattr(drafter, "name", None),
@@ -402,12 +462,15 @@ def summarise(m: Measurements, target, drafter, prompts, encoded, ks, temperatur
         "loadavg_after": m.loadavg_after,
         # Headline numbers: the first temperature's plain row and the first (T, K) spec row.
         "plain_ratio_vs_transformers": plain_rows[0]["ratio_vs_transformers"] if plain_rows else None,
-        "spec_ratio_vs_transformers": first_spec.get("ratio_vs_transformers"),
-        "speedup": first_spec.get("speedup"),
-        "theoretical_speedup": first_spec.get("theoretical_speedup"),
+        "spec_ratio_vs_transformers": headline.get("ratio_vs_transformers"),
+        "speedup": headline.get("speedup"),
+        "theoretical_speedup": headline.get("theoretical_speedup"),
         "instrumentation_overhead": first_spec.get("instrumentation_overhead"),
+        "tree_ratio_vs_chain": tree_rows[0]["tree_ratio_vs_chain"] if tree_rows else None,
+        "chain_speedup": first_spec.get("speedup"),
         "plain": plain_rows,
         "spec": spec_rows,
+        "tree": tree_rows,
         "per_prompt": [row for t, k in grid for row in _prompt_rows(m, prompts, t, k)],
     }
 
@@ -415,7 +478,8 @@ def summarise(m: Measurements, target, drafter, prompts, encoded, ks, temperatur
 def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], temperatures: list[float],
                   top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, repeats: int = 3, seed: int = 0,
                   transformers_baselines: bool = True, instrument_check: bool = True,
-                  draft_spec: str = "", report=None, warmup_tokens: int | None = None) -> dict:
+                  draft_spec: str = "", report=None, warmup_tokens: int | None = None, branches: int = 1,
+                  tree_nodes: int | None = None) -> dict:
     """Measure (:func:`measure`) and summarise (:func:`summarise`): every figure as plain data.
 
     Args:
@@ -423,6 +487,8 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         drafter: the drafter (None: only the plain rows are measured).
         prompts: the prompts; each is encoded with the target's chat template if ``chat``.
         ks, temperatures: the grid; plain rows are measured once per temperature.
+        branches, tree_nodes: with ``branches`` > 1, the tree variant (``ours tree``) runs beside
+            the chain at every (T, K), at most ``tree_nodes`` nodes per tree (default 2·K).
         report: optional ``str -> None`` called with a progress line before each call.
         warmup_tokens: tokens per warm-up call of each method (default
             :func:`specviz.runner.default_warmup_tokens`; the CLI passes ``max_new_tokens`` with
@@ -437,9 +503,9 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
             raise ValueError(f"prompt {p.name!r} asks for the chat template but {target.name} has none")
         encoded.append(target.encode(p.prompt, p.chat))
     m = measure(target, drafter, prompts, encoded, ks, temperatures, top_k, top_p, max_new_tokens, repeats, seed,
-                transformers_baselines, instrument_check, report, warmup_tokens)
+                transformers_baselines, instrument_check, report, warmup_tokens, branches, tree_nodes)
     settings = {"draft": draft_spec, "max_new_tokens": max_new_tokens, "repeats": repeats, "top_k": top_k,
-                "top_p": top_p, "seed": seed}
+                "top_p": top_p, "seed": seed, "branches": branches, "tree_nodes": tree_nodes}
     return summarise(m, target, drafter, prompts, encoded, ks, temperatures, settings)
 
 def _loadavg() -> float | None:
@@ -503,10 +569,24 @@ def format_report(result: dict) -> str:
               f"{_f(r['same_greedy_text_as_plain'], '{:.0%}')}, {_f(r['transformers_same_greedy_text'], '{:.0%}')}"]
              for r in result["spec"]],
         )]
+    if result.get("tree"):
+        out += ["", f"Tree speculation: B = {result.get('branches')}, N = {result.get('tree_nodes') or '2·K'}", "",
+                _table(
+            ["T", "K", "ours tree tok/s", "ours chain tok/s", "tree/chain", "(by CPU time)", "nodes/pass",
+             "α per token (acc/tested)", "tokens/pass", "verify cost v", "speedup", "ours tree/assisted",
+             "same greedy text"],
+            [[_f(r["temperature"], "{:g}"), str(r["k"]), _f(r["ours_tokens_per_s"], "{:.1f}"),
+              _f(r["chain_tokens_per_s"], "{:.1f}"), _f(r["tree_ratio_vs_chain"]), _f(r["cpu_tree_ratio_vs_chain"]),
+              _f(r["nodes_per_pass"]), _f(r["alpha"]), _f(r["tokens_per_pass"]), _f(r["verify_cost_v"]),
+              _f(r["speedup"], "{:.2f}×"), _f(r["ratio_vs_transformers"]), _f(r["same_greedy_text_as_plain"], "{:.0%}")]
+             for r in result["tree"]],
+        )]
+    if result["spec"]:
         out += ["", _table(
-            ["prompt", "kind", "T", "K", "ours speedup", "assisted speedup"],
+            ["prompt", "kind", "T", "K", "ours speedup", "ours tree speedup", "assisted speedup"],
             [[r["prompt"], r["kind"], _f(r["temperature"], "{:g}"), str(r["k"]), _f(r["speedup"], "{:.2f}×"),
-              _f(r["transformers_speedup"], "{:.2f}×")] for r in result["per_prompt"]],
+              _f(r.get("tree_speedup"), "{:.2f}×"), _f(r["transformers_speedup"], "{:.2f}×")]
+             for r in result["per_prompt"]],
         )]
     return "\n".join(out)
 

@@ -49,7 +49,9 @@ def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) ->
                    help="target model: an offline name (smollm2-135m-instruct, gemma-3-270m), a hub id or a "
                         "local directory (default: %(default)s)")
     p.add_argument("--draft", default="ngram", nargs="+" if several_drafts else None,
-                   help=("one or more drafters (sweep them with several); " if several_drafts else "") +"drafter: ngram (prompt lookup), int8 (quantized copy of the target), early-exit:N "
+                   help=("one or more drafters (sweep them with several); " if several_drafts else "")
+                   + "drafter: ngram (prompt lookup), suffix (suffix lookup in the context and earlier outputs "
+                     "of this process), int8 (quantized copy of the target), early-exit:N "
                         "(first N layers), none (plain decoding), or a draft model (offline name, hub id, "
                         "local directory) sharing the target's tokenizer (default: %(default)s)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: %(default)s")
@@ -66,6 +68,11 @@ def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) ->
                    help="run the target's and the draft model's forward through torch.compile (dynamic shapes); "
                         "MODE: default, reduce-overhead (CUDA graphs) or max-autotune. Meant for a GPU: the first calls "
                         "compile, which on a CPU can take many minutes (see BENCHMARKS.md)")
+    p.add_argument("--branches", type=int, default=1, metavar="B",
+                   help="tree speculation: at most B children per draft node, verified in one pass with a tree "
+                        "attention mask; 1 = chains (default: %(default)s)")
+    p.add_argument("--tree-nodes", type=int, default=None, dest="tree_nodes", metavar="N",
+                   help="most nodes per draft tree, >= K (default: 2·K when --branches > 1)")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
 
 
@@ -146,7 +153,8 @@ def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str =
 
     return validate_request(prompt=prompt, target=args.target, draft=args.draft, k=k, temperature=temperature,
                             top_k=args.top_k, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
-                            chat=getattr(args, "chat", False), device=args.device, dtype=args.dtype)
+                            chat=getattr(args, "chat", False), device=args.device, dtype=args.dtype,
+                            branches=args.branches, tree_nodes=args.tree_nodes)
 
 
 # --------------------------------------------------------------------------- run
@@ -166,12 +174,13 @@ def run_once(args: argparse.Namespace) -> dict:
 
     def generation(d):
         return make_generation(target, d, prompt_ids, request.k, request.sampling, request.max_new_tokens,
-                               request.seed)
+                               request.seed, branches=request.branches, tree_nodes=request.tree_nodes)
 
     baseline = None
     if drafter is not None and not args.no_baseline:
         warm_up(target, drafter, prompt_ids, request.k, request.sampling,
-                default_warmup_tokens(request.max_new_tokens, bool(args.compile)))
+                default_warmup_tokens(request.max_new_tokens, bool(args.compile)), branches=request.branches,
+                tree_nodes=request.tree_nodes)
     spec = generation(drafter).run()
     if drafter is not None and not args.no_baseline:
         baseline = plain_baseline(generation(None).run())
@@ -194,6 +203,9 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
         "draft": request.draft,
         "drafter": getattr(drafter, "name", None),
         "temperature": request.sampling.temperature,
+        "branches": request.branches,
+        "tree_nodes": request.tree_nodes,
+        "notes": list(getattr(spec, "notes", [])),
         "device": str(target.device),
         "dtype": str(target.dtype).removeprefix("torch."),
     }
@@ -216,7 +228,7 @@ def format_text(result: dict, color: bool) -> str:
     if result["cost_ratio_c"] is not None:
         parts.append(f"c {result['cost_ratio_c']:.3f}")
     parts.append(f"finish: {result['finish_reason']}")
-    summary = " · ".join(parts)
+    summary = " · ".join(parts + result.get("notes", []))
     if color:
         legend = " ".join(f"{ANSI[k]}{k}{RESET}" for k in ("accepted", "resampled", "bonus")) + " plain"
         summary = f"{summary}\n{legend}"
@@ -340,6 +352,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for k in args.k:
         for temperature in args.temperature:
             _request(args, k, temperature)
+    if args.branches > 1 and args.draft.strip().lower() in ("none", ""):
+        raise CLIError("--branches > 1 needs a drafter (--draft ngram, suffix or a draft model)")
     _check_threads(args)
     if args.repeats < 1:
         raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
@@ -361,7 +375,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens, repeats=args.repeats, seed=args.seed,
         warmup_tokens=default_warmup_tokens(args.max_new_tokens, bool(args.compile)),
         transformers_baselines=not args.no_transformers, instrument_check=not args.no_instrument_check,
-        draft_spec=args.draft, report=report,
+        draft_spec=args.draft, report=report, branches=args.branches, tree_nodes=args.tree_nodes,
     )
     if tty:
         print("\r\033[K", end="", file=sys.stderr)

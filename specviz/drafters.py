@@ -4,35 +4,48 @@ Every drafter implements the same small interface (:class:`Drafter`), the seam t
 transformers calls ``get_candidates``:
 
 * :meth:`Drafter.prefill` is told the prompt once;
-* :meth:`Drafter.propose` returns up to K token ids **and the exact distributions they were drawn
-  from** (``p_draft``), because the accept test divides by those probabilities;
-* :meth:`Drafter.rollback` is told how many committed tokens are still valid after verification,
-  so a drafter with a KV cache can drop what was rejected.
+* :meth:`Drafter.propose` returns a :class:`DraftTree`: up to N token ids, each with its parent
+  (``-1`` = the committed context), **and the exact distributions they were drawn from**
+  (``p_draft``), because the accept test divides by those probabilities. A chain (one branch)
+  has parents ``-1, 0, 1, …``; asked for ``branches = 1`` every drafter returns one;
+* :meth:`Drafter.rollback` is told how many committed tokens are still valid after verification
+  and which tree nodes were accepted, so a drafter with a KV cache can drop what was rejected;
+* :meth:`Drafter.finish` is told a finished run's prompt and output (the suffix drafter learns
+  from it).
 
 Kinds:
 
 * :class:`ModelDrafter`: any causal LM sharing the target's tokenizer, sampled with the same
   :class:`~specviz.sampling.SamplingConfig` as the target (Chen et al. 2023; Leviathan et al. 2023).
-  The teaching self-drafts (an int8 copy of the target, the target's first N layers) are
-  ``ModelDrafter`` s around models built in :mod:`specviz.models`.
+  As a tree it adds, beside its sampled chain, the draft's most likely other tokens where it is
+  unsure (ranked by draft confidence, as EAGLE-2 expands, Li et al. 2024). The teaching
+  self-drafts (an int8 copy of the target, the target's first N layers) are ``ModelDrafter`` s
+  around models built in :mod:`specviz.models`.
 * :class:`PromptLookupDrafter`: copies the tokens that followed the latest earlier occurrence of
-  the context's last n-gram (Saxena 2023, "prompt lookup decoding"). Deterministic, so its draft
+  the context's last n-gram (Saxena 2023, "prompt lookup decoding"); as a tree, the continuations
+  of up to B distinct earlier matches merged into a prefix tree. Deterministic, so its draft
   distribution is a point mass (a one-hot ``p_draft``) and the accept test becomes
   "accept with probability p_target(x)" — still exactly lossless.
+* :class:`SuffixDrafter`: model-free, in the spirit of SuffixDecoding (Oliaro et al. 2024; vLLM's
+  ``suffix`` method): the longest suffix of the context that occurs in the context or in earlier
+  outputs of this process (:data:`SUFFIX_HISTORY`, emptied by :func:`clear_suffix_history`), and
+  its most frequent continuations as a tree. Point masses too.
 """
 
 from __future__ import annotations
 
+import heapq
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
 
 from .sampling import SamplingConfig, logits_to_probs, sample
 
-__all__ = ["DRAFTER_KINDS", "Drafter", "DrafterKind", "ModelDrafter", "PromptLookupDrafter", "crop_cache",
-           "parse_drafter_spec"]
+__all__ = ["DRAFTER_KINDS", "SUFFIX_HISTORY", "DraftTree", "Drafter", "DrafterKind", "ModelDrafter",
+           "PromptLookupDrafter", "SuffixDrafter", "SuffixHistory", "clear_suffix_history", "crop_cache",
+           "default_tree_nodes", "parse_drafter_spec", "prefix_tree"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,10 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "output. Costs almost nothing and is exactly lossless: on copy-heavy prompts (fix typos, CSV → "
                 "JSON) it is the drafter that pays off on a CPU (about 1.5–2.6×); on free text it rarely finds a "
                 "match (about 1.0×)."),
+    DrafterKind("suffix", "Suffix lookup (context and earlier outputs)",
+                "Looks the current suffix up in the prompt, the output so far and earlier outputs of this process, "
+                "and proposes the most frequent continuations (SuffixDecoding). Model-free and exactly lossless "
+                "like prompt lookup; it pays off when requests repeat themselves (agents, templated answers)."),
     DrafterKind("model", "Draft model (give its id below)",
                 "A smaller language model with exactly the target's tokenizer (offline name, local directory or "
                 "hub id; different tokenizers are refused). Pays off on a GPU with a big target (e.g. 135M → "
@@ -76,11 +93,12 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "measured against."),
 )}
 
-_SPEC_FORMS = "none, ngram, int8, early-exit:N (N layers), or a draft model (offline name, directory or hub id)"
+_SPEC_FORMS = "none, ngram, suffix, int8, early-exit:N (N layers), or a draft model (offline name, directory or hub id)"
 
 
 def parse_drafter_spec(spec: str) -> str:
     """Normalise a drafter spec: ``""``/``"none"`` → ``"none"``, ``"prompt-lookup"`` → ``"ngram"``,
+    ``"suffix-decoding"`` → ``"suffix"``,
     ``"early-exit:N"`` checked for its form; anything else is a draft model name, kept stripped
     (whether it exists is found out when it loads).
 
@@ -96,6 +114,8 @@ def parse_drafter_spec(spec: str) -> str:
         return "none"
     if lowered in ("ngram", "prompt-lookup"):
         return "ngram"
+    if lowered in ("suffix", "suffix-decoding"):
+        return "suffix"
     if lowered == "int8":
         return "int8"
     if lowered.startswith("early-exit"):
@@ -123,6 +143,105 @@ def crop_cache(cache, length: int) -> None:
         cache.crop(-extra)
 
 
+def default_tree_nodes(k: int, branches: int) -> int:
+    """The node budget N of a tree round when none is given: ``K`` for a chain, else ``2·K``.
+
+    A verify pass's cost grows slowly with its positions (on a 2-core CPU, 8–12 positions cost
+    5–15% more than 4 in bfloat16, /work/shared/README.md), and replaying prompt lookup with up to
+    4 matches used about twice the chain's nodes per pass. The budget is an upper bound: with one
+    match a tree round is the chain round, K nodes at most.
+    """
+    return k if branches <= 1 else 2 * k
+
+
+@dataclass
+class DraftTree:
+    """A drafter's proposal: a tree of tokens, parents first.
+
+    Attributes:
+        tokens: ``N`` token ids.
+        parents: ``N`` parent indices: ``-1`` for a node that continues the committed context,
+            else an earlier node's index (so depths are ``depth(parent) + 1``).
+        p_draft: ``(N, V)`` float32: row ``i`` the distribution node ``i`` was drawn from (a
+            one-hot row for a point mass).
+        steps: draft forward passes spent (0 for model-free drafters).
+        point_mass: per node, True when the token is a deterministic function of the context
+            (its test is "accept with r(x)", :func:`specviz.sampling.verify_tree`).
+    """
+
+    tokens: list[int]
+    parents: list[int]
+    p_draft: torch.Tensor
+    steps: int = 0
+    point_mass: list[bool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.point_mass:
+            self.point_mass = [False] * len(self.tokens)
+        if not len(self.tokens) == len(self.parents) == self.p_draft.shape[0] == len(self.point_mass):
+            raise ValueError(f"a draft tree needs one parent, p_draft row and flag per token: {len(self.tokens)} "
+                             f"tokens, {len(self.parents)} parents, {self.p_draft.shape[0]} rows, "
+                             f"{len(self.point_mass)} flags")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @classmethod
+    def chain(cls, tokens: list[int], p_draft: torch.Tensor, steps: int = 0, point_mass: bool = False) -> DraftTree:
+        """The one-branch tree: parents ``-1, 0, 1, …``."""
+        return cls(list(tokens), list(range(-1, len(tokens) - 1)), p_draft, steps, [point_mass] * len(tokens))
+
+    @classmethod
+    def point_masses(cls, tokens: list[int], parents: list[int], vocab_size: int) -> DraftTree:
+        """A tree of deterministic tokens, with one-hot ``p_draft`` rows (CPU)."""
+        index = torch.tensor(tokens, dtype=torch.long)
+        return cls(list(tokens), list(parents), torch.nn.functional.one_hot(index, vocab_size).float(), 0,
+                   [True] * len(tokens))
+
+    @property
+    def is_chain(self) -> bool:
+        return all(parent == i - 1 for i, parent in enumerate(self.parents))
+
+    def depths(self) -> list[int]:
+        """Depth of each node (1 = continues the context)."""
+        depths: list[int] = []
+        for parent in self.parents:
+            depths.append(1 if parent < 0 else depths[parent] + 1)
+        return depths
+
+
+def prefix_tree(sequences: list[list[int]], max_nodes: int) -> tuple[list[int], list[int]]:
+    """Merge token sequences into a prefix tree (a trie), in the order given, within a node budget.
+
+    Shared prefixes become shared nodes, so no parent gets two children with the same token (the
+    verify walk would certainly reject the second). Sequences are inserted in priority order; the
+    one that reaches the budget is cut there, and later ones are left out.
+
+    Args:
+        sequences: token sequences, highest priority first.
+        max_nodes: most nodes in the tree (N).
+
+    Returns:
+        ``(tokens, parents)``, parents first (``-1`` = the context).
+    """
+    tokens: list[int] = []
+    parents: list[int] = []
+    child_of: dict[tuple[int, int], int] = {}
+    for sequence in sequences:
+        node = -1
+        for token in sequence:
+            existing = child_of.get((node, token))
+            if existing is None:
+                if len(tokens) >= max_nodes:
+                    return tokens, parents
+                existing = len(tokens)
+                tokens.append(token)
+                parents.append(node)
+                child_of[(node, token)] = existing
+            node = existing
+    return tokens, parents
+
+
 class Drafter(Protocol):
     """What the speculative loop needs from a source of draft tokens."""
 
@@ -135,18 +254,30 @@ class Drafter(Protocol):
         """Process the prompt (all of it but the last token, which the first round feeds)."""
 
     def propose(
-        self, committed: list[int], k: int, sampling: SamplingConfig, generator: torch.Generator | None
-    ) -> tuple[list[int], torch.Tensor, int]:
-        """Draft up to ``k`` tokens after ``committed``.
+        self, committed: list[int], k: int, sampling: SamplingConfig, generator: torch.Generator | None,
+        branches: int = 1, max_nodes: int | None = None,
+    ) -> DraftTree:
+        """Draft a tree of depth ``<= k`` after ``committed``.
+
+        Args:
+            committed: the committed tokens (prompt and output so far).
+            k: the deepest a node may be (K).
+            sampling, generator: the run's sampling settings and random source.
+            branches: B, the most children a node may have; 1 asks for a chain (parents
+                ``-1, 0, 1, …``), which every drafter must honour.
+            max_nodes: N, the most nodes (default :func:`default_tree_nodes`); ignored for a chain.
 
         Returns:
-            ``(tokens, p_draft, steps)``: ``tokens`` has ``k' <= k`` ids, ``p_draft`` is
-            ``(k', V)`` float32 (the distribution each token was drawn from), ``steps`` the number
-            of forward passes spent.
+            A :class:`DraftTree` (``p_draft`` rows ``(N, V)`` float32, the distribution each token
+            was drawn from; ``steps`` the forward passes spent).
         """
 
-    def rollback(self, valid: int) -> None:
-        """Forget everything past the first ``valid`` committed tokens."""
+    def rollback(self, valid: int, path: list[int] | None = None) -> None:
+        """Forget everything past the first ``valid`` committed tokens; ``path`` lists the
+        accepted nodes of the last proposal (None: a chain prefix)."""
+
+    def finish(self, prompt: list[int], output: list[int]) -> None:
+        """A run with this drafter finished with ``output`` after ``prompt`` (optional)."""
 
 
 class ModelDrafter:
@@ -185,24 +316,82 @@ class ModelDrafter:
         if context:
             self._forward(context, 1)
 
-    def propose(self, committed, k, sampling, generator):
+    def propose(self, committed, k, sampling, generator, branches=1, max_nodes=None) -> DraftTree:
+        """A sampled chain of ``k`` tokens (the spine), plus, as a tree, other likely tokens.
+
+        The spine is the chain drafter's: each token sampled from the draft's distribution given
+        the tokens before it, one forward pass per token. With ``branches > 1`` each spine
+        position also offers up to ``branches − 1`` of the draft's most likely *other* tokens as
+        siblings of its spine token (leaves: they cost no draft pass), the best by draft
+        confidence (the chance the path reaches them times their draft probability, EAGLE-2's
+        ranking, Li et al. 2024) within the node budget ``max_nodes − k``. Those siblings are
+        chosen from the probabilities, not sampled, so they are point masses; tested after the
+        spine token, exact by :func:`specviz.sampling.verify_tree`. At T = 0 the ranking uses the
+        softmax of the raw logits (the processed distribution is one-hot there).
+        """
         if k <= 0:
-            return [], torch.empty(0, self.vocab_size, device=self.device), 0
+            return DraftTree.chain([], torch.empty(0, self.vocab_size, device=self.device))
         pending = committed[self.cache.get_seq_length() :]
         tokens: list[torch.Tensor] = []
         rows: list[torch.Tensor] = []
+        ranked: list[torch.Tensor] = []
         step_input: list[int] | torch.Tensor = pending
         for _ in range(k):
-            p_draft = logits_to_probs(self._forward(step_input, 1)[-1], sampling)
+            logits = self._forward(step_input, 1)[-1]
+            p_draft = logits_to_probs(logits, sampling)
             token = sample(p_draft, generator)
             tokens.append(token)
             rows.append(p_draft)
+            if branches > 1:
+                ranked.append(torch.softmax(logits.float(), dim=-1) if sampling.greedy else p_draft)
             # Stay on the device: the next step's input is the sampled tensor itself.
             step_input = token.view(1)
-        return torch.stack(tokens).tolist(), torch.stack(rows), k
+        spine = torch.stack(tokens).tolist()
+        tree = DraftTree.chain(spine, torch.stack(rows), k)
+        if branches > 1:
+            budget = (max_nodes or default_tree_nodes(k, branches)) - k
+            tree = _add_siblings(tree, torch.stack(ranked), branches, budget)
+        return tree
 
-    def rollback(self, valid: int) -> None:
+    def rollback(self, valid: int, path: list[int] | None = None) -> None:
+        # The cache holds only spine tokens: keep the leading accepted nodes that are spine nodes.
+        if path is not None:
+            on_spine = next((i for i, node in enumerate(path) if node != i), len(path))
+            valid -= len(path) - on_spine
         crop_cache(self.cache, valid)
+
+    def finish(self, prompt: list[int], output: list[int]) -> None:
+        pass
+
+
+def _add_siblings(spine: DraftTree, ranked: torch.Tensor, branches: int, budget: int) -> DraftTree:
+    """The spine plus the best ``budget`` other tokens as siblings of its nodes (point masses).
+
+    Args:
+        spine: the sampled chain, ``k`` nodes.
+        ranked: ``(k, V)`` the draft's confidence in each token at each spine position.
+        branches: B, the most children per node (spine token included).
+        budget: most siblings to add (nodes).
+    """
+    k = len(spine)
+    if budget <= 0 or k == 0:
+        return spine
+    top_p, top_ids = ranked.topk(min(branches, ranked.shape[-1]), dim=-1)
+    top_p, top_ids = top_p.tolist(), top_ids.tolist()
+    spine_p = ranked.gather(1, torch.tensor(spine.tokens, device=ranked.device).view(k, 1)).squeeze(1).tolist()
+    candidates = []  # (score, depth, token): score = P(reaching the parent) · q(token)
+    reach = 1.0
+    for depth in range(k):
+        others = [(p, t) for p, t in zip(top_p[depth], top_ids[depth]) if t != spine.tokens[depth]]
+        candidates += [(reach * p, depth, t) for p, t in others[: branches - 1] if p > 0]
+        reach *= spine_p[depth]
+    chosen = sorted(heapq.nlargest(budget, candidates), key=lambda c: (c[1], -c[0]))
+    tokens = spine.tokens + [t for _, _, t in chosen]
+    parents = spine.parents + [depth - 1 for _, depth, _ in chosen]
+    index = torch.tensor([t for _, _, t in chosen], dtype=torch.long, device=spine.p_draft.device)
+    one_hot = torch.nn.functional.one_hot(index, spine.p_draft.shape[-1]).to(spine.p_draft.dtype)
+    return DraftTree(tokens, parents, torch.cat([spine.p_draft, one_hot]), spine.steps,
+                     spine.point_mass + [True] * len(chosen))
 
 
 class PromptLookupDrafter:
@@ -211,6 +400,10 @@ class PromptLookupDrafter:
     For n from ``max_ngram`` down to ``min_ngram``, the last n committed tokens are searched for
     earlier in the context (most recent occurrence first); the up-to-K tokens that followed it are
     proposed. With no match nothing is proposed and the round is a plain target step.
+
+    As a tree (``branches = B > 1``): the continuations of up to B earlier matches with distinct
+    continuations (longest n-gram first, then most recent), merged into a prefix tree
+    (:func:`prefix_tree`) within the node budget. With one match the tree is the chain.
 
     The proposal is a deterministic function of the context, so ``p_draft`` is one-hot: the
     acceptance probability is ``p_target(x)`` and the residual is ``p_target`` with ``x`` removed.
@@ -234,26 +427,215 @@ class PromptLookupDrafter:
 
     def lookup(self, committed: list[int], k: int) -> list[int]:
         """The up-to-``k`` tokens that followed the most recent earlier match of the last n-gram."""
+        found = self.lookups(committed, k, 1)
+        return found[0] if found else []
+
+    def lookups(self, committed: list[int], k: int, matches: int) -> list[list[int]]:
+        """The continuations (up to ``k`` tokens each) of up to ``matches`` earlier matches of the
+        last n-gram whose continuations differ, longest n-gram first, then most recent first.
+
+        A continuation that is a prefix of one already found adds nothing to a tree and is skipped.
+        """
         n_tokens = len(committed)
+        found: list[list[int]] = []
         for n in range(min(self.max_ngram, n_tokens - 1), self.min_ngram - 1, -1):
             suffix = committed[n_tokens - n :]
             # Most recent match first: in copy-heavy prompts it is the one being copied.
             for start in range(n_tokens - n - 1, -1, -1):
                 if committed[start : start + n] == suffix:
                     follow = committed[start + n : start + n + k]
-                    if follow:
-                        return follow
-        return []
+                    if follow and not any(f[: len(follow)] == follow for f in found):
+                        found.append(follow)
+                        if len(found) >= matches:
+                            return found
+        return found
 
     def prefill(self, context: list[int]) -> None:
         pass
 
-    def propose(self, committed, k, sampling, generator):
-        tokens = self.lookup(committed, k) if k > 0 else []
-        tokens = [t for t in tokens[:k]]
-        index = torch.tensor(tokens, dtype=torch.long, device=self.device)
-        p_draft = torch.nn.functional.one_hot(index, self.vocab_size).float()
-        return tokens, p_draft, 0
+    def propose(self, committed, k, sampling, generator, branches=1, max_nodes=None) -> DraftTree:
+        if k <= 0:
+            return DraftTree.point_masses([], [], self.vocab_size)
+        if branches <= 1:
+            tokens = self.lookup(committed, k)
+            return DraftTree.point_masses(tokens, list(range(-1, len(tokens) - 1)), self.vocab_size)
+        tokens, parents = prefix_tree(self.lookups(committed, k, branches), max_nodes or default_tree_nodes(k, branches))
+        return DraftTree.point_masses(tokens, parents, self.vocab_size)
 
-    def rollback(self, valid: int) -> None:
+    def rollback(self, valid: int, path: list[int] | None = None) -> None:
         pass
+
+    def finish(self, prompt: list[int], output: list[int]) -> None:
+        pass
+
+
+class SuffixHistory:
+    """Earlier outputs (token ids) of this process, searched by :class:`SuffixDrafter`.
+
+    Each token's occurrences are indexed when an output is added, so a lookup visits only the
+    positions that follow the current last token, not the whole history.
+
+    Args:
+        max_tokens: keep at most this many tokens; the oldest outputs are dropped first.
+    """
+
+    def __init__(self, max_tokens: int = 200_000) -> None:
+        self.max_tokens = max_tokens
+        self.sequences: list[list[int]] = []
+        self._ends: dict[int, list[tuple[int, int]]] = {}  # token → (sequence, index after it)
+
+    def add(self, tokens: list[int]) -> None:
+        if not tokens:
+            return
+        self.sequences.append(list(tokens))
+        dropped = False
+        while len(self) > self.max_tokens and len(self.sequences) > 1:
+            self.sequences.pop(0)
+            dropped = True
+        if dropped:  # indices shifted: rebuild (rare: only once the history is full)
+            self._ends = {}
+            for i in range(len(self.sequences)):
+                self._index(i)
+        else:
+            self._index(len(self.sequences) - 1)
+
+    def _index(self, i: int) -> None:
+        seq = self.sequences[i]
+        for end in range(1, len(seq)):  # an end with at least one token after it
+            self._ends.setdefault(seq[end - 1], []).append((i, end))
+
+    def ends_after(self, token: int) -> list[tuple[int, int]]:
+        """``(sequence index, end)`` of every position right after ``token`` that has a next token."""
+        return self._ends.get(token, [])
+
+    def clear(self) -> None:
+        self.sequences.clear()
+        self._ends.clear()
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self.sequences)
+
+
+#: The process-wide history of finished outputs the suffix drafter learns from.
+SUFFIX_HISTORY = SuffixHistory()
+
+
+def clear_suffix_history() -> None:
+    """Forget every earlier output (the bench does this before each measurement, so that no
+    method is measured on its own earlier output)."""
+    SUFFIX_HISTORY.clear()
+
+
+def _match_length(seq: list[int], end: int, suffix: list[int]) -> int:
+    """How many tokens of ``suffix`` (from its end) equal ``seq`` just before ``end``."""
+    n = 0
+    while n < len(suffix) and n < end and seq[end - 1 - n] == suffix[-1 - n]:
+        n += 1
+    return n
+
+
+class SuffixDrafter:
+    """Suffix lookup over the context and earlier outputs, in the spirit of SuffixDecoding.
+
+    SuffixDecoding (Oliaro et al. 2024; vLLM's ``suffix`` speculative method) keeps suffix trees
+    of the prompt and of earlier outputs, finds the longest match of the current suffix, and
+    proposes the continuations that followed it most often, as a tree verified in one pass. This
+    is the same idea with plain lists: every earlier position of the context (prompt and output
+    so far) and of :data:`SUFFIX_HISTORY` whose preceding tokens match the longest suffix
+    (``<= max_match`` tokens) that occurs at all contributes its next ``k`` tokens; the
+    continuations are counted in a trie, and the tree takes nodes best-first by count (how many
+    matches pass through them), at most B children per node, within the node budget (B = 1: the
+    most frequent child at each step, a chain). Deterministic given the context and the history,
+    so every node is a point mass.
+
+    The engine calls :meth:`finish` when a run ends, which adds its output to the history.
+
+    Args:
+        vocab_size: width of the probability rows to return.
+        max_match: longest suffix to match (tokens).
+        history: the history to search and extend (default the process-wide one).
+    """
+
+    uses_model = False
+
+    def __init__(self, vocab_size: int, max_match: int = 8, history: SuffixHistory | None = None) -> None:
+        if max_match < 1:
+            raise ValueError(f"max_match must be >= 1, got {max_match}")
+        self.vocab_size = vocab_size
+        self.max_match = max_match
+        self.history = history if history is not None else SUFFIX_HISTORY
+        self.name = "suffix lookup (context and earlier outputs)"
+        self.device = torch.device("cpu")
+
+    def continuations(self, committed: list[int], k: int) -> list[list[int]]:
+        """The next ``k`` tokens after every occurrence of the longest matching suffix, the
+        context's most recent first, then the history's newest first."""
+        if not committed:
+            return []
+        suffix = committed[-self.max_match :]
+        last = suffix[-1]
+        # The context's own suffix ends at len(committed): only earlier ends count.
+        ends = [(committed, end) for end in range(len(committed) - 1, 0, -1) if committed[end - 1] == last]
+        history = self.history.sequences
+        ends += [(history[i], end) for i, end in reversed(self.history.ends_after(last))]
+        best, found = 0, []
+        for seq, end in ends:
+            n = _match_length(seq, end, suffix)
+            if n > best:
+                best, found = n, []
+            if n == best:
+                found.append(seq[end : end + k])
+        return found
+
+    def prefill(self, context: list[int]) -> None:
+        pass
+
+    def propose(self, committed, k, sampling, generator, branches=1, max_nodes=None) -> DraftTree:
+        if k <= 0:
+            return DraftTree.point_masses([], [], self.vocab_size)
+        budget = k if branches <= 1 else (max_nodes or default_tree_nodes(k, branches))
+        tokens, parents = _frequent_tree(self.continuations(committed, k), max(branches, 1), budget)
+        return DraftTree.point_masses(tokens, parents, self.vocab_size)
+
+    def rollback(self, valid: int, path: list[int] | None = None) -> None:
+        pass
+
+    def finish(self, prompt: list[int], output: list[int]) -> None:
+        self.history.add(output)
+
+
+def _frequent_tree(sequences: list[list[int]], branches: int, max_nodes: int) -> tuple[list[int], list[int]]:
+    """The most frequent continuations as a tree: trie nodes taken best-first by count.
+
+    A node is a candidate once its parent is taken; candidates are taken by count (ties: the
+    earlier sequence, i.e. the more recent match), at most ``branches`` children per node, until
+    ``max_nodes`` are taken. Parents come before children in the result.
+    """
+    counts: dict[tuple, int] = {}
+    first_seen: dict[tuple, int] = {}
+    for order, seq in enumerate(sequences):
+        for depth in range(1, len(seq) + 1):
+            key = tuple(seq[:depth])
+            counts[key] = counts.get(key, 0) + 1
+            first_seen.setdefault(key, order)
+    children: dict[tuple, list[tuple]] = {}
+    for key in counts:
+        children.setdefault(key[:-1], []).append(key)
+    tokens: list[int] = []
+    parents: list[int] = []
+    index: dict[tuple, int] = {(): -1}
+    taken_children: dict[tuple, int] = {}
+    heap = [(-counts[c], first_seen[c], c) for c in children.get((), [])]
+    heapq.heapify(heap)
+    while heap and len(tokens) < max_nodes:
+        _, _, key = heapq.heappop(heap)
+        parent = key[:-1]
+        if taken_children.get(parent, 0) >= branches:
+            continue
+        taken_children[parent] = taken_children.get(parent, 0) + 1
+        index[key] = len(tokens)
+        tokens.append(key[-1])
+        parents.append(index[parent])
+        for child in children.get(key, []):
+            heapq.heappush(heap, (-counts[child], first_seen[child], child))
+    return tokens, parents

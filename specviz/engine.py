@@ -3,18 +3,29 @@
 One round of speculative sampling (Chen et al. 2023, Algorithm 2; Leviathan et al. 2023,
 Algorithm 1):
 
-1. the drafter proposes up to K tokens and the distributions they were drawn from;
-2. the target scores the pending token and all K drafts in **one** forward pass (the verify pass),
-   giving K + 1 distributions;
-3. :func:`specviz.sampling.verify` accepts a prefix, then resamples one token from the residual
-   distribution or, if all K survived, samples a bonus token;
-4. both models' KV caches are cropped back to the committed tokens.
+1. the drafter proposes a tree of tokens (depth <= K, at most N nodes; a chain when B = 1) and
+   the distributions they were drawn from (:class:`~specviz.drafters.DraftTree`);
+2. the target scores the pending token and every node in **one** forward pass (the verify pass):
+   a tree attention mask lets each node see the committed context and its own ancestors, with
+   position ids by depth (SpecInfer, Miao et al. 2024), giving N + 1 distributions;
+3. :func:`specviz.sampling.verify_tree` accepts a path from the root, then resamples one token
+   from the residual or, at a leaf, samples a bonus token;
+4. both models' KV caches keep only the committed tokens and the accepted path.
+
+Chains and trees go through the same code. A chain's tree mask is the causal mask, so its verify
+pass is the plain causal call (the logits are those of the same attention; transformers builds
+that mask itself) and its cache is cropped instead of index-selected.
+
+Tree attention needs an attention that takes an arbitrary 4D mask. Sliding-window layers (Gemma 2
+and 3, ``layer_types`` with ``"sliding_attention"``) and flash-attention kernels cannot, so there
+a tree run falls back to chains (B = 1) and says so in :attr:`Generation.notes`.
 
 Cache bookkeeping. Each model's cache holds the committed tokens *except the last one* (the
 "pending" token, whose next-token distribution nobody has computed yet). A round feeds each model
 ``committed[cache_length:]`` followed by any new tokens, so a cache that lags behind (a drafter
 that proposed nothing, or the draft's K-th token that was never fed) catches up in the same
-forward pass. After verification the target keeps ``old committed + accepted drafts``.
+forward pass, causally, before the tree's nodes. After verification the target keeps
+``old committed + accepted path``.
 
 Plain decoding is the same loop with no drafter: one target pass, one token, ``kind="plain"``.
 
@@ -30,13 +41,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .drafters import Drafter, crop_cache
-from .sampling import SamplingConfig, logits_to_probs, residual_distribution, verify
+from .drafters import Drafter, DraftTree, crop_cache, default_tree_nodes
+from .sampling import SamplingConfig, TreeVerifyResult, logits_to_probs, verify_tree
 from .analysis import PlainBaseline, RunAnalysis, analyse
 from .trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 
-__all__ = ["TOP_TOKENS", "ContextLengthError", "Generation", "IncrementalDecoder", "context_limit"]
+__all__ = ["TOP_TOKENS", "ContextLengthError", "Generation", "IncrementalDecoder", "context_limit",
+           "keep_cache_positions", "tree_attention_blocker", "tree_attention_inputs"]
 
+#: Most children per node (B) and most nodes per tree (N) a run may ask for.
+MAX_BRANCHES = 16
+MAX_TREE_NODES = 256
 #: Tokens kept per distribution for the token inspector (instrumented runs).
 TOP_TOKENS = 10
 
@@ -53,6 +68,81 @@ def context_limit(model) -> int | None:
         if isinstance(value, int) and value > 0:
             return value
     return None
+
+
+def tree_attention_blocker(model) -> str | None:
+    """Why ``model`` cannot verify a tree in one pass, or None when it can.
+
+    A tree needs an attention that takes an arbitrary 4D additive mask. Sliding-window layers
+    build their own windowed mask (Gemma 2/3, Mistral-style ``layer_types``), and flash-attention
+    kernels take no mask at all.
+    """
+    config = getattr(model.config, "text_config", None) or model.config
+    layer_types = getattr(config, "layer_types", None) or []
+    if any("sliding" in str(t) for t in layer_types) or config.model_type in ("gemma2", "gemma3", "gemma3_text"):
+        return f"{config.model_type} has sliding-window attention layers"
+    implementation = str(getattr(model.config, "_attn_implementation", "") or "")
+    if "flash" in implementation:
+        return f"the {implementation} attention takes no tree mask"
+    return None
+
+
+def tree_attention_inputs(
+    parents: list[int], cached: int, pending: int, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention mask and position ids of a verify pass over ``pending`` committed tokens and
+    a tree (SpecInfer's tree attention, Miao et al. 2024, Section 4).
+
+    The pending tokens attend causally; node ``i`` attends to the cached context, the pending
+    tokens and its own ancestors and itself, and sits at position ``cached + pending + depth − 1``
+    (its depth's position in a chain).
+
+    Args:
+        parents: the tree's parent indices (``-1`` = the context), parents first, N nodes.
+        cached: positions already in the KV cache.
+        pending: committed tokens fed before the nodes (>= 1).
+        dtype: the model's dtype (the mask is added to its attention scores).
+        device: the model's device.
+
+    Returns:
+        ``(mask, position_ids)``: mask ``(1, 1, pending + N, cached + pending + N)``, 0 where
+        attention is allowed and ``dtype``'s minimum where it is blocked; position ids
+        ``(1, pending + N)`` int64.
+    """
+    n = len(parents)
+    q_len = pending + n
+    allowed = torch.zeros(q_len, cached + q_len, dtype=torch.bool)
+    allowed[:, :cached] = True
+    allowed[:pending, cached : cached + pending] = torch.ones(pending, pending, dtype=torch.bool).tril()
+    allowed[pending:, cached : cached + pending] = True
+    ancestors = torch.zeros(n, n, dtype=torch.bool)
+    depths = []
+    for i, parent in enumerate(parents):
+        if parent >= 0:
+            ancestors[i] = ancestors[parent]
+        ancestors[i, i] = True
+        depths.append(1 if parent < 0 else depths[parent] + 1)
+    allowed[pending:, cached + pending :] = ancestors
+    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    positions = list(range(cached, cached + pending)) + [cached + pending - 1 + d for d in depths]
+    return mask.view(1, 1, *allowed.shape).to(device), torch.tensor([positions], dtype=torch.long, device=device)
+
+
+def keep_cache_positions(cache, keep: torch.Tensor) -> None:
+    """Keep only the positions ``keep`` of every layer of a DynamicCache, in that order.
+
+    Each ``cache.layers[i]`` holds ``.keys``/``.values`` of shape (batch, kv_heads, seq, head_dim)
+    (transformers 5); the kept path is an index-select along dim 2, after which the layer's length
+    (``get_seq_length``) follows the tensors.
+
+    Args:
+        cache: a transformers ``DynamicCache``.
+        keep: ``(L,)`` int64 positions, increasing, on the cache's device.
+    """
+    for layer in cache.layers:
+        if getattr(layer, "is_initialized", True) and layer.keys is not None and layer.keys.numel():
+            layer.keys = layer.keys.index_select(2, keep)
+            layer.values = layer.values.index_select(2, keep)
 
 
 class IncrementalDecoder:
@@ -102,6 +192,12 @@ class Generation:
         decode: optional ``list[int] -> str`` for per-token text in the trace.
         instrument: record per-token probabilities and uniforms in the trace (the UI needs them;
             the benchmark measures their cost by turning them off).
+        branches: B, the most children a draft node may have; 1 (the default) drafts chains.
+        tree_nodes: N, the most nodes of a draft tree (>= K; default
+            :func:`specviz.drafters.default_tree_nodes`, 2·K); ignored for chains.
+
+    :attr:`notes` lists plain sentences about the run the UI should show (e.g. a tree run that
+    fell back to chains because the target's attention cannot take a tree mask).
 
     Iterating yields one :class:`~specviz.trace.Round` per target pass. Afterwards
     :attr:`tokens`, :attr:`finish_reason` and :meth:`analysis` describe the run; if iteration
@@ -126,8 +222,11 @@ class Generation:
     vocab_size: int | None = None
     decode: Callable[[list[int]], str] | None = None
     instrument: bool = True
+    branches: int = 1
+    tree_nodes: int | None = None
 
     def __post_init__(self) -> None:
+        self.notes: list[str] = []
         self.rounds: list[Round] = []
         self.tokens: list[EmittedToken] = []
         self.finish_reason: str | None = None
@@ -172,6 +271,10 @@ class Generation:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.drafter is not None and not 1 <= self.k <= 64:
             raise ValueError(f"lookahead K must be between 1 and 64, got {self.k}")
+        if not 1 <= self.branches <= MAX_BRANCHES:
+            raise ValueError(f"branches B must be between 1 and {MAX_BRANCHES}, got {self.branches}")
+        if self.tree_nodes is not None and not self.k <= self.tree_nodes <= MAX_TREE_NODES:
+            raise ValueError(f"tree nodes N must be between K = {self.k} and {MAX_TREE_NODES}, got {self.tree_nodes}")
         # The longest forward pass covers the prompt and max_new_tokens - 1 new tokens (drafts are
         # capped by the remaining budget); one more position keeps the check simple and safe.
         needed = len(self.prompt_ids) + self.max_new_tokens
@@ -199,6 +302,9 @@ class Generation:
             round_ = self._round()
             if self.finish_reason is not None:
                 self.wall_s = time.perf_counter() - self._t_start - self._paused_s
+                finish = getattr(self.drafter, "finish", None)
+                if finish is not None:  # e.g. the suffix drafter learns this output
+                    finish(list(self.prompt_ids), self.token_ids)
             # Time spent by the consumer between rounds (rendering, charts, streaming) is not
             # generation time: leave it out so the UI's work never counts against the run.
             t_yield = time.perf_counter()
@@ -215,13 +321,29 @@ class Generation:
         self._eos = set(self.eos_token_ids)
         self._committed = list(self.prompt_ids)
         self._cache = DynamicCache()
+        self._branches = self.branches if self.drafter is not None else 1
+        blocker = tree_attention_blocker(self.target) if self._branches > 1 else None
+        if blocker:
+            self._branches = 1
+            self.notes.append(f"Tree drafts need tree attention, and {blocker}: this run drafts chains (B = 1).")
+        self._tree_nodes = self.tree_nodes or default_tree_nodes(self.k, self._branches)
         self._texts: dict[int, str] = {}
 
-    def _target_forward(self, ids: list[int], keep: int) -> torch.Tensor:
-        """Logits ``(keep, V)`` of the target's last ``keep`` positions after feeding ``ids``."""
+    def _target_forward(self, ids: list[int], keep: int, parents: list[int] | None = None) -> torch.Tensor:
+        """Logits ``(keep, V)`` of the target's last ``keep`` positions after feeding ``ids``.
+
+        With ``parents`` (a tree's, N nodes), the last N ids are a draft tree fed with its tree
+        attention mask and position ids (:func:`tree_attention_inputs`); the ids before them are
+        fed causally.
+        """
         inp = torch.tensor([ids], dtype=torch.long, device=self._device)
+        extra = {}
+        if parents is not None:
+            mask, positions = tree_attention_inputs(parents, self._cache.get_seq_length(), len(ids) - len(parents),
+                                                    self.target.dtype, self._device)
+            extra = {"attention_mask": mask, "position_ids": positions}
         with torch.inference_mode():
-            out = self.target(input_ids=inp, cache=self._cache, use_cache=True, logits_to_keep=keep)
+            out = self.target(input_ids=inp, cache=self._cache, use_cache=True, logits_to_keep=keep, **extra)
         return out.logits[0, :, : self._vocab]
 
     def _prefill(self) -> None:
@@ -231,38 +353,50 @@ class Generation:
         if self.drafter is not None:
             self.drafter.prefill(self._committed[:-1])
 
-    def _draft(self, k_round: int) -> tuple[list[int], torch.Tensor, int]:
+    def _draft(self, k_round: int) -> DraftTree:
         if k_round > 0:
-            return self.drafter.propose(self._committed, k_round, self.sampling, self._generator)
-        return [], torch.empty(0, self._vocab), 0
+            tree = self.drafter.propose(self._committed, k_round, self.sampling, self._generator,
+                                        branches=self._branches, max_nodes=max(self._tree_nodes, k_round))
+            if isinstance(tree, tuple):  # a drafter written for the chain-only interface
+                tree = DraftTree.chain(*tree)
+            return tree
+        return DraftTree.chain([], torch.empty(0, self._vocab))
 
-    def _verify(self, drafts: list[int], p_draft: torch.Tensor):
-        """One target pass over the pending token and the drafts, the accept test, and the
-        rollback of both caches to the committed tokens plus the accepted drafts."""
+    def _verify(self, tree: DraftTree) -> TreeVerifyResult:
+        """One target pass over the pending tokens and the tree, the accept walk, and the rollback
+        of both caches to the committed tokens plus the accepted path."""
         n_old = len(self._committed)
-        logits = self._target_forward(self._committed[self._cache.get_seq_length() :] + drafts, len(drafts) + 1)
+        pending = self._committed[self._cache.get_seq_length() :]
+        chain = tree.is_chain  # a chain's tree mask is the causal mask: the plain causal call
+        logits = self._target_forward(pending + tree.tokens, len(tree) + 1, None if chain else tree.parents)
         p_target = logits_to_probs(logits, self.sampling)
-        draft_ids = torch.tensor(drafts, dtype=torch.long, device=self._device)
-        result = verify(draft_ids, p_draft.to(self._device), p_target, self._generator)
-        crop_cache(self._cache, n_old + result.n_accepted)
-        if self.drafter is not None:
-            self.drafter.rollback(n_old + result.n_accepted)
+        tokens = torch.tensor(tree.tokens, dtype=torch.long, device=self._device)
+        result = verify_tree(tokens, tree.parents, tree.p_draft.to(self._device), p_target, tree.point_mass,
+                             self._generator)
+        path = result.path
+        if path == list(range(len(path))):  # a prefix of the node list (always, for a chain): crop
+            crop_cache(self._cache, n_old + len(path))
+        else:
+            keep = list(range(n_old)) + [n_old + node for node in path]
+            keep_cache_positions(self._cache, torch.tensor(keep, dtype=torch.long, device=self._device))
+        if self.drafter is not None and chain:  # a chain's path is its prefix: the length says it all
+            self.drafter.rollback(n_old + len(path))
+        elif self.drafter is not None:
+            self.drafter.rollback(n_old + len(path), path)
         return result, p_target
 
     def _round(self) -> Round:
         """Draft, verify, and record one round; commits its tokens and sets finish_reason."""
         remaining = self.max_new_tokens - len(self.tokens)
-        # Never draft past the length limit: K' + 1 tokens at most fill it exactly.
+        # Never draft past the length limit: a path of K' + 1 tokens at most fills it exactly.
         k_round = min(self.k, remaining - 1) if self.drafter is not None else 0
         t0 = time.perf_counter()
-        drafts, p_draft, draft_steps = self._draft(k_round)
+        tree = self._draft(k_round)
         t1 = time.perf_counter()
-        result, p_target = self._verify(drafts, p_draft)
+        result, p_target = self._verify(tree)
         t2 = time.perf_counter()
-        round_ = self._record(drafts, result, k_round)
-        if self.instrument:
-            self._record_distributions(round_, p_draft, p_target, result)
-        round_.draft_ms, round_.draft_steps = (t1 - t0) * 1e3, draft_steps
+        round_ = self._record(tree, result, k_round, p_target)
+        round_.draft_ms, round_.draft_steps = (t1 - t0) * 1e3, tree.steps
         round_.verify_ms = (t2 - t1) * 1e3
         self.tokens.extend(round_.emitted)
         self._committed.extend(t.id for t in round_.emitted)
@@ -273,38 +407,42 @@ class Generation:
         round_.elapsed_s = time.perf_counter() - self._t_start - self._paused_s
         return round_
 
-    def _record(self, drafts: list[int], result, k_round: int) -> Round:
-        """The round's trace record: drafted tokens with their tests, and the emitted tokens,
-        cut at an EOS (nothing after it, no bonus token)."""
-        new_ids = drafts[: result.n_accepted] + [result.next_token]
-        kinds = [ACCEPTED] * result.n_accepted + [(result.next_kind if drafts else PLAIN)]
-        p_new = (result.p_target_drafted[: result.n_accepted].tolist() if self.instrument
-                 else [0.0] * result.n_accepted)
+    def _record(self, tree: DraftTree, result: TreeVerifyResult, k_round: int, p_target: torch.Tensor) -> Round:
+        """The round's trace record: drafted nodes with their tests, and the emitted tokens, cut
+        at an EOS (nothing after it, no bonus token)."""
+        path = result.path
+        new_ids = [tree.tokens[node] for node in path] + [result.next_token]
+        kinds = [ACCEPTED] * len(path) + [(result.next_kind if len(tree) else PLAIN)]
+        if self.instrument and path:
+            p_node = result.p_target_node.tolist()  # one host transfer
+            p_new = [p_node[node] for node in path]
+        else:
+            p_new = [0.0] * len(path)
         p_new.append(result.next_p_target)
         for position, token_id in enumerate(new_ids):
             if token_id in self._eos:
                 new_ids, kinds, p_new = new_ids[: position + 1], kinds[: position + 1], p_new[: position + 1]
                 self.finish_reason = "eos"
                 break
-        # An EOS inside the accepted prefix also ends the bookkeeping there: drafts past it
+        # An EOS inside the accepted path also ends the bookkeeping there: nodes deeper than it
         # never reach the output, so they count as neither proposed nor accepted, and
         # accepted + resampled + bonus + plain always equals the emitted tokens.
-        n_accepted = min(result.n_accepted, len(new_ids))
+        n_accepted = min(len(path), len(new_ids))
         round_ = Round(index=len(self.rounds), n_accepted=n_accepted, k=k_round)
-        if drafts and self.instrument:
-            round_.drafted = self._drafted_records(drafts, result)
-        elif drafts:
-            round_.drafted = [DraftedToken(t, "", 0.0, 0.0, 0.0, 0.0, i < result.n_accepted, i <= result.n_accepted,
-                                           parent=i - 1) for i, t in enumerate(drafts)]
-        if n_accepted < result.n_accepted:
-            round_.drafted = round_.drafted[:n_accepted]
+        round_.drafted = self._drafted_records(tree, result)
+        if self.instrument:
+            self._record_distributions(round_.drafted, tree, p_target)
+        if n_accepted < len(path):
+            round_.drafted = _cut_below_depth(round_.drafted, tree.depths(), n_accepted)
         for token_id, kind, p in zip(new_ids, kinds, p_new):
             emitted = EmittedToken(id=token_id, text=self._decoder.push(token_id) if self._decoder else "",
                                    kind=kind, p_target=p, round=round_.index)
-            if kind == RESAMPLED:
-                emitted.rejected_id = drafts[result.n_accepted]
-                emitted.rejected_text = round_.drafted[result.n_accepted].text
+            if kind == RESAMPLED:  # the last rejected sibling at that depth
+                emitted.rejected_id = tree.tokens[result.rejected_node]
+                emitted.rejected_text = round_.drafted[result.rejected_node].text
             round_.emitted.append(emitted)
+        if self.instrument and round_.emitted[-1].kind != ACCEPTED:  # (accepted last: an EOS cut the path)
+            self._record_source(round_.emitted[-1], result)
         return round_
 
     def _top(self, probs: torch.Tensor) -> list[list]:
@@ -322,27 +460,31 @@ class Generation:
             text = self._texts[token_id] = self.decode([token_id]) if self.decode else ""
         return text
 
-    def _record_distributions(self, round_: Round, p_draft, p_target, result) -> None:
-        """The inspector's rows: top tokens under p_draft and p_target at each drafted position, and
-        the distribution the target's own token was drawn from (residual or p_target)."""
-        n = len(round_.drafted)
-        if n:
-            top_target = self._top(p_target[:n])
-            for token, top_d, top_t in zip(round_.drafted, self._top(p_draft[:n].to(p_target.device)), top_target):
-                token.top_draft, token.top_target = top_d, top_t
-        last = round_.emitted[-1]
-        if last.kind == ACCEPTED:  # an EOS ended the round inside the accepted drafts
+    def _record_distributions(self, drafted: list[DraftedToken], tree: DraftTree, p_target: torch.Tensor) -> None:
+        """The inspector's rows: top tokens under p_draft and p_target at each drafted node (its
+        parent's context), the distributions the test actually used."""
+        if not drafted:
             return
-        if last.kind == RESAMPLED:
-            source = residual_distribution(p_target[result.n_accepted], p_draft[result.n_accepted].to(p_target.device))
-        else:
-            source = p_target[result.n_accepted]
-        last.p_source = float(source[last.id])
-        last.top_source = self._top(source.view(1, -1))[0]
+        rows = torch.tensor([parent + 1 for parent in tree.parents], dtype=torch.long, device=p_target.device)
+        for token, top_d, top_t in zip(drafted, self._top(tree.p_draft.to(p_target.device)), self._top(p_target[rows])):
+            token.top_draft, token.top_target = top_d, top_t
 
-    def _drafted_records(self, drafts: list[int], result) -> list[DraftedToken]:
-        p_target = result.p_target_drafted.tolist()
-        p_draft = result.p_draft_drafted.tolist()
+    def _record_source(self, emitted: EmittedToken, result: TreeVerifyResult) -> None:
+        """The distribution the target's own token was drawn from: the final residual, or p_target."""
+        if result.next_distribution is None:
+            return
+        emitted.p_source = float(result.next_distribution[emitted.id])
+        emitted.top_source = self._top(result.next_distribution.view(1, -1))[0]
+
+    def _drafted_records(self, tree: DraftTree, result: TreeVerifyResult) -> list[DraftedToken]:
+        if not len(tree):
+            return []
+        if not self.instrument:
+            return [DraftedToken(t, "", 0.0, 0.0, 0.0, 0.0, result.accepted[i], result.tested[i],
+                                 parent=tree.parents[i]) for i, t in enumerate(tree.tokens)]
+        # One host transfer per figure, not one per node.
+        p_target = result.p_target_node.tolist()
+        p_draft = result.p_draft_node.tolist()
         accept = result.accept_prob.tolist()
         uniforms = result.uniforms.tolist()
         return [
@@ -353,11 +495,11 @@ class Generation:
                 p_target=p_target[i],
                 accept_prob=accept[i],
                 uniform=uniforms[i],
-                accepted=i < result.n_accepted,
-                tested=i <= result.n_accepted,
-                parent=i - 1,
+                accepted=result.accepted[i],
+                tested=result.tested[i],
+                parent=tree.parents[i],
             )
-            for i, token_id in enumerate(drafts)
+            for i, token_id in enumerate(tree.tokens)
         ]
 
     def run(self) -> Generation:
@@ -366,3 +508,16 @@ class Generation:
             pass
         return self
 
+
+
+def _cut_below_depth(drafted: list[DraftedToken], depths: list[int], depth: int) -> list[DraftedToken]:
+    """The nodes of depth <= ``depth``, parents renumbered (parents first, so a kept node's
+    parent is kept too)."""
+    new_index: dict[int, int] = {}
+    kept = []
+    for i, (token, d) in enumerate(zip(drafted, depths)):
+        if d <= depth:
+            new_index[i] = len(kept)
+            parent = token.parent if token.parent is None or token.parent < 0 else new_index[token.parent]
+            kept.append(DraftedToken(**{**token.__dict__, "parent": parent}))
+    return kept

@@ -104,7 +104,8 @@ def _first_distributions(target, drafter, prompt_ids, sampling, vocab, generator
         if p_draft_first.shape[-1] < vocab:
             p_draft_first = torch.nn.functional.pad(p_draft_first, (0, vocab - p_draft_first.shape[-1]))
         return p_target_first, p_draft_first[:vocab]
-    proposal, p_rows, _ = drafter.propose(list(prompt_ids), 1, sampling, generator)
+    tree = drafter.propose(list(prompt_ids), 1, sampling, generator)
+    proposal, p_rows = tree.tokens, tree.p_draft
     if not proposal:
         raise ValueError(f"{drafter.name} proposes nothing for this prompt (no earlier n-gram match)")
     return p_target_first, p_rows[0].to(device)

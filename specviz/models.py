@@ -56,7 +56,7 @@ from pathlib import Path
 import torch
 
 from . import selfdraft
-from .drafters import Drafter, ModelDrafter, PromptLookupDrafter, parse_drafter_spec
+from .drafters import Drafter, ModelDrafter, PromptLookupDrafter, SuffixDrafter, parse_drafter_spec
 from .errors import IncompatiblePairError, ModelLoadError
 from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, prepare_offline
 from .selfdraft import early_exit_draft, int8_draft
@@ -708,7 +708,8 @@ def build_drafter(
 
     Accepted specs (normalised by :func:`specviz.drafters.parse_drafter_spec`, described in
     :data:`specviz.drafters.DRAFTER_KINDS`): ``"none"`` (or empty) → None (plain decoding);
-    ``"ngram"`` → :class:`~specviz.drafters.PromptLookupDrafter`; ``"int8"`` → a ModelDrafter around
+    ``"ngram"`` → :class:`~specviz.drafters.PromptLookupDrafter`; ``"suffix"`` →
+    :class:`~specviz.drafters.SuffixDrafter` (the process-wide history); ``"int8"`` → a ModelDrafter around
     :func:`int8_draft`; ``"early-exit:N"`` → a ModelDrafter around :func:`early_exit_draft`; any
     other string is loaded with :func:`load_model` (``device``/``dtype``/``progress`` apply to it)
     and checked with :func:`shared_vocab_size`.
@@ -727,6 +728,8 @@ def build_drafter(
         return None
     if key == "ngram":
         return PromptLookupDrafter(vocab)
+    if key == "suffix":
+        return SuffixDrafter(vocab)
     if key == "int8":
         drafter = ModelDrafter(int8_draft(target), vocab, name="int8 copy of the target")
         _CACHE.touch(target)  # the copy counts against the cache's byte limit
@@ -741,5 +744,5 @@ def build_drafter(
             logger.warning("draft %r is the target itself: every token will be accepted, nothing is saved", key)
         shared = shared_vocab_size(target, draft)
         return ModelDrafter(draft.model, shared, name=f"draft model {key}")
-    raise ValueError(f"unknown drafter spec {spec!r}; accepted: none, ngram, int8, early-exit:N, or a draft model: "
+    raise ValueError(f"unknown drafter spec {spec!r}; accepted: none, ngram, suffix, int8, early-exit:N, or a draft model: "
                      f"an offline name ({', '.join(OFFLINE_MODELS)}), a local directory or a hub id 'org/name'")

@@ -42,6 +42,8 @@ class Limits:
         max_prompt_chars: longest prompt (characters).
         max_seed: largest seed (torch seeds are 64-bit).
         max_temperature: highest temperature.
+        max_branches: most children per draft-tree node (B; 1 drafts chains).
+        max_tree_nodes: most nodes per draft tree (N).
     """
 
     max_k: int = 16
@@ -49,6 +51,8 @@ class Limits:
     max_prompt_chars: int = 20_000
     max_seed: int = 2**63 - 1
     max_temperature: float = 100.0
+    max_branches: int = 8
+    max_tree_nodes: int = 64
 
 
 DEFAULT_LIMITS = Limits()
@@ -70,6 +74,9 @@ class RunRequest:
         chat: apply the target's chat template.
         device: ``"auto"``, ``"cpu"`` or ``"cuda"``.
         dtype: ``"auto"``, ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+        branches: B, most children per draft-tree node, 1..``max_branches`` (1: chains).
+        tree_nodes: N, most nodes per draft tree, K..``max_tree_nodes``, or None for the
+            default (:func:`specviz.drafters.default_tree_nodes`).
     """
 
     prompt: str
@@ -82,6 +89,8 @@ class RunRequest:
     chat: bool = False
     device: str = "auto"
     dtype: str = "auto"
+    branches: int = 1
+    tree_nodes: int | None = None
 
     @property
     def plain(self) -> bool:
@@ -209,13 +218,16 @@ def validate_request(
     chat=False,
     device="auto",
     dtype="auto",
+    branches=1,
+    tree_nodes=None,
     limits: Limits = DEFAULT_LIMITS,
 ) -> RunRequest:
     """Check and normalise a run's settings (see the module docstring for what is accepted).
 
     Args:
         prompt, target, draft, k, temperature, top_k, top_p, max_new_tokens, seed, chat,
-        device, dtype: as sent by the user (any type); see :class:`RunRequest`.
+        device, dtype, branches, tree_nodes: as sent by the user (any type); see
+            :class:`RunRequest`.
         limits: the bounds (the app's public mode passes tighter ones).
 
     Returns:
@@ -232,17 +244,20 @@ def validate_request(
         draft = parse_drafter_spec(draft)
     except ValueError as err:
         raise RequestError(str(err)) from None
+    k = to_int("lookahead K", k, 1, limits.max_k)
     return RunRequest(
         prompt=prompt,
         target=target,
         draft=draft,
-        k=to_int("lookahead K", k, 1, limits.max_k),
+        k=k,
         sampling=validate_sampling(temperature, top_k, top_p, limits),
         max_new_tokens=to_int("max new tokens", max_new_tokens, 1, limits.max_new_tokens),
         seed=to_int("seed", seed, 0, limits.max_seed),
         chat=_flag("chat", chat),
         device=_choice("device", device, DEVICES),
         dtype=_choice("dtype", dtype, DTYPES),
+        branches=to_int("branches", branches, 1, limits.max_branches),
+        tree_nodes=None if tree_nodes is None else to_int("tree nodes", tree_nodes, k, limits.max_tree_nodes),
     )
 
 
@@ -253,7 +268,7 @@ PUBLIC_LIMITS = Limits(max_k=8, max_new_tokens=256, max_prompt_chars=4_000)
 DEFAULT_PUBLIC_MAX_RUN_S = 60.0
 PUBLIC_MAX_DRAWS = 4_000
 # Drafters that load no model of their own (``early-exit:N`` too: it reuses the target's layers).
-MODEL_FREE_DRAFTERS = frozenset({"none", "ngram", "int8"})
+MODEL_FREE_DRAFTERS = frozenset({"none", "ngram", "suffix", "int8"})
 
 
 @dataclass(frozen=True)
@@ -312,6 +327,6 @@ def check_public_models(target: str, draft: str, allowed_targets: Iterable[str],
     if draft in MODEL_FREE_DRAFTERS or draft.startswith("early-exit:"):
         return
     if draft not in drafts:
-        allowed = ", ".join([*drafts, "ngram", "int8", "early-exit:N", "none"])
+        allowed = ", ".join([*drafts, "ngram", "suffix", "int8", "early-exit:N", "none"])
         raise RequestError(f"public mode: the draft model {_describe(draft)} is not allowed; only the presets' "
                            f"drafters can run here ({allowed})")

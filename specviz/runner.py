@@ -57,14 +57,15 @@ def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: st
 
 
 def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed, instrument=True, eos=True,
-                    decode=True):
+                    decode=True, branches=1, tree_nodes=None):
     """A :class:`~specviz.engine.Generation` wired to a loaded target and drafter.
 
     Args:
         target: a :class:`~specviz.models.LoadedModel`.
         drafter: a drafter, or None for plain decoding.
         prompt_ids: the encoded prompt.
-        k, sampling, max_new_tokens, seed, instrument: as in :class:`~specviz.engine.Generation`.
+        k, sampling, max_new_tokens, seed, instrument, branches, tree_nodes: as in
+            :class:`~specviz.engine.Generation` (B = 1 drafts chains).
         eos: stop at the target's EOS ids (the bench turns this off to generate equal lengths).
         decode: record each token's text.
     """
@@ -83,10 +84,13 @@ def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, se
         vocab_size=vocab or min(target.vocab_size, target.logits_width),
         decode=target.decode if decode else None,
         instrument=instrument,
+        branches=branches,
+        tree_nodes=tree_nodes,
     )
 
 
-def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKENS, once: bool = False) -> bool:
+def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKENS, once: bool = False,
+            branches: int = 1, tree_nodes: int | None = None) -> bool:
     """One short plain run and, with a drafter, one short speculative run, untimed.
 
     Args:
@@ -99,17 +103,27 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
         once: skip the warm-up if this target already did it with this kind of drafter (kept in
             ``target.warmed``, which lives and dies with the model in the model cache): the app
             warms up once per pair, the CLI and the bench before every measurement.
+        branches, tree_nodes: the speculative run's tree shape (B > 1 warms up tree passes too).
+
+    A suffix drafter's warm-up output is not kept in its history (it would be a made-up
+    earlier output of the run about to be measured).
 
     Returns:
         True if it ran, False if ``once`` skipped it.
     """
-    key = f"{getattr(drafter, 'name', 'plain')}|{sampling.greedy}"
+    key = f"{getattr(drafter, 'name', 'plain')}|{sampling.greedy}|{branches}"
     warmed = getattr(target, "warmed", None)
     if once and warmed is not None and key in warmed:
         return False
     ids = list(prompt_ids) if tokens > WARMUP_TOKENS else list(prompt_ids)[-16:]
+    history = getattr(drafter, "history", None)
+    saved = list(history.sequences) if history is not None else None
     for d in (None, drafter) if drafter is not None else (None,):
-        make_generation(target, d, ids, k, sampling, tokens, seed=0).run()
+        make_generation(target, d, ids, k, sampling, tokens, seed=0, branches=branches, tree_nodes=tree_nodes).run()
+    if history is not None:
+        history.clear()
+        for sequence in saved:
+            history.add(sequence)
     if warmed is not None:
         warmed.add(key)
     return True
@@ -141,7 +155,7 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
     settings = {"prompt": request.prompt, "target": request.target, "draft": request.draft, "k": request.k,
                 "temperature": request.sampling.temperature, "top_k": request.sampling.top_k,
                 "top_p": request.sampling.top_p, "max_new_tokens": request.max_new_tokens, "seed": request.seed,
-                "chat": request.chat}
+                "chat": request.chat, "branches": request.branches, "tree_nodes": request.tree_nodes}
     return trace_to_dict(
         run.rounds, settings=settings, target=target.name, drafter=getattr(drafter, "name", None),
         k=request.k if drafter is not None else 0, device=str(target.device),

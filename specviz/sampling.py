@@ -13,7 +13,13 @@ Conventions
 * Temperature 0 means greedy: the distribution is a one-hot vector at the argmax. The accept test
   and the residual then reduce to "accept iff the target's argmax equals the draft token", and the
   resampled token is the target's argmax, so greedy speculative decoding equals greedy decoding.
-* Shapes use ``V`` for the vocabulary width and ``K`` for the number of drafted tokens.
+* Shapes use ``V`` for the vocabulary width, ``K`` for the number of drafted tokens of a chain and
+  ``N`` for the number of nodes of a draft tree.
+
+Trees. :func:`verify_tree` verifies a tree of drafted tokens (each node a token and its parent) in
+one walk from the root, testing each node's children in turn against the current residual
+(SpecInfer's multi-step speculative sampling, Miao et al. 2024, Algorithm 2). A chain is the tree
+with one branch, and :func:`verify` is exactly that case.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ import torch
 __all__ = [
     "NonFiniteLogitsError",
     "SamplingConfig",
+    "TreeVerifyResult",
     "VerifyResult",
     "logits_to_probs",
     "residual_distribution",
     "sample",
     "verify",
+    "verify_tree",
 ]
 
 
@@ -179,8 +187,220 @@ def residual_distribution(p_target: torch.Tensor, p_draft: torch.Tensor) -> torc
 
 
 @dataclass
+class TreeVerifyResult:
+    """Outcome of verifying one draft tree.
+
+    Per-node tensors are ``(N,)`` float32 on ``p_target``'s device; per-node lists are host bools.
+
+    Attributes:
+        path: node indices of the accepted path, root first (``len(path)`` tokens accepted).
+        next_token: the token emitted after the path: drawn from the final residual when every
+            child of the last accepted node was rejected (``"resampled"``), or from the target at
+            that node when it has no children (``"bonus"``).
+        next_kind: ``"resampled"`` or ``"bonus"``.
+        p_target_node: the target's probability of each node's token at its parent's context
+            (the unmodified target distribution, before any residual).
+        p_draft_node: the draft probability ``q(x)`` of each node's token (1 for a point mass).
+        accept_prob: the acceptance probability each tested node actually faced:
+            ``min(1, r(x)/q(x))`` against the residual ``r`` current at its test (``r(x)`` for a
+            point mass). For an untested node, the value it would have had as its parent's first
+            child, ``min(1, p_target(x)/q(x))``.
+        uniforms: the uniform draw of each node's test (drawn for every node, used if tested).
+        tested: True for every node that faced a test.
+        accepted: True for the nodes of ``path``.
+        next_p_target: the target's probability of ``next_token`` at its position (before any
+            residual).
+        rejected_node: for ``"resampled"``, the last rejected child of the last accepted node
+            (the UI's struck-through token); else None.
+        next_distribution: ``(V,)`` the distribution ``next_token`` was drawn from: the final
+            residual after the rejected siblings, or the target's row at a leaf (the token
+            inspector shows it).
+    """
+
+    path: list[int]
+    next_token: int
+    next_kind: str
+    p_target_node: torch.Tensor
+    p_draft_node: torch.Tensor
+    accept_prob: torch.Tensor
+    uniforms: torch.Tensor
+    tested: list[bool]
+    accepted: list[bool]
+    next_p_target: float
+    rejected_node: int | None
+    next_distribution: torch.Tensor | None = None
+
+    @property
+    def n_accepted(self) -> int:
+        return len(self.path)
+
+
+def _check_tree(tokens: torch.Tensor, parents: list[int], p_draft: torch.Tensor, p_target: torch.Tensor) -> None:
+    n = tokens.shape[0]
+    if (tokens.dim() != 1 or len(parents) != n or p_draft.shape[0] != n or p_target.shape[0] != n + 1
+            or p_draft.shape[-1] != p_target.shape[-1]):
+        raise ValueError(
+            f"shape mismatch: tokens {tuple(tokens.shape)}, parents {len(parents)}, p_draft {tuple(p_draft.shape)}, "
+            f"p_target {tuple(p_target.shape)}; expected (N,), N, (N, V), (N+1, V)"
+        )
+    for i, parent in enumerate(parents):
+        if not -1 <= parent < i:  # parents first: every walk below only looks backwards
+            raise ValueError(f"node {i} has parent {parent}: parents must be -1 (the context) or an earlier node")
+
+
+@dataclass
+class _NodeTests:
+    """The per-node figures of one tree verification, and the test of one node's children."""
+
+    token_ids: list[int]
+    point_mass: list[bool]
+    first_test: list[bool]
+    uniforms: torch.Tensor
+    p_draft: torch.Tensor
+    p_draft_node: torch.Tensor
+    accept_prob: torch.Tensor  # written for later siblings (their test faced a residual)
+    tested: list[bool]  # written
+
+    def run(self, kids: list[int], p_target_row: torch.Tensor) -> tuple[int | None, torch.Tensor | None, int | None]:
+        """Test ``kids`` in turn against the residual (see :func:`verify_tree`).
+
+        Returns:
+            ``(accepted child or None, final residual or None, last rejected child or None)``.
+        """
+        residual, rejected, rejected_tokens = None, None, set()
+        tiny = torch.finfo(torch.float32).tiny
+        for child in kids:
+            x = self.token_ids[child]
+            if self.point_mass[child] and x in rejected_tokens:
+                continue  # a repeated point mass: r(x) = 0 and removing it changes nothing
+            self.tested[child] = True
+            if residual is None:  # the first test faces the target's own row: decided up front
+                ok = self.first_test[child]
+            else:
+                q_x = self.p_draft_node[child]
+                self.accept_prob[child] = torch.clamp(residual[x] / q_x.clamp_min(tiny), max=1.0)
+                ok = bool(self.uniforms[child] * q_x < residual[x])
+            if ok:
+                return child, residual, None
+            rejected = child
+            rejected_tokens.add(x)
+            if self.point_mass[child]:
+                q_row = torch.nn.functional.one_hot(torch.tensor(x, device=p_target_row.device),
+                                                    p_target_row.shape[-1]).float()
+            else:
+                q_row = self.p_draft[child]
+            residual = residual_distribution(p_target_row if residual is None else residual, q_row)
+        return None, residual, rejected
+
+
+def verify_tree(
+    tokens: torch.Tensor,
+    parents: torch.Tensor | list[int],
+    p_draft: torch.Tensor,
+    p_target: torch.Tensor,
+    point_mass: bool | list[bool],
+    generator: torch.Generator | None,
+) -> TreeVerifyResult:
+    """The verify step for a tree of drafted tokens: exact multi-step speculative sampling.
+
+    Walk down from the root (the committed context). At a node whose next-token distribution
+    under the target is ``p`` (row ``0`` for the root, row ``i + 1`` after node ``i``), start with
+    the residual ``r = p`` and test its children in list order:
+
+    * a child ``x`` drawn from the draft distribution ``q`` (its ``p_draft`` row) is accepted with
+      probability ``min(1, r(x)/q(x))``; on rejection ``r ← normalize(max(0, r − q))``.
+      SpecInfer's multi-step speculative sampling (Miao et al. 2024, Algorithm 2, Theorem 4.2:
+      exact for children drawn independently from ``q``); with one child it is Chen et al. 2023,
+      Algorithm 2 / Leviathan et al. 2023, Algorithm 1.
+    * a deterministic child (prompt lookup, suffix and top-b drafts: a point mass ``δ_x``) is
+      accepted with probability ``r(x)``; on rejection ``x``'s mass is removed and ``r``
+      renormalised. This is the rule above with ``q = δ_x`` (``max(0, r − δ_x)`` is ``r`` with
+      ``x`` zeroed): recursive rejection sampling without replacement (Jeon et al. 2024,
+      "Recursive Speculative Decoding") for proposals that are a function of the context, as
+      prompt lookup's and SuffixDecoding's trees are (Oliaro et al. 2024).
+
+    Why it is exact: given that the walk reaches a test with residual ``r``, the token emitted at
+    that depth is distributed as ``r``: it is ``x`` with probability ``min(q, r)(x)`` (or
+    ``r(x)·[x]`` for a point mass) and otherwise drawn later from the updated residual, whose
+    mass is exactly what is left, ``max(0, r − q)``. By induction over the siblings the first
+    test's ``r = p`` is reproduced, and each accepted node moves on with the target's own
+    distribution after it. At ``T = 0`` every row is one-hot, so a child is accepted iff it is the
+    target's argmax and the walk follows the target's greedy path.
+
+    Duplicates. After ``x`` is rejected, ``r(x) = 0`` (rejection needs ``r(x) < q(x)``, and a
+    point mass zeroes it), so a repeated child can never be accepted. A repeated *point-mass*
+    child is skipped (merged; ``tested`` stays False) because its rejection changes nothing; a
+    repeated *sampled* child still applies its residual update, which the exactness argument for
+    independent draws needs. The drafters merge duplicates when they build the tree.
+
+    If every child of the last accepted node is rejected the next token is drawn from the final
+    residual (``"resampled"``); if that node has no children (a leaf, e.g. depth K) it is the
+    bonus token from the target's distribution there. First children are tested against the
+    unmodified target rows all at once (one host synchronisation); only later siblings, reached
+    after a rejection, cost one each.
+
+    Args:
+        tokens: ``(N,)`` int64 drafted token ids, ``N >= 0``.
+        parents: ``N`` parent indices (``-1`` = the committed context), parents before children.
+        p_draft: ``(N, V)``: row ``i`` the distribution node ``i`` was drawn from (its parent's
+            draft distribution); ignored for point-mass nodes.
+        p_target: ``(N + 1, V)``: row 0 the target's next-token distribution at the context,
+            row ``i + 1`` the one after node ``i``.
+        point_mass: one flag for the tree, or one per node: True for deterministic nodes.
+        generator: random source of the uniforms and the final draw.
+
+    Returns:
+        A :class:`TreeVerifyResult`.
+
+    Raises:
+        ValueError: on shapes that disagree or parents that are not parents-first.
+    """
+    parents = parents.tolist() if isinstance(parents, torch.Tensor) else list(parents)
+    _check_tree(tokens, parents, p_draft, p_target)
+    n = tokens.shape[0]
+    device = p_target.device
+    flags = [bool(point_mass)] * n if isinstance(point_mass, bool) else [bool(f) for f in point_mass]
+    # Element indexing (row, token) picks N numbers without copying N rows of V.
+    rows = torch.tensor([p + 1 for p in parents], dtype=torch.long, device=device)
+    p_target_node = p_target[rows, tokens]
+    p_draft_node = p_draft[torch.arange(n, device=device), tokens]
+    if any(flags):
+        p_draft_node = torch.where(torch.tensor(flags, device=device), 1.0, p_draft_node)
+    uniforms = torch.rand(n, generator=generator, device=device) if n else p_target.new_zeros(0)
+    # Written u·q < p so that a target probability of 0 is never accepted and nothing divides by 0.
+    first_test = (uniforms * p_draft_node < p_target_node).tolist()
+    accept_prob = torch.clamp(p_target_node / p_draft_node.clamp_min(torch.finfo(torch.float32).tiny), max=1.0)
+    children: list[list[int]] = [[] for _ in range(n + 1)]
+    for i, parent in enumerate(parents):
+        children[parent + 1].append(i)
+    token_ids = tokens.tolist()
+    path: list[int] = []
+    tested, accepted = [False] * n, [False] * n
+    node, rejected_node, distribution = -1, None, None
+    tests = _NodeTests(token_ids, flags, first_test, uniforms, p_draft, p_draft_node, accept_prob, tested)
+    while distribution is None:
+        kids = children[node + 1]
+        chosen, residual, rejected_node = tests.run(kids, p_target[node + 1])
+        if chosen is not None:
+            path.append(chosen)
+            accepted[chosen] = True
+            node = chosen
+        elif kids:
+            distribution, kind = residual, "resampled"
+        else:
+            distribution, kind = p_target[node + 1], "bonus"
+    next_token = int(sample(distribution, generator).item())
+    return TreeVerifyResult(
+        path=path, next_token=next_token, next_kind=kind, p_target_node=p_target_node, p_draft_node=p_draft_node,
+        accept_prob=accept_prob, uniforms=uniforms, tested=tested, accepted=accepted,
+        next_p_target=float(p_target[node + 1, next_token]), rejected_node=rejected_node,
+        next_distribution=distribution,
+    )
+
+
+@dataclass
 class VerifyResult:
-    """Outcome of verifying one block of drafted tokens.
+    """Outcome of verifying one block of drafted tokens (a chain).
 
     Attributes:
         n_accepted: length of the accepted prefix, ``0 <= n_accepted <= K``.
@@ -210,17 +430,15 @@ def verify(
     p_target: torch.Tensor,
     generator: torch.Generator | None,
 ) -> VerifyResult:
-    """The verify step of speculative sampling for one block of K drafted tokens.
+    """The verify step of speculative sampling for one block of K drafted tokens (a chain).
 
-    Token ``i`` is accepted with probability ``min(1, p_target_i(x_i) / p_draft_i(x_i))``; the
-    test is written ``u * p_draft < p_target`` so that a target probability of exactly 0 is never
-    accepted and no division by zero happens. At the first rejection a token is drawn from the
-    residual distribution at that position and the rest of the block is discarded; if all K are
-    accepted the bonus token is drawn from ``p_target[K]``. Chen et al. 2023, Algorithm 2;
-    Leviathan et al. 2023, Algorithm 1.
+    Token ``i`` is accepted with probability ``min(1, p_target_i(x_i) / p_draft_i(x_i))``; at the
+    first rejection a token is drawn from the residual distribution at that position and the rest
+    of the block is discarded; if all K are accepted the bonus token is drawn from
+    ``p_target[K]``. Chen et al. 2023, Algorithm 2; Leviathan et al. 2023, Algorithm 1.
 
-    All K uniforms are drawn up front and the first rejection is found on the device, so a block
-    costs one host synchronisation, not K.
+    This is :func:`verify_tree` on the tree with one branch (parents ``-1, 0, 1, …``): the same
+    code, the same random draws (K uniforms up front, then one sample).
 
     Args:
         draft_tokens: ``(K,)`` int64 drafted token ids, ``K >= 0``.
@@ -242,29 +460,14 @@ def verify(
             f"shape mismatch: draft_tokens {tuple(draft_tokens.shape)}, p_draft {tuple(p_draft.shape)}, "
             f"p_target {tuple(p_target.shape)}; expected (K,), (K, V), (K+1, V)"
         )
-    device = p_target.device
-    index = draft_tokens.view(k, 1)
-    p_target_drafted = p_target[:k].gather(1, index).squeeze(1)
-    p_draft_drafted = p_draft.gather(1, index).squeeze(1)
-    uniforms = torch.rand(k, generator=generator, device=device) if k else p_target.new_zeros(0)
-    accepted = uniforms * p_draft_drafted < p_target_drafted
-    # Length of the all-True prefix: flags after the first rejection never count.
-    n_accepted = int(accepted.long().cumprod(dim=0).sum().item()) if k else 0
-    if n_accepted < k:
-        kind = "resampled"
-        distribution = residual_distribution(p_target[n_accepted], p_draft[n_accepted])
-    else:
-        kind = "bonus"
-        distribution = p_target[k]
-    next_token = int(sample(distribution, generator).item())
-    accept_prob = torch.clamp(p_target_drafted / p_draft_drafted.clamp_min(torch.finfo(torch.float32).tiny), max=1.0)
+    result = verify_tree(draft_tokens, list(range(-1, k - 1)), p_draft, p_target, False, generator)
     return VerifyResult(
-        n_accepted=n_accepted,
-        next_token=next_token,
-        next_kind=kind,
-        p_target_drafted=p_target_drafted,
-        p_draft_drafted=p_draft_drafted,
-        accept_prob=accept_prob,
-        uniforms=uniforms,
-        next_p_target=float(p_target[n_accepted, next_token]),
+        n_accepted=result.n_accepted,
+        next_token=result.next_token,
+        next_kind=result.next_kind,
+        p_target_drafted=result.p_target_node,
+        p_draft_drafted=result.p_draft_node,
+        accept_prob=result.accept_prob,
+        uniforms=result.uniforms,
+        next_p_target=result.next_p_target,
     )

@@ -34,7 +34,11 @@ class DraftedToken:
     ``parent`` is the index in ``Round.drafted`` of the token this one continues, -1 for a token
     that continues the committed context. None means the previous token of the list: a chain.
     A tree round lists its nodes parents first, so a node's depth is its parent's plus one
-    (:func:`specviz.analysis.analyse` counts per-position acceptance by depth).
+    (:func:`specviz.analysis.analyse` counts per-position acceptance by depth). In a tree,
+    ``accepted`` is True exactly for the nodes of the accepted path (``Round.n_accepted`` of
+    them, one per depth), ``tested`` for every node that faced a test (the children of the
+    context and of accepted nodes, in turn, until one passed), and ``accept_prob`` is the
+    probability its test used: against the residual left by the siblings rejected before it.
 
     ``top_draft`` and ``top_target`` (instrumented runs) are the most likely tokens under p_draft
     and p_target at this position, as ``[id, text, probability]`` lists, most likely first: the
@@ -59,7 +63,7 @@ class EmittedToken:
     """One token appended to the output.
 
     ``rejected_id``/``rejected_text`` name the draft token that was rejected at this position
-    (only for ``kind == "resampled"``). ``p_target`` is the target's probability of this token at
+    (only for ``kind == "resampled"``; in a tree round, the last sibling rejected at that depth). ``p_target`` is the target's probability of this token at
     its position (before the residual for a resampled token).
 
     For a token the target drew (resampled, bonus, plain) in an instrumented run, ``p_source`` is

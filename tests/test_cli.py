@@ -204,6 +204,43 @@ def test_bench_smoke(tiny, tmp_path, draft):
     assert plot.stat().st_size > 0
 
 
+@pytest.mark.parametrize("draft", ["ngram", "suffix"])
+def test_tree_run_greedy_text_equals_plain_text(tiny, draft):
+    """``--branches``/``--tree-nodes`` reach the engine: greedy tree text equals plain text, and the
+    JSON says how the trees were shaped."""
+    common = ("--target", tiny["target"], "-k", "3", "--temperature", "0", "--max-new-tokens", "16",
+              "--dtype", "float32", "--prompt", "the quick brown fox the quick brown dog the quick")
+    tree = run_json(*common, "--draft", draft, "--branches", "3", "--tree-nodes", "6")
+    plain = run_json(*common, "--draft", "none", "--no-baseline")
+    assert tree["text"] == plain["text"]
+    assert (tree["branches"], tree["tree_nodes"], tree["notes"]) == (3, 6, [])
+
+
+def test_tree_nodes_below_k_fail_with_one_line(tiny):
+    done = specviz("run", "--target", tiny["target"], "-k", "4", "--branches", "2", "--tree-nodes", "2",
+                   "--prompt", "x")
+    assert done.returncode == 1 and "tree nodes" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_bench_runs_tree_beside_chain(tiny, tmp_path):
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps([{"name": "p", "prompt": "the quick brown fox the quick", "chat": True,
+                                    "kind": "copy"}]))
+    out = tmp_path / "bench.json"
+    done = specviz("bench", "--target", tiny["target"], "--draft", "suffix", "-k", "2", "--temperature", "0",
+                   "--max-new-tokens", "6", "--repeats", "1", "--dtype", "float32", "--prompts", str(prompts),
+                   "--branches", "2", "--no-instrument-check", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert len(result["tree"]) == 1 and len(result["spec"]) == 1
+    tree = result["tree"][0]
+    assert isinstance(result["tree_ratio_vs_chain"], float) and result["tree_ratio_vs_chain"] == tree["tree_ratio_vs_chain"]
+    assert result["speedup"] == tree["speedup"] and result["chain_speedup"] == result["spec"][0]["speedup"]
+    assert result["spec_ratio_vs_transformers"] == tree["ratio_vs_transformers"]
+    assert tree["same_greedy_text_as_plain"] == 1.0
+    assert "tree/chain" in done.stdout
+
+
 # --------------------------------------------------------------------------- the real model
 def _smollm2_prepared() -> bool:
     sys.path.insert(0, str(REPO))
@@ -222,6 +259,18 @@ def test_smollm2_greedy_prompt_lookup_equals_plain_in_float32():
     assert spec["proposed"] > 0 and 0 <= spec["alpha"] <= 1
     assert spec["tokens_per_pass"] > 1.0
     assert spec["speedup"] > 0
+
+
+@pytest.mark.skipif(not _smollm2_prepared(), reason="run `python -m specviz prepare smollm2-135m-instruct` first")
+def test_smollm2_greedy_tree_prompt_lookup_equals_plain_in_float32():
+    """Tree speculation (up to 4 matches per round, K = 4) on the real model: the greedy text is
+    plain greedy decoding's, and the trees pay off in tokens per pass on a copy-heavy prompt."""
+    common = ("--target", "smollm2-135m-instruct", "--temperature", "0", "--max-new-tokens", "48",
+              "--dtype", "float32", "--chat", "--prompt", TYPO_PROMPT)
+    tree = run_json(*common, "--draft", "ngram", "--branches", "4", "--no-baseline")
+    plain = run_json(*common, "--draft", "none", "--no-baseline")
+    assert tree["text"] == plain["text"]
+    assert tree["tokens_per_pass"] > 1.0 and tree["proposed_per_pass"] > 0
 
 
 def test_run_trace_writes_a_trace_that_loads_back_with_the_same_rounds(tiny, tmp_path):

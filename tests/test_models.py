@@ -19,7 +19,7 @@ import torch
 from helpers import bpe_tokenizer
 
 from specviz import models, offline
-from specviz.drafters import ModelDrafter, PromptLookupDrafter
+from specviz.drafters import SUFFIX_HISTORY, ModelDrafter, PromptLookupDrafter, SuffixDrafter
 from specviz.engine import Generation
 from specviz.models import (
     IncompatiblePairError,
@@ -325,19 +325,21 @@ def test_build_drafter_understands_every_spec_kind(target):
     assert build_drafter("", target) is None
     ngram = build_drafter("ngram", target)
     assert isinstance(ngram, PromptLookupDrafter) and ngram.vocab_size == len(target.tokenizer)
+    suffix = build_drafter("suffix", target)
+    assert isinstance(suffix, SuffixDrafter) and suffix.history is SUFFIX_HISTORY
     early = build_drafter("early-exit:1", target)
     assert isinstance(early, ModelDrafter) and "1 of 2 layers" in early.name
     int8 = build_drafter("int8", target)
     assert isinstance(int8, ModelDrafter) and int8.name == "int8 copy of the target"
     prompt = target.encode("The quick brown fox jumps over the lazy dog", chat=False)
     plain = _greedy(target.model, prompt)
-    for drafter in (ngram, early, int8):
+    for drafter in (ngram, suffix, early, int8):
         assert _greedy(target.model, prompt, drafter, vocab=drafter.vocab_size) == plain
 
 
 @pytest.mark.parametrize("spec", ["early-exit", "early-exit:", "early-exit:x", "bad spec!", "a/b/c", "int9?"])
 def test_malformed_drafter_specs_list_the_accepted_forms(target, spec):
-    with pytest.raises(ValueError, match="accepted: none, ngram, int8, early-exit:N"):
+    with pytest.raises(ValueError, match="accepted: none, ngram, suffix, int8, early-exit:N"):
         build_drafter(spec, target)
 
 
@@ -356,7 +358,7 @@ def test_a_draft_hub_id_that_is_not_cached_fails_fast_offline(target, monkeypatc
 def test_every_drafter_kind_is_described_once():
     from specviz.drafters import DRAFTER_KINDS
 
-    assert list(DRAFTER_KINDS) == ["ngram", "model", "int8", "early-exit", "none"]
+    assert list(DRAFTER_KINDS) == ["ngram", "suffix", "model", "int8", "early-exit", "none"]
     assert all(len(kind.note) > 40 and kind.label for kind in DRAFTER_KINDS.values())
 
 

@@ -47,6 +47,7 @@ from specviz.view import (  # noqa: E402
     _fmt,
     inspector_markdown,
     legend_html,
+    round_tree_html,
     render_round,
     render_rounds,
     summary_markdown,
@@ -136,7 +137,8 @@ def _is_public(public: bool | None) -> bool:
 
 
 def _request(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
-             max_new_tokens, seed, chat, device, dtype, public: bool = False) -> RunRequest:
+             max_new_tokens, seed, chat, device, dtype, public: bool = False, branches=1,
+             tree_nodes=None) -> RunRequest:
     """The page's (or an API caller's) values as a validated request, or a gr.Error saying which is wrong.
 
     In public mode the tighter public limits apply and only the presets' models are allowed; this
@@ -145,7 +147,9 @@ def _request(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k,
         request = validate_request(
             prompt=prompt, target=target_id, draft=_drafter_spec(drafter_kind, draft_model, early_exit_layers),
             k=k, temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
-            chat=chat, device=device, dtype=dtype, limits=PUBLIC_POLICY.limits if public else DEFAULT_LIMITS)
+            chat=chat, device=device, dtype=dtype, limits=PUBLIC_POLICY.limits if public else DEFAULT_LIMITS,
+            branches=1 if branches in (None, "") else branches,
+            tree_nodes=None if tree_nodes in (None, "", 0, 0.0, "0") else tree_nodes)
         if public:
             check_public_models(request.target, request.draft, PUBLIC_TARGETS, PUBLIC_DRAFTS)
         return request
@@ -191,7 +195,8 @@ TOKEN_INTERVAL_S = 0.25
 def _measure_baseline(target, drafter, prompt_ids, request: RunRequest, baselines: dict):
     """Warm up once per pair, then the plain baseline of these settings (measured here, or reused
     from this visitor's earlier run): yields progress lines, returns (baseline, baselines)."""
-    warm_up(target, drafter, prompt_ids, request.k, request.sampling, once=True)
+    warm_up(target, drafter, prompt_ids, request.k, request.sampling, once=True, branches=request.branches,
+            tree_nodes=request.tree_nodes)
     key = repr((target.source, str(target.device), str(target.dtype), prompt_ids, request.sampling,
                 request.max_new_tokens, request.seed))
     if key in baselines:
@@ -234,7 +239,8 @@ def _view(state: dict, upto: int | None, status: str, done: bool, generated_at: 
     rounds = state["rounds"][:upto]
     baseline = state["baseline"]
     analysis = analyse(rounds, state["k"], rounds[-1].elapsed_s if rounds else 0.0, state["prefill_ms"], baseline)
-    notes = health_notes(analysis, lookup=state["lookup"], low_precision_greedy=state["low_precision_greedy"])
+    notes = state.get("notes", []) + health_notes(analysis, lookup=state["lookup"],
+                                                  low_precision_greedy=state["low_precision_greedy"])
     figures = (charts.alpha_figure(rounds), charts.tokens_per_pass_figure(rounds, state["k"], analysis.alpha),
                charts.speedup_figure(running_speedup(rounds, baseline), analysis.theoretical_speedup),
                charts.per_position_figure(analysis), charts.time_split_figure(analysis))
@@ -265,6 +271,7 @@ def _stream(run, request: RunRequest, state: dict, baselines: dict, trace_of, ma
             state["rounds"].append(round_)
             state["html"].append(render_round(round_, eos))
             state["prefill_ms"] = run.prefill_ms
+            state["notes"] = list(run.notes)
             done = run.finish_reason is not None
             over = not done and max_run_s is not None and run.elapsed_s > max_run_s
             if done or over or time.perf_counter() - last_chart > CHART_INTERVAL_S:
@@ -300,14 +307,16 @@ def _stream(run, request: RunRequest, state: dict, baselines: dict, trace_of, ma
 
 @gpu
 def run_demo(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
-             max_new_tokens, seed, chat, device, dtype, baselines, progress=gr.Progress(), *,
-             public: bool | None = None):
+             max_new_tokens, seed, chat, device, dtype, branches=1, tree_nodes=0, baselines=None,
+             progress=gr.Progress(), *, public: bool | None = None):
     """Stream a speculative run: (tokens HTML, summary, five charts, baselines, run state, replay slider).
 
-    ``public``: public mode (bound by build_demo; None reads the module's PUBLIC)."""
+    ``branches``/``tree_nodes``: the draft tree's B and N (B = 1 drafts chains; N = 0 is the default
+    budget). ``public``: public mode (bound by build_demo; None reads the module's PUBLIC)."""
     public = _is_public(public)
     request = _request(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k,
-                       top_p, max_new_tokens, seed, chat, device, dtype, public=public)
+                       top_p, max_new_tokens, seed, chat, device, dtype, public=public, branches=branches,
+                       tree_nodes=tree_nodes)
     baselines = baselines if isinstance(baselines, dict) else {}
     target, drafter = _load(request, progress)
     prompt_ids = _encode(target, request)
@@ -326,7 +335,7 @@ def run_demo(prompt, target_id, drafter_kind, draft_model, early_exit_layers, k,
     except (NonFiniteLogitsError, ContextLengthError, ValueError) as err:
         raise gr.Error(str(err)) from None
     run = make_generation(target, drafter, prompt_ids, request.k, request.sampling, request.max_new_tokens,
-                          request.seed)
+                          request.seed, branches=request.branches, tree_nodes=request.tree_nodes)
     trace_of = functools.partial(_trace_meta, request=request, target=target, drafter=drafter,
                                  baseline=state["baseline"])
     yield from _stream(run, request, state, baselines, trace_of,
@@ -401,9 +410,9 @@ def inspect_token(state, evt: gr.EventData):
     try:
         r, slot = int(getattr(evt, "round")), int(getattr(evt, "slot"))
         round_ = state["rounds"][r]
-        return inspector_markdown(round_, slot), charts.inspector_figure(round_, slot)
+        return inspector_markdown(round_, slot), charts.inspector_figure(round_, slot), round_tree_html(round_)
     except (AttributeError, TypeError, ValueError, IndexError, KeyError):
-        return INSPECTOR_HINT, gr.skip()
+        return INSPECTOR_HINT, gr.skip(), gr.skip()
 
 
 def replay(upto, state):
@@ -585,6 +594,12 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
                     k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K")
                     temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
                 with gr.Row():
+                    branches = gr.Slider(1, limits.max_branches, value=1, step=1, label="Tree branches B (1 = chain)",
+                                         info="Up to B candidate continuations per node, verified in one pass",
+                                         elem_id="sv-branches")
+                    tree_nodes = gr.Number(0, precision=0, minimum=0, label="Tree node budget N (0 = auto)",
+                                           elem_id="sv-tree-nodes")
+                with gr.Row():
                     top_k = gr.Number(0, precision=0, minimum=0, label="Top-k (0 = off)")
                     top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
                 with gr.Row():
@@ -606,6 +621,7 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
                     inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
                     inspector_plot = gr.Plot(label="Distributions behind the decision", show_label=False,
                                              elem_id="sv-inspector-plot")
+                    inspector_tree = gr.HTML("", elem_id="sv-inspector-tree")
         with gr.Row():
             alpha_plot = gr.Plot(charts.alpha_figure([]), label="Acceptance", show_label=False, elem_id="sv-alpha")
             tpp_plot = gr.Plot(charts.tokens_per_pass_figure([], 4, None), label="Tokens per target pass",
@@ -656,7 +672,7 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
                   max_new_tokens, seed, chat, device, dtype]
         run_state = gr.State({})
         view = [tokens_html, summary, alpha_plot, tpp_plot, speedup_plot, position_plot, time_plot]
-        run_event = run_btn.click(functools.partial(run_demo, public=public), inputs + [baselines],
+        run_event = run_btn.click(functools.partial(run_demo, public=public), inputs + [branches, tree_nodes, baselines],
                                   view + [baselines, run_state, replay_slider],
                                   api_name="run", concurrency_id="generation", concurrency_limit=1,
                                   # Raw values reach the callback, which validates them itself: a
@@ -671,7 +687,8 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
                            concurrency_limit=1, preprocess=False)
         # Model-free views never wait behind a generation.
         free = dict(concurrency_limit=None, show_progress="hidden")
-        tokens_html.click(inspect_token, run_state, [inspector_md, inspector_plot], api_name=False, **free)
+        tokens_html.click(inspect_token, run_state, [inspector_md, inspector_plot, inspector_tree], api_name=False,
+                          **free)
         replay_slider.release(replay, [replay_slider, run_state], view, api_name="replay", preprocess=False, **free)
         for button, delta in ((replay_back, -1), (replay_next, 1)):
             button.click(functools.partial(step_replay, delta=delta), [replay_slider, run_state], replay_slider,

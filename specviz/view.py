@@ -19,7 +19,7 @@ from .analysis import RunAnalysis, health_notes
 from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
 
 __all__ = ["CSS", "KIND_LABELS", "inspector_markdown", "legend_html", "render_round", "render_rounds",
-           "summary_markdown", "wrap_output"]
+           "round_tree_html", "summary_markdown", "wrap_output"]
 
 KIND_LABELS = {
     ACCEPTED: "accepted draft token",
@@ -45,6 +45,9 @@ CSS = """
 .sv-round { border-left: 1px dotted #9a9a9a; padding-left: 1px; margin-left: 1px; }
 .sv-out [data-r] { cursor: pointer; }
 .sv-notes { color: #9a4d00; }
+.sv-tree ul { list-style: none; margin: 0 0 0 1.2em; padding-left: 0.6em; border-left: 1px dotted #9a9a9a; }
+.sv-tree li { margin: 2px 0; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }
+.sv-untested { color: #999; }
 """
 
 
@@ -200,3 +203,42 @@ def inspector_markdown(round_: Round, slot: int) -> str:
                 f"is drawn from it for free. p_target = {tok.p_target:.4f}.")
     return (f"{head}\n\n**Plain target step** {_code(tok.id, tok.text)}: nothing was drafted this pass, so the "
             f"target drew its token directly. p_target = {tok.p_target:.4f}.")
+
+
+def round_tree_html(round_: Round) -> str:
+    """One round drawn as a token tree: from the committed context, each drafted node under its
+    parent; the accepted path in the accepted colour, rejected (tested) nodes struck through,
+    untested nodes greyed, and the resampled or bonus token at the end of the path. A chain is a
+    tree with one branch, so it draws as a straight line."""
+    children: dict[int, list[int]] = {}
+    for i, token in enumerate(round_.drafted):
+        parent = token.parent if token.parent is not None else i - 1
+        children.setdefault(parent, []).append(i)
+    last = round_.emitted[-1] if round_.emitted else None
+    tail = ""
+    if last is not None and last.kind in (RESAMPLED, BONUS, PLAIN):
+        tail = (f'<li><span class="sv-tok sv-{last.kind}" title="{KIND_LABELS[last.kind]}">'
+                f'{_escape(token_label(last.text, last.id))}</span> <i>({last.kind})</i></li>')
+
+    def node_html(i: int) -> str:
+        token = round_.drafted[i]
+        label = _escape(token_label(token.text, token.id))
+        facts = f"accept prob {token.accept_prob:.3f}, u {token.uniform:.3f}"
+        if token.accepted:
+            item = f'<span class="sv-tok sv-accepted" title="{facts}">{label}</span>'
+        elif token.tested:
+            item = f'<s class="sv-rejected" title="{facts}">{label}</s>'
+        else:
+            item = f'<span class="sv-untested" title="never tested">{label}</span>'
+        kids = children.get(i, [])
+        inner = "".join(node_html(c) for c in kids)
+        if token.accepted and not any(round_.drafted[c].accepted for c in kids):
+            inner += tail  # the path ends here: the target's own token follows
+        return f"<li>{item}{f'<ul>{inner}</ul>' if inner else ''}</li>"
+
+    roots = "".join(node_html(i) for i in children.get(-1, []))
+    if not any(t.accepted for t in round_.drafted):
+        roots += tail
+    return (f'<div class="sv-tree"><b>Verify pass {round_.index + 1} as a tree</b> '
+            f'({len(round_.drafted)} drafted nodes, {round_.n_accepted} accepted)<ul><li><i>context</i><ul>{roots}'
+            "</ul></li></ul></div>")

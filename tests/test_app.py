@@ -140,7 +140,8 @@ def test_inspector_tells_the_story_of_an_accepted_token_with_the_trace_numbers(s
     state = sampled_run[-2]
     round_, slot = _slot_of(state, "accepted")
     evt = SimpleNamespace(round=round_.index, slot=slot)
-    text, fig = app.inspect_token(state, evt)
+    text, fig, tree = app.inspect_token(state, evt)
+    assert 'as a tree' in tree and 'sv-accepted' in tree
     d = round_.drafted[slot]
     for value in (d.p_draft, d.p_target, d.accept_prob, d.uniform):
         assert f"{value:.4f}" in text
@@ -151,7 +152,8 @@ def test_inspector_tells_the_story_of_an_accepted_token_with_the_trace_numbers(s
 def test_inspector_on_a_rejection_shows_the_residual_with_the_resampled_token(sampled_run):
     state = sampled_run[-2]
     round_, slot = _slot_of(state, "resampled")
-    text, fig = app.inspect_token(state, SimpleNamespace(round=round_.index, slot=slot))
+    text, fig, tree = app.inspect_token(state, SimpleNamespace(round=round_.index, slot=slot))
+    assert 'sv-rejected' in tree and 'sv-resampled' in tree
     assert "rejected" in text and "residual" in text
     tok = round_.emitted[slot]
     assert f"{tok.p_source:.4f}" in text
@@ -189,3 +191,26 @@ def test_an_exported_trace_loads_back_and_replays_to_the_same_tokens_and_figures
         bad = trace_path.replace(".json", "-bad.json")
         open(bad, "w", encoding="utf-8").write("{}")
         app.load_trace(bad)
+
+
+def test_a_tree_round_draws_as_a_tree_with_the_path_and_the_struck_branch():
+    from specviz.view import round_tree_html
+
+    round_ = Round(index=0, n_accepted=2, drafted=[
+        DraftedToken(1, "a", 1.0, 0.1, 0.1, 0.5, accepted=False, tested=True, parent=-1),
+        DraftedToken(2, "b", 1.0, 0.6, 0.6, 0.5, accepted=True, tested=True, parent=-1),
+        DraftedToken(3, "c", 1.0, 0.9, 0.9, 0.5, accepted=True, tested=True, parent=1),
+        DraftedToken(5, "e", 1.0, 0.2, 0.2, 0.5, accepted=False, tested=False, parent=0),
+    ], emitted=[EmittedToken(2, "b", "accepted", 0.6, 0), EmittedToken(3, "c", "accepted", 0.9, 0),
+                EmittedToken(4, "d", "bonus", 0.5, 0)])
+    html = round_tree_html(round_)
+    assert html.count("<s class=\"sv-rejected\"") == 1 and html.count("sv-accepted") == 2
+    assert "sv-untested" in html  # the rejected branch's child was never tested
+    assert html.index("c\u00a0#3") < html.index("sv-bonus")  # the bonus token ends the path
+
+
+def test_a_tree_run_streams_through_the_app(offline_model):
+    updates = _run(prompt=app.EXAMPLES[0][0], branches=4, tree_nodes=16, max_new_tokens=24)
+    state = updates[-1][-2]
+    assert any(len({t.parent for t in r.drafted}) < len(r.drafted) for r in state["rounds"])  # siblings
+    assert "**Done**" in updates[-1][1]

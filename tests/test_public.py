@@ -104,7 +104,7 @@ def test_outside_public_mode_a_local_directory_is_still_accepted(tmp_path):
 
 # ----------------------------------------------------------------------------- the callbacks
 def _run_demo(public=True, **overrides):
-    return list(app.run_demo(*_args(**overrides).values(), {}, progress=lambda *a, **k: None, public=public))
+    return list(app.run_demo(**_args(**overrides), baselines={}, progress=lambda *a, **k: None, public=public))
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -123,7 +123,7 @@ def test_run_demo_refuses_in_public_mode_before_loading(no_loading, overrides, m
 def test_the_module_flag_applies_when_no_mode_is_bound(no_loading, monkeypatch):
     monkeypatch.setattr(app, "PUBLIC", True)
     with pytest.raises(gr.Error, match="Public mode"):
-        list(app.run_demo(*_args(target_id="gpt2").values(), {}, progress=lambda *a, **k: None))
+        list(app.run_demo(**_args(target_id="gpt2"), baselines={}, progress=lambda *a, **k: None))
 
 
 def test_lossless_draws_are_capped_in_public_mode(no_loading):

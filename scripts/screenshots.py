@@ -1,0 +1,157 @@
+"""README screenshots: the run page, the inspector on a rejection, a tree round, the playground
+and a sweep (assets/screenshot.png, inspector.png, tree.png, playground.png, sweep.png).
+
+Starts ``python app.py`` on a free loopback port, opens it in headless Chromium (Debian's
+``/usr/bin/chromium`` driven by Playwright; never ``playwright install``), then
+
+* Run (default preset): runs, captures the page (screenshot.png), clicks the first struck-through
+  rejected draft and captures the inspector with the charts below it (inspector.png);
+* Tree: B = 4, N = 16 on the same prompt, opens a round that branched (tree.png);
+
+* Playground: sets α = 0.8, K = 4, c = 0.1, v = 1.05 and captures the tab;
+* Experiments: sets the Run tab's drafter and prompt (default: the int8 self-draft on the free-text
+  poem prompt), runs a temperature sweep (0 0.3 0.7 1.0 1.5, ``--tokens`` each) and captures the
+  tab when it is done.
+
+Usage::
+
+    python scripts/screenshots.py [--only run tree playground sweep] [--tokens 24] [--draft int8] [--out assets]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _number(page, elem_id: str, value) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def shoot_run(page, out: Path) -> None:
+    """The default run, then the inspector on its first rejection."""
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
+    time.sleep(2)
+    page.screenshot(path=str(out / "screenshot.png"), full_page=True)
+    page.locator("#sv-tokens .sv-out .sv-rejected").first.click()
+    page.locator("#sv-inspector >> text=Rejected draft token").wait_for(timeout=60_000)
+    time.sleep(1.5)
+    top = page.locator("#sv-tokens").bounding_box()
+    bottom = page.locator("#sv-positions").bounding_box()
+    page.screenshot(path=str(out / "inspector.png"), full_page=True,
+                    clip={"x": 0, "y": top["y"] - 10, "width": 1400, "height": bottom["y"] + bottom["height"] - top["y"] + 20})
+
+
+def shoot_tree(page, out: Path) -> None:
+    """B = 4 prompt lookup on the typo prompt; the first round whose nodes branch, as a tree."""
+    _number(page, "sv-branches", 4)
+    _number(page, "sv-tree-nodes", 16)
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
+    best, most = None, 0
+    for token in page.locator("#sv-tokens .sv-out [data-r]").all():
+        r = int(token.get_attribute("data-r"))
+        if r != best:
+            token.click()
+            page.locator(f"#sv-inspector-tree >> text=Verify pass {r + 1} as a tree").wait_for(timeout=30_000)
+            nodes = page.locator("#sv-inspector-tree li").count()
+            if nodes > most:
+                best, most = r, nodes
+            if nodes >= 8:
+                break
+    page.locator(f"#sv-tokens .sv-out [data-r='{best}']").first.click()
+    page.locator(f"#sv-inspector-tree >> text=Verify pass {best + 1} as a tree").wait_for(timeout=30_000)
+    time.sleep(1)
+    page.locator("#sv-inspector").locator("xpath=..").screenshot(path=str(out / "tree.png"))
+    _number(page, "sv-branches", 1)
+
+
+def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=LAUNCH_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1250})
+        page.goto(url, wait_until="domcontentloaded")
+        page.wait_for_selector("text=Run", timeout=60_000)
+        if "run" in only:
+            shoot_run(page, out)
+        if "tree" in only:
+            shoot_tree(page, out)
+        if "playground" in only:
+            shoot_teaching(page, out, tokens, draft, "sweep" in only)
+        browser.close()
+
+
+def shoot_teaching(page, out: Path, tokens: int, draft: str, sweep: bool) -> None:
+    """The playground at α = 0.8, K = 4, c = 0.1, v = 1.05, then (optionally) a temperature sweep."""
+    page.get_by_role("tab", name="Playground").click()
+    for elem_id, value in (("sv-pg-alpha", 0.8), ("sv-pg-k", 4), ("sv-pg-c", 0.1), ("sv-pg-v", 1.05)):
+        _number(page, elem_id, value)
+    page.wait_for_function("() => document.querySelector('#sv-pg-figures').innerText.includes('v = 1.050')")
+    time.sleep(1.5)
+    page.screenshot(path=str(out / "playground.png"))
+    if not sweep:
+        return
+    page.get_by_role("tab", name="Run").click()
+    page.get_by_role("button", name="A poem (free text)").click()
+    page.locator("#sv-prompt textarea").wait_for()
+    drafter = page.get_by_label("Drafter")
+    drafter.click()
+    page.get_by_role("option", name="Self-draft: int8" if draft == "int8" else "Prompt lookup").click()
+    page.get_by_role("tab", name="Experiments").click()
+    _number(page, "sv-exp-tokens", tokens)
+    page.locator("#sv-exp-run").click()
+    page.wait_for_selector("#sv-exp-status >> text=Done", timeout=900_000)
+    time.sleep(2)
+    page.screenshot(path=str(out / "sweep.png"))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tokens", type=int, default=24)
+    p.add_argument("--draft", default="int8", choices=["int8", "ngram"])
+    p.add_argument("--out", default=str(ROOT / "assets"))
+    p.add_argument("--only", nargs="+", default=["run", "tree", "playground", "sweep"],
+                   choices=["run", "tree", "playground", "sweep"])
+    args = p.parse_args(argv)
+    port = _free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
+    try:
+        for _ in range(480):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        shoot(f"http://127.0.0.1:{port}", Path(args.out), args.tokens, args.draft, args.only)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    print(f"wrote the screenshots of {', '.join(args.only)} under {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -51,8 +51,12 @@ def shoot_run(page, out: Path) -> None:
     page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
     time.sleep(2)
     page.screenshot(path=str(out / "screenshot.png"), full_page=True)
-    page.locator("#sv-tokens .sv-out .sv-rejected").first.click()
-    page.locator("#sv-inspector >> text=Rejected draft token").wait_for(timeout=60_000)
+    # The first rejection whose draft the target gave some probability: a story worth showing.
+    for token in page.locator("#sv-tokens .sv-out .sv-rejected").all():
+        token.click()
+        page.locator("#sv-inspector >> text=Rejected draft token").wait_for(timeout=60_000)
+        if "p_target = 0.0000" not in page.inner_text("#sv-inspector"):
+            break
     time.sleep(1.5)
     top = page.locator("#sv-tokens").bounding_box()
     bottom = page.locator("#sv-positions").bounding_box()
@@ -62,6 +66,8 @@ def shoot_run(page, out: Path) -> None:
 
 def shoot_tree(page, out: Path) -> None:
     """B = 4 prompt lookup on the typo prompt; the first round whose nodes branch, as a tree."""
+    page.reload(wait_until="domcontentloaded")  # a fresh page: "Done" below is this run's
+    page.wait_for_selector("text=Run", timeout=60_000)
     _number(page, "sv-branches", 4)
     _number(page, "sv-tree-nodes", 16)
     page.get_by_role("button", name="Run", exact=True).click()

@@ -467,7 +467,7 @@ def inspector_figure(round_: Round, slot: int) -> go.Figure:
         IndexError: if ``slot`` is not a slot of the round.
     """
     tok = round_.emitted[slot]
-    drafted = round_.drafted[slot] if slot < len(round_.drafted) and tok.kind in (ACCEPTED, RESAMPLED) else None
+    drafted = round_.drafted_for(slot)
     series = []
     if drafted is not None:
         mark = {drafted.id: (drafted.text, drafted.p_draft)}

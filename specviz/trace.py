@@ -112,6 +112,22 @@ class Round:
     def n_proposed(self) -> int:
         return len(self.drafted)
 
+    def drafted_for(self, slot: int) -> DraftedToken | None:
+        """The drafted token behind ``emitted[slot]``: the accepted node at that depth for an
+        accepted token, the (last) rejected sibling for a resampled one, None for a bonus or plain
+        token. In a chain this is ``drafted[slot]``; in a tree the accepted nodes, listed parents
+        first, are the path in depth order."""
+        kind = self.emitted[slot].kind
+        path = [i for i, t in enumerate(self.drafted) if t.accepted]
+        if kind == ACCEPTED:
+            return self.drafted[path[slot]] if slot < len(path) else None
+        if kind != RESAMPLED:
+            return None
+        parent = path[-1] if path else -1
+        rejected = [t for i, t in enumerate(self.drafted) if t.tested and not t.accepted
+                    and (t.parent if t.parent is not None else i - 1) == parent]
+        return rejected[-1] if rejected else None
+
 
 # --------------------------------------------------------------------------- saved traces
 #: The saved-trace format: ``{"format": TRACE_FORMAT, "version": TRACE_VERSION, ...}``.

@@ -60,12 +60,11 @@ def _escape(text: str) -> str:
 def _token_title(kind: str, round_: Round, i: int) -> str:
     tok = round_.emitted[i]
     parts = [f"{KIND_LABELS[kind]} · pass {round_.index + 1}", f"p_target = {tok.p_target:.3f}"]
-    if kind == ACCEPTED and i < len(round_.drafted):
-        d = round_.drafted[i]
+    d = round_.drafted_for(i)
+    if kind == ACCEPTED and d is not None:
         parts += [f"p_draft = {d.p_draft:.3f}", f"accept prob min(1, p_target/p_draft) = {d.accept_prob:.3f}",
                   f"uniform draw u = {d.uniform:.3f} < accept prob"]
-    if kind == RESAMPLED and i < len(round_.drafted):
-        d = round_.drafted[i]
+    if kind == RESAMPLED and d is not None:
         parts += [f"rejected draft '{d.text}': p_draft = {d.p_draft:.3f}, p_target = {d.p_target:.3f}, "
                   f"accept prob = {d.accept_prob:.3f}, u = {d.uniform:.3f}",
                   "resampled from normalize(max(0, p_target − p_draft))"]
@@ -181,7 +180,7 @@ def inspector_markdown(round_: Round, slot: int) -> str:
     tok = round_.emitted[slot]
     head = (f"**Verify pass {round_.index + 1}**, token {slot + 1} of the {len(round_.emitted)} it produced "
             f"({round_.n_accepted} of {len(round_.drafted)} drafts accepted).")
-    d = round_.drafted[slot] if slot < len(round_.drafted) else None
+    d = round_.drafted_for(slot)
     if tok.kind == ACCEPTED and d is not None:
         return (f"{head}\n\n**Accepted draft token** {_code(d.id, d.text)}\n\n"
                 f"- p_draft = {d.p_draft:.4f}, p_target = {d.p_target:.4f}\n"

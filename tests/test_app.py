@@ -214,3 +214,15 @@ def test_a_tree_run_streams_through_the_app(offline_model):
     state = updates[-1][-2]
     assert any(len({t.parent for t in r.drafted}) < len(r.drafted) for r in state["rounds"])  # siblings
     assert "**Done**" in updates[-1][1]
+
+
+def test_the_inspector_follows_the_accepted_path_of_a_tree_round():
+    round_ = Round(index=0, n_accepted=1, drafted=[
+        DraftedToken(1, "a", 1.0, 0.1, 0.1, 0.5, accepted=False, tested=True, parent=-1),
+        DraftedToken(2, "b", 1.0, 0.6, 0.6, 0.5, accepted=True, tested=True, parent=-1),
+        DraftedToken(3, "c", 1.0, 0.2, 0.2, 0.7, accepted=False, tested=True, parent=1),
+    ], emitted=[EmittedToken(2, "b", "accepted", 0.6, 0),
+                EmittedToken(9, "z", "resampled", 0.3, 0, rejected_id=3, rejected_text="c")])
+    assert round_.drafted_for(0).id == 2 and round_.drafted_for(1).id == 3
+    assert "b\u00a0#2" in app.inspector_markdown(round_, 0) and "0.6000" in app.inspector_markdown(round_, 0)
+    assert "Rejected draft token** `c\u00a0#3`" in app.inspector_markdown(round_, 1)

@@ -558,6 +558,10 @@ that copy text.
 def build_demo(public: bool = PUBLIC) -> gr.Blocks:
     """The whole UI (no model is loaded until Run is pressed).
 
+    Long on purpose: this is the Run page's layout, one statement per control in the order the
+    page shows them, then the wiring of its events; every callback lives in its own function
+    above, and the other tabs are built by ``_teach_tabs``.
+
     ``public`` (default: ``SPECVIZ_PUBLIC``, read at import): public mode. The model fields are
     read-only (only the presets run), the Device accordion is hidden, the sliders stop at the
     public caps, and the callbacks get ``public=True`` bound, so /run and /lossless enforce the

@@ -13,7 +13,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import json
 from specviz import models
 from specviz.bench import load_prompts
 from specviz.drafters import clear_suffix_history

@@ -355,6 +355,7 @@ def verify_tree(
     Raises:
         ValueError: on shapes that disagree or parents that are not parents-first.
     """
+    # (Long only by its docstring, which carries the exactness argument; the walk is below.)
     parents = parents.tolist() if isinstance(parents, torch.Tensor) else list(parents)
     _check_tree(tokens, parents, p_draft, p_target)
     n = tokens.shape[0]

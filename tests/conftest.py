@@ -27,3 +27,12 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def target():
+    """A tiny random 2-layer Llama with peaky next-token distributions (lm_head ×8): the target of
+    the engine tests. A module may define its own ``target`` instead."""
+    from helpers import tiny_llama
+
+    return tiny_llama(0, lm_head_scale=8.0)

@@ -12,7 +12,7 @@ import copy
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-__all__ = ["CHATML", "bpe_tokenizer", "noisy_copy", "tiny_llama", "with_vocab_width"]
+__all__ = ["CHATML", "assert_cache_holds", "bpe_tokenizer", "fresh_kv", "noisy_copy", "tiny_llama", "with_vocab_width"]
 
 #: A minimal ChatML template (SmolLM2 and Qwen use this format).
 CHATML = (
@@ -113,3 +113,24 @@ def bpe_tokenizer(corpus: list[str], chat: bool, vocab_size: int):
     if chat:
         fast.chat_template = CHATML
     return fast
+
+
+def fresh_kv(model, ids: list[int]):
+    """The KV cache (a transformers ``DynamicCache``) a fresh prefill of ``ids`` produces."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    with torch.inference_mode():
+        model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True)
+    return cache
+
+
+def assert_cache_holds(cache, model, ids: list[int]) -> None:
+    """``cache`` holds exactly ``ids``: same length and the keys/values a fresh prefill gives."""
+    assert cache.get_seq_length() == len(ids)
+    if not ids:
+        return
+    for layer, ref in zip(cache.layers, fresh_kv(model, ids).layers):
+        assert layer.keys.shape == ref.keys.shape
+        torch.testing.assert_close(layer.keys, ref.keys, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(layer.values, ref.values, atol=1e-4, rtol=1e-4)

@@ -8,25 +8,12 @@ import os
 import re
 
 import pytest
-from test_browser import CHROMIUM, LAUNCH_ARGS, app_url  # noqa: F401  (app_url is a fixture)
+from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the app started once, a Chromium page)
 
 from specviz import playground
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]
-
-
-@pytest.fixture(scope="module")
-def page(app_url):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
-        page.goto(app_url, wait_until="domcontentloaded")
-        page.wait_for_selector("text=Run", timeout=60_000)
-        yield page
-        browser.close()
 
 
 def _set_slider(page, elem_id: str, value) -> None:
@@ -45,7 +32,7 @@ def test_playground_sliders_move_the_figures_to_the_closed_form(page):
     cf = playground.closed_form(0.9, 6, 0.1, 1.2)
     page.wait_for_function(
         "([sel, want]) => document.querySelector(sel).innerText.includes(want)",
-        arg=["#sv-pg-figures", f"Best K for α = 0.90, c = 0.100, v = 1.200"], timeout=30_000)
+        arg=["#sv-pg-figures", "Best K for α = 0.90, c = 0.100, v = 1.200"], timeout=30_000)
     text = figures.inner_text()
     assert f"E[N] = {cf.tokens_per_pass:.3f}" in text, text
     assert f"S = {cf.speedup:.3f}×" in text, text

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import noisy_copy, tiny_llama, with_vocab_width
-from transformers import DynamicCache
+from helpers import assert_cache_holds, noisy_copy, tiny_llama, with_vocab_width
 
 from specviz.drafters import ModelDrafter, PromptLookupDrafter
 from specviz.engine import ContextLengthError, Generation
@@ -35,11 +34,6 @@ DRAFT_KINDS = ["random", "self", "noisy", "lookup"]
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_llama(0, lm_head_scale=8.0)
 
 
 @pytest.fixture(scope="module")
@@ -78,25 +72,6 @@ def uncached_greedy(model, prompt, n, vocab_size=VOCAB) -> list[int]:
             logits = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0, -1, :vocab_size]
             ids.append(int(logits.argmax()))
     return ids[len(prompt):]
-
-
-def fresh_kv(model, ids: list[int]) -> DynamicCache:
-    """The KV cache a fresh prefill of ``ids`` produces."""
-    cache = DynamicCache()
-    with torch.inference_mode():
-        model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True)
-    return cache
-
-
-def assert_cache_holds(cache, model, ids: list[int]) -> None:
-    """``cache`` holds exactly ``ids``: same length and the keys/values a fresh prefill gives."""
-    assert cache.get_seq_length() == len(ids)
-    if not ids:
-        return
-    reference = fresh_kv(model, ids)
-    for layer, ref in zip(cache.layers, reference.layers):
-        torch.testing.assert_close(layer.keys, ref.keys, atol=1e-4, rtol=1e-4)
-        torch.testing.assert_close(layer.values, ref.values, atol=1e-4, rtol=1e-4)
 
 
 # --------------------------------------------------------------------------- greedy equality

@@ -9,7 +9,6 @@ the Gemma test is marked slow.
 
 from __future__ import annotations
 
-import os
 import time
 import zipfile
 from pathlib import Path

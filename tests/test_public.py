@@ -27,11 +27,10 @@ DRAFTS = app.PUBLIC_DRAFTS
 
 
 def _args(**overrides):
-    values = dict(prompt="Fix the typos: Teh cat sat on teh mat.", target_id="smollm2-135m-instruct",
-                  drafter_kind="ngram", draft_model="", early_exit_layers=4, k=4, temperature=0.0, top_k=0,
-                  top_p=1.0, max_new_tokens=6, seed=0, chat=True, device="cpu", dtype="float32")
-    values.update(overrides)
-    return values
+    """The API test's default run settings (tests/test_api.py), with overrides."""
+    from test_api import _run_args
+
+    return _run_args(**overrides)
 
 
 @pytest.fixture

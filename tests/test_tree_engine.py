@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import noisy_copy, tiny_llama
-from transformers import DynamicCache
+from helpers import assert_cache_holds, fresh_kv, noisy_copy, tiny_llama
 
 from specviz.drafters import (SUFFIX_HISTORY, DraftTree, ModelDrafter, PromptLookupDrafter, SuffixDrafter,
                               SuffixHistory, clear_suffix_history, prefix_tree)
@@ -40,11 +39,6 @@ PROMPTS = [
 KINDS = ["lookup", "suffix", "noisy", "random", "oracle"]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_llama(0, lm_head_scale=8.0)
 
 
 @pytest.fixture(scope="module")
@@ -103,24 +97,6 @@ def make_drafter(kind: str, drafts: dict, prompt: list[int] | None = None, targe
 
 def plain_ids(target, prompt, n) -> list[int]:
     return Generation(target, prompt, None, sampling=GREEDY, max_new_tokens=n).run().token_ids
-
-
-def fresh_kv(model, ids: list[int]) -> DynamicCache:
-    cache = DynamicCache()
-    with torch.inference_mode():
-        model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True)
-    return cache
-
-
-def assert_cache_holds(cache, model, ids: list[int]) -> None:
-    """``cache`` holds exactly ``ids``: same length and the keys/values a fresh prefill gives."""
-    assert cache.get_seq_length() == len(ids)
-    if not ids:
-        return
-    for layer, ref in zip(cache.layers, fresh_kv(model, ids).layers):
-        assert layer.keys.shape == ref.keys.shape
-        torch.testing.assert_close(layer.keys, ref.keys, atol=1e-4, rtol=1e-4)
-        torch.testing.assert_close(layer.values, ref.values, atol=1e-4, rtol=1e-4)
 
 
 def depths(round_) -> list[int]:

@@ -226,3 +226,19 @@ def test_the_inspector_follows_the_accepted_path_of_a_tree_round():
     assert round_.drafted_for(0).id == 2 and round_.drafted_for(1).id == 3
     assert "b\u00a0#2" in app.inspector_markdown(round_, 0) and "0.6000" in app.inspector_markdown(round_, 0)
     assert "Rejected draft token** `c\u00a0#3`" in app.inspector_markdown(round_, 1)
+
+
+def test_a_trace_written_by_run_trace_on_the_offline_model_loads_in_the_app(offline_model, tmp_path, capsys):
+    import json
+
+    from specviz import cli
+
+    path = tmp_path / "cli.trace.json"
+    assert cli.main(["run", "--target", "smollm2-135m-instruct", "--draft", "ngram", "-k", "4", "--temperature", "0",
+                     "--max-new-tokens", "12", "--chat", "--device", "cpu", "--dtype", "float32", "--no-baseline",
+                     "--prompt", "Fix the typos: Teh cat sat on teh mat.", "--trace", str(path), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    html, summary, *figures, state, slider = app.load_trace(str(path))
+    assert [t.id for r in state["rounds"] for t in r.emitted] == [t["id"] for t in printed["tokens"]]
+    assert "**Loaded**" in summary and slider["value"] == len(state["rounds"]) == printed["target_passes"]
+    assert f"{printed['alpha']:.3f}" in summary

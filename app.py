@@ -15,6 +15,7 @@ import logging
 import os
 import tempfile
 import time
+from types import SimpleNamespace
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
@@ -556,19 +557,17 @@ that copy text.
 
 
 def build_demo(public: bool = PUBLIC) -> gr.Blocks:
-    """The whole UI (no model is loaded until Run is pressed).
-
-    Long on purpose: this is the Run page's layout, one statement per control in the order the
-    page shows them, then the wiring of its events; every callback lives in its own function
-    above, and the other tabs are built by ``_teach_tabs``.
+    """The whole UI (no model is loaded until Run is pressed): the Run tab (its settings, its
+    outputs, the lossless check, then its events) and the teaching tabs (``_teach_tabs``).
 
     ``public`` (default: ``SPECVIZ_PUBLIC``, read at import): public mode. The model fields are
     read-only (only the presets run), the Device accordion is hidden, the sliders stop at the
     public caps, and the callbacks get ``public=True`` bound, so /run and /lossless enforce the
     same limits as the page."""
     limits = PUBLIC_POLICY.limits if public else DEFAULT_LIMITS
+    ui = SimpleNamespace()  # the Run tab's components, by name, for the event wiring
     with gr.Blocks(title="specviz — speculative sampling, live") as demo:
-        baselines = gr.State({})
+        ui.baselines = gr.State({})
         gr.Markdown(
             "# specviz — speculative sampling, live\n"
             "A drafter proposes **K** tokens, the target verifies them in **one** forward pass, and the output is "
@@ -578,136 +577,166 @@ def build_demo(public: bool = PUBLIC) -> gr.Blocks:
             gr.Markdown(f"*Public demo: pick a model pair from the presets; runs are capped at "
                         f"{limits.max_new_tokens} new tokens, K ≤ {limits.max_k} and "
                         f"{PUBLIC_POLICY.max_run_s:g} s. Run it locally for any model.*")
-        run_tab = _open_run_tab()  # the Run tab: everything up to _teach_tabs below goes in it
+        run_tab = _open_run_tab()  # the Run tab: everything up to _teach_tabs goes in it
         with gr.Row():
             with gr.Column(scale=1, min_width=340):
-                preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Model pair")
-                target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model", interactive=not public,
-                                       info="Set by the model pair above" if public else
-                                       "Offline name (smollm2-135m-instruct, gemma-3-270m), hub id or local directory")
-                drafter_kind = gr.Dropdown(DRAFTERS, value="ngram", label="Drafter")
-                draft_model = gr.Textbox("", label="Draft model", visible=False, interactive=not public,
-                                         info="Set by the model pair above" if public else
-                                         "Hub id or local directory; must share the target's tokenizer")
-                early_exit_layers = gr.Slider(1, 16, value=4, step=1, label="Early-exit draft: first N layers",
-                                              visible=False)
-                drafter_note = gr.Markdown(DRAFTER_NOTES["ngram"])
-                prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
-                chat = gr.Checkbox(True, label="Chat prompt (apply the target's chat template)")
-                with gr.Row():
-                    k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K")
-                    temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
-                with gr.Row():
-                    branches = gr.Slider(1, limits.max_branches, value=1, step=1, label="Tree branches B (1 = chain)",
-                                         info="Up to B candidate continuations per node, verified in one pass",
-                                         elem_id="sv-branches")
-                    tree_nodes = gr.Number(0, precision=0, minimum=0, label="Tree node budget N (0 = auto)",
-                                           elem_id="sv-tree-nodes")
-                with gr.Row():
-                    top_k = gr.Number(0, precision=0, minimum=0, label="Top-k (0 = off)")
-                    top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
-                with gr.Row():
-                    max_new_tokens = gr.Slider(1, min(512, limits.max_new_tokens), value=96, step=1,
-                                               label="Max new tokens", elem_id="sv-max-new")
-                    seed = gr.Number(0, precision=0, minimum=0, label="Seed")
-                with gr.Accordion("Device", open=False, visible=not public):
-                    device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
-                    dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="Dtype",
-                                        info="auto: bf16 on GPUs and CPUs that run it natively, else fp32")
-                with gr.Row():
-                    run_btn = gr.Button("Run", variant="primary")
-                    stop_btn = gr.Button("Stop", variant="stop")
-                gr.Examples(EXAMPLES, [prompt, chat], label="Example prompts", example_labels=EXAMPLE_LABELS)
+                _run_settings(ui, limits, public)
             with gr.Column(scale=2):
-                tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
-                summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
-                with gr.Accordion("Token inspector: why was this token emitted?", open=True):
-                    inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
-                    inspector_plot = gr.Plot(label="Distributions behind the decision", show_label=False,
-                                             elem_id="sv-inspector-plot")
-                    inspector_tree = gr.HTML("", elem_id="sv-inspector-tree")
-        with gr.Row():
-            alpha_plot = gr.Plot(charts.alpha_figure([]), label="Acceptance", show_label=False, elem_id="sv-alpha")
-            tpp_plot = gr.Plot(charts.tokens_per_pass_figure([], 4, None), label="Tokens per target pass",
-                               show_label=False, elem_id="sv-tpp")
-            speedup_plot = gr.Plot(charts.speedup_figure([], None), label="Speedup vs plain decoding",
-                                   show_label=False, elem_id="sv-speedup")
-        with gr.Row():
-            position_plot = gr.Plot(charts.per_position_figure(None), label="Acceptance by draft position",
-                                    show_label=False, elem_id="sv-positions")
-            time_plot = gr.Plot(charts.time_split_figure(None), label="Time per round", show_label=False,
-                                elem_id="sv-time")
-        with gr.Accordion("Replay, export and saved traces", open=False):
-            gr.Markdown("Go back over the run pass by pass: tokens, summary and charts as they stood after pass r. "
-                        "Export the run (trace JSON, rounds CSV, charts HTML), or load a saved trace (from here or "
-                        "`python -m specviz run --trace FILE`) to replay it without the models.")
-            with gr.Row():
-                replay_back = gr.Button("◀ pass", size="sm", min_width=80)
-                replay_slider = gr.Slider(0, 1, value=0, step=1, label="After pass", elem_id="sv-replay")
-                replay_next = gr.Button("pass ▶", size="sm", min_width=80)
-            with gr.Row():
-                export_btn = gr.Button("Export this run", elem_id="sv-export")
-                export_files = gr.File(label="Exported files", file_count="multiple", interactive=False,
-                                       elem_id="sv-export-files")
-                trace_file = gr.File(label="Load a saved trace (.json)", file_types=[".json"], type="filepath",
-                                     elem_id="sv-load")
-        with gr.Accordion("Is it lossless?", open=False):
-            gr.Markdown("Draws the **first token** many times for the current prompt and settings, with speculative "
-                        "sampling and directly from the target, reusing one draft and one target forward pass "
-                        "(only the random draws differ), and compares both histograms with p_target.")
-            with gr.Row():
-                n_draws = gr.Slider(500, PUBLIC_POLICY.max_draws if public else 20000, value=4000, step=500,
-                                    label="Draws of each kind")
-                check_temperature = gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Check's temperature",
-                                              info="1 samples the model's own distribution; at 0 there is "
-                                                   "nothing to sample", elem_id="sv-check-temperature")
-                control = gr.Checkbox(False, label="Control: accept every draft token (broken; should fail)",
-                                      elem_id="sv-check-control")
-                lossless_btn = gr.Button("Run the check")
-            gr.Markdown(LOSSLESS_FORMULA, latex_delimiters=LATEX)
-            lossless_plot = gr.Plot(label="First-token histograms", elem_id="sv-lossless")
-            lossless_text = gr.Markdown()
+                _run_outputs(ui)
+        _run_charts_and_replay(ui)
+        _lossless_panel(ui, public)
         with gr.Accordion("How it works", open=False):
             gr.Markdown(HOW_IT_WORKS)
-
-        preset.change(apply_preset, preset, [target_id, drafter_kind, draft_model, chat, drafter_note])
-        drafter_kind.change(on_drafter_change, drafter_kind, [draft_model, early_exit_layers, drafter_note])
-        inputs = [prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, temperature, top_k, top_p,
-                  max_new_tokens, seed, chat, device, dtype]
-        run_state = gr.State({})
-        view = [tokens_html, summary, alpha_plot, tpp_plot, speedup_plot, position_plot, time_plot]
-        run_event = run_btn.click(functools.partial(run_demo, public=public), inputs + [branches, tree_nodes, baselines],
-                                  view + [baselines, run_state, replay_slider],
-                                  api_name="run", concurrency_id="generation", concurrency_limit=1,
-                                  # Raw values reach the callback, which validates them itself: a
-                                  # component's own preprocessing would answer a bad API value with
-                                  # gradio's generic error instead of the setting's message.
-                                  preprocess=False)
-        stop_btn.click(None, cancels=[run_event])
-        lossless_btn.click(functools.partial(run_lossless, public=public),
-                           [prompt, target_id, drafter_kind, draft_model, early_exit_layers, k, check_temperature,
-                            top_k, top_p, seed, chat, device, dtype, n_draws, control],
-                           [lossless_plot, lossless_text], api_name="lossless", concurrency_id="generation",
-                           concurrency_limit=1, preprocess=False)
-        # Model-free views never wait behind a generation.
-        free = dict(concurrency_limit=None, show_progress="hidden")
-        tokens_html.click(inspect_token, run_state, [inspector_md, inspector_plot, inspector_tree], api_name=False,
-                          **free)
-        replay_slider.release(replay, [replay_slider, run_state], view, api_name="replay", preprocess=False, **free)
-        for button, delta in ((replay_back, -1), (replay_next, 1)):
-            button.click(functools.partial(step_replay, delta=delta), [replay_slider, run_state], replay_slider,
-                         api_name=False, **free).then(replay, [replay_slider, run_state], view, api_name=False, **free)
-        export_btn.click(export_run, run_state, export_files, api_name="export", **free)
-        trace_file.upload(load_trace, trace_file, view + [run_state, replay_slider], api_name="load_trace", **free)
-        # last_analysis: the last real run's figures, for the Playground's "load" button; the Run
-        # tab fills it when a run ends, the Experiments tab with its last row.
-        last_analysis = _teach_tabs(run_tab, dict(prompt=prompt, target_id=target_id, drafter_kind=drafter_kind,
-                                  draft_model=draft_model, early_exit_layers=early_exit_layers, k=k,
-                                  temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, chat=chat,
-                                  device=device, dtype=dtype, max_new_tokens=max_new_tokens,
-                                  check_temperature=check_temperature, control=control), public)
-        run_event.then(last_run_figures, run_state, last_analysis, api_name=False, **free)
+        _wire_run_tab(ui, run_tab, public)
     return demo
+
+
+#: The Run tab's controls the teaching tabs read (their lessons set them, their experiments use them).
+TEACH_INPUTS = ("prompt", "target_id", "drafter_kind", "draft_model", "early_exit_layers", "k", "temperature",
+                "top_k", "top_p", "seed", "chat", "device", "dtype", "max_new_tokens", "check_temperature", "control")
+
+
+def _run_settings(ui, limits, public: bool) -> None:
+    """The Run tab's left column: model pair, drafter, prompt and sampling settings, Run and Stop."""
+    ui.preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Model pair")
+    ui.target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model", interactive=not public,
+                              info="Set by the model pair above" if public else
+                              "Offline name (smollm2-135m-instruct, gemma-3-270m), hub id or local directory")
+    ui.drafter_kind = gr.Dropdown(DRAFTERS, value="ngram", label="Drafter")
+    ui.draft_model = gr.Textbox("", label="Draft model", visible=False, interactive=not public,
+                                info="Set by the model pair above" if public else
+                                "Hub id or local directory; must share the target's tokenizer")
+    ui.early_exit_layers = gr.Slider(1, 16, value=4, step=1, label="Early-exit draft: first N layers",
+                                     visible=False)
+    ui.drafter_note = gr.Markdown(DRAFTER_NOTES["ngram"])
+    ui.prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
+    ui.chat = gr.Checkbox(True, label="Chat prompt (apply the target's chat template)")
+    with gr.Row():
+        ui.k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K")
+        ui.temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
+    with gr.Row():
+        ui.branches = gr.Slider(1, limits.max_branches, value=1, step=1, label="Tree branches B (1 = chain)",
+                                info="Up to B candidate continuations per node, verified in one pass",
+                                elem_id="sv-branches")
+        ui.tree_nodes = gr.Number(0, precision=0, minimum=0, label="Tree node budget N (0 = auto)",
+                                  elem_id="sv-tree-nodes")
+    with gr.Row():
+        ui.top_k = gr.Number(0, precision=0, minimum=0, label="Top-k (0 = off)")
+        ui.top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
+    with gr.Row():
+        ui.max_new_tokens = gr.Slider(1, min(512, limits.max_new_tokens), value=96, step=1,
+                                      label="Max new tokens", elem_id="sv-max-new")
+        ui.seed = gr.Number(0, precision=0, minimum=0, label="Seed")
+    with gr.Accordion("Device", open=False, visible=not public):
+        ui.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
+        ui.dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="Dtype",
+                               info="auto: bf16 on GPUs and CPUs that run it natively, else fp32")
+    with gr.Row():
+        ui.run_btn = gr.Button("Run", variant="primary")
+        ui.stop_btn = gr.Button("Stop", variant="stop")
+    gr.Examples(EXAMPLES, [ui.prompt, ui.chat], label="Example prompts", example_labels=EXAMPLE_LABELS)
+
+
+def _run_outputs(ui) -> None:
+    """The Run tab's right column: the token stream, the summary and the token inspector."""
+    ui.tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
+    ui.summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
+    with gr.Accordion("Token inspector: why was this token emitted?", open=True):
+        ui.inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
+        ui.inspector_plot = gr.Plot(label="Distributions behind the decision", show_label=False,
+                                    elem_id="sv-inspector-plot")
+        ui.inspector_tree = gr.HTML("", elem_id="sv-inspector-tree")
+
+
+def _run_charts_and_replay(ui) -> None:
+    """The Run tab's five charts, then replay, export and saved traces."""
+    with gr.Row():
+        ui.alpha_plot = gr.Plot(charts.alpha_figure([]), label="Acceptance", show_label=False, elem_id="sv-alpha")
+        ui.tpp_plot = gr.Plot(charts.tokens_per_pass_figure([], 4, None), label="Tokens per target pass",
+                              show_label=False, elem_id="sv-tpp")
+        ui.speedup_plot = gr.Plot(charts.speedup_figure([], None), label="Speedup vs plain decoding",
+                                  show_label=False, elem_id="sv-speedup")
+    with gr.Row():
+        ui.position_plot = gr.Plot(charts.per_position_figure(None), label="Acceptance by draft position",
+                                   show_label=False, elem_id="sv-positions")
+        ui.time_plot = gr.Plot(charts.time_split_figure(None), label="Time per round", show_label=False,
+                               elem_id="sv-time")
+    with gr.Accordion("Replay, export and saved traces", open=False):
+        gr.Markdown("Go back over the run pass by pass: tokens, summary and charts as they stood after pass r. "
+                    "Export the run (trace JSON, rounds CSV, charts HTML), or load a saved trace (from here or "
+                    "`python -m specviz run --trace FILE`) to replay it without the models.")
+        with gr.Row():
+            ui.replay_back = gr.Button("◀ pass", size="sm", min_width=80)
+            ui.replay_slider = gr.Slider(0, 1, value=0, step=1, label="After pass", elem_id="sv-replay")
+            ui.replay_next = gr.Button("pass ▶", size="sm", min_width=80)
+        with gr.Row():
+            ui.export_btn = gr.Button("Export this run", elem_id="sv-export")
+            ui.export_files = gr.File(label="Exported files", file_count="multiple", interactive=False,
+                                      elem_id="sv-export-files")
+            ui.trace_file = gr.File(label="Load a saved trace (.json)", file_types=[".json"], type="filepath",
+                                    elem_id="sv-load")
+
+
+def _lossless_panel(ui, public: bool) -> None:
+    """The "Is it lossless?" accordion: the check's own temperature, draws and control case."""
+    with gr.Accordion("Is it lossless?", open=False):
+        gr.Markdown("Draws the **first token** many times for the current prompt and settings, with speculative "
+                    "sampling and directly from the target, reusing one draft and one target forward pass "
+                    "(only the random draws differ), and compares both histograms with p_target.")
+        with gr.Row():
+            ui.n_draws = gr.Slider(500, PUBLIC_POLICY.max_draws if public else 20000, value=4000, step=500,
+                                   label="Draws of each kind")
+            ui.check_temperature = gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Check's temperature",
+                                             info="1 samples the model's own distribution; at 0 there is "
+                                                  "nothing to sample", elem_id="sv-check-temperature")
+            ui.control = gr.Checkbox(False, label="Control: accept every draft token (broken; should fail)",
+                                     elem_id="sv-check-control")
+            ui.lossless_btn = gr.Button("Run the check")
+        gr.Markdown(LOSSLESS_FORMULA, latex_delimiters=LATEX)
+        ui.lossless_plot = gr.Plot(label="First-token histograms", elem_id="sv-lossless")
+        ui.lossless_text = gr.Markdown()
+
+
+def _wire_run_tab(ui, run_tab, public: bool) -> None:
+    """The Run tab's events: the generation (one queue slot), Stop, the lossless check, and the
+    model-free views (inspector, replay, export, load), which never wait behind a generation."""
+    ui.preset.change(apply_preset, ui.preset, [ui.target_id, ui.drafter_kind, ui.draft_model, ui.chat,
+                                               ui.drafter_note])
+    ui.drafter_kind.change(on_drafter_change, ui.drafter_kind, [ui.draft_model, ui.early_exit_layers, ui.drafter_note])
+    inputs = [ui.prompt, ui.target_id, ui.drafter_kind, ui.draft_model, ui.early_exit_layers, ui.k, ui.temperature,
+              ui.top_k, ui.top_p, ui.max_new_tokens, ui.seed, ui.chat, ui.device, ui.dtype]
+    ui.run_state = gr.State({})
+    view = [ui.tokens_html, ui.summary, ui.alpha_plot, ui.tpp_plot, ui.speedup_plot, ui.position_plot, ui.time_plot]
+    run_event = ui.run_btn.click(functools.partial(run_demo, public=public),
+                                 inputs + [ui.branches, ui.tree_nodes, ui.baselines],
+                                 view + [ui.baselines, ui.run_state, ui.replay_slider],
+                                 api_name="run", concurrency_id="generation", concurrency_limit=1,
+                                 # Raw values reach the callback, which validates them itself: a
+                                 # component's own preprocessing would answer a bad API value with
+                                 # gradio's generic error instead of the setting's message.
+                                 preprocess=False)
+    ui.stop_btn.click(None, cancels=[run_event])
+    ui.lossless_btn.click(functools.partial(run_lossless, public=public),
+                          [ui.prompt, ui.target_id, ui.drafter_kind, ui.draft_model, ui.early_exit_layers, ui.k,
+                           ui.check_temperature, ui.top_k, ui.top_p, ui.seed, ui.chat, ui.device, ui.dtype,
+                           ui.n_draws, ui.control],
+                          [ui.lossless_plot, ui.lossless_text], api_name="lossless", concurrency_id="generation",
+                          concurrency_limit=1, preprocess=False)
+    # Model-free views never wait behind a generation.
+    free = dict(concurrency_limit=None, show_progress="hidden")
+    ui.tokens_html.click(inspect_token, ui.run_state, [ui.inspector_md, ui.inspector_plot, ui.inspector_tree],
+                         api_name=False, **free)
+    ui.replay_slider.release(replay, [ui.replay_slider, ui.run_state], view, api_name="replay", preprocess=False, **free)
+    for button, delta in ((ui.replay_back, -1), (ui.replay_next, 1)):
+        button.click(functools.partial(step_replay, delta=delta), [ui.replay_slider, ui.run_state], ui.replay_slider,
+                     api_name=False, **free).then(replay, [ui.replay_slider, ui.run_state], view, api_name=False, **free)
+    ui.export_btn.click(export_run, ui.run_state, ui.export_files, api_name="export", **free)
+    ui.trace_file.upload(load_trace, ui.trace_file, view + [ui.run_state, ui.replay_slider], api_name="load_trace",
+                         **free)
+    # last_analysis: the last real run's figures, for the Playground's "load" button; the Run
+    # tab fills it when a run ends, the Experiments tab with its last row.
+    last_analysis = _teach_tabs(run_tab, {name: getattr(ui, name) for name in TEACH_INPUTS}, public)
+    run_event.then(last_run_figures, ui.run_state, last_analysis, api_name=False, **free)
 
 
 # =============================================================================== teaching tabs

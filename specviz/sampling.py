@@ -20,6 +20,20 @@ Trees. :func:`verify_tree` verifies a tree of drafted tokens (each node a token 
 one walk from the root, testing each node's children in turn against the current residual
 (SpecInfer's multi-step speculative sampling, Miao et al. 2024, Algorithm 2). A chain is the tree
 with one branch, and :func:`verify` is exactly that case.
+
+Why it is exact: given that the walk reaches a test with residual ``r``, the token emitted at
+that depth is distributed as ``r``: it is ``x`` with probability ``min(q, r)(x)`` (or
+``r(x)·[x]`` for a point mass) and otherwise drawn later from the updated residual, whose
+mass is exactly what is left, ``max(0, r − q)``. By induction over the siblings the first
+test's ``r = p`` is reproduced, and each accepted node moves on with the target's own
+distribution after it. At ``T = 0`` every row is one-hot, so a child is accepted iff it is the
+target's argmax and the walk follows the target's greedy path.
+
+Duplicates. After ``x`` is rejected, ``r(x) = 0`` (rejection needs ``r(x) < q(x)``, and a
+point mass zeroes it), so a repeated child can never be accepted. A repeated *point-mass*
+child is skipped (merged; ``tested`` stays False) because its rejection changes nothing; a
+repeated *sampled* child still applies its residual update, which the exactness argument for
+independent draws needs. The drafters merge duplicates when they build the tree.
 """
 
 from __future__ import annotations
@@ -319,19 +333,7 @@ def verify_tree(
       "Recursive Speculative Decoding") for proposals that are a function of the context, as
       prompt lookup's and SuffixDecoding's trees are (Oliaro et al. 2024).
 
-    Why it is exact: given that the walk reaches a test with residual ``r``, the token emitted at
-    that depth is distributed as ``r``: it is ``x`` with probability ``min(q, r)(x)`` (or
-    ``r(x)·[x]`` for a point mass) and otherwise drawn later from the updated residual, whose
-    mass is exactly what is left, ``max(0, r − q)``. By induction over the siblings the first
-    test's ``r = p`` is reproduced, and each accepted node moves on with the target's own
-    distribution after it. At ``T = 0`` every row is one-hot, so a child is accepted iff it is the
-    target's argmax and the walk follows the target's greedy path.
-
-    Duplicates. After ``x`` is rejected, ``r(x) = 0`` (rejection needs ``r(x) < q(x)``, and a
-    point mass zeroes it), so a repeated child can never be accepted. A repeated *point-mass*
-    child is skipped (merged; ``tested`` stays False) because its rejection changes nothing; a
-    repeated *sampled* child still applies its residual update, which the exactness argument for
-    independent draws needs. The drafters merge duplicates when they build the tree.
+    Why this is exact, and how duplicates are handled: see the module docstring ("Trees").
 
     If every child of the last accepted node is rejected the next token is drawn from the final
     residual (``"resampled"``); if that node has no children (a leaf, e.g. depth K) it is the
@@ -355,12 +357,29 @@ def verify_tree(
     Raises:
         ValueError: on shapes that disagree or parents that are not parents-first.
     """
-    # (Long only by its docstring, which carries the exactness argument; the walk is below.)
     parents = parents.tolist() if isinstance(parents, torch.Tensor) else list(parents)
     _check_tree(tokens, parents, p_draft, p_target)
     n = tokens.shape[0]
-    device = p_target.device
     flags = [bool(point_mass)] * n if isinstance(point_mass, bool) else [bool(f) for f in point_mass]
+    p_target_node, p_draft_node, uniforms, first_test, accept_prob = _node_figures(
+        tokens, parents, p_draft, p_target, flags, generator)
+    tested, accepted = [False] * n, [False] * n
+    tests = _NodeTests(tokens.tolist(), flags, first_test, uniforms, p_draft, p_draft_node, accept_prob, tested)
+    path, node, distribution, kind, rejected_node = _walk(parents, p_target, tests, accepted)
+    next_token = int(sample(distribution, generator).item())
+    return TreeVerifyResult(
+        path=path, next_token=next_token, next_kind=kind, p_target_node=p_target_node, p_draft_node=p_draft_node,
+        accept_prob=accept_prob, uniforms=uniforms, tested=tested, accepted=accepted,
+        next_p_target=float(p_target[node + 1, next_token]), rejected_node=rejected_node,
+        next_distribution=distribution,
+    )
+
+
+def _node_figures(tokens, parents, p_draft, p_target, flags, generator):
+    """Per-node ``(p_target(x), q(x), uniforms, first-test verdicts, first-test accept probs)``, all
+    ``(N,)``: every node decided as if it were its parent's first child, in one host sync."""
+    n = tokens.shape[0]
+    device = p_target.device
     # Element indexing (row, token) picks N numbers without copying N rows of V.
     rows = torch.tensor([p + 1 for p in parents], dtype=torch.long, device=device)
     p_target_node = p_target[rows, tokens]
@@ -371,32 +390,30 @@ def verify_tree(
     # Written u·q < p so that a target probability of 0 is never accepted and nothing divides by 0.
     first_test = (uniforms * p_draft_node < p_target_node).tolist()
     accept_prob = torch.clamp(p_target_node / p_draft_node.clamp_min(torch.finfo(torch.float32).tiny), max=1.0)
-    children: list[list[int]] = [[] for _ in range(n + 1)]
+    return p_target_node, p_draft_node, uniforms, first_test, accept_prob
+
+
+def _walk(parents: list[int], p_target: torch.Tensor, tests: _NodeTests, accepted: list[bool]):
+    """Down from the root until a node's children all fail (resample) or it has none (bonus).
+
+    Returns ``(path, last node, distribution of the next token, its kind, last rejected child)``.
+    """
+    children: list[list[int]] = [[] for _ in range(len(parents) + 1)]
     for i, parent in enumerate(parents):
         children[parent + 1].append(i)
-    token_ids = tokens.tolist()
     path: list[int] = []
-    tested, accepted = [False] * n, [False] * n
-    node, rejected_node, distribution = -1, None, None
-    tests = _NodeTests(token_ids, flags, first_test, uniforms, p_draft, p_draft_node, accept_prob, tested)
-    while distribution is None:
+    node = -1
+    while True:
         kids = children[node + 1]
         chosen, residual, rejected_node = tests.run(kids, p_target[node + 1])
-        if chosen is not None:
-            path.append(chosen)
-            accepted[chosen] = True
-            node = chosen
-        elif kids:
-            distribution, kind = residual, "resampled"
-        else:
-            distribution, kind = p_target[node + 1], "bonus"
-    next_token = int(sample(distribution, generator).item())
-    return TreeVerifyResult(
-        path=path, next_token=next_token, next_kind=kind, p_target_node=p_target_node, p_draft_node=p_draft_node,
-        accept_prob=accept_prob, uniforms=uniforms, tested=tested, accepted=accepted,
-        next_p_target=float(p_target[node + 1, next_token]), rejected_node=rejected_node,
-        next_distribution=distribution,
-    )
+        if chosen is None:
+            break
+        path.append(chosen)
+        accepted[chosen] = True
+        node = chosen
+    if kids:
+        return path, node, residual, "resampled", rejected_node
+    return path, node, p_target[node + 1], "bonus", rejected_node
 
 
 @dataclass

@@ -75,7 +75,8 @@ class PlainBaseline:
 
     Attributes:
         step_ms: mean time of one plain decoding step (ms): the mean ``verify_ms`` of the plain
-            run's rounds. Prefill is not a step and is left out.
+            run's rounds. Prefill is not a step and is left out, and so is the first round, whose
+            token came from the prefill's pass (``Round.root_from_prefill``).
         tokens_per_s: the plain run's emitted tokens ÷ its wall time (tokens/s, prefill included).
     """
 
@@ -91,9 +92,10 @@ class PlainBaseline:
         """
         if any(r.drafted for r in rounds):
             raise ValueError("a plain baseline needs a plain run (rounds with nothing drafted)")
-        if not rounds:
+        steps = [r.verify_ms for r in rounds if not r.root_from_prefill]
+        if not steps:
             return None
-        step_ms = sum(r.verify_ms for r in rounds) / len(rounds)
+        step_ms = sum(steps) / len(steps)
         return cls(step_ms, tokens_per_s) if step_ms > 0 and tokens_per_s > 0 else None
 
 

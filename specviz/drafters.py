@@ -23,13 +23,14 @@ Kinds:
   around models built in :mod:`specviz.models`.
 * :class:`PromptLookupDrafter`: copies the tokens that followed the latest earlier occurrence of
   the context's last n-gram (Saxena 2023, "prompt lookup decoding"); as a tree, the continuations
-  of up to B distinct earlier matches merged into a prefix tree. Deterministic, so its draft
+  of up to B distinct earlier matches, longest match first, each at most twice as deep as its
+  match is long, merged into a prefix tree. Deterministic, so its draft
   distribution is a point mass (a one-hot ``p_draft``) and the accept test becomes
   "accept with probability p_target(x)" — still exactly lossless.
 * :class:`SuffixDrafter`: model-free, in the spirit of SuffixDecoding (Oliaro et al. 2024; vLLM's
   ``suffix`` method): the longest suffix of the context that occurs in the context or in earlier
   outputs of this process (:data:`SUFFIX_HISTORY`, emptied by :func:`clear_suffix_history`), and
-  its most frequent continuations as a tree. Point masses too.
+  its most frequent continuations as a tree (as deep as twice the match length). Point masses too.
 """
 
 from __future__ import annotations
@@ -397,57 +398,84 @@ def _add_siblings(spine: DraftTree, ranked: torch.Tensor, branches: int, budget:
 class PromptLookupDrafter:
     """Prompt lookup decoding: propose the continuation of an earlier match of the last n-gram.
 
-    For n from ``max_ngram`` down to ``min_ngram``, the last n committed tokens are searched for
-    earlier in the context (most recent occurrence first); the up-to-K tokens that followed it are
-    proposed. With no match nothing is proposed and the round is a plain target step.
+    As a chain (``branches = 1``, the classic method, Saxena 2023, and what transformers'
+    ``prompt_lookup_num_tokens`` does): for n from ``max_ngram`` down to ``min_ngram``, the last n
+    committed tokens are searched for earlier in the context (most recent occurrence first); the
+    up-to-K tokens that followed it are proposed. With no match nothing is proposed and the round
+    is a plain target step.
 
-    As a tree (``branches = B > 1``): the continuations of up to B earlier matches with distinct
-    continuations (longest n-gram first, then most recent), merged into a prefix tree
-    (:func:`prefix_tree`) within the node budget. With one match the tree is the chain.
+    As a tree (``branches = B > 1``): every earlier position whose preceding tokens match the
+    context's end contributes a branch; matches are ranked by how long the match is (up to
+    ``max_match`` tokens, longest first, then most recent), and each branch is cut to
+    ``depth_factor × match length`` tokens (at most K). That cut is SuffixDecoding's rule (Oliaro
+    et al. 2024; vLLM's ``suffix_decoding_max_spec_factor``): a long match is evidence that the text
+    is being copied, so it earns a deep branch, while a one-token match earns a short one. The
+    first B distinct branches are merged into a prefix tree (:func:`prefix_tree`) within the node
+    budget. Replaying the bench prompts (BENCHMARKS.md, "Tree speculation") this rule used fewer
+    nodes per pass than the chain and accepted more tokens per pass; without it (every branch K
+    deep) the tree used twice the chain's nodes and lost on free text.
 
     The proposal is a deterministic function of the context, so ``p_draft`` is one-hot: the
     acceptance probability is ``p_target(x)`` and the residual is ``p_target`` with ``x`` removed.
 
     Args:
         vocab_size: width of the probability rows to return.
-        max_ngram: longest n-gram to match (tokens).
-        min_ngram: shortest n-gram to match (tokens).
+        max_ngram: longest n-gram to match in chain mode (tokens).
+        min_ngram: shortest n-gram (chain) or match (tree) to use (tokens).
+        max_match: longest match measured in tree mode (tokens).
+        depth_factor: a tree branch is at most ``depth_factor × match length`` tokens deep.
     """
 
     uses_model = False
 
-    def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1) -> None:
+    def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1, max_match: int = 16,
+                 depth_factor: float = 2.0) -> None:
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+        if max_match < min_ngram or depth_factor <= 0:
+            raise ValueError(f"need max_match >= min_ngram and depth_factor > 0, got {max_match}, {depth_factor}")
         self.vocab_size = vocab_size
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
+        self.max_match = max_match
+        self.depth_factor = depth_factor
         self.name = "prompt lookup (n-gram)"
         self.device = torch.device("cpu")
 
     def lookup(self, committed: list[int], k: int) -> list[int]:
-        """The up-to-``k`` tokens that followed the most recent earlier match of the last n-gram."""
-        found = self.lookups(committed, k, 1)
-        return found[0] if found else []
-
-    def lookups(self, committed: list[int], k: int, matches: int) -> list[list[int]]:
-        """The continuations (up to ``k`` tokens each) of up to ``matches`` earlier matches of the
-        last n-gram whose continuations differ, longest n-gram first, then most recent first.
-
-        A continuation that is a prefix of one already found adds nothing to a tree and is skipped.
-        """
+        """The up-to-``k`` tokens that followed the most recent earlier match of the last n-gram
+        (the longest n-gram that occurs, ``max_ngram`` at most)."""
         n_tokens = len(committed)
-        found: list[list[int]] = []
         for n in range(min(self.max_ngram, n_tokens - 1), self.min_ngram - 1, -1):
             suffix = committed[n_tokens - n :]
             # Most recent match first: in copy-heavy prompts it is the one being copied.
             for start in range(n_tokens - n - 1, -1, -1):
                 if committed[start : start + n] == suffix:
-                    follow = committed[start + n : start + n + k]
-                    if follow and not any(f[: len(follow)] == follow for f in found):
-                        found.append(follow)
-                        if len(found) >= matches:
-                            return found
+                    return committed[start + n : start + n + k]
+        return []
+
+    def branches(self, committed: list[int], k: int, matches: int) -> list[list[int]]:
+        """Up to ``matches`` distinct tree branches: the continuations of earlier matches of the
+        context's end, longest match first (then most recent), each cut to
+        ``depth_factor × match length`` tokens (at most ``k``).
+
+        A branch that is a prefix of one already taken adds nothing to a tree and is skipped.
+        """
+        suffix = committed[-self.max_match :]
+        ranked = []  # (match length, end): the match ends just before index `end`
+        for end in range(len(committed) - 1, 0, -1):
+            if committed[end - 1] == suffix[-1]:
+                length = _match_length(committed, end, suffix)
+                if length >= self.min_ngram:
+                    ranked.append((length, end))
+        ranked.sort(key=lambda m: (-m[0], -m[1]))  # stable: longest, then most recent
+        found: list[list[int]] = []
+        for length, end in ranked:
+            branch = committed[end : end + min(k, max(1, int(self.depth_factor * length)))]
+            if not any(f[: len(branch)] == branch for f in found):
+                found.append(branch)
+                if len(found) >= matches:
+                    break
         return found
 
     def prefill(self, context: list[int]) -> None:
@@ -459,7 +487,8 @@ class PromptLookupDrafter:
         if branches <= 1:
             tokens = self.lookup(committed, k)
             return DraftTree.point_masses(tokens, list(range(-1, len(tokens) - 1)), self.vocab_size)
-        tokens, parents = prefix_tree(self.lookups(committed, k, branches), max_nodes or default_tree_nodes(k, branches))
+        tokens, parents = prefix_tree(self.branches(committed, k, branches),
+                                      max_nodes or default_tree_nodes(k, branches))
         return DraftTree.point_masses(tokens, parents, self.vocab_size)
 
     def rollback(self, valid: int, path: list[int] | None = None) -> None:
@@ -545,8 +574,10 @@ class SuffixDrafter:
     (``<= max_match`` tokens) that occurs at all contributes its next ``k`` tokens; the
     continuations are counted in a trie, and the tree takes nodes best-first by count (how many
     matches pass through them), at most B children per node, within the node budget (B = 1: the
-    most frequent child at each step, a chain). Deterministic given the context and the history,
-    so every node is a point mass.
+    most frequent child at each step, a chain). As a tree (B > 1) the continuations are cut to
+    ``depth_factor × match length`` tokens, SuffixDecoding's rule (vLLM's
+    ``suffix_decoding_max_spec_factor``): the longer the match, the deeper the speculation.
+    Deterministic given the context and the history, so every node is a point mass.
 
     The engine calls :meth:`finish` when a run ends, which adds its output to the history.
 
@@ -554,24 +585,27 @@ class SuffixDrafter:
         vocab_size: width of the probability rows to return.
         max_match: longest suffix to match (tokens).
         history: the history to search and extend (default the process-wide one).
+        depth_factor: in a tree, a continuation is at most ``depth_factor × match length`` deep.
     """
 
     uses_model = False
 
-    def __init__(self, vocab_size: int, max_match: int = 8, history: SuffixHistory | None = None) -> None:
-        if max_match < 1:
-            raise ValueError(f"max_match must be >= 1, got {max_match}")
+    def __init__(self, vocab_size: int, max_match: int = 8, history: SuffixHistory | None = None,
+                 depth_factor: float = 2.0) -> None:
+        if max_match < 1 or depth_factor <= 0:
+            raise ValueError(f"need max_match >= 1 and depth_factor > 0, got {max_match}, {depth_factor}")
+        self.depth_factor = depth_factor
         self.vocab_size = vocab_size
         self.max_match = max_match
         self.history = history if history is not None else SUFFIX_HISTORY
         self.name = "suffix lookup (context and earlier outputs)"
         self.device = torch.device("cpu")
 
-    def continuations(self, committed: list[int], k: int) -> list[list[int]]:
-        """The next ``k`` tokens after every occurrence of the longest matching suffix, the
-        context's most recent first, then the history's newest first."""
+    def continuations(self, committed: list[int], k: int) -> tuple[int, list[list[int]]]:
+        """The longest matching suffix's length (tokens) and the next ``k`` tokens after every
+        occurrence of it, the context's most recent first, then the history's newest first."""
         if not committed:
-            return []
+            return 0, []
         suffix = committed[-self.max_match :]
         last = suffix[-1]
         # The context's own suffix ends at len(committed): only earlier ends count.
@@ -585,7 +619,7 @@ class SuffixDrafter:
                 best, found = n, []
             if n == best:
                 found.append(seq[end : end + k])
-        return found
+        return best, found
 
     def prefill(self, context: list[int]) -> None:
         pass
@@ -593,8 +627,13 @@ class SuffixDrafter:
     def propose(self, committed, k, sampling, generator, branches=1, max_nodes=None) -> DraftTree:
         if k <= 0:
             return DraftTree.point_masses([], [], self.vocab_size)
-        budget = k if branches <= 1 else (max_nodes or default_tree_nodes(k, branches))
-        tokens, parents = _frequent_tree(self.continuations(committed, k), max(branches, 1), budget)
+        length, found = self.continuations(committed, k)
+        budget = k
+        if branches > 1:
+            budget = max_nodes or default_tree_nodes(k, branches)
+            depth = max(1, int(self.depth_factor * length))
+            found = [f[:depth] for f in found]
+        tokens, parents = _frequent_tree(found, max(branches, 1), budget)
         return DraftTree.point_masses(tokens, parents, self.vocab_size)
 
     def rollback(self, valid: int, path: list[int] | None = None) -> None:

@@ -27,6 +27,13 @@ that proposed nothing, or the draft's K-th token that was never fed) catches up 
 forward pass, causally, before the tree's nodes. After verification the target keeps
 ``old committed + accepted path``.
 
+The one exception is the prompt. The target's prefill feeds the *whole* prompt in one pass, as
+transformers' ``generate()`` does, and keeps its last row: the first round takes the root's
+distribution from there and feeds only its draft (nothing at all when nothing was drafted). The
+first token is then computed exactly as ``generate()`` computes it; a pass of a different shape
+can flip a near-tied argmax in bfloat16, and then the two runs write different texts from the
+first token on. That round is marked ``Round.root_from_prefill``.
+
 Plain decoding is the same loop with no drafter: one target pass, one token, ``kind="plain"``.
 
 The engine knows nothing about tokenization beyond an optional ``decode`` callable used to put
@@ -100,7 +107,8 @@ def tree_attention_inputs(
     Args:
         parents: the tree's parent indices (``-1`` = the context), parents first, N nodes.
         cached: positions already in the KV cache.
-        pending: committed tokens fed before the nodes (>= 1).
+        pending: committed tokens fed before the nodes (0 when the cache holds them all: the
+            first round, whose root the prefill scored).
         dtype: the model's dtype (the mask is added to its attention scores).
         device: the model's device.
 
@@ -328,6 +336,7 @@ class Generation:
             self.notes.append(f"Tree drafts need tree attention, and {blocker}: this run drafts chains (B = 1).")
         self._tree_nodes = self.tree_nodes or default_tree_nodes(self.k, self._branches)
         self._texts: dict[int, str] = {}
+        self._root_logits: torch.Tensor | None = None  # (1, V): the prefill's last row, for round 1
 
     def _target_forward(self, ids: list[int], keep: int, parents: list[int] | None = None) -> torch.Tensor:
         """Logits ``(keep, V)`` of the target's last ``keep`` positions after feeding ``ids``.
@@ -347,9 +356,8 @@ class Generation:
         return out.logits[0, :, : self._vocab]
 
     def _prefill(self) -> None:
-        # Everything but the last prompt token: the first round feeds that one.
-        if len(self._committed) > 1:
-            self._target_forward(self._committed[:-1], 1)
+        # The whole prompt, as generate() prefills it; the last row is the first round's root.
+        self._root_logits = self._target_forward(self._committed, 1)
         if self.drafter is not None:
             self.drafter.prefill(self._committed[:-1])
 
@@ -368,7 +376,13 @@ class Generation:
         n_old = len(self._committed)
         pending = self._committed[self._cache.get_seq_length() :]
         chain = tree.is_chain  # a chain's tree mask is the causal mask: the plain causal call
-        logits = self._target_forward(pending + tree.tokens, len(tree) + 1, None if chain else tree.parents)
+        root, self._root_logits = self._root_logits, None
+        if root is None:
+            logits = self._target_forward(pending + tree.tokens, len(tree) + 1, None if chain else tree.parents)
+        elif len(tree):  # the prefill scored the root: feed the nodes only
+            logits = torch.cat([root, self._target_forward(tree.tokens, len(tree), None if chain else tree.parents)])
+        else:
+            logits = root
         p_target = logits_to_probs(logits, self.sampling)
         tokens = torch.tensor(tree.tokens, dtype=torch.long, device=self._device)
         result = verify_tree(tokens, tree.parents, tree.p_draft.to(self._device), p_target, tree.point_mass,
@@ -390,6 +404,7 @@ class Generation:
         remaining = self.max_new_tokens - len(self.tokens)
         # Never draft past the length limit: a path of K' + 1 tokens at most fills it exactly.
         k_round = min(self.k, remaining - 1) if self.drafter is not None else 0
+        root_from_prefill = self._root_logits is not None
         t0 = time.perf_counter()
         tree = self._draft(k_round)
         t1 = time.perf_counter()
@@ -398,6 +413,7 @@ class Generation:
         round_ = self._record(tree, result, k_round, p_target)
         round_.draft_ms, round_.draft_steps = (t1 - t0) * 1e3, tree.steps
         round_.verify_ms = (t2 - t1) * 1e3
+        round_.root_from_prefill = root_from_prefill
         self.tokens.extend(round_.emitted)
         self._committed.extend(t.id for t in round_.emitted)
         self.rounds.append(round_)

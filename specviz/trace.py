@@ -95,6 +95,9 @@ class Round:
     asked of the drafter this round (K, or fewer near the length limit; 0 for plain decoding).
     ``elapsed_s`` is the run's generation time (s) when this round ended, prefill included and the
     consumer's pauses not (so a replay can show the run's speed as it stood after any round).
+    ``root_from_prefill`` marks the first round, whose first distribution came from the prompt's
+    prefill pass: its ``verify_ms`` covers only the pass over its drafted tokens (for a plain
+    round, no forward pass at all), so it is no measure of a plain step.
     """
 
     index: int
@@ -107,6 +110,7 @@ class Round:
     other_ms: float = 0.0
     k: int = 0
     elapsed_s: float = 0.0
+    root_from_prefill: bool = False
 
     @property
     def n_proposed(self) -> int:
@@ -130,9 +134,10 @@ class Round:
 
 
 # --------------------------------------------------------------------------- saved traces
-#: The saved-trace format: ``{"format": TRACE_FORMAT, "version": TRACE_VERSION, ...}``.
+#: The saved-trace format: ``{"format": TRACE_FORMAT, "version": TRACE_VERSION, ...}``. Version 2 added
+#: ``Round.root_from_prefill``; version 1 traces load with it False.
 TRACE_FORMAT = "specviz-trace"
-TRACE_VERSION = 1
+TRACE_VERSION = 2
 
 
 def trace_to_dict(rounds: list[Round], **meta) -> dict:

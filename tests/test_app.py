@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pytest
 
 import app
-from specviz.trace import DraftedToken, EmittedToken, Round
+from specviz.trace import TRACE_VERSION, DraftedToken, EmittedToken, Round
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +186,7 @@ def test_an_exported_trace_loads_back_and_replays_to_the_same_tokens_and_figures
     assert [t.id for r in loaded["rounds"] for t in r.emitted] == [t.id for r in state["rounds"] for t in r.emitted]
     assert app.replay(len(state["rounds"]), loaded)[1].split("\n", 1)[1] == \
         app.replay(len(state["rounds"]), state)[1].split("\n", 1)[1]  # same table, same notes
-    assert json.load(open(trace_path, encoding="utf-8"))["version"] == 1
+    assert json.load(open(trace_path, encoding="utf-8"))["version"] == TRACE_VERSION
     with pytest.raises(gr.Error, match="Not a specviz trace"):
         bad = trace_path.replace(".json", "-bad.json")
         open(bad, "w", encoding="utf-8").write("{}")

@@ -166,7 +166,8 @@ def test_kv_caches_hold_committed_tokens_but_the_pending_one(target, drafts, k):
     Target: checked at the start of every verify pass (a forward pre-hook sees the cache the
     previous round left): length = committed − 1, and keys/values equal a fresh prefill of those
     tokens, so a rejected draft's entries never survive. The verify pass then feeds exactly the
-    pending token plus the drafts.
+    pending token plus the drafts. The first round is the exception: the prefill fed the whole
+    prompt and scored the root, so its pass feeds the drafts alone.
 
     Draft (the perturbed copy, temperature 1, so rejections happen at every position): after a
     rejection its cache holds committed − 1 tokens; after a fully accepted block it holds
@@ -183,7 +184,7 @@ def test_kv_caches_hold_committed_tokens_but_the_pending_one(target, drafts, k):
         if cache.get_seq_length() == 0:  # the prefill
             return
         committed = prompt + gen.token_ids
-        assert_cache_holds(cache, target, committed[:-1])
+        assert_cache_holds(cache, target, committed if not gen.rounds else committed[:-1])
         verify_calls.append(input_ids.shape[1])
 
     handle = target.register_forward_pre_hook(check_target_cache, with_kwargs=True)
@@ -200,8 +201,10 @@ def test_kv_caches_hold_committed_tokens_but_the_pending_one(target, drafts, k):
         handle.remove()
     n_accepted = [r.n_accepted for r in gen.rounds]
     assert 0 in n_accepted and k in n_accepted and any(0 < a < k for a in n_accepted)
-    # Each verify pass feeds exactly the pending token plus the drafts.
-    assert verify_calls == [1 + r.n_proposed for r in gen.rounds]
+    # Each verify pass feeds exactly the pending token plus the drafts (the first: the drafts).
+    assert gen.rounds[0].root_from_prefill and not any(r.root_from_prefill for r in gen.rounds[1:])
+    assert verify_calls == [int(not r.root_from_prefill) + r.n_proposed for r in gen.rounds
+                            if r.n_proposed or not r.root_from_prefill]
 
 
 # --------------------------------------------------------------------------- stopping
@@ -491,7 +494,9 @@ def nan_after(model, calls_ok: int):
 def test_nan_logits_stop_run_and_keep_earlier_tokens(target, drafts, drafted):
     """NaN logits mid-run raise NonFiniteLogitsError; the tokens of the earlier rounds stay in gen.tokens.
 
-    The target's 4th forward pass (prefill + 2 good rounds) returns NaN logits.
+    The target's 4th forward pass returns NaN logits: after the prefill and 2 good verify passes,
+    which is 2 rounds of speculation, or 3 plain rounds (the first plain round's token came from
+    the prefill's pass, with no pass of its own).
     """
     drafter = ModelDrafter(drafts["noisy"], VOCAB) if drafted else None
     reference = plain_ids(target, PROMPTS[0], 20)
@@ -504,7 +509,7 @@ def test_nan_logits_stop_run_and_keep_earlier_tokens(target, drafts, drafted):
                 rounds.append(round_)
     finally:
         handle.remove()
-    assert len(rounds) == len(gen.rounds) == 2
+    assert len(rounds) == len(gen.rounds) == (2 if drafted else 3)
     emitted = [t.id for r in rounds for t in r.emitted]
     assert gen.token_ids == emitted == reference[: len(emitted)]
     assert gen.finish_reason is None

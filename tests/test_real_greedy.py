@@ -90,3 +90,28 @@ def test_reference_runs_cover_eos_and_length_stops(plain_greedy):
     assert reasons["typo-fix"] == "eos"
     assert reasons["free-text"] == "length"
     assert all(len(run.token_ids) <= MAX_NEW_TOKENS for _, run in plain_greedy.values())
+
+
+def test_plain_decoding_is_generate_token_for_token_even_in_bfloat16():
+    """Our plain decoding computes what transformers' ``generate()`` computes: the whole prompt in
+    one prefill pass (the first token comes from its last row), then one token per pass. So the
+    greedy tokens agree exactly even in bfloat16, where a pass of another shape (say, a prefill of
+    all but the last prompt token and then a pass over that token) flips near-tied argmaxes: on
+    the CSV prompt below it did, and the two runs then wrote different answers from the first
+    token on. Both runs stop at the first EOS."""
+    import torch
+
+    bf16 = models.load_model("smollm2-135m-instruct", device="cpu", dtype="bfloat16")
+    eos = list(bf16.eos_token_ids)
+    prompts = ["Convert this CSV to a JSON array of objects:\n\nname,age,city\nAlice,34,Paris\nBob,27,Berlin\n"
+               "Carol,45,Madrid\nDavid,19,Lisbon",
+               "Write a short story about a lighthouse keeper who finds a message in a bottle."]
+    for text in prompts:
+        ids = bf16.encode(text, chat=True)
+        ours = Generation(bf16.model, ids, None, sampling=GREEDY, max_new_tokens=32, eos_token_ids=tuple(eos),
+                          vocab_size=vocab_of(bf16)).run()
+        with torch.inference_mode():
+            out = bf16.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                      max_new_tokens=32, do_sample=False, temperature=None, top_p=None, top_k=None,
+                                      eos_token_id=eos, pad_token_id=eos[0])
+        assert ours.token_ids == out[0, len(ids):].tolist(), (text[:20], bf16.decode(ours.token_ids))

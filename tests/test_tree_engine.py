@@ -224,7 +224,8 @@ def test_caches_hold_committed_tokens_after_every_tree_round(target, drafts, kin
         cache = kwargs["cache"]
         if cache.get_seq_length() == 0:  # the prefill
             return
-        assert_cache_holds(cache, target, (prompt + gen.token_ids)[:-1])
+        committed = prompt + gen.token_ids
+        assert_cache_holds(cache, target, committed if not gen.rounds else committed[:-1])  # round 1: all
         fed.append(kwargs["input_ids"].shape[1])
 
     handle = target.register_forward_pre_hook(check_target_cache, with_kwargs=True)
@@ -238,7 +239,8 @@ def test_caches_hold_committed_tokens_after_every_tree_round(target, drafts, kin
     finally:
         handle.remove()
     assert_cache_holds(gen._cache, target, (prompt + gen.token_ids)[: gen._cache.get_seq_length()])
-    assert fed == [1 + len(r.drafted) for r in gen.rounds]
+    assert fed == [int(not r.root_from_prefill) + len(r.drafted) for r in gen.rounds
+                   if r.drafted or not r.root_from_prefill]
     check_tree_counters(gen, 4, 8)
     assert any(not all(t.parent == i - 1 for i, t in enumerate(r.drafted)) for r in gen.rounds)  # real trees
     if kind == "oracle":
@@ -286,11 +288,11 @@ def test_bad_tree_settings_raise(target):
 
 
 def test_prompt_lookup_tree_merges_distinct_matches():
-    """Up to B distinct continuations, longest n-gram and most recent first, merged in a prefix
+    """Up to B distinct continuations, longest match and most recent first, merged in a prefix
     tree within the budget; B = 1 is the chain lookup; one match gives the chain."""
     drafter = PromptLookupDrafter(VOCAB)
-    context = [1, 2, 3, 9, 9, 1, 2, 4, 5, 1, 2, 3, 7, 1, 2]
-    assert drafter.lookups(context, 4, 4) == [[3, 7, 1, 2], [4, 5, 1, 2], [3, 9, 9, 1]]
+    context = [1, 2, 3, 9, 9, 1, 2, 4, 5, 1, 2, 3, 7, 1, 2]  # three matches of [1, 2], depth 2·2 = 4
+    assert drafter.branches(context, 4, 4) == [[3, 7, 1, 2], [4, 5, 1, 2], [3, 9, 9, 1]]
     tree = drafter.propose(context, 4, GREEDY, None, branches=4, max_nodes=10)
     assert tree.tokens == [3, 7, 1, 2, 4, 5, 1, 2, 9, 9] and tree.parents == [-1, 0, 1, 2, -1, 4, 5, 6, 0, 8]
     assert all(tree.point_mass) and tree.p_draft.shape == (10, VOCAB)
@@ -299,6 +301,25 @@ def test_prompt_lookup_tree_merges_distinct_matches():
     single = [8, 1, 2, 3, 4, 6, 1, 2]
     assert drafter.propose(single, 4, GREEDY, None, branches=4).tokens == [3, 4, 6, 1]
     assert prefix_tree([[1, 2], [1, 3], [4]], 2) == ([1, 2], [-1, 0])
+
+
+def test_tree_branches_are_as_deep_as_their_match_is_long():
+    """SuffixDecoding's rule: a branch is at most depth_factor (2) × its match length deep, and
+    the longer match ranks first even when a shorter one is more recent; the chain (B = 1) is the
+    classic lookup, K deep whatever the match length."""
+    context = [6, 7, 8, 1, 2, 3, 4, 5, 9, 8, 3, 3, 3, 3, 6, 7, 8]  # [6, 7, 8] at 0, a lone [8] at 9
+    drafter = PromptLookupDrafter(VOCAB)
+    assert drafter.branches(context, 8, 4) == [[1, 2, 3, 4, 5, 9], [3, 3]]  # 2·3 and 2·1 tokens
+    tree = drafter.propose(context, 8, GREEDY, None, branches=4, max_nodes=16)
+    assert tree.tokens == [1, 2, 3, 4, 5, 9, 3, 3] and tree.parents == [-1, 0, 1, 2, 3, 4, -1, 6]
+    assert drafter.propose(context, 8, GREEDY, None).tokens == [1, 2, 3, 4, 5, 9, 8, 3]
+    assert PromptLookupDrafter(VOCAB, depth_factor=1).branches(context, 8, 4) == [[1, 2, 3], [3]]
+    suffix = SuffixDrafter(VOCAB, history=SuffixHistory())
+    assert suffix.continuations(context, 8) == (3, [[1, 2, 3, 4, 5, 9, 8, 3]])
+    assert suffix.propose(context, 8, GREEDY, None, branches=4).tokens == [1, 2, 3, 4, 5, 9]
+    assert suffix.propose(context, 8, GREEDY, None).tokens == [1, 2, 3, 4, 5, 9, 8, 3]
+    with pytest.raises(ValueError):
+        PromptLookupDrafter(VOCAB, depth_factor=0)
 
 
 def test_model_drafter_tree_adds_point_mass_siblings_to_its_spine(target):

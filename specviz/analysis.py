@@ -19,13 +19,15 @@ The figures (names as in :class:`RunAnalysis`, the JSON and the UI):
   accepted ÷ tested is the maximum-likelihood estimate of α.
 * ``tokens_per_pass`` = emitted tokens ÷ target passes (verify passes).
 * ``plain_step_ms``: one plain decoding step of the target, the mean ``verify_ms`` of the plain
-  run's rounds (one target forward + sampling each; the prompt's prefill is not a step).
+  run's rounds (one target forward + sampling each; the prompt's prefill is not a step, and the
+  first round, whose token the prefill's pass scored, has no pass of its own and is left out).
 * ``cost_ratio_c`` (c): one draft forward pass ÷ one plain target step. A drafter without a
   network (prompt lookup) has no forward pass; its lookup time per round is spread over the K
   slots, draft ms per round ÷ (K × plain step ms), which is what the ``K·c`` term of the speedup
   formula stands for.
 * ``verify_cost_v`` (v): one verify pass (the target scoring K + 1 positions, plus the accept
-  test and resample) ÷ one plain target step. Leviathan et al. assume v = 1.
+  test and resample) ÷ one plain target step, over the rounds that ran a pass. Leviathan et al.
+  assume v = 1.
 * ``speedup`` = speculative tokens/s ÷ plain tokens/s (both measured, prefill included).
 * ``predicted_tokens_per_pass`` = (1 − α^(K+1)) / (1 − α) (Leviathan et al. 2023, eq. 1) and
   ``theoretical_speedup`` = that ÷ (K·c + v) (their Theorem 3.8 with the verify cost measured).
@@ -69,6 +71,12 @@ __all__ = [
 ]
 
 
+def _pass_times(rounds: list[Round]) -> list[float]:
+    """``verify_ms`` of the rounds that ran a target pass of their own: all but a first round that
+    drafted nothing, whose token came from the prefill's pass (``Round.root_from_prefill``)."""
+    return [r.verify_ms for r in rounds if r.drafted or not r.root_from_prefill]
+
+
 @dataclass(frozen=True)
 class PlainBaseline:
     """Plain decoding of the target: the yardstick of c, v and the speedup.
@@ -92,7 +100,7 @@ class PlainBaseline:
         """
         if any(r.drafted for r in rounds):
             raise ValueError("a plain baseline needs a plain run (rounds with nothing drafted)")
-        steps = [r.verify_ms for r in rounds if not r.root_from_prefill]
+        steps = _pass_times(rounds)
         if not steps:
             return None
         step_ms = sum(steps) / len(steps)
@@ -317,7 +325,7 @@ def analyse(
 
     draft_steps = sum(r.draft_steps for r in rounds)
     draft_ms_per_round = _mean([r.draft_ms for r in rounds])
-    verify_ms = _mean([r.verify_ms for r in rounds])
+    verify_ms = _mean(_pass_times(rounds))
     plain_step_ms = baseline.step_ms if baseline else None
     drafted = k > 0
     c = _cost_ratio(rounds, k, plain_step_ms) if drafted else None

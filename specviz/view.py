@@ -180,6 +180,10 @@ def inspector_markdown(round_: Round, slot: int) -> str:
     tok = round_.emitted[slot]
     head = (f"**Verify pass {round_.index + 1}**, token {slot + 1} of the {len(round_.emitted)} it produced "
             f"({round_.n_accepted} of {len(round_.drafted)} drafts accepted).")
+    if round_.root_from_prefill:
+        head += (" The first token's distribution came from the prompt's prefill pass: the target reads the "
+                 "whole prompt once, as `generate()` does" + (", and this pass scored the drafts." if round_.drafted
+                                                              else ", so this round needed no pass of its own."))
     d = round_.drafted_for(slot)
     if tok.kind == ACCEPTED and d is not None:
         return (f"{head}\n\n**Accepted draft token** {_code(d.id, d.text)}\n\n"

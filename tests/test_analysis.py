@@ -128,6 +128,22 @@ def test_bad_arguments_and_baselines():
     assert measured_speedup(10.0, None) is None and measured_speedup(10.0, 5.0) == 2.0
 
 
+def test_a_first_round_scored_by_the_prefill_is_no_step():
+    """A plain run's first token comes from the prompt's prefill pass, so its round took no pass of
+    its own (about 0 ms): counted as a step it would make the plain step, and every c and v
+    measured against it, look cheaper than it is. A first round that drafted runs a pass (over its
+    drafts) and counts."""
+    first = make_round(0, 0, 0, verify_ms=0.05)
+    first.root_from_prefill = True
+    plain = [first] + [make_round(i, 0, 0, verify_ms=10.0) for i in (1, 2, 3)]
+    assert PlainBaseline.from_rounds(plain, 20.0).step_ms == pytest.approx(10.0)
+    assert PlainBaseline.from_rounds([first], 20.0) is None
+    spec_first = make_round(0, 4, 4, 8.0, 4, 9.0)
+    spec_first.root_from_prefill = True
+    a = analyse([spec_first] + MODEL_ROUNDS[1:], 4, wall_s=0.5, baseline=BASELINE)
+    assert a.verify_ms == pytest.approx((9.0 + 12.0 + 12.0) / 3)
+
+
 # --------------------------------------------------------------------------- one figure everywhere
 @pytest.fixture(scope="module")
 def real_run():

@@ -228,6 +228,13 @@ def test_the_inspector_follows_the_accepted_path_of_a_tree_round():
     assert "Rejected draft token** `c\u00a0#3`" in app.inspector_markdown(round_, 1)
 
 
+def test_the_inspector_says_when_the_prefill_scored_the_first_token():
+    plain = Round(index=0, emitted=[EmittedToken(5, "x", "plain", 0.9, 0)], root_from_prefill=True)
+    assert "needed no pass of its own" in app.inspector_markdown(plain, 0)
+    later = Round(index=1, emitted=[EmittedToken(6, "y", "plain", 0.8, 1)])
+    assert "prefill" not in app.inspector_markdown(later, 0)
+
+
 def test_a_trace_written_by_run_trace_on_the_offline_model_loads_in_the_app(offline_model, tmp_path, capsys):
     import json
 

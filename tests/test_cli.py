@@ -237,8 +237,10 @@ def test_bench_runs_tree_beside_chain(tiny, tmp_path):
     assert isinstance(result["tree_ratio_vs_chain"], float) and result["tree_ratio_vs_chain"] == tree["tree_ratio_vs_chain"]
     assert result["speedup"] == tree["speedup"] and result["chain_speedup"] == result["spec"][0]["speedup"]
     assert result["spec_ratio_vs_transformers"] == tree["ratio_vs_transformers"]
-    assert tree["same_greedy_text_as_plain"] == 1.0
-    assert "tree/chain" in done.stdout
+    assert tree["same_greedy_text_as_plain"] == 1.0 and tree["same_greedy_text_as_chain"] == 1.0  # float32
+    assert result["per_prompt"][0]["tree_ratio_vs_chain"] == pytest.approx(
+        result["per_prompt"][0]["tree_speedup"] / result["per_prompt"][0]["speedup"])
+    assert "tree/chain" in done.stdout and "as plain, as chain" in done.stdout
 
 
 # --------------------------------------------------------------------------- the real model

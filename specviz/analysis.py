@@ -53,6 +53,7 @@ are the chain's, evaluated at the tree's depth.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass
 
 from . import theory
@@ -388,6 +389,8 @@ def running_acceptance(rounds: list[Round]) -> list[tuple[int, float, float]]:
 #: Per-token α below this over at least :data:`MIN_PASSES_FOR_NOTES` passes: the draft rarely agrees.
 LOW_ALPHA = 0.2
 MIN_PASSES_FOR_NOTES = 10
+#: Passes whose mean time is above this multiple of their median: some were held up (the CPU was busy).
+UNEVEN_PASSES = 1.5
 
 
 def health_notes(a: RunAnalysis, lookup: bool = False, low_precision_greedy: bool = False) -> list[str]:
@@ -402,7 +405,10 @@ def health_notes(a: RunAnalysis, lookup: bool = False, low_precision_greedy: boo
     The rules: per-token α below :data:`LOW_ALPHA` over at least :data:`MIN_PASSES_FOR_NOTES`
     passes; a draft so expensive that even α = 1 would not pay, (K + 1) / (K·c + v) < 1 (the
     closed form's ceiling); prompt lookup drafting nothing in most passes; a measured slowdown
-    (said with whichever of the above explains it); low-precision greedy decoding.
+    (said with whichever of the above explains it); verify passes so uneven that their mean is
+    above :data:`UNEVEN_PASSES` × their median over at least :data:`MIN_PASSES_FOR_NOTES` passes
+    (some passes waited for the CPU, and v, a mean, says more about that than about the model);
+    low-precision greedy decoding.
     """
     notes = []
     if a.alpha is not None and a.alpha < LOW_ALPHA and a.target_passes >= MIN_PASSES_FOR_NOTES:
@@ -422,11 +428,25 @@ def health_notes(a: RunAnalysis, lookup: bool = False, low_precision_greedy: boo
         notes.append(f"Slower than plain decoding ({a.speedup:.2f}×): the {a.tokens_per_pass:.2f} tokens per pass "
                      f"do not make up for a round costing {a.k * (a.cost_ratio_c or 0) + (a.verify_cost_v or 1):.2f} "
                      "plain steps (K·c + v).")
+    notes += _uneven_passes_note(a)
     if low_precision_greedy:
         notes.append("Greedy decoding in reduced precision: one batched verify pass can round a near-tie "
                      "differently from a one-token step, so the text may differ from plain decoding's in places "
                      "(float32 gives identical text).")
     return notes
+
+
+def _uneven_passes_note(a: RunAnalysis) -> list[str]:
+    passes = sorted(t.verify_ms for t in a.time_split if t.verify_ms > 0)
+    if len(passes) < MIN_PASSES_FOR_NOTES or a.verify_cost_v is None or not a.verify_ms or not a.plain_step_ms:
+        return []
+    median = statistics.median(passes)
+    if a.verify_ms <= UNEVEN_PASSES * median:
+        return []
+    return [f"Some verify passes took far longer than the others (longest {passes[-1]:.0f} ms, median "
+            f"{median:.0f} ms): something else held the CPU during them, on a small machine often the browser "
+            f"drawing this page. On the median pass v = {median / a.plain_step_ms:.2f}; the table's "
+            f"v = {a.verify_cost_v:.2f} averages them all."]
 
 
 def running_speedup(rounds: list[Round], baseline: PlainBaseline | None) -> list[dict]:

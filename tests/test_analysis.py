@@ -205,4 +205,10 @@ def test_health_notes_explain_a_misaligned_draft_an_expensive_draft_and_an_idle_
     idle = [make_round(0, 2, 2, 0.1)] + [make_round(i, 0, 0, 0.1) for i in range(1, 4)]
     assert any("no earlier match in 75%" in n for n in health_notes(analyse(idle, 4, 1.0), lookup=True))
     assert health_notes(analyse(MODEL_ROUNDS, 4, 1.0)) == []
+    # Ten 12 ms passes and two held up at 300 ms: mean 60 ms, median 12 ms.
+    uneven = [make_round(i, 4, 2, 8.0, 4, 300.0 if i in (1, 6) else 12.0) for i in range(12)]
+    notes = health_notes(analyse(uneven, 4, 1.0, baseline=BASELINE))
+    assert any("longest 300 ms, median 12 ms" in n and "v = 1.20" in n and "v = 6.00" in n for n in notes), notes
+    even = [make_round(i, 4, 2, 8.0, 4, 12.0) for i in range(12)]
+    assert not any("median" in n for n in health_notes(analyse(even, 4, 1.0, baseline=BASELINE)))
     assert any("float32" in n for n in health_notes(analyse(MODEL_ROUNDS, 4, 1.0), low_precision_greedy=True))

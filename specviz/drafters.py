@@ -461,17 +461,11 @@ class PromptLookupDrafter:
 
         A branch that is a prefix of one already taken adds nothing to a tree and is skipped.
         """
-        suffix = committed[-self.max_match :]
-        ranked = []  # (match length, end): the match ends just before index `end`
-        for end in range(len(committed) - 1, 0, -1):
-            if committed[end - 1] == suffix[-1]:
-                length = _match_length(committed, end, suffix)
-                if length >= self.min_ngram:
-                    ranked.append((length, end))
-        ranked.sort(key=lambda m: (-m[0], -m[1]))  # stable: longest, then most recent
+        ranked = [m for m in _context_matches(committed, self.max_match) if m[0] >= self.min_ngram]
+        ranked.sort(key=lambda m: -m[0])  # stable: longest first, the most recent among equals
         found: list[list[int]] = []
         for length, end in ranked:
-            branch = committed[end : end + min(k, max(1, int(self.depth_factor * length)))]
+            branch = committed[end : end + _branch_depth(self.depth_factor, length, k)]
             if not any(f[: len(branch)] == branch for f in found):
                 found.append(branch)
                 if len(found) >= matches:
@@ -563,6 +557,21 @@ def _match_length(seq: list[int], end: int, suffix: list[int]) -> int:
     return n
 
 
+def _context_matches(committed: list[int], max_match: int) -> list[tuple[int, int]]:
+    """``(match length, end)`` of every earlier place in ``committed`` where its last tokens (at
+    most ``max_match``) occur, most recent first: the match ends just before index ``end``, and
+    ``committed[end:]`` is what followed it. The context's own end is not a match."""
+    suffix = committed[-max_match:]
+    return [(_match_length(committed, end, suffix), end) for end in range(len(committed) - 1, 0, -1)
+            if committed[end - 1] == suffix[-1]]
+
+
+def _branch_depth(depth_factor: float, match_length: int, k: int) -> int:
+    """SuffixDecoding's cap on a branch behind a match: ``depth_factor × match length`` tokens
+    (at least 1, at most ``k``)."""
+    return min(k, max(1, int(depth_factor * match_length)))
+
+
 class SuffixDrafter:
     """Suffix lookup over the context and earlier outputs, in the spirit of SuffixDecoding.
 
@@ -607,14 +616,12 @@ class SuffixDrafter:
         if not committed:
             return 0, []
         suffix = committed[-self.max_match :]
-        last = suffix[-1]
-        # The context's own suffix ends at len(committed): only earlier ends count.
-        ends = [(committed, end) for end in range(len(committed) - 1, 0, -1) if committed[end - 1] == last]
+        matches = [(n, committed, end) for n, end in _context_matches(committed, self.max_match)]
         history = self.history.sequences
-        ends += [(history[i], end) for i, end in reversed(self.history.ends_after(last))]
+        matches += [(_match_length(history[i], end, suffix), history[i], end)
+                    for i, end in reversed(self.history.ends_after(suffix[-1]))]
         best, found = 0, []
-        for seq, end in ends:
-            n = _match_length(seq, end, suffix)
+        for n, seq, end in matches:
             if n > best:
                 best, found = n, []
             if n == best:
@@ -631,7 +638,7 @@ class SuffixDrafter:
         budget = k
         if branches > 1:
             budget = max_nodes or default_tree_nodes(k, branches)
-            depth = max(1, int(self.depth_factor * length))
+            depth = _branch_depth(self.depth_factor, length, k)
             found = [f[:depth] for f in found]
         tokens, parents = _frequent_tree(found, max(branches, 1), budget)
         return DraftTree.point_masses(tokens, parents, self.vocab_size)

@@ -1,6 +1,6 @@
 """Long uptime: many runs in a row in one app process keep its memory flat.
 
-Calls the app's own run callback (``app.run_demo``, exactly what the page and ``/run`` call)
+Calls the app's own run callback (``specviz.ui.runs.run_demo``, exactly what the page and ``/run`` call)
 ``--runs`` times on the offline model with varying prompts, seeds, drafters and temperatures,
 draining each stream as the page would, and prints the process's resident memory (VmRSS) after
 warm-up and every ``--every`` runs, then the growth over the warm-up level.
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-import app  # noqa: E402
+from specviz.ui.runs import run_demo  # noqa: E402
 
 PROMPTS = ["Fix the typos: Teh cat sat on teh mat.", "Write one sentence about the sea.",
            "Convert to JSON: name,age\nAnn,31\nBo,42", "Name three colours."]
@@ -49,7 +49,7 @@ def one_run(i: int, max_new_tokens: int, baselines: dict) -> dict:
                 temperature=(0.0, 0.7, 1.0)[i % 3], top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, seed=i,
                 chat=True, device="cpu", dtype="auto", baselines=baselines)
     last = None
-    for last in app.run_demo(**args, progress=_NoProgress()):
+    for last in run_demo(**args, progress=_NoProgress()):
         pass
     return last[-3]  # the visitor's baselines after the run
 

@@ -5,7 +5,7 @@ headless Chromium (Debian's ``/usr/bin/chromium``, driven by Playwright), sets t
 new tokens, presses Run and waits for the run to finish.
 
 How lag is measured: every token update the app sends carries ``data-sent`` on ``.sv-out``, the
-server's ``time.time()`` when the newest token in it was generated (``app.wrap_output``). A
+server's ``time.time()`` when the newest token in it was generated (``specviz.view.wrap_output``). A
 ``MutationObserver`` in the page records, for each update, ``Date.now()`` when the DOM changed and
 again at the next animation frame (when the browser paints it). Browser and server share one
 clock here, so ``frame time - data-sent`` is the lag from generation to the screen. The figure the

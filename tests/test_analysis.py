@@ -9,7 +9,6 @@ from types import SimpleNamespace
 import pytest
 from helpers import tiny_llama
 
-import app
 from specviz import bench, cli, theory
 from specviz.analysis import PlainBaseline, analyse, measured_speedup, running_acceptance
 from specviz.drafters import PromptLookupDrafter
@@ -17,6 +16,7 @@ from specviz.engine import Generation
 from specviz.request import validate_request
 from specviz.sampling import SamplingConfig
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.view import summary_markdown
 
 
 def drafted(n_proposed: int, n_accepted: int, parents: list[int] | None = None) -> list[DraftedToken]:
@@ -184,7 +184,7 @@ def test_the_same_rounds_give_the_same_figures_in_the_app_the_cli_and_the_bench(
         assert row[name] == pytest.approx(ours, rel=1e-12), name
 
     # the app's summary shows the same numbers (as it formats them)
-    summary = app.summary_markdown(analysis, "done")
+    summary = summary_markdown(analysis, "done")
     for value, spec_ in ((analysis.acceptance_rate, ".3f"), (analysis.alpha, ".3f"), (analysis.cost_ratio_c, ".3f"),
                          (analysis.verify_cost_v, ".2f"), (analysis.theoretical_speedup, ".2f"),
                          (analysis.tokens_per_pass, ".2f")):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import app
+from specviz.ui.page import build_page
 
 gradio_client = pytest.importorskip("gradio_client")
 
@@ -15,7 +15,7 @@ def client():
     from specviz import models
 
     models.prepare_offline("smollm2-135m-instruct")
-    demo = app.build_demo()
+    demo = build_page(public=False)
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
     try:
         yield gradio_client.Client(demo.local_url, verbose=False)

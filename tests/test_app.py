@@ -10,6 +10,11 @@ import pytest
 
 import app
 from specviz.trace import TRACE_VERSION, DraftedToken, EmittedToken, Round
+from specviz.ui.lossless_check import run_lossless
+from specviz.ui.replay import export_run, inspect_token, load_trace, replay
+from specviz.ui.runs import run_demo
+from specviz.ui.settings import EXAMPLES
+from specviz.view import inspector_markdown, render_round
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +32,7 @@ class _NoProgress:
 
 
 def _inputs(**overrides):
-    values = dict(prompt=app.EXAMPLES[0][0], target_id="smollm2-135m-instruct", drafter_kind="ngram",
+    values = dict(prompt=EXAMPLES[0][0], target_id="smollm2-135m-instruct", drafter_kind="ngram",
                   draft_model="", early_exit_layers=2, k=4, temperature=0.0, top_k=0, top_p=1.0,
                   max_new_tokens=24, seed=0, chat=True, device="cpu", dtype="float32", baselines={})
     values.update(overrides)
@@ -35,7 +40,7 @@ def _inputs(**overrides):
 
 
 def _run(**overrides):
-    return list(app.run_demo(**_inputs(**overrides), progress=_NoProgress()))
+    return list(run_demo(**_inputs(**overrides), progress=_NoProgress()))
 
 
 def test_demo_builds_with_the_expected_controls():
@@ -55,7 +60,7 @@ def test_render_round_strikes_through_the_rejected_draft_before_the_resampled_to
         EmittedToken(5, "good", "accepted", 0.6, 0),
         EmittedToken(7, " fix", "resampled", 0.3, 0, rejected_id=6, rejected_text="<bad>"),
     ])
-    html = app.render_round(round_, eos_ids=set())
+    html = render_round(round_, eos_ids=set())
     assert html.index('class="sv-rejected"') < html.index('class="sv-tok sv-resampled"')
     assert "&lt;bad&gt;" in html and "<bad>" not in html  # token text is escaped
     assert "p_draft = 0.900" in html
@@ -63,7 +68,7 @@ def test_render_round_strikes_through_the_rejected_draft_before_the_resampled_to
 
 def test_render_round_marks_an_eos_token_that_has_no_text():
     round_ = Round(index=3, emitted=[EmittedToken(2, "", "bonus", 0.9, 3)])
-    assert "⟨eos⟩" in app.render_round(round_, eos_ids={2})
+    assert "⟨eos⟩" in render_round(round_, eos_ids={2})
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -96,7 +101,7 @@ def test_a_run_streams_coloured_tokens_a_summary_and_three_charts(offline_model)
     assert "sv-accepted" in final_html
     assert "**Done**" in final_summary and "measured speedup" in final_summary
     assert len(figures) == 5 and all(isinstance(fig, go.Figure) for fig in figures)
-    assert slider["maximum"] == len(state["rounds"]) == slider["value"]
+    assert slider["maximum"] == len(state.rounds) == slider["value"]
     assert len(baselines) == 1  # the plain-decoding baseline was measured and kept for the next run
     # Token updates come every round; there were several before the end.
     assert len(updates) > 3
@@ -111,7 +116,7 @@ def test_the_same_settings_reuse_the_measured_baseline(offline_model):
 
 
 def test_lossless_panel_reports_distances_and_p_values(offline_model):
-    fig, text = app.run_lossless(
+    fig, text = run_lossless(
         prompt="The capital of France is", target_id="smollm2-135m-instruct", drafter_kind="early-exit",
         draft_model="", early_exit_layers=6, k=1, temperature=1.0, top_k=0, top_p=1.0, seed=0, chat=False,
         device="cpu", dtype="float32", n_draws=1000, progress=_NoProgress())
@@ -129,7 +134,7 @@ def sampled_run(offline_model):
 
 
 def _slot_of(state, kind):
-    for r in state["rounds"]:
+    for r in state.rounds:
         for i, tok in enumerate(r.emitted):
             if tok.kind == kind:
                 return r, i
@@ -140,7 +145,7 @@ def test_inspector_tells_the_story_of_an_accepted_token_with_the_trace_numbers(s
     state = sampled_run[-2]
     round_, slot = _slot_of(state, "accepted")
     evt = SimpleNamespace(round=round_.index, slot=slot)
-    text, fig, tree = app.inspect_token(state, evt)
+    text, fig, tree = inspect_token(state, evt)
     assert 'as a tree' in tree and 'sv-accepted' in tree
     d = round_.drafted[slot]
     for value in (d.p_draft, d.p_target, d.accept_prob, d.uniform):
@@ -152,7 +157,7 @@ def test_inspector_tells_the_story_of_an_accepted_token_with_the_trace_numbers(s
 def test_inspector_on_a_rejection_shows_the_residual_with_the_resampled_token(sampled_run):
     state = sampled_run[-2]
     round_, slot = _slot_of(state, "resampled")
-    text, fig, tree = app.inspect_token(state, SimpleNamespace(round=round_.index, slot=slot))
+    text, fig, tree = inspect_token(state, SimpleNamespace(round=round_.index, slot=slot))
     assert 'sv-rejected' in tree and 'sv-resampled' in tree
     assert "rejected" in text and "residual" in text
     tok = round_.emitted[slot]
@@ -166,31 +171,31 @@ def test_inspector_on_a_rejection_shows_the_residual_with_the_resampled_token(sa
 
 def test_replay_shows_the_run_as_it_stood_after_each_pass(sampled_run):
     state = sampled_run[-2]
-    n = len(state["rounds"])
-    html_1, summary_1, *_ = app.replay(1, state)
+    n = len(state.rounds)
+    html_1, summary_1, *_ = replay(1, state)
     assert html_1.count('class="sv-round"') == 1 and "after pass 1" in summary_1
-    html_n, *_ = app.replay(n, state)
+    html_n, *_ = replay(n, state)
     assert html_n.count('class="sv-round"') == n
     with pytest.raises(gr.Error, match="Pass must be"):
-        app.replay(n + 1, state)
+        replay(n + 1, state)
 
 
 def test_an_exported_trace_loads_back_and_replays_to_the_same_tokens_and_figures(sampled_run):
     import json
 
     state = sampled_run[-2]
-    trace_path, csv_path, charts_path = app.export_run(state)
+    trace_path, csv_path, charts_path = export_run(state)
     assert open(csv_path, encoding="utf-8").read().startswith("round,k,proposed")
     assert "plotly" in open(charts_path, encoding="utf-8").read()
-    html, summary, *figures, loaded, slider = app.load_trace(trace_path)
-    assert [t.id for r in loaded["rounds"] for t in r.emitted] == [t.id for r in state["rounds"] for t in r.emitted]
-    assert app.replay(len(state["rounds"]), loaded)[1].split("\n", 1)[1] == \
-        app.replay(len(state["rounds"]), state)[1].split("\n", 1)[1]  # same table, same notes
+    html, summary, *figures, loaded, slider = load_trace(trace_path)
+    assert [t.id for r in loaded.rounds for t in r.emitted] == [t.id for r in state.rounds for t in r.emitted]
+    assert replay(len(state.rounds), loaded)[1].split("\n", 1)[1] == \
+        replay(len(state.rounds), state)[1].split("\n", 1)[1]  # same table, same notes
     assert json.load(open(trace_path, encoding="utf-8"))["version"] == TRACE_VERSION
     with pytest.raises(gr.Error, match="Not a specviz trace"):
         bad = trace_path.replace(".json", "-bad.json")
         open(bad, "w", encoding="utf-8").write("{}")
-        app.load_trace(bad)
+        load_trace(bad)
 
 
 def test_a_tree_round_draws_as_a_tree_with_the_path_and_the_struck_branch():
@@ -210,9 +215,9 @@ def test_a_tree_round_draws_as_a_tree_with_the_path_and_the_struck_branch():
 
 
 def test_a_tree_run_streams_through_the_app(offline_model):
-    updates = _run(prompt=app.EXAMPLES[0][0], branches=4, tree_nodes=16, max_new_tokens=24)
+    updates = _run(prompt=EXAMPLES[0][0], branches=4, tree_nodes=16, max_new_tokens=24)
     state = updates[-1][-2]
-    assert any(len({t.parent for t in r.drafted}) < len(r.drafted) for r in state["rounds"])  # siblings
+    assert any(len({t.parent for t in r.drafted}) < len(r.drafted) for r in state.rounds)  # siblings
     assert "**Done**" in updates[-1][1]
 
 
@@ -224,15 +229,15 @@ def test_the_inspector_follows_the_accepted_path_of_a_tree_round():
     ], emitted=[EmittedToken(2, "b", "accepted", 0.6, 0),
                 EmittedToken(9, "z", "resampled", 0.3, 0, rejected_id=3, rejected_text="c")])
     assert round_.drafted_for(0).id == 2 and round_.drafted_for(1).id == 3
-    assert "b\u00a0#2" in app.inspector_markdown(round_, 0) and "0.6000" in app.inspector_markdown(round_, 0)
-    assert "Rejected draft token** `c\u00a0#3`" in app.inspector_markdown(round_, 1)
+    assert "b\u00a0#2" in inspector_markdown(round_, 0) and "0.6000" in inspector_markdown(round_, 0)
+    assert "Rejected draft token** `c\u00a0#3`" in inspector_markdown(round_, 1)
 
 
 def test_the_inspector_says_when_the_prefill_scored_the_first_token():
     plain = Round(index=0, emitted=[EmittedToken(5, "x", "plain", 0.9, 0)], root_from_prefill=True)
-    assert "needed no pass of its own" in app.inspector_markdown(plain, 0)
+    assert "needed no pass of its own" in inspector_markdown(plain, 0)
     later = Round(index=1, emitted=[EmittedToken(6, "y", "plain", 0.8, 1)])
-    assert "prefill" not in app.inspector_markdown(later, 0)
+    assert "prefill" not in inspector_markdown(later, 0)
 
 
 def test_a_trace_written_by_run_trace_on_the_offline_model_loads_in_the_app(offline_model, tmp_path, capsys):
@@ -245,7 +250,7 @@ def test_a_trace_written_by_run_trace_on_the_offline_model_loads_in_the_app(offl
                      "--max-new-tokens", "12", "--chat", "--device", "cpu", "--dtype", "float32", "--no-baseline",
                      "--prompt", "Fix the typos: Teh cat sat on teh mat.", "--trace", str(path), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    html, summary, *figures, state, slider = app.load_trace(str(path))
-    assert [t.id for r in state["rounds"] for t in r.emitted] == [t["id"] for t in printed["tokens"]]
-    assert "**Loaded**" in summary and slider["value"] == len(state["rounds"]) == printed["target_passes"]
+    html, summary, *figures, state, slider = load_trace(str(path))
+    assert [t.id for r in state.rounds for t in r.emitted] == [t["id"] for t in printed["tokens"]]
+    assert "**Loaded**" in summary and slider["value"] == len(state.rounds) == printed["target_passes"]
     assert f"{printed['alpha']:.3f}" in summary

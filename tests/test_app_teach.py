@@ -1,4 +1,4 @@
-"""The teaching tabs' callbacks (app.py), called as the page and the Gradio API call them: the
+"""The teaching tabs' callbacks (specviz/ui/*_tab.py), called as the page and the Gradio API call them: the
 playground's figures are the closed form's, bad values get one clear line, the "load the last
 run" button reads the last_analysis State, lessons set up the Run tab, and a sweep refuses bad
 values before loading anything."""
@@ -8,21 +8,25 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-import app
 from specviz import playground
+from specviz.ui.experiments_tab import run_sweep_ui
+from specviz.ui.lessons_tab import LESSON_FIELDS, apply_lesson
+from specviz.ui.page import build_page
+from specviz.ui.playground_tab import analysis_for_playground, playground_update
+from specviz.ui.side_by_side_tab import run_side_by_side
 
 gradio_client = pytest.importorskip("gradio_client")
 
 
 def test_playground_figures_are_the_closed_forms():
-    figures, fig, mc_text, mc_fig = app.playground_update(0.8, 4, 0.1, 1.0, "α and K", 24, 0)
+    figures, fig, mc_text, mc_fig = playground_update(0.8, 4, 0.1, 1.0, "α and K", 24, 0)
     cf = playground.closed_form(0.8, 4, 0.1, 1.0)
     assert f"E[N] = **{cf.tokens_per_pass:.3f}**" in figures
     assert f"S = **{cf.speedup:.3f}×**" in figures
     assert f"**K = {cf.best_k}**" in figures
     assert f"{cf.tokens_per_pass:.3f} |" in mc_text  # the Monte-Carlo table quotes the closed form beside it
     assert fig.data[0].type == "heatmap" and len(fig.data[0].y) == playground.BEST_K_MAX
-    _, fig_c, _, _ = app.playground_update(0.8, 4, 0.1, 1.0, "α and c", 24, 0)
+    _, fig_c, _, _ = playground_update(0.8, 4, 0.1, 1.0, "α and c", 24, 0)
     assert fig_c.layout.yaxis.title.text == "c"
 
 
@@ -35,23 +39,23 @@ def test_playground_figures_are_the_closed_forms():
 ])
 def test_playground_refuses_bad_values_with_one_line(args, message):
     with pytest.raises(gr.Error) as err:
-        app.playground_update(*args)
+        playground_update(*args)
     assert message in str(err.value)
 
 
 def test_load_last_run_reads_alpha_k_c_v_from_the_state():
     row = {"alpha": 0.734, "k": 4, "cost_ratio_c": 0.012, "verify_cost_v": 1.07}
-    alpha, k, c, v, note = app.analysis_for_playground(row)
+    alpha, k, c, v, note = analysis_for_playground(row)
     assert (alpha["value"], k["value"], c["value"], v["value"]) == (0.73, 4, 0.012, 1.07)
     assert "per-token α = 0.734" in note
     with pytest.raises(gr.Error, match="No real run"):
-        app.analysis_for_playground(None)
+        analysis_for_playground(None)
 
 
 def test_a_lesson_sets_up_the_run_tab_and_says_what_to_notice():
-    outputs = app.apply_lesson("A misaligned draft (early exit)")
-    assert len(outputs) == len(app.LESSON_FIELDS) + 2
-    values = dict(zip(app.LESSON_FIELDS, outputs))
+    outputs = apply_lesson("A misaligned draft (early exit)")
+    assert len(outputs) == len(LESSON_FIELDS) + 2
+    values = dict(zip(LESSON_FIELDS, outputs))
     assert values["drafter_kind"]["value"] == "early-exit" and values["early_exit_layers"]["value"] == 4
     assert "α near 0" in outputs[-2]["value"] and outputs[-2]["visible"] is True
 
@@ -61,15 +65,15 @@ def test_sweep_refuses_bad_values_before_loading_a_model():
                 early_exit_layers=4, k=4, temperature=0.0, top_k=0, top_p=1.0, seed=0, chat=True, device="cpu",
                 dtype="float32", last_analysis=None)
     with pytest.raises(gr.Error, match="Temperature must be a number"):
-        next(app.run_sweep_ui("Temperature", "0 hot", 8, **args))
+        next(run_sweep_ui("Temperature", "0 hot", 8, **args))
     with pytest.raises(gr.Error, match="Lookahead K must be a whole number"):
-        next(app.run_sweep_ui("Lookahead K", "1 99", 8, **args))
+        next(run_sweep_ui("Lookahead K", "1 99", 8, **args))
     with pytest.raises(gr.Error, match="Type the k values"):
-        next(app.run_sweep_ui("Lookahead K", "  ", 8, **args))
+        next(run_sweep_ui("Lookahead K", "  ", 8, **args))
 
 
 def test_the_teaching_endpoints_are_in_the_api():
-    demo = app.build_demo()
+    demo = build_page(public=False)
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
     try:
         client = gradio_client.Client(demo.local_url, verbose=False)
@@ -105,7 +109,7 @@ class _NoProgress:
 
 
 def test_an_experiment_streams_rows_and_a_csv_and_fills_last_analysis(tiny_target, one_torch_thread):
-    updates = list(app.run_sweep_ui("Temperature", "0, 1", 6, **_held(tiny_target), last_analysis=None,
+    updates = list(run_sweep_ui("Temperature", "0, 1", 6, **_held(tiny_target), last_analysis=None,
                                     progress=_NoProgress()))
     status, table, *figs, csv_path, last = updates[-1]
     assert "**Done**: 2 settings of temperature" in status
@@ -116,7 +120,7 @@ def test_an_experiment_streams_rows_and_a_csv_and_fills_last_analysis(tiny_targe
 
 
 def test_side_by_side_shows_one_coloured_output_per_drafter(tiny_target, one_torch_thread):
-    updates = list(app.run_side_by_side(["Prompt lookup", "Early-exit self-draft", "None (plain decoding)"], 6,
+    updates = list(run_side_by_side(["Prompt lookup", "Early-exit self-draft", "None (plain decoding)"], 6,
                                         **_held(tiny_target), progress=_NoProgress()))
     html, status = updates[-1]
     assert "**Done**: 3 drafters" in status
@@ -124,10 +128,10 @@ def test_side_by_side_shows_one_coloured_output_per_drafter(tiny_target, one_tor
         assert f'data-draft="{draft}"' in html
     assert html.count('class="sv-out"') == 3 and "per-token α" in html
     with pytest.raises(gr.Error, match="Tick at least one drafter"):
-        next(app.run_side_by_side([], 6, **_held(tiny_target), progress=_NoProgress()))
+        next(run_side_by_side([], 6, **_held(tiny_target), progress=_NoProgress()))
 
 
 def test_public_mode_caps_the_settings_of_an_experiment(tiny_target):
     with pytest.raises(gr.Error, match="at most 6 settings"):
-        next(app.run_sweep_ui("Lookahead K", "1 2 3 4 5 6 7", 6, **_held(tiny_target), last_analysis=None,
+        next(run_sweep_ui("Lookahead K", "1 2 3 4 5 6 7", 6, **_held(tiny_target), last_analysis=None,
                               progress=_NoProgress(), public=True))

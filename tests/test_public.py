@@ -10,8 +10,11 @@ import logging
 import gradio as gr
 import pytest
 
-import app
 from specviz import models
+from specviz.ui import runs, settings
+from specviz.ui.fields import request_from
+from specviz.ui.lossless_check import run_lossless
+from specviz.ui.page import build_page
 from specviz.request import (
     DEFAULT_PUBLIC_MAX_RUN_S,
     PUBLIC_LIMITS,
@@ -22,8 +25,8 @@ from specviz.request import (
     validate_request,
 )
 
-TARGETS = app.PUBLIC_TARGETS
-DRAFTS = app.PUBLIC_DRAFTS
+TARGETS = settings.PUBLIC_TARGETS
+DRAFTS = settings.PUBLIC_DRAFTS
 
 
 def _args(**overrides):
@@ -64,8 +67,8 @@ def test_public_policy_caps_and_wall_time_variable():
 
 
 def test_presets_and_model_free_drafters_are_allowed():
-    on_gpu = app.public_models(cuda=True)
-    for preset in app.PRESETS.values():
+    on_gpu = settings.public_models(cuda=True)
+    for preset in settings.PRESETS.values():
         draft = preset["draft_model"] if preset["drafter"] == "model" else preset["drafter"]
         check_public_models(preset["target"], draft, *on_gpu)
     for draft in ("ngram", "none", "int8", "early-exit:3"):
@@ -73,7 +76,7 @@ def test_presets_and_model_free_drafters_are_allowed():
 
 
 def test_hub_presets_are_refused_on_a_machine_without_cuda():
-    targets, drafts = app.public_models(cuda=False)
+    targets, drafts = settings.public_models(cuda=False)
     assert targets == {"smollm2-135m-instruct", "gemma-3-270m"} and not drafts
     with pytest.raises(RequestError, match="public mode"):
         check_public_models("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", targets, drafts)
@@ -95,7 +98,7 @@ def test_outside_public_mode_a_local_directory_is_still_accepted(tmp_path):
     request = validate_request(prompt="hi", target=str(tmp_path), draft=str(tmp_path), k=16, temperature=0,
                                top_k=0, top_p=1, max_new_tokens=1024, seed=0)
     assert request.target == str(tmp_path) and request.k == 16
-    assert app._request(*_args(target_id=str(tmp_path), k=16, max_new_tokens=1024).values()).target == str(tmp_path)
+    assert request_from(_args(target_id=str(tmp_path), k=16, max_new_tokens=1024), public=False).target == str(tmp_path)
     with pytest.raises(RequestError, match="lookahead K"):
         validate_request(prompt="hi", target="x", draft="ngram", k=16, temperature=0, top_k=0, top_p=1,
                          max_new_tokens=1, seed=0, limits=PUBLIC_LIMITS)
@@ -103,7 +106,7 @@ def test_outside_public_mode_a_local_directory_is_still_accepted(tmp_path):
 
 # ----------------------------------------------------------------------------- the callbacks
 def _run_demo(public=True, **overrides):
-    return list(app.run_demo(**_args(**overrides), baselines={}, progress=lambda *a, **k: None, public=public))
+    return list(runs.run_demo(**_args(**overrides), baselines={}, progress=lambda *a, **k: None, public=public))
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -120,29 +123,29 @@ def test_run_demo_refuses_in_public_mode_before_loading(no_loading, overrides, m
 
 
 def test_the_module_flag_applies_when_no_mode_is_bound(no_loading, monkeypatch):
-    monkeypatch.setattr(app, "PUBLIC", True)
+    monkeypatch.setattr(settings, "PUBLIC", True)
     with pytest.raises(gr.Error, match="Public mode"):
-        list(app.run_demo(**_args(target_id="gpt2"), baselines={}, progress=lambda *a, **k: None))
+        list(runs.run_demo(**_args(target_id="gpt2"), baselines={}, progress=lambda *a, **k: None))
 
 
 def test_lossless_draws_are_capped_in_public_mode(no_loading):
     args = {name: value for name, value in _args().items() if name != "max_new_tokens"}
     with pytest.raises(gr.Error, match="Draws must be a whole number between 100 and 4000"):
-        app.run_lossless(*args.values(), 20000, progress=lambda *a, **k: None, public=True)
+        run_lossless(*args.values(), 20000, progress=lambda *a, **k: None, public=True)
     with pytest.raises(gr.Error, match="Public mode: the target model"):
-        app.run_lossless(*{**args, "target_id": "gpt2"}.values(), 1000, progress=lambda *a, **k: None,
+        run_lossless(*{**args, "target_id": "gpt2"}.values(), 1000, progress=lambda *a, **k: None,
                          public=True)
 
 
 def test_a_run_past_the_time_limit_stops_with_its_tokens(monkeypatch, caplog):
     models.prepare_offline("smollm2-135m-instruct")
-    monkeypatch.setattr(app, "PUBLIC_POLICY", dataclasses.replace(app.PUBLIC_POLICY, max_run_s=0.5))
+    monkeypatch.setattr(settings, "PUBLIC_POLICY", dataclasses.replace(settings.PUBLIC_POLICY, max_run_s=0.5))
 
     def no_baseline(target, drafter, prompt_ids, request, baselines):  # keep the test short
         return None, baselines
         yield  # a generator, like the real one
 
-    monkeypatch.setattr(app, "_measure_baseline", no_baseline)
+    monkeypatch.setattr(runs, "measure_baseline", no_baseline)
     with caplog.at_level(logging.INFO, logger="specviz.app"):
         updates = _run_demo(max_new_tokens=200, chat=False,
                             prompt="Count: one two three four five six seven eight nine ten eleven twelve")
@@ -161,7 +164,7 @@ gradio_client = pytest.importorskip("gradio_client")
 
 @pytest.fixture(scope="module")
 def public_client():
-    demo = app.build_demo(public=True)
+    demo = build_page(public=True)
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
     try:
         yield gradio_client.Client(demo.local_url, verbose=False)
@@ -180,7 +183,7 @@ def test_the_api_refuses_a_hub_id_in_public_mode(public_client):
 
 
 def test_public_page_hides_machine_controls():
-    config = app.build_demo(public=True).get_config_file()
+    config = build_page(public=True).get_config_file()
     by_label = {c["props"].get("label"): c["props"] for c in config["components"]
                 if "label" in c.get("props", {}) and c.get("type") != "accordion"}
     accordions = {c["props"].get("label"): c["props"] for c in config["components"] if c.get("type") == "accordion"}
@@ -189,6 +192,6 @@ def test_public_page_hides_machine_controls():
     assert by_label["Model pair"].get("interactive") is not False
     assert by_label["Lookahead K"]["maximum"] == 8
     private = {(c.get("type"), c["props"].get("label")): c["props"]
-               for c in app.build_demo(public=False).get_config_file()["components"] if "label" in c.get("props", {})}
+               for c in build_page(public=False).get_config_file()["components"] if "label" in c.get("props", {})}
     assert private[("accordion", "Device")]["visible"] is not False
     assert private[("textbox", "Target model")].get("interactive") is not False

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-import app
+from specviz.ui.page import build_page
+from specviz.ui.settings import QUEUE_SIZE
 
 gradio_client = pytest.importorskip("gradio_client")
 
@@ -26,8 +27,8 @@ def url():
     from specviz import models
 
     models.prepare_offline("smollm2-135m-instruct")
-    demo = app.build_demo()
-    demo.queue(max_size=app.QUEUE_SIZE).launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+    demo = build_page(public=False)
+    demo.queue(max_size=QUEUE_SIZE).launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
     try:
         yield demo.local_url
     finally:

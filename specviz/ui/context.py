@@ -1,0 +1,34 @@
+"""What the tabs share, made by :func:`specviz.ui.page.build_page` and handed to each tab's
+``build(ctx)``: tabs never import each other, they meet here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import gradio as gr
+
+
+@dataclass
+class PageContext:
+    """The page's shared pieces.
+
+    Attributes:
+        public: public mode (bound into every model callback).
+        tabs: the page's Tabs (a lesson selects the Run tab).
+        lesson_note: the Markdown above the Run tab's controls where a lesson says what to notice.
+        last_analysis: State holding the last real run's figures (``RunAnalysis.scalars()`` or a
+            sweep row): the Run and Experiments tabs fill it, the Playground loads it.
+        inputs: the Run tab's input components by field name (:data:`specviz.ui.fields.NAMES`,
+            plus ``check_temperature`` and ``control`` of the lossless check), filled by the Run
+            tab, read by the Experiments and side-by-side tabs and set by the lessons.
+    """
+
+    public: bool
+    tabs: gr.Tabs
+    lesson_note: gr.Markdown
+    last_analysis: gr.State
+    inputs: dict[str, gr.components.Component] = field(default_factory=dict)
+
+    def run_inputs(self, names: tuple[str, ...]) -> list[gr.components.Component]:
+        """The Run tab's components of ``names``, in that order (a callback's inputs)."""
+        return [self.inputs[name] for name in names]

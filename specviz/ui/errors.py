@@ -1,0 +1,48 @@
+"""The page's one error translator: the library's errors become a ``gr.Error`` with one sentence.
+
+A request that fails validation, a model that cannot load or pair, logits that are not finite, a
+prompt longer than the context, or a file that cannot be read: the visitor (or API caller) reads one
+line saying what is wrong, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import gradio as gr
+
+from ..engine import ContextLengthError
+from ..errors import IncompatiblePairError, ModelLoadError
+from ..request import RequestError
+from ..sampling import NonFiniteLogitsError
+
+#: The errors a visitor's input or choice of models can cause (RequestError, ContextLengthError and
+#: NonFiniteLogitsError are ValueErrors; they are listed for the reader).
+USER_ERRORS = (RequestError, ModelLoadError, NonFiniteLogitsError, ContextLengthError, ValueError, OSError)
+
+
+def sentence(text: str) -> str:
+    """``text`` with a capital first letter and a final full stop."""
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+@contextlib.contextmanager
+def user_errors(hint: Callable[[Exception], str] | None = None) -> Iterator[None]:
+    """Turn :data:`USER_ERRORS` raised in the block into ``gr.Error`` (one sentence, no traceback).
+
+    Args:
+        hint: optional; given the error, returns text appended to the sentence (e.g. what to try).
+
+    Raises:
+        gr.Error: "These models cannot be paired: …" for an IncompatiblePairError, else the error's
+            own message as a sentence.
+    """
+    try:
+        yield
+    except gr.Error:  # already a sentence for the visitor (gr.Error is a ValueError too)
+        raise
+    except IncompatiblePairError as err:
+        raise gr.Error(f"These models cannot be paired: {err}") from None
+    except USER_ERRORS as err:
+        raise gr.Error(sentence(str(err)) + (hint(err) if hint else "")) from None

@@ -1,0 +1,87 @@
+"""The Experiments tab (/sweep): one click varies temperature, K or the drafter for the Run tab's
+prompt, target and settings; a table, three charts against the closed forms, and a CSV."""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+import time
+
+import gradio as gr
+
+from .. import charts
+from ..sweep import alpha_trend, write_csv
+from . import settings
+from .context import PageContext
+from .fields import SHARED, spread
+from .gpu import gpu
+from .prose import LATEX, prose
+from .sweeps import SWEEP_DEFAULTS, SWEEP_LABELS, sweep_plan, sweep_steps
+from .views import SWEEP_HEADERS, sweep_table
+
+METRICS = ("alpha", "tokens_per_pass", "speedup")
+
+
+def _csv(rows: list[dict], parameter: str) -> str:
+    """The rows so far as a CSV file (specviz.sweep.write_csv); its path."""
+    path = os.path.join(tempfile.mkdtemp(prefix="specviz-sweep-"), f"sweep-{parameter}.csv")
+    with open(path, "w", encoding="utf-8", newline="") as out:
+        write_csv(rows, out)
+    return path
+
+
+@gpu
+@spread(SHARED)
+def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis, progress=gr.Progress(), *,
+                 public: bool | None = None):
+    """Stream an experiment: (status, table, α chart, tokens/pass chart, speedup chart, CSV file, last_analysis).
+
+    The status line updates a few times a second; the table and charts when a setting finishes; the
+    CSV (written with specviz.sweep.write_csv) after each finished setting, so a stopped sweep keeps
+    what it measured."""
+    public = settings.is_public(public)
+    parameter, requests = sweep_plan(parameter, values_text, max_new_tokens, values, public)
+    rows: list[dict] = []
+    last = 0.0
+    empty = [charts.sweep_figure([], parameter, m) for m in METRICS]
+    yield f"Starting: {len(requests)} settings of {parameter}…", [], *empty, None, last_analysis
+    for step in sweep_steps(requests, progress):
+        if step.row is None:
+            if time.perf_counter() - last > 0.3:
+                last = time.perf_counter()
+                yield f"Running {step.message}…", *[gr.skip()] * 5, last_analysis
+            continue
+        rows.append(step.row)
+        last_analysis = step.row
+        status = (f"**Done**: {len(rows)} settings of {parameter}. {alpha_trend(rows, parameter)}"
+                  if len(rows) == len(requests) else
+                  f"Finished {len(rows)}/{len(requests)} settings…")
+        yield (status, sweep_table(rows, parameter), *[charts.sweep_figure(rows, parameter, m) for m in METRICS],
+               _csv(rows, parameter), last_analysis)
+
+
+def build(ctx: PageContext) -> None:
+    """The sweep's controls, status, table, charts and CSV, and their events."""
+    gr.Markdown(prose("experiments_intro"), latex_delimiters=LATEX)
+    with gr.Row():
+        parameter = gr.Radio(list(SWEEP_LABELS), value="Temperature", label="Sweep", elem_id="sv-exp-param")
+        values = gr.Textbox(SWEEP_DEFAULTS["temperature"], label="Values (spaces or commas)", elem_id="sv-exp-values")
+        tokens = gr.Slider(1, min(256, settings.limits(ctx.public).max_new_tokens), value=48, step=1,
+                           label="Tokens per setting", elem_id="sv-exp-tokens")
+    with gr.Row():
+        start = gr.Button("Run the experiment", variant="primary", elem_id="sv-exp-run")
+        stop = gr.Button("Stop", variant="stop", elem_id="sv-exp-stop")
+    status = gr.Markdown("Press **Run the experiment**.", elem_id="sv-exp-status")
+    table = gr.Dataframe(headers=SWEEP_HEADERS, interactive=False, wrap=True, elem_id="sv-exp-table")
+    with gr.Row():
+        plots = [gr.Plot(charts.sweep_figure([], "temperature", m), show_label=False, elem_id=f"sv-exp-{m}")
+                 for m in METRICS]
+    csv_file = gr.File(label="Results as CSV", elem_id="sv-exp-csv")
+    parameter.change(lambda p: SWEEP_DEFAULTS[SWEEP_LABELS[p]], parameter, values, api_name=False,
+                     concurrency_id="playground", concurrency_limit=None)
+    inputs = [parameter, values, tokens] + ctx.run_inputs(SHARED) + [ctx.last_analysis]
+    event = start.click(functools.partial(run_sweep_ui, public=ctx.public), inputs,
+                        [status, table, *plots, csv_file, ctx.last_analysis], api_name="sweep",
+                        concurrency_id="generation", concurrency_limit=1, preprocess=False)
+    stop.click(None, cancels=[event])

@@ -1,0 +1,63 @@
+"""The Lessons tab: each button sets up the Run tab for one scenario (its settings, from
+:data:`LESSONS`) and says what to notice there (the note, from ``text/lessons/<slug>.md``)."""
+
+from __future__ import annotations
+
+import functools
+
+import gradio as gr
+
+from .context import PageContext
+from .fields import NAMES
+from .prose import prose
+from .settings import EXAMPLES, FREE_TEXT_PROMPT
+
+#: One-click scenarios: the Run tab's settings they set (by field name; ``check_temperature`` and
+#: ``control`` are the lossless check's), and the slug of their note.
+LESSONS = {
+    "Copy-heavy vs free text (prompt lookup)": dict(
+        slug="copy_heavy", prompt=EXAMPLES[0][0], chat=True, drafter_kind="ngram", k=4, temperature=0.0,
+        max_new_tokens=96),
+    "Temperature 0 vs 1.5": dict(
+        slug="temperature", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=0.0,
+        max_new_tokens=48),
+    "A good draft that is too slow (int8 on a CPU)": dict(
+        slug="slow_draft", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=0.0,
+        max_new_tokens=48),
+    "A misaligned draft (early exit)": dict(
+        slug="early_exit", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="early-exit", early_exit_layers=4, k=4,
+        temperature=0.0, max_new_tokens=48),
+    "Lossless check at T = 1": dict(
+        slug="lossless_check", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=1.0,
+        max_new_tokens=48, check_temperature=1.0, control=False),
+}
+#: The Run tab's components the lessons set, in field order.
+LESSON_FIELDS = tuple(name for name in NAMES + ("check_temperature", "control")
+                      if any(name in lesson for lesson in LESSONS.values()))
+
+
+def lesson_note(name: str) -> str:
+    """What to notice in lesson ``name`` (Markdown)."""
+    return prose(f"lessons/{LESSONS[name]['slug']}").strip()
+
+
+def apply_lesson(name: str):
+    """Updates for the Run tab's controls, its lesson note and the selected tab (the Run tab)."""
+    if name not in LESSONS:
+        raise gr.Error(f"Unknown lesson {name!r}.")
+    lesson = LESSONS[name]
+    updates = [gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS]
+    note = gr.update(value=f"**Lesson: {name}.** {lesson_note(name)}", visible=True)
+    return (*updates, note, gr.Tabs(selected="run"))
+
+
+def build(ctx: PageContext) -> None:
+    """One button per lesson beside its note."""
+    gr.Markdown("### Lessons\nEach button sets up the **Run** tab for one scenario and says what to notice there.")
+    targets = ctx.run_inputs(LESSON_FIELDS) + [ctx.lesson_note, ctx.tabs]
+    for name in LESSONS:
+        with gr.Row():
+            button = gr.Button(name, scale=1, min_width=280)
+            gr.Markdown(lesson_note(name).replace("Press **Run**: ", "").replace("Press **Run** ", ""), scale=3)
+        button.click(functools.partial(apply_lesson, name), None, targets, api_name=False,
+                     concurrency_id="playground", concurrency_limit=None)

@@ -1,0 +1,73 @@
+"""The Run tab's "Is it lossless?" check (the /lossless endpoint): first-token histograms drawn
+with speculative sampling and directly from the target, compared with p_target
+(:func:`specviz.lossless.first_token_experiment`)."""
+
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+
+from .. import charts
+from ..lossless import first_token_experiment, lossless_notes
+from ..request import to_int
+from ..trace import token_label
+from . import settings
+from .errors import user_errors
+from .fields import SHARED, flag_value, request_from, spread
+from .gpu import gpu
+from .runs import load_and_encode
+
+
+def _no_first_draft_hint(err: Exception) -> str:
+    return (" Pick the int8 or early-exit self-draft, whose first token always has a draft distribution."
+            if "proposes nothing" in str(err) else "")
+
+
+def lossless_markdown(report, seconds: float, temperature: float, control: str, lookup: bool) -> str:
+    """The check's figures: total-variation distances and chi-square p-values, how to read them,
+    and the library's notes (:func:`specviz.lossless.lossless_notes`). ``seconds``: the draws' wall time."""
+    text = (
+        f"**{report.n} draws each** in {seconds:.1f} s at temperature "
+        f"{temperature:g}, draft: {report.draft_label} "
+        f"(its token was accepted in {report.acceptance_rate:.0%} of draws"
+        f"{'; control case: every draft token accepted' if control == 'accept_all' else ''}).\n\n"
+        f"| | total-variation distance to p_target | chi-square p-value |\n|---|---|---|\n"
+        f"| speculative sampling | {report.tv_speculative:.4f} | {report.p_value_speculative:.3f} |\n"
+        f"| direct target sampling | {report.tv_direct:.4f} | {report.p_value_direct:.3f} |\n\n"
+        "How to read it: if speculative sampling is exact, its distance to p_target is about as small as "
+        "direct sampling's (both are only sampling noise, shrinking like 1/√N), and its p-value is not tiny "
+        "(below 0.01 in most repeats would mean the two distributions differ). Tokens are labelled with their "
+        "text (␣ a space, ↵ a newline, ∅ no text) and their id."
+    )
+    notes = lossless_notes(report, temperature, lookup=lookup)
+    if notes:
+        text += "\n\n" + "\n\n".join(f"**Note.** {note}" for note in notes)
+    return text
+
+
+@gpu
+@spread(SHARED)
+def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, public: bool | None = None):
+    """The "Is it lossless?" panel: first-token histograms, speculative vs direct, against p_target.
+
+    ``temperature`` is the check's own (the page sends its "Check's temperature", default 1);
+    ``control`` true runs the broken accept-every-draft method, which the test should reject.
+    ``public``: public mode (bound by build_page; None reads the module's PUBLIC): caps the draws."""
+    public = settings.is_public(public)
+    request = request_from(values, public)
+    with user_errors():
+        n_draws = to_int("draws", n_draws, 100, settings.PUBLIC_POLICY.max_draws if public else 100_000)
+        control = "accept_all" if flag_value("control", control) else "none"
+    if request.plain:
+        raise gr.Error("Pick a drafter: with plain decoding there is nothing to compare.")
+    target, drafter, prompt_ids = load_and_encode(request, progress)
+    progress(0.5, desc=f"Drawing {n_draws} first tokens each way…")
+    t0 = time.perf_counter()
+    with user_errors(hint=_no_first_draft_hint):
+        report = first_token_experiment(target.model, drafter, prompt_ids, request.sampling, n=n_draws,
+                                        seed=request.seed, vocab_size=drafter.vocab_size, control=control)
+    labels = [token_label(target.decode([t]) if t >= 0 else "", t) for t in report.token_ids]
+    fig = charts.lossless_figure(labels, report.p_target, report.freq_speculative, report.freq_direct)
+    return fig, lossless_markdown(report, time.perf_counter() - t0, request.sampling.temperature, control,
+                                  lookup=request.draft == "ngram")

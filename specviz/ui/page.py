@@ -1,0 +1,53 @@
+"""The page: header, then the six tabs in display order (Run, Playground, Experiments, Drafters
+side by side, Lessons, The maths), each built by its module's ``build(ctx)`` with the shared
+:class:`~specviz.ui.context.PageContext`. No model is loaded until a run starts."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from . import experiments_tab, lessons_tab, maths_tab, playground_tab, run_tab, settings, side_by_side_tab
+from .context import PageContext
+
+
+def _header(public: bool) -> None:
+    gr.Markdown(
+        "# specviz — speculative sampling, live\n"
+        "A drafter proposes **K** tokens, the target verifies them in **one** forward pass, and the output is "
+        "distributed exactly as the target's own. Every token below is coloured by how it was produced."
+    )
+    if public:
+        limits = settings.limits(True)
+        gr.Markdown(f"*Public demo: pick a model pair from the presets; runs are capped at "
+                    f"{limits.max_new_tokens} new tokens, K ≤ {limits.max_k} and "
+                    f"{settings.PUBLIC_POLICY.max_run_s:g} s. Run it locally for any model.*")
+
+
+def build_page(public: bool) -> gr.Blocks:
+    """The whole page for public mode or not.
+
+    ``public``: the model fields are read-only (only the presets run), the Device accordion is
+    hidden, the sliders stop at the public caps, and every model callback gets ``public=True``
+    bound, so the API (/run, /lossless, /sweep, /side_by_side) enforces the same limits as the page.
+    """
+    with gr.Blocks(title="specviz — speculative sampling, live") as demo:
+        # Made outside the Tabs: a State among the Tabs' children would shift the tab labels.
+        last_analysis = gr.State(None)
+        _header(public)
+        with gr.Tabs(selected="run") as tabs:
+            with gr.Tab("Run", id="run"):
+                # A lesson's "what to notice" shows here, above the controls it set.
+                lesson_note = gr.Markdown(visible=False, elem_id="sv-lesson-note")
+                ctx = PageContext(public=public, tabs=tabs, lesson_note=lesson_note, last_analysis=last_analysis)
+                run_tab.build(ctx)
+            with gr.Tab("Playground", id="playground"):
+                playground_tab.build(ctx)
+            with gr.Tab("Experiments", id="experiments"):
+                experiments_tab.build(ctx)
+            with gr.Tab("Drafters side by side", id="side_by_side"):
+                side_by_side_tab.build(ctx)
+            with gr.Tab("Lessons", id="lessons"):
+                lessons_tab.build(ctx)
+            with gr.Tab("The maths", id="maths"):
+                maths_tab.build(ctx)
+    return demo

@@ -1,0 +1,108 @@
+"""The Playground tab: move α, K, c and v and watch the closed form (Leviathan et al. 2023), a map
+of the expected speedup and a Monte-Carlo of the acceptance process; no model runs. Its callbacks
+are /playground and /playground_load_run."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from .. import charts, playground, theory
+from ..analysis import RunAnalysis
+from ..request import to_float, to_int
+from .context import PageContext
+from .errors import user_errors
+from .prose import LATEX, prose
+from .views import monte_carlo_markdown, playground_figures_markdown
+
+PG_ALPHAS = [i / 40 for i in range(41)]
+PG_KS = list(range(1, playground.BEST_K_MAX + 1))
+PG_CS = [i / 40 for i in range(41)]  # c from 0 to 1: a draft from free to as dear as the target
+
+
+def _checked(alpha, k, c, v, map_axes, rounds, seed) -> tuple:
+    with user_errors():
+        values = (to_float("per-token α", alpha, 0.0, 1.0), to_int("lookahead K", k, 1, playground.BEST_K_MAX),
+                  to_float("cost ratio c", c, 0.0, 10.0), to_float("verify cost v", v, 0.0, 10.0, lo_open=True))
+        if map_axes not in ("α and K", "α and c"):
+            raise gr.Error(f"The map is over 'α and K' or 'α and c', got {map_axes!r}.")
+        return (*values, map_axes, to_int("passes per simulated run", rounds, 1, 1000),
+                to_int("seed", seed, 0, 2**31 - 1))
+
+
+def playground_update(alpha, k, c, v, map_axes, rounds, seed):
+    """Every playground output from the sliders: (figures, map, Monte-Carlo text, Monte-Carlo chart).
+
+    Model-free and instant; values are validated here (API callers skip the sliders' limits)."""
+    alpha, k, c, v, map_axes, rounds, seed = _checked(alpha, k, c, v, map_axes, rounds, seed)
+    cf = playground.closed_form(alpha, k, c, v)
+    if map_axes == "α and c":
+        z = playground.speedup_grid(PG_ALPHAS, cs=PG_CS, k=k, v=v)
+        fig = charts.playground_map_figure(PG_ALPHAS, PG_CS, z, "c", point=(alpha, c),
+                                           title=f"Expected speedup over (α, c) at K = {k}, v = {v:.2f} · red: slowdown")
+    else:
+        z = playground.speedup_grid(PG_ALPHAS, ks=PG_KS, c=c, v=v)
+        fig = charts.playground_map_figure(PG_ALPHAS, PG_KS, z, "K", point=(alpha, k),
+                                           title=f"Expected speedup over (α, K) at c = {c:.3f}, v = {v:.2f} · red: slowdown")
+    mc = playground.monte_carlo(alpha, k, c, v, rounds=rounds, runs=max(1, 40_000 // rounds), seed=seed)
+    mc_fig = charts.monte_carlo_figure(list(mc.counts), theory.tokens_per_pass_distribution(alpha, k),
+                                       mc.tokens_per_pass, cf.tokens_per_pass)
+    return playground_figures_markdown(cf), fig, monte_carlo_markdown(mc, cf), mc_fig
+
+
+def analysis_for_playground(state):
+    """The last real run's α, K, c and v as slider updates, plus a line saying where they came from.
+
+    ``state`` is the ``last_analysis`` State: a :class:`~specviz.analysis.RunAnalysis`, its
+    ``scalars()`` dict, or a sweep row (the Experiments tab fills it; the Run tab's callback is
+    meant to fill it too). Raises gr.Error when there is no run with a measured α and c."""
+    scalars = state.scalars() if isinstance(state, RunAnalysis) else state if isinstance(state, dict) else None
+    point = playground.from_analysis(scalars)
+    if point is None:
+        raise gr.Error("No real run with a measured α and c yet: run a generation with a drafter (or an experiment), "
+                       "then load its figures.")
+    k = min(point["k"], playground.BEST_K_MAX)
+    note = (f"Loaded from the last real run: per-token α = {point['alpha']:.3f} (accepted ÷ tested), K = {k}, "
+            f"c = {point['c']:.3f} and v = {point['v']:.3f} (measured against plain decoding). "
+            "Now ask what if: halve c, or raise α.")
+    return (gr.update(value=round(point["alpha"], 2)), gr.update(value=k), gr.update(value=round(point["c"], 3)),
+            gr.update(value=round(min(max(point["v"], 0.5), 3.0), 2)), note)
+
+
+def build(ctx: PageContext) -> None:
+    """The sliders, the closed form with its formulas, the map and a Monte-Carlo, and their events."""
+    gr.Markdown("### What if? The closed form, live\nMove α, K, c and v and watch the expected tokens per pass and "
+                "the expected speedup (Leviathan et al. 2023, eq. 1 and Theorem 3.8). No model runs here.")
+    with gr.Row():
+        with gr.Column(scale=1, min_width=320):
+            alpha = gr.Slider(0.0, 1.0, value=0.7, step=0.01, label="per-token α (chance a tested draft is accepted)",
+                              elem_id="sv-pg-alpha")
+            k = gr.Slider(1, playground.BEST_K_MAX, value=4, step=1, label="lookahead K (drafts per round)",
+                          elem_id="sv-pg-k")
+            c = gr.Slider(0.0, 1.5, value=0.05, step=0.005, label="cost ratio c (one draft step ÷ one plain step)",
+                          elem_id="sv-pg-c")
+            v = gr.Slider(0.5, 3.0, value=1.0, step=0.01, label="verify cost v (one verify pass ÷ one plain step)",
+                          elem_id="sv-pg-v")
+            map_axes = gr.Radio(["α and K", "α and c"], value="α and K", label="Map over")
+            with gr.Row():
+                rounds = gr.Slider(1, 200, value=24, step=1, label="passes per simulated run")
+                seed = gr.Number(0, precision=0, minimum=0, label="simulation seed")
+            load_btn = gr.Button("Load α, c, v of the last real run")
+            load_note = gr.Markdown()
+            # Pure and instant: the first figures are computed while the page is built.
+            first = playground_update(0.7, 4, 0.05, 1.0, "α and K", 24, 0)
+            figures = gr.Markdown(first[0], latex_delimiters=LATEX, elem_id="sv-pg-figures")
+        with gr.Column(scale=2):
+            map_plot = gr.Plot(first[1], show_label=False, elem_id="sv-pg-map")
+            with gr.Row():
+                mc_plot = gr.Plot(first[3], show_label=False, elem_id="sv-pg-mc")
+                mc_text = gr.Markdown(first[2], elem_id="sv-pg-mc-text")
+    gr.Markdown(prose("playground_notes"), latex_delimiters=LATEX)
+    inputs = [alpha, k, c, v, map_axes, rounds, seed]
+    # Model-free: its own queue with no limit, so it never waits behind a generation.
+    shared = dict(concurrency_id="playground", concurrency_limit=None, preprocess=False)
+    # One listener for every control, "always_last": a drag fires many changes, and separate listeners
+    # running at once could answer out of order and leave a stale figure on screen.
+    gr.on([control.change for control in inputs], playground_update, inputs, [figures, map_plot, mc_text, mc_plot],
+          api_name="playground", show_progress="hidden", trigger_mode="always_last", **shared)
+    load_btn.click(analysis_for_playground, ctx.last_analysis, [alpha, k, c, v, load_note],
+                   api_name="playground_load_run", **shared)

@@ -1,0 +1,94 @@
+"""The Run tab's model-free views of a run: the token inspector, the replay pass by pass, the
+export (trace JSON, rounds CSV, charts HTML), loading a saved trace, and the figures the
+Playground loads. None of them runs a model, so they never wait behind a generation."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import gradio as gr
+
+from .. import charts
+from ..request import to_int
+from ..trace import rounds_csv, trace_to_dict
+from ..view import inspector_markdown, round_tree_html
+from .errors import user_errors
+from .state import RunState
+
+INSPECTOR_HINT = ("Click any token above (or a struck-through rejected draft) to see the decision behind it: the "
+                  "drafted token, p_draft, p_target, min(1, p_target/p_draft), the uniform draw and the verdict, "
+                  "with the distributions it came from.")
+
+
+def _has_rounds(state) -> bool:
+    return isinstance(state, RunState) and bool(state.rounds)
+
+
+def inspect_token(state, evt: gr.EventData):
+    """The inspector for the clicked token (``evt`` carries its round and slot from the page's JS)."""
+    try:
+        r, slot = int(getattr(evt, "round")), int(getattr(evt, "slot"))
+        round_ = state.rounds[r]
+        return inspector_markdown(round_, slot), charts.inspector_figure(round_, slot), round_tree_html(round_)
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+        return INSPECTOR_HINT, gr.skip(), gr.skip()
+
+
+def replay(upto, state):
+    """The run as it stood after pass ``upto``: tokens, summary and charts (no model runs)."""
+    if not _has_rounds(state):
+        raise gr.Error("Nothing to replay yet: run something or load a saved trace.")
+    with user_errors():
+        upto = to_int("pass", upto, 0, len(state.rounds))
+    n = len(state.rounds)
+    return state.view(upto, f"**Replay** · after pass {upto} of {n} · {state.label}", upto == n)
+
+
+def last_run_figures(state) -> dict | None:
+    """The finished run's figures (``RunAnalysis.scalars()``), for the Playground's "load" button."""
+    return state.analysis().scalars() if _has_rounds(state) else None
+
+
+def step_replay(upto, state, delta: int):
+    """The replay slider moved one pass back or forward (clamped to the run)."""
+    n = len(state.rounds) if isinstance(state, RunState) else 0
+    return gr.update(value=min(max(int(upto or 0) + delta, 0), n))
+
+
+def export_run(state):
+    """The run's trace (JSON), its rounds (CSV) and its charts (one self-contained HTML file)."""
+    if not _has_rounds(state):
+        raise gr.Error("Nothing to export yet: run something first.")
+    folder = tempfile.mkdtemp(prefix="specviz-export-")
+    trace_path = os.path.join(folder, "specviz-trace.json")
+    with open(trace_path, "w", encoding="utf-8") as f:
+        json.dump(trace_to_dict(state.rounds, **state.meta), f, ensure_ascii=False)
+    csv_path = os.path.join(folder, "specviz-rounds.csv")
+    with open(csv_path, "w", encoding="utf-8", newline="") as f:
+        f.write(rounds_csv(state.rounds))
+    charts_path = os.path.join(folder, "specviz-charts.html")
+    figures = state.view(None, "", True)[2:]
+    with open(charts_path, "w", encoding="utf-8") as f:
+        f.write("<html><head><meta charset='utf-8'><title>specviz charts</title></head><body>")
+        for i, fig in enumerate(figures):
+            f.write(fig.to_html(full_html=False, include_plotlyjs=i == 0))
+        f.write("</body></html>")
+    return [trace_path, csv_path, charts_path]
+
+
+def load_trace(path):
+    """Load a saved trace (from the app's export or ``run --trace``) and show it at its last pass."""
+    if not path:
+        raise gr.Error("Choose a trace file (.json) first.")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise gr.Error(f"Could not read that file as JSON: {err}") from None
+    with user_errors():
+        state = RunState.from_trace(data)
+    n = len(state.rounds)
+    view = state.view(None, f"**Loaded** a saved trace · {n} passes · {state.label}", True)
+    return (*view, state, gr.update(maximum=max(n, 1), value=n))

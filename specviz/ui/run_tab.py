@@ -1,0 +1,196 @@
+"""The Run tab: model pair, drafter, prompt and sampling settings; the token stream, summary and
+inspector; the five charts; replay, export and saved traces; the "Is it lossless?" check; and
+their events. The callbacks live in :mod:`.runs`, :mod:`.replay` and :mod:`.lossless_check`."""
+
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+
+import gradio as gr
+
+from .. import charts
+from ..view import wrap_output
+from . import settings
+from .context import PageContext
+from .fields import NAMES, SHARED
+from .lossless_check import run_lossless
+from .prose import LATEX, prose
+from .replay import INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, replay, step_replay
+from .runs import run_demo
+from .settings import DEFAULT_PRESET, DRAFTER_NOTES, DRAFTERS, EXAMPLE_LABELS, EXAMPLES, PRESETS
+
+TOKENS_JS = """
+element.addEventListener('click', (event) => {
+  const token = event.target.closest('[data-r]');
+  if (!token) return;
+  trigger('click', {round: Number(token.dataset.r), slot: Number(token.dataset.i),
+                    rejected: token.dataset.rej === '1'});
+});
+"""
+
+#: Model-free views never wait behind a generation.
+FREE = dict(concurrency_limit=None, show_progress="hidden")
+
+
+# A model pair chosen: its target, drafter, draft model, chat flag and the drafter's note. (No
+# docstring: gradio would show it as the /apply_preset endpoint's description, which had none.)
+def apply_preset(name: str):
+    p = PRESETS[name]
+    return (gr.update(value=p["target"]), gr.update(value=p["drafter"]),
+            gr.update(value=p["draft_model"], visible=p["drafter"] == "model"), gr.update(value=p["chat"]),
+            DRAFTER_NOTES[p["drafter"]])
+
+
+# A drafter chosen: show the controls it needs, and its note (no docstring, as above).
+def on_drafter_change(kind: str):
+    return (gr.update(visible=kind == "model"), gr.update(visible=kind == "early-exit"), DRAFTER_NOTES[kind])
+
+
+def build(ctx: PageContext) -> None:
+    """The Run tab's components and events; fills ``ctx.inputs``."""
+    c = SimpleNamespace()
+    with gr.Row():
+        with gr.Column(scale=1, min_width=340):
+            _settings(c, settings.limits(ctx.public), ctx.public)
+        with gr.Column(scale=2):
+            _outputs(c)
+    _charts_and_replay(c)
+    _lossless_panel(c, ctx.public)
+    with gr.Accordion("How it works", open=False):
+        gr.Markdown(prose("how_it_works"))
+    ctx.inputs.update({name: getattr(c, name) for name in NAMES + ("check_temperature", "control")})
+    _wire(c, ctx)
+
+
+def _settings(c, limits, public: bool) -> None:
+    """The left column: model pair, drafter, prompt and sampling settings, Run and Stop."""
+    c.preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Model pair")
+    c.target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model", interactive=not public,
+                             info="Set by the model pair above" if public else
+                             "Offline name (smollm2-135m-instruct, gemma-3-270m), hub id or local directory")
+    c.drafter_kind = gr.Dropdown(DRAFTERS, value="ngram", label="Drafter")
+    c.draft_model = gr.Textbox("", label="Draft model", visible=False, interactive=not public,
+                               info="Set by the model pair above" if public else
+                               "Hub id or local directory; must share the target's tokenizer")
+    c.early_exit_layers = gr.Slider(1, 16, value=4, step=1, label="Early-exit draft: first N layers", visible=False)
+    c.drafter_note = gr.Markdown(DRAFTER_NOTES["ngram"])
+    c.prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
+    c.chat = gr.Checkbox(True, label="Chat prompt (apply the target's chat template)")
+    with gr.Row():
+        c.k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K")
+        c.temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
+    with gr.Row():
+        c.branches = gr.Slider(1, limits.max_branches, value=1, step=1, label="Tree branches B (1 = chain)",
+                               info="Up to B candidate continuations per node, verified in one pass",
+                               elem_id="sv-branches")
+        c.tree_nodes = gr.Number(0, precision=0, minimum=0, label="Tree node budget N (0 = auto)",
+                                 elem_id="sv-tree-nodes")
+    with gr.Row():
+        c.top_k = gr.Number(0, precision=0, minimum=0, label="Top-k (0 = off)")
+        c.top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
+    with gr.Row():
+        c.max_new_tokens = gr.Slider(1, min(512, limits.max_new_tokens), value=96, step=1,
+                                     label="Max new tokens", elem_id="sv-max-new")
+        c.seed = gr.Number(0, precision=0, minimum=0, label="Seed")
+    with gr.Accordion("Device", open=False, visible=not public):
+        c.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
+        c.dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="Dtype",
+                              info="auto: bf16 on GPUs and CPUs that run it natively, else fp32")
+    with gr.Row():
+        c.run_btn = gr.Button("Run", variant="primary")
+        c.stop_btn = gr.Button("Stop", variant="stop")
+    gr.Examples(EXAMPLES, [c.prompt, c.chat], label="Example prompts", example_labels=EXAMPLE_LABELS)
+
+
+def _outputs(c) -> None:
+    """The right column: the token stream, the summary and the token inspector."""
+    c.tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
+    c.summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
+    with gr.Accordion("Token inspector: why was this token emitted?", open=True):
+        c.inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
+        c.inspector_plot = gr.Plot(label="Distributions behind the decision", show_label=False,
+                                   elem_id="sv-inspector-plot")
+        c.inspector_tree = gr.HTML("", elem_id="sv-inspector-tree")
+
+
+def _charts_and_replay(c) -> None:
+    """The five charts, then replay, export and saved traces."""
+    with gr.Row():
+        c.alpha_plot = gr.Plot(charts.alpha_figure([]), label="Acceptance", show_label=False, elem_id="sv-alpha")
+        c.tpp_plot = gr.Plot(charts.tokens_per_pass_figure([], 4, None), label="Tokens per target pass",
+                             show_label=False, elem_id="sv-tpp")
+        c.speedup_plot = gr.Plot(charts.speedup_figure([], None), label="Speedup vs plain decoding",
+                                 show_label=False, elem_id="sv-speedup")
+    with gr.Row():
+        c.position_plot = gr.Plot(charts.per_position_figure(None), label="Acceptance by draft position",
+                                  show_label=False, elem_id="sv-positions")
+        c.time_plot = gr.Plot(charts.time_split_figure(None), label="Time per round", show_label=False,
+                              elem_id="sv-time")
+    with gr.Accordion("Replay, export and saved traces", open=False):
+        gr.Markdown("Go back over the run pass by pass: tokens, summary and charts as they stood after pass r. "
+                    "Export the run (trace JSON, rounds CSV, charts HTML), or load a saved trace (from here or "
+                    "`python -m specviz run --trace FILE`) to replay it without the models.")
+        with gr.Row():
+            c.replay_back = gr.Button("◀ pass", size="sm", min_width=80)
+            c.replay_slider = gr.Slider(0, 1, value=0, step=1, label="After pass", elem_id="sv-replay")
+            c.replay_next = gr.Button("pass ▶", size="sm", min_width=80)
+        with gr.Row():
+            c.export_btn = gr.Button("Export this run", elem_id="sv-export")
+            c.export_files = gr.File(label="Exported files", file_count="multiple", interactive=False,
+                                     elem_id="sv-export-files")
+            c.trace_file = gr.File(label="Load a saved trace (.json)", file_types=[".json"], type="filepath",
+                                   elem_id="sv-load")
+
+
+def _lossless_panel(c, public: bool) -> None:
+    """The "Is it lossless?" accordion: the check's own temperature, draws and control case."""
+    with gr.Accordion("Is it lossless?", open=False):
+        gr.Markdown("Draws the **first token** many times for the current prompt and settings, with speculative "
+                    "sampling and directly from the target, reusing one draft and one target forward pass "
+                    "(only the random draws differ), and compares both histograms with p_target.")
+        with gr.Row():
+            c.n_draws = gr.Slider(500, settings.PUBLIC_POLICY.max_draws if public else 20000, value=4000, step=500,
+                                  label="Draws of each kind")
+            c.check_temperature = gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Check's temperature",
+                                            info="1 samples the model's own distribution; at 0 there is "
+                                                 "nothing to sample", elem_id="sv-check-temperature")
+            c.control = gr.Checkbox(False, label="Control: accept every draft token (broken; should fail)",
+                                    elem_id="sv-check-control")
+            c.lossless_btn = gr.Button("Run the check")
+        gr.Markdown(prose("lossless_formula"), latex_delimiters=LATEX)
+        c.lossless_plot = gr.Plot(label="First-token histograms", elem_id="sv-lossless")
+        c.lossless_text = gr.Markdown()
+
+
+def _wire(c, ctx: PageContext) -> None:
+    """The events: the generation (one queue slot), Stop, the lossless check, and the model-free
+    views (inspector, replay, export, load), which never wait behind a generation."""
+    c.preset.change(apply_preset, c.preset, [c.target_id, c.drafter_kind, c.draft_model, c.chat, c.drafter_note])
+    c.drafter_kind.change(on_drafter_change, c.drafter_kind, [c.draft_model, c.early_exit_layers, c.drafter_note])
+    baselines = gr.State({})  # this visitor's measured plain baselines, by settings
+    run_state = gr.State(None)  # this visitor's RunState
+    view = [c.tokens_html, c.summary, c.alpha_plot, c.tpp_plot, c.speedup_plot, c.position_plot, c.time_plot]
+    run_event = c.run_btn.click(functools.partial(run_demo, public=ctx.public), ctx.run_inputs(NAMES) + [baselines],
+                                view + [baselines, run_state, c.replay_slider],
+                                api_name="run", concurrency_id="generation", concurrency_limit=1,
+                                # Raw values reach the callback, which validates them itself: a
+                                # component's own preprocessing would answer a bad API value with
+                                # gradio's generic error instead of the setting's message.
+                                preprocess=False)
+    c.stop_btn.click(None, cancels=[run_event])
+    # The check's own temperature stands in for the run's.
+    lossless_inputs = [c.check_temperature if name == "temperature" else c_ for name, c_ in
+                       zip(SHARED, ctx.run_inputs(SHARED))] + [c.n_draws, c.control]
+    c.lossless_btn.click(functools.partial(run_lossless, public=ctx.public), lossless_inputs,
+                         [c.lossless_plot, c.lossless_text], api_name="lossless", concurrency_id="generation",
+                         concurrency_limit=1, preprocess=False)
+    c.tokens_html.click(inspect_token, run_state, [c.inspector_md, c.inspector_plot, c.inspector_tree],
+                        api_name=False, **FREE)
+    c.replay_slider.release(replay, [c.replay_slider, run_state], view, api_name="replay", preprocess=False, **FREE)
+    for button, delta in ((c.replay_back, -1), (c.replay_next, 1)):
+        button.click(functools.partial(step_replay, delta=delta), [c.replay_slider, run_state], c.replay_slider,
+                     api_name=False, **FREE).then(replay, [c.replay_slider, run_state], view, api_name=False, **FREE)
+    c.export_btn.click(export_run, run_state, c.export_files, api_name="export", **FREE)
+    c.trace_file.upload(load_trace, c.trace_file, view + [run_state, c.replay_slider], api_name="load_trace", **FREE)
+    run_event.then(last_run_figures, run_state, ctx.last_analysis, api_name=False, **FREE)

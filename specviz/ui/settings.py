@@ -1,0 +1,76 @@
+"""What the page offers and allows: the model-pair presets, the drafter menu, the example prompts,
+public mode (``SPECVIZ_PUBLIC=1``, what a Space sets) and its policy, and the queue's size.
+
+Public mode: only the presets' models, tighter limits, a wall-time cap per run, and no
+machine-only controls. :func:`specviz.ui.page.build_page` builds the page for either mode and binds
+the same flag into its callbacks (``functools.partial``), so the page and the Gradio API (/run,
+/lossless, …) enforce the same policy; a callback called directly without ``public=`` reads this
+module's PUBLIC at call time (:func:`is_public`; tests may monkeypatch it).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import models
+from ..drafters import DRAFTER_KINDS
+from ..request import DEFAULT_LIMITS, Limits, public_mode, public_policy
+
+PRESETS = {
+    "SmolLM2-135M-Instruct · offline": dict(target="smollm2-135m-instruct", drafter="ngram", draft_model="", chat=True),
+    "Gemma-3-270M (base) · offline": dict(target="gemma-3-270m", drafter="ngram", draft_model="", chat=False),
+    "SmolLM2-135M → SmolLM2-1.7B-Instruct · hub, GPU": dict(
+        target="HuggingFaceTB/SmolLM2-1.7B-Instruct", drafter="model",
+        draft_model="HuggingFaceTB/SmolLM2-135M-Instruct", chat=True),
+    "Qwen2.5-0.5B → Qwen2.5-7B-Instruct · hub, GPU": dict(
+        target="Qwen/Qwen2.5-7B-Instruct", drafter="model", draft_model="Qwen/Qwen2.5-0.5B-Instruct", chat=True),
+}
+DEFAULT_PRESET = next(iter(PRESETS))
+
+PUBLIC = public_mode()
+PUBLIC_POLICY = public_policy()
+
+#: Visitors waiting in the queue at most; generations run one at a time (``concurrency_id``
+#: "generation": one model computation saturates a small CPU or one GPU), model-free views at once.
+QUEUE_SIZE = 32
+
+
+def public_models(cuda: bool) -> tuple[frozenset, frozenset]:
+    """(targets, draft models) public mode lets a visitor run: the offline presets always, the hub
+    presets only on a CUDA machine (on a CPU Space they would download gigabytes for runs that
+    cannot finish in the time limit)."""
+    allowed = [p for p in PRESETS.values() if cuda or p["target"] in models.OFFLINE_MODELS]
+    return (frozenset(p["target"] for p in allowed),
+            frozenset(p["draft_model"] for p in allowed if p["drafter"] == "model"))
+
+
+PUBLIC_TARGETS, PUBLIC_DRAFTS = public_models(cuda=torch.cuda.is_available())
+
+
+def is_public(public: bool | None) -> bool:
+    """A callback's mode: the flag build_page bound into it, else the module's PUBLIC (read now)."""
+    return PUBLIC if public is None else bool(public)
+
+
+def limits(public: bool) -> Limits:
+    """The request limits of a mode: the public policy's, or the defaults."""
+    return PUBLIC_POLICY.limits if public else DEFAULT_LIMITS
+
+
+DRAFTERS = [(kind.label, kind.spec) for kind in DRAFTER_KINDS.values()]
+DRAFTER_NOTES = {spec: kind.note for spec, kind in DRAFTER_KINDS.items()}
+
+EXAMPLES = [
+    ["Fix the typos in this text and change nothing else:\n\nTeh quick brown fox jumsp over the lazy dog. "
+     "It was a sunny day and teh fox was vrey happy to be outside in the feild. Teh dog, however, did not "
+     "care about the fox at all and kept sleeping under teh old oak tree.", True],
+    ["Convert this CSV to a JSON list of objects:\n\nname,age,city\nAlice,34,Paris\nBob,29,Berlin\n"
+     "Carol,41,Madrid\nDave,25,Lisbon\nEve,38,Vienna", True],
+    ["Rename the variable `x` to `total` in this code and return the code:\n\n"
+     "def add_all(values):\n    x = 0\n    for v in values:\n        x = x + v\n    return x\n", True],
+    ["Write a short poem about a lighthouse keeper.", True],
+    ["The history of the printing press begins", False],
+]
+EXAMPLE_LABELS = ["Fix typos (copy-heavy)", "CSV → JSON (copy-heavy)", "Rename a variable (copy-heavy)",
+                  "A poem (free text)", "Continue plain text (free text, no chat)"]
+FREE_TEXT_PROMPT = EXAMPLES[3][0]

@@ -1,0 +1,68 @@
+"""The "Drafters side by side" tab (/side_by_side): the Run tab's prompt and settings run once
+with each chosen drafter, one coloured output above the other with its figures."""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import gradio as gr
+
+from ..runner import load_pair
+from . import settings
+from .context import PageContext
+from .errors import user_errors
+from .fields import SHARED, drafter_spec, spread
+from .gpu import gpu
+from .prose import prose
+from .sweeps import sweep_plan, sweep_steps
+from .views import side_by_side_html
+
+SIDE_BY_SIDE = {"Prompt lookup": "ngram", "Draft model (Run tab's)": "model", "int8 self-draft": "int8",
+                "Early-exit self-draft": "early-exit", "None (plain decoding)": "none"}
+
+
+@gpu
+@spread(SHARED)
+def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *, public: bool | None = None):
+    """Stream the same prompt and settings run with each chosen drafter: (HTML, status)."""
+    public = settings.is_public(public)
+    if not isinstance(drafters, list) or not drafters:
+        raise gr.Error("Tick at least one drafter to compare.")
+    with user_errors():
+        specs = [drafter_spec(SIDE_BY_SIDE.get(d, d), values["draft_model"], values["early_exit_layers"])
+                 for d in drafters]
+    _, requests = sweep_plan("draft", "", max_new_tokens, values, public, replace=specs)
+    done: list[tuple[dict, object]] = []
+    eos: set[int] = set()
+    last = 0.0
+    for step in sweep_steps(requests, progress):
+        if step.row is not None:
+            request = requests[step.index]
+            target, _ = load_pair(request.target, "none", request.device, request.dtype)  # cached: the end-of-sequence ids
+            eos = set(target.eos_token_ids)
+            done.append((step.row, step.run))
+            yield side_by_side_html(done, eos), f"Finished {len(done)}/{len(requests)} drafters."
+        elif time.perf_counter() - last > 0.3:
+            last = time.perf_counter()
+            yield gr.skip(), f"Running {step.message}…"
+    yield side_by_side_html(done, eos), f"**Done**: {len(done)} drafters, same prompt and settings."
+
+
+def build(ctx: PageContext) -> None:
+    """The drafters to compare, the token count, Run and Stop, and the outputs."""
+    gr.Markdown(prose("side_by_side_intro"))
+    with gr.Row():
+        chosen = gr.CheckboxGroup(list(SIDE_BY_SIDE), value=["Prompt lookup", "int8 self-draft",
+                                                             "Early-exit self-draft", "None (plain decoding)"],
+                                  label="Drafters", elem_id="sv-sbs-drafters")
+        tokens = gr.Slider(1, 256, value=48, step=1, label="Tokens each")
+    with gr.Row():
+        start = gr.Button("Run side by side", variant="primary")
+        stop = gr.Button("Stop", variant="stop")
+    status = gr.Markdown(elem_id="sv-sbs-status")
+    out = gr.HTML(elem_id="sv-sbs-out")
+    event = start.click(functools.partial(run_side_by_side, public=ctx.public),
+                        [chosen, tokens] + ctx.run_inputs(SHARED), [out, status], api_name="side_by_side",
+                        concurrency_id="generation", concurrency_limit=1, preprocess=False)
+    stop.click(None, cancels=[event])

@@ -1,0 +1,111 @@
+"""One visitor's run, as plain data kept in a ``gr.State``: what the stream, the inspector, the
+replay and the export share. Gradio deep-copies State values, so :class:`RunState` holds only
+copyable data (rounds, strings, numbers, the baseline), no model or generator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .. import charts
+from ..analysis import PlainBaseline, RunAnalysis, analyse, health_notes, running_speedup
+from ..trace import Round, trace_from_dict
+from ..view import render_round, summary_markdown, wrap_output
+
+
+class RunView(NamedTuple):
+    """The Run tab's outputs that show a run: token panel, summary and the five charts."""
+
+    tokens: object
+    summary: object
+    alpha: object
+    tokens_per_pass: object
+    speedup: object
+    positions: object
+    time: object
+
+
+def waiting_view(tokens: str, status: str, k: int) -> RunView:
+    """The view before the first round: an empty panel, a status line and empty charts at lookahead ``k``."""
+    return RunView(tokens, status, charts.alpha_figure([]), charts.tokens_per_pass_figure([], k, None),
+                   charts.speedup_figure([], None), charts.per_position_figure(None), charts.time_split_figure(None))
+
+
+@dataclass
+class RunState:
+    """A run (live or loaded from a trace) and what its views need.
+
+    ``html`` caches each round's rendered tokens; ``k`` is the lookahead (0 for plain decoding);
+    ``prefill_ms`` the prompt's prefill time (ms); ``baseline`` the plain decoding it is compared
+    with; ``eos`` the target's end-of-sequence ids; ``lookup`` whether prompt lookup drafted and
+    ``low_precision_greedy`` whether a greedy run used bf16/fp16 (both select health notes);
+    ``meta`` the saved trace's fields other than the rounds; ``notes`` the engine's notes.
+    """
+
+    label: str = ""
+    k: int = 0
+    eos: list[int] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
+    html: list[str] = field(default_factory=list)
+    prefill_ms: float = 0.0
+    baseline: PlainBaseline | None = None
+    lookup: bool = False
+    low_precision_greedy: bool = False
+    meta: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def new(cls, request, target, drafter, label: str) -> RunState:
+        """The state of a run about to start: ``request`` a RunRequest, ``target`` a LoadedModel,
+        ``drafter`` its drafter (None: plain decoding)."""
+        low_precision = str(target.dtype) in ("torch.bfloat16", "torch.float16")
+        return cls(label=label, k=request.k if drafter is not None else 0, eos=sorted(target.eos_token_ids),
+                   lookup=request.draft == "ngram", low_precision_greedy=low_precision and request.sampling.greedy)
+
+    @classmethod
+    def from_trace(cls, data: dict) -> RunState:
+        """The state of a saved trace's run (for the inspector and the replay).
+
+        Raises:
+            ValueError: if it is not a trace this version can read (the message says why).
+        """
+        rounds, meta = trace_from_dict(data)
+        eos = set(meta.get("eos_token_ids") or [])
+        base = meta.get("baseline")
+        settings = meta.get("settings") or {}
+        return cls(label=f"{meta.get('target', '?')} ← {meta.get('drafter') or 'plain decoding'} (saved trace)",
+                   k=int(meta.get("k") or 0), eos=sorted(eos), rounds=rounds,
+                   html=[render_round(r, eos) for r in rounds], prefill_ms=float(meta.get("prefill_ms") or 0.0),
+                   baseline=PlainBaseline(**base) if base else None, lookup=settings.get("draft") == "ngram",
+                   low_precision_greedy=meta.get("dtype") in ("bfloat16", "float16")
+                   and not settings.get("temperature"),
+                   meta=meta)
+
+    def add(self, round_: Round, run) -> None:
+        """Record a finished round of ``run`` (a Generation): the round, its HTML, the prefill and notes."""
+        self.rounds.append(round_)
+        self.html.append(render_round(round_, set(self.eos)))
+        self.prefill_ms = run.prefill_ms
+        self.notes = list(run.notes)
+
+    def analysis(self, upto: int | None = None) -> RunAnalysis:
+        """Every figure of the run as it stood after ``upto`` rounds (None: all), against its baseline
+        (:func:`specviz.analysis.analyse`; time up to the last round's end)."""
+        rounds = self.rounds[:upto]
+        return analyse(rounds, self.k, rounds[-1].elapsed_s if rounds else 0.0, self.prefill_ms, self.baseline)
+
+    def view(self, upto: int | None, status: str, done: bool, generated_at: float | None = None,
+             analysis: RunAnalysis | None = None) -> RunView:
+        """Tokens HTML, summary and the five charts after ``upto`` rounds (None: all).
+
+        ``generated_at``: the server's time.time() of the newest token (the browser measures lag
+        with it); ``analysis``: :meth:`analysis` of the same rounds, if already computed."""
+        rounds = self.rounds[:upto]
+        a = analysis if analysis is not None else self.analysis(upto)
+        notes = self.notes + health_notes(a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
+        return RunView(wrap_output("".join(self.html[: len(rounds)]), done, generated_at),
+                       summary_markdown(a, status, notes),
+                       charts.alpha_figure(rounds), charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
+                       charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup),
+                       charts.per_position_figure(a), charts.time_split_figure(a))

@@ -1,0 +1,58 @@
+"""What the Experiments and side-by-side tabs share: an experiment's validated requests from the
+Run tab's values (:func:`sweep_plan`) and :func:`specviz.sweep.sweep`'s steps with its errors as
+one clear line (:func:`sweep_steps`)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ..request import check_public_models, to_int
+from ..sweep import sweep, sweep_requests
+from . import settings
+from .errors import user_errors
+from .fields import request_from
+
+SWEEP_DEFAULTS = {"temperature": "0 0.3 0.7 1.0 1.5", "k": "1 2 3 4 6 8", "draft": "ngram int8 early-exit:4 none"}
+SWEEP_LABELS = {"Temperature": "temperature", "Lookahead K": "k", "Drafter": "draft"}
+PUBLIC_MAX_SETTINGS = 6  # a public experiment runs at most this many settings (each a run and a baseline)
+
+
+def sweep_values(parameter: str, text) -> list[str]:
+    """The values typed for a sweep, split on commas and spaces (validated by specviz.sweep)."""
+    if not isinstance(text, str) or not text.replace(",", " ").split():
+        raise gr.Error(f"Type the {parameter} values to sweep, e.g. {SWEEP_DEFAULTS[parameter]}.")
+    return text.replace(",", " ").split()
+
+
+def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: bool, replace=None):
+    """(parameter, requests): the validated requests of a sweep from the Experiments controls and
+    the Run tab's ``values`` (by field name); ``replace``: the swept values, instead of ``values_text``.
+
+    Raises:
+        gr.Error: an unknown parameter, bad values, too many settings in public mode, or a refused model.
+    """
+    parameter = SWEEP_LABELS.get(parameter, parameter)
+    if parameter not in SWEEP_DEFAULTS:
+        raise gr.Error(f"Sweep one of {', '.join(SWEEP_LABELS)}, got {parameter!r}.")
+    swept = replace if replace is not None else sweep_values(parameter, values_text)
+    if public and len(swept) > PUBLIC_MAX_SETTINGS:
+        raise gr.Error(f"Public mode: at most {PUBLIC_MAX_SETTINGS} settings per experiment, got {len(swept)}.")
+    limits = settings.limits(public)
+    with user_errors():
+        tokens = to_int("tokens per setting", max_new_tokens, 1, limits.max_new_tokens)
+    base = request_from({**values, "max_new_tokens": tokens}, public)
+    with user_errors():
+        requests = sweep_requests(base, parameter, swept, limits=limits)
+        if public:
+            for r in requests:
+                check_public_models(r.target, r.draft, settings.PUBLIC_TARGETS, settings.PUBLIC_DRAFTS)
+    return parameter, requests
+
+
+def sweep_steps(requests, progress):
+    """specviz.sweep's steps, with loading and run errors as one clear gr.Error line."""
+    def report(fraction, message):
+        progress(fraction, desc=message)
+
+    with user_errors():
+        yield from sweep(requests, progress=report)

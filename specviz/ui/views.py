@@ -1,0 +1,74 @@
+"""Page-only views nothing outside the page needs: the playground's closed-form and Monte-Carlo
+Markdown, the experiments' table rows, and the side-by-side tab's coloured outputs."""
+
+from __future__ import annotations
+
+from .. import playground
+from ..view import _escape, legend_html, render_rounds
+
+
+def _f(x, spec: str = ".3f") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def playground_figures_markdown(cf: playground.ClosedForm) -> str:
+    """The playground's closed-form figures, each with its formula and the numbers put in."""
+    a, k, c, v = cf.alpha, cf.k, cf.c, cf.v
+    verdict = "a **slowdown**" if cf.speedup < 1 else "faster than plain decoding"
+    return (
+        f"**Expected tokens per verify pass** E[N] = **{cf.tokens_per_pass:.3f}**\n\n"
+        f"$$E[N] = \\frac{{1-\\alpha^{{K+1}}}}{{1-\\alpha}} = \\frac{{1-{a:.2f}^{{{k + 1}}}}}{{1-{a:.2f}}}$$\n\n"
+        f"**Cost of one round** K·c + v = **{cf.round_cost:.3f}** plain target steps "
+        f"({k} draft steps of c = {c:.3f}, one verify pass of v = {v:.3f})\n\n"
+        f"**Expected speedup** S = **{cf.speedup:.3f}×** ({verdict})\n\n"
+        f"$$S = \\frac{{E[N]}}{{K c + v}} = \\frac{{{cf.tokens_per_pass:.3f}}}{{{k}\\cdot{c:.3f} + {v:.3f}}}$$\n\n"
+        f"**Best K** for α = {a:.2f}, c = {c:.3f}, v = {v:.3f}: **K = {cf.best_k}**, "
+        f"speedup **{cf.best_speedup:.3f}×** (searched over K = 1…{playground.BEST_K_MAX})\n\n"
+        f"Ceiling at this K (every draft accepted, α = 1): (K + 1)/(K·c + v) = {cf.ceiling:.3f}×"
+    )
+
+
+def monte_carlo_markdown(mc: playground.MonteCarlo, cf: playground.ClosedForm) -> str:
+    """The simulation's figures next to the closed form's, with their spread."""
+    lo, hi = mc.spread(mc.run_tokens_per_pass)
+    slo, shi = mc.spread(mc.run_speedup)
+    return (
+        f"**Monte-Carlo**: {mc.runs:,} simulated runs of {mc.rounds} verify passes; each draft accepted "
+        f"independently with probability α = {mc.alpha:.2f}, a pass stops at its first rejection (seed {mc.seed}).\n\n"
+        f"| | simulated | closed form |\n|---|---|---|\n"
+        f"| tokens per pass (mean ± standard error) | {mc.tokens_per_pass:.3f} ± {mc.tokens_per_pass_se:.3f} | "
+        f"{cf.tokens_per_pass:.3f} |\n"
+        f"| speedup = tokens per pass ÷ (K·c + v) | {mc.speedup:.3f}× | {cf.speedup:.3f}× |\n"
+        f"| one run of {mc.rounds} passes: middle 90% of tokens per pass | {lo:.2f} – {hi:.2f} | |\n"
+        f"| one run of {mc.rounds} passes: middle 90% of speedup | {slo:.2f}× – {shi:.2f}× | |\n\n"
+        "A real run of a few dozen passes lands anywhere in that spread; the closed form is its mean."
+    )
+
+
+SWEEP_HEADERS = ["setting", "per-token α (accepted ÷ tested)", "acceptance rate (accepted ÷ proposed)",
+                 "tokens per pass", "theory (1−α^(K+1))/(1−α)", "speedup (measured)",
+                 "theory speedup", "c", "v", "tokens/s"]
+
+
+def sweep_table(rows: list[dict], parameter: str) -> list[list]:
+    """The experiment's rows (:mod:`specviz.sweep`) as the table's cells, columns as :data:`SWEEP_HEADERS`."""
+    return [[str(r[parameter]), _f(r["alpha"]), _f(r["acceptance_rate"]), _f(r["tokens_per_pass"]),
+             _f(r["predicted_tokens_per_pass"]), _f(r["speedup"]), _f(r["theoretical_speedup"]),
+             _f(r["cost_ratio_c"]), _f(r["verify_cost_v"]), _f(r["tokens_per_s"], ".1f")] for r in rows]
+
+
+def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> str:
+    """One coloured output per drafter, one above the other, each headed by its figures.
+
+    ``rows_runs``: (sweep row, its Generation) per drafter; ``eos``: the target's end-of-sequence ids."""
+    blocks = [legend_html()]
+    for row, run in rows_runs:
+        speed = ("the baseline itself (plain decoding)" if row["draft"] == "none" else
+                 f"speedup <b>{_f(row['speedup'], '.2f')}×</b> (measured ÷ plain decoding; theory "
+                 f"{_f(row['theoretical_speedup'], '.2f')}×)")
+        head = (f"<b>{_escape(row['drafter'])}</b> · per-token α <b>{_f(row['alpha'])}</b> (accepted ÷ tested, "
+                f"{row['accepted']}/{row['tested']}) · <b>{row['tokens_per_pass']:.2f}</b> tokens per pass · {speed}")
+        body = render_rounds(run.rounds, eos)
+        blocks.append(f'<div class="sv-sbs" data-draft="{_escape(row["draft"])}" style="margin:10px 0 4px">{head}</div>'
+                      f'<div class="sv-out">{body}</div>')
+    return "".join(blocks)

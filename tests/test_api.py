@@ -65,3 +65,30 @@ def test_the_app_keeps_serving_after_bad_requests(client):
         client.predict(**_run_args(k=None), api_name="/run")
     html, summary, *_ = client.predict(**_run_args(), api_name="/run")
     assert "**Done**" in summary and "sv-tok" in html
+
+
+SETTINGS = ["prompt", "target_id", "drafter_kind", "draft_model", "early_exit_layers", "k", "temperature", "top_k",
+            "top_p"]
+DEVICE = ["seed", "chat", "device", "dtype"]
+#: The API's endpoints and their parameters, as callers name them (written out, not derived from
+#: specviz.ui.fields, so that a change there that renames or reorders a parameter fails here).
+API = {
+    "/apply_preset": ["name"],
+    "/export": [],
+    "/load_trace": ["path"],
+    "/lossless": SETTINGS + DEVICE + ["n_draws", "control"],
+    "/on_drafter_change": ["kind"],
+    "/playground": ["alpha", "k", "c", "v", "map_axes", "rounds", "seed"],
+    "/playground_load_run": [],
+    "/replay": ["upto"],
+    "/run": SETTINGS + ["max_new_tokens"] + DEVICE + ["branches", "tree_nodes"],
+    "/side_by_side": ["drafters", "max_new_tokens"] + SETTINGS + DEVICE,
+    "/sweep": ["parameter", "values_text", "max_new_tokens"] + SETTINGS + DEVICE,
+}
+
+
+def test_the_api_keeps_its_endpoints_and_parameter_names(client):
+    api = client.view_api(return_format="dict", print_info=False)
+    assert {name: [p["parameter_name"] for p in endpoint["parameters"]]
+            for name, endpoint in api["named_endpoints"].items()} == API
+    assert not api["unnamed_endpoints"]

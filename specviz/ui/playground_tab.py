@@ -37,12 +37,12 @@ def playground_update(alpha, k, c, v, map_axes, rounds, seed):
     cf = playground.closed_form(alpha, k, c, v)
     if map_axes == "α and c":
         z = playground.speedup_grid(PG_ALPHAS, cs=PG_CS, k=k, v=v)
-        fig = charts.playground_map_figure(PG_ALPHAS, PG_CS, z, "c", point=(alpha, c),
-                                           title=f"Expected speedup over (α, c) at K = {k}, v = {v:.2f} · red: slowdown")
+        title = f"Expected speedup over (α, c) at K = {k}, v = {v:.2f} · red: slowdown"
+        fig = charts.playground_map_figure(PG_ALPHAS, PG_CS, z, "c", point=(alpha, c), title=title)
     else:
         z = playground.speedup_grid(PG_ALPHAS, ks=PG_KS, c=c, v=v)
-        fig = charts.playground_map_figure(PG_ALPHAS, PG_KS, z, "K", point=(alpha, k),
-                                           title=f"Expected speedup over (α, K) at c = {c:.3f}, v = {v:.2f} · red: slowdown")
+        title = f"Expected speedup over (α, K) at c = {c:.3f}, v = {v:.2f} · red: slowdown"
+        fig = charts.playground_map_figure(PG_ALPHAS, PG_KS, z, "K", point=(alpha, k), title=title)
     mc = playground.monte_carlo(alpha, k, c, v, rounds=rounds, runs=max(1, 40_000 // rounds), seed=seed)
     mc_fig = charts.monte_carlo_figure(list(mc.counts), theory.tokens_per_pass_distribution(alpha, k),
                                        mc.tokens_per_pass, cf.tokens_per_pass)

@@ -17,7 +17,8 @@ from ..drafters import DRAFTER_KINDS
 from ..request import DEFAULT_LIMITS, Limits, public_mode, public_policy
 
 PRESETS = {
-    "SmolLM2-135M-Instruct · offline": dict(target="smollm2-135m-instruct", drafter="ngram", draft_model="", chat=True),
+    "SmolLM2-135M-Instruct · offline": dict(target="smollm2-135m-instruct", drafter="ngram", draft_model="",
+                                            chat=True),
     "Gemma-3-270M (base) · offline": dict(target="gemma-3-270m", drafter="ngram", draft_model="", chat=False),
     "SmolLM2-135M → SmolLM2-1.7B-Instruct · hub, GPU": dict(
         target="HuggingFaceTB/SmolLM2-1.7B-Instruct", drafter="model",

@@ -39,7 +39,8 @@ def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *
     for step in sweep_steps(requests, progress):
         if step.row is not None:
             request = requests[step.index]
-            target, _ = load_pair(request.target, "none", request.device, request.dtype)  # cached: the end-of-sequence ids
+            # The sweep loaded the target, so this is the cache's copy: for its end-of-sequence ids.
+            target, _ = load_pair(request.target, "none", request.device, request.dtype)
             eos = set(target.eos_token_ids)
             done.append((step.row, step.run))
             yield side_by_side_html(done, eos), f"Finished {len(done)}/{len(requests)} drafters."

@@ -330,24 +330,52 @@ RUN_SPREAD_SE = 2.0
 MIN_ROUNDS_FOR_SPREAD = 5
 
 
+def _rate_error(m: int, t: float, n: float, tt: float, tn: float, nn: float) -> float:
+    """:func:`_run_rate_error` from the sums over m rounds of t_i, n_i, t_i², t_i·n_i and n_i²
+    (so a running figure updates it in O(1) a round)."""
+    if m < MIN_ROUNDS_FOR_SPREAD or n <= 0 or t <= 0:
+        return 0.0
+    ratio = t / n
+    residual = max(0.0, tt - 2 * ratio * tn + ratio * ratio * nn)  # Σ (t_i − R·n_i)²
+    se = math.sqrt(residual / (m * (m - 1))) / (n / m)
+    return min(0.5, RUN_SPREAD_SE * se / ratio)
+
+
+def _round_sums(rounds: list[Round]) -> list[float]:
+    sums = [0.0] * 6
+    for r in rounds:
+        _add_round(sums, r)
+    return sums
+
+
+def _add_round(sums: list[float], r: Round) -> None:
+    t, n = r.draft_ms + r.verify_ms + r.other_ms, len(r.emitted)
+    for i, x in enumerate((1, t, n, t * t, t * n, n * n)):
+        sums[i] += x
+
+
 def _run_rate_error(rounds: list[Round]) -> float:
-    """Relative uncertainty of the run's time per token from its own passes' variation (0 when
-    there are too few rounds).
+    """Relative uncertainty of the run's time per token from its own passes' variation (0 with
+    fewer than :data:`MIN_ROUNDS_FOR_SPREAD` rounds).
 
     The run's time per token is a ratio estimate R = Σ t_i ÷ Σ n_i over rounds i (t_i its draft +
     verify + other ms, n_i its emitted tokens); its standard error is
-    √(Σ (t_i − R·n_i)² ÷ (m(m − 1))) ÷ n̄ (Cochran, *Sampling Techniques*, 3rd ed., eq. 6.9).
-    Returned: :data:`RUN_SPREAD_SE` × that ÷ R, capped at 0.5.
+    √(Σ (t_i − R·n_i)² ÷ (m(m − 1))) ÷ n̄ (the ratio estimator's, Cochran, *Sampling Techniques*,
+    3rd ed., §6.4). Returned: :data:`RUN_SPREAD_SE` × that ÷ R, capped at 0.5.
     """
-    m = len(rounds)
-    tokens = sum(len(r.emitted) for r in rounds)
-    times = [r.draft_ms + r.verify_ms + r.other_ms for r in rounds]
-    if m < MIN_ROUNDS_FOR_SPREAD or not tokens or sum(times) <= 0:
-        return 0.0
-    ratio = sum(times) / tokens
-    residual = sum((t - ratio * len(r.emitted)) ** 2 for t, r in zip(times, rounds))
-    se = math.sqrt(residual / (m * (m - 1))) / (tokens / m)
-    return min(0.5, RUN_SPREAD_SE * se / ratio)
+    m, t, n, tt, tn, nn = _round_sums(rounds)
+    return _rate_error(int(m), t, n, tt, tn, nn)
+
+
+def _spread(tokens_per_s: float, emitted: int, baseline: PlainBaseline, error: float
+            ) -> tuple[float, float, float] | None:
+    value = measured_speedup(tokens_per_s, baseline.tokens_per_s_at(emitted))
+    if value is None or tokens_per_s <= 0:
+        return None
+    slow, fast = baseline.rate_range_at(emitted)
+    low = tokens_per_s / (1 + error) / fast
+    high = tokens_per_s / (1 - error) / slow
+    return value, min(low, value), max(high, value)
 
 
 def speedup_with_spread(tokens_per_s: float, emitted: int, baseline: PlainBaseline | None,
@@ -363,16 +391,9 @@ def speedup_with_spread(tokens_per_s: float, emitted: int, baseline: PlainBaseli
     fewer than :data:`MIN_ROUNDS_FOR_SPREAD` rounds, low = value = high: nothing says how far off
     it may be, which the summary then says.
     """
-    if baseline is None or tokens_per_s <= 0:
+    if baseline is None:
         return None
-    value = measured_speedup(tokens_per_s, baseline.tokens_per_s_at(emitted))
-    if value is None:
-        return None
-    slow, fast = baseline.rate_range_at(emitted)
-    error = _run_rate_error(list(rounds))
-    low = tokens_per_s / (1 + error) / fast
-    high = tokens_per_s / (1 - error) / slow
-    return value, min(low, value), max(high, value)
+    return _spread(tokens_per_s, emitted, baseline, _run_rate_error(list(rounds)))
 
 
 def format_speedup(value: float, low: float | None = None, high: float | None = None) -> str:
@@ -761,18 +782,24 @@ def _tree_note(a: RunAnalysis) -> list[str]:
 
 
 def running_speedup(rounds: list[Round], baseline: PlainBaseline | None) -> list[dict]:
-    """The measured speedup as it stood after each round: ``{"t": elapsed s, "speedup": ...}``.
+    """The measured speedup as it stood after each round, with its range:
+    ``{"t": elapsed s, "pass": verify pass (from 1), "speedup": ..., "low": ..., "high": ...}``.
 
-    The same definition as :func:`measured_speedup`: tokens emitted so far ÷ generation time so
-    far (``Round.elapsed_s``, prefill included), ÷ the baseline's tokens/s over as many tokens
-    (:meth:`PlainBaseline.tokens_per_s_at`). Empty without a baseline.
+    The same definitions as :func:`speedup_with_spread` over the rounds so far: tokens emitted so
+    far ÷ generation time so far (``Round.elapsed_s``, prefill included), ÷ the baseline's tokens/s
+    over as many tokens (:meth:`PlainBaseline.tokens_per_s_at`), so the last point is the run's
+    figure. Empty without a baseline.
     """
     if baseline is None:
         return []
-    points, emitted = [], 0
+    points, emitted, sums = [], 0, [0.0] * 6
     for r in rounds:
         emitted += len(r.emitted)
+        _add_round(sums, r)
         if r.elapsed_s > 0:
-            points.append({"t": r.elapsed_s,
-                           "speedup": measured_speedup(emitted / r.elapsed_s, baseline.tokens_per_s_at(emitted))})
+            m, t, n, tt, tn, nn = sums
+            spread = _spread(emitted / r.elapsed_s, emitted, baseline, _rate_error(int(m), t, n, tt, tn, nn))
+            if spread is not None:
+                points.append({"t": r.elapsed_s, "pass": r.index + 1, "speedup": spread[0], "low": spread[1],
+                               "high": spread[2]})
     return points

@@ -175,3 +175,19 @@ def test_measure_baseline_short_runs_and_bad_arguments(target):
     assert one is None  # a one-token run has no plain step to time
     with pytest.raises(ValueError, match="samples"):
         drain(measure_baseline(build, samples=0))
+
+
+def test_the_running_speedup_ends_at_the_runs_figure_and_range():
+    from specviz.analysis import running_speedup
+
+    b = PlainBaseline(10.0, 0.0, (40.0, 60.0, 50.0), (30, 30, 30), 20.0)
+    rounds = [spec_round(i, 12.0 if i % 3 else 60.0) for i in range(12)]
+    for i, r in enumerate(rounds):
+        r.elapsed_s = 0.02 + 0.07 * (i + 1)
+    points = running_speedup(rounds, b)
+    a = analyse(rounds, 4, wall_s=rounds[-1].elapsed_s, baseline=b)
+    assert len(points) == 12
+    assert points[-1]["speedup"] == pytest.approx(a.speedup)
+    assert points[-1]["low"] == pytest.approx(a.speedup_low) and points[-1]["high"] == pytest.approx(a.speedup_high)
+    assert all(p["low"] <= p["speedup"] <= p["high"] for p in points)
+    assert running_speedup(rounds, None) == []

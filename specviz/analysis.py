@@ -78,6 +78,7 @@ __all__ = [
     "analyse",
     "baseline_disagreement",
     "baseline_still_valid",
+    "draft_depth",
     "format_speedup",
     "health_notes",
     "is_tree_round",
@@ -417,9 +418,13 @@ def _depths(round_: Round) -> list[int]:
     return depths
 
 
-def _draft_depth(round_: Round) -> int:
+def draft_depth(round_: Round) -> int:
+    """How deep the round drafted: K for a full chain, the deepest node's depth in a tree, 0 for none."""
     depths = _depths(round_)
     return max(depths) if depths else 0
+
+
+_draft_depth = draft_depth
 
 
 def _per_position(rounds: list[Round], k: int) -> tuple[PositionAcceptance, ...]:

@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from . import theory
-from .analysis import running_acceptance
+from .analysis import is_tree_round, running_acceptance
 from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
 
 __all__ = [
@@ -263,6 +263,10 @@ def tokens_per_pass_figure(rounds: list[Round], k: int, alpha: float | None) -> 
                       f"each accepted with prob. α = accepted / tested drafts = {alpha:.3f}")
         if short:
             assumption += f"; {short} of {n_rounds} passes proposed fewer"
+        trees = sum(1 for r in rounds if is_tree_round(r))
+        if trees:
+            assumption += (f"<br>a chain's formula: {trees} of {n_rounds} passes drafted a tree, whose siblings<br>"
+                           "let the accepted path go deeper than a chain's at the same α")
         data.append({
             "type": "scatter", "x": list(range(1, k + 2)), "y": dist, "mode": "lines+markers",
             "name": f"theory (α = {alpha:.2f})",

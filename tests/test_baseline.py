@@ -191,3 +191,24 @@ def test_the_running_speedup_ends_at_the_runs_figure_and_range():
     assert points[-1]["low"] == pytest.approx(a.speedup_low) and points[-1]["high"] == pytest.approx(a.speedup_high)
     assert all(p["low"] <= p["speedup"] <= p["high"] for p in points)
     assert running_speedup(rounds, None) == []
+
+
+def test_a_measured_baseline_gives_a_real_run_its_speedup_range(target):
+    from specviz.drafters import PromptLookupDrafter
+
+    prompt = [1, 5, 9, 2, 5, 9, 2, 5, 9, 2, 5]
+    greedy = SamplingConfig(0.0)
+
+    def drain(gen):
+        try:
+            while True:
+                next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+    baseline = drain(measure_baseline(lambda: Generation(target, prompt, None, sampling=greedy, max_new_tokens=48)))
+    spec = Generation(target, prompt, PromptLookupDrafter(64), k=4, sampling=greedy, max_new_tokens=48).run()
+    a = spec.analysis(baseline)
+    assert a.plain_samples == 3 and a.plain_tokens == 48
+    assert a.speedup_low <= a.speedup <= a.speedup_high
+    assert a.speedup == pytest.approx(spec.tokens_per_s / baseline.tokens_per_s_at(len(spec.tokens)))

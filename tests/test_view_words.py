@@ -112,3 +112,15 @@ def test_a_real_tree_run_is_described_as_a_tree():
     assert "a tree: up to" in summary_markdown(a, "done")
     tree = next(r for r in run.rounds if any(t.parent == -1 for t in r.drafted[1:]))
     assert "It verified a draft tree of" in inspector_markdown(tree, 0)
+
+
+def test_the_tokens_per_pass_theory_hover_says_it_is_a_chains_formula_for_a_tree_run():
+    from specviz import charts
+
+    rounds = [tree_round(i) for i in range(4)]
+    a = analyse(rounds, 8, wall_s=1.0)
+    theory = next(t for t in charts.tokens_per_pass_figure(rounds, 8, a.alpha).data if t.name.startswith("theory"))
+    assert "a chain's formula: 4 of 4 passes drafted a tree" in theory.hovertemplate
+    chain = [chain_round(i, 2) for i in range(4)]
+    theory = next(t for t in charts.tokens_per_pass_figure(chain, 4, 0.5).data if t.name.startswith("theory"))
+    assert "tree" not in theory.hovertemplate

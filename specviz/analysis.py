@@ -163,11 +163,6 @@ class PlainBaseline:
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"the plain baseline is malformed: {err}") from None
 
-    @property
-    def speedup_text(self) -> str | None:
-        """The measured speedup with its range, as every front-end writes it (:func:`format_speedup`)."""
-        return None if self.speedup is None else format_speedup(self.speedup, self.speedup_low, self.speedup_high)
-
     def to_dict(self) -> dict:
         """Plain JSON-ready data (what a saved trace stores); :meth:`from_dict` reads it back."""
         return {"step_ms": self.step_ms, "tokens_per_s": self.tokens_per_s,
@@ -302,6 +297,7 @@ class RunAnalysis:
         out = asdict(self)
         out["speedup_vs_theoretical"] = self.speedup_vs_theoretical
         out["speedup_vs_theoretical_actual_drafts"] = self.speedup_vs_theoretical_actual_drafts
+        out["speedup_text"] = self.speedup_text
         return out
 
     def scalars(self) -> dict:

@@ -85,7 +85,8 @@ def test_the_analysis_carries_the_range_and_scalars_export_it():
     out = a.scalars()
     assert out["speedup_low"] == a.speedup_low and out["speedup_high"] == a.speedup_high
     assert out["plain_samples"] == 3 and out["plain_tokens"] == 30
-    assert a.speedup_text == "2.00× (1.60–2.40×)"
+    assert a.speedup_text == out["speedup_text"] == "2.00× (1.60–2.40×)"
+    assert not hasattr(b, "speedup_text")
 
 
 # --------------------------------------------------------------------------- checks against the run

@@ -78,36 +78,40 @@ def measure_baseline(build_plain_run: Callable[[], object], samples: int = 3, pr
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     measured = []
-    full_ms = None
     for index in range(samples):
+        first = measured[0][0] if measured else None
+        if index and first is None:
+            break  # the full sample timed nothing: there is nothing to scale a short one to
         run = build_plain_run()
-        limit = None if index == 0 else short_sample_tokens(sum(len(r.emitted) for r in measured[0][0].rounds))
+        limit = short_sample_tokens(len(first.tokens)) if first is not None else None
         label = f"Timing plain decoding for the speedup baseline (sample {index + 1} of {samples})"
-        rounds_iter = iter(run)
-        try:
-            for i, _ in enumerate(rounds_iter):
-                tokens = sum(len(r.emitted) for r in run.rounds)
-                if i % progress_every == 0:
-                    yield f"{label}: {tokens}/{limit or run.max_new_tokens} tokens…"
-                if limit is not None and tokens >= limit:
-                    break
-        finally:
-            close = getattr(rounds_iter, "close", None)
-            if close is not None:
-                close()
+        yield from _run_sample(run, limit, label, progress_every)
         if not run.rounds:
             continue
-        ms_per_token, tokens = _ms_per_token_upto(run, limit or 10**9)
-        if index == 0:
-            full_ms = ms_per_token
-        else:
-            first_prefix_ms, _ = _ms_per_token_upto(measured[0][0], tokens)
-            if first_prefix_ms > 0 and full_ms:
-                ms_per_token *= full_ms / first_prefix_ms
+        ms_per_token, tokens = _ms_per_token_upto(run, limit or len(run.tokens))
+        if first is not None:
+            first_prefix_ms, _ = _ms_per_token_upto(first, tokens)
+            if first_prefix_ms > 0:
+                ms_per_token *= measured[0][1] / first_prefix_ms
         measured.append((run, ms_per_token, tokens))
     if not measured:
         return None
     return _baseline(measured)
+
+
+def _run_sample(run, limit: int | None, label: str, progress_every: int) -> Generator[str, None, None]:
+    """Run ``run`` to its end, or until it has ``limit`` tokens; yield a progress line now and then."""
+    rounds = iter(run)
+    try:
+        for i, _ in enumerate(rounds):
+            if i % progress_every == 0:
+                yield f"{label}: {len(run.tokens)}/{limit or run.max_new_tokens} tokens…"
+            if limit is not None and len(run.tokens) >= limit:
+                break
+    finally:
+        close = getattr(rounds, "close", None)
+        if close is not None:
+            close()  # a stopped sample releases its generator (and its cache) now
 
 
 def _baseline(measured: list) -> PlainBaseline | None:

@@ -723,7 +723,8 @@ def baseline_disagreement(step_ms: float | None, own_plain_step_ms: float | None
         return None
     if own_plain_step_ms and own_plain_steps >= MIN_EVIDENCE_PASSES:
         ratio = step_ms / own_plain_step_ms
-        own = f"this run's own plain steps ({_ms(own_plain_step_ms)}, the median of {own_plain_steps} passes that drafted nothing)"
+        own = (f"this run's own plain steps ({_ms(own_plain_step_ms)}, the median of {own_plain_steps} passes that "
+               "drafted nothing)")
         if ratio > BASELINE_DISAGREES:
             return (f"The plain baseline ({_ms(step_ms)} a step) is {ratio:.1f}× slower than {own}: it was probably "
                     "timed while the machine was busy, so the speedup is overstated. Run again to re-measure.")
@@ -774,8 +775,8 @@ def _tree_note(a: RunAnalysis) -> list[str]:
     if not a.tree_rounds or a.predicted_tokens_per_pass is None:
         return []
     return [f"This run drafted trees ({a.tree_rounds} of {a.target_passes} passes; up to {a.tree_nodes_max} nodes, "
-            f"up to {a.tree_branching_max} children at a node). The theory rows are a chain's, (1 − α^(K+1))/(1 − α): "
-            "one draft per depth, each accepted with probability α. A tree tries several siblings at a depth, each "
+            f"up to {a.tree_branching_max} children at a node). The theory rows are a chain's, "
+            "(1 − α^(K+1))/(1 − α): one draft per depth, each accepted with probability α. A tree tries several siblings at a depth, each "
             "against the residual the rejected ones leave, so its accepted path goes deeper than a chain's, while "
             "every rejected sibling counts as a failed test in α. The chain formula therefore underestimates a "
             f"tree's tokens per pass ({a.tokens_per_pass:.2f} observed, {a.predicted_tokens_per_pass:.2f} for a chain "

@@ -226,8 +226,8 @@ def format_text(result: dict, color: bool) -> str:
     parts.append(f"{result['tokens_per_pass']:.2f} tokens/pass")
     parts.append(f"{result['tokens_per_s']:.1f} tokens/s")
     if result["speedup"] is not None:
-        parts.append(f"speedup {format_speedup(result['speedup'], result.get('speedup_low'), result.get('speedup_high'))} "
-                     f"over plain ({result['plain_tokens_per_s']:.1f} tokens/s)")
+        spread = format_speedup(result["speedup"], result.get("speedup_low"), result.get("speedup_high"))
+        parts.append(f"speedup {spread} over plain ({result['plain_tokens_per_s']:.1f} tokens/s)")
     if result["cost_ratio_c"] is not None:
         parts.append(f"c {result['cost_ratio_c']:.3f}")
     parts.append(f"finish: {result['finish_reason']}")

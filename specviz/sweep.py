@@ -34,8 +34,8 @@ PARAMETERS = ("temperature", "k", "draft")
 #: Columns of the CSV (and the keys a row always has), setting first, then the figures.
 CSV_FIELDS = ("temperature", "k", "draft", "drafter", "target", "max_new_tokens", "seed", "prompt_tokens",
               "alpha", "acceptance_rate", "tokens_per_pass", "predicted_tokens_per_pass", "speedup", "speedup_low",
-              "speedup_high", "theoretical_speedup", "theoretical_speedup_actual_drafts", "cost_ratio_c", "verify_cost_v",
-              "tokens_per_s", "plain_tokens_per_s", "plain_step_ms", "target_passes", "proposed", "tested",
+              "speedup_high", "theoretical_speedup", "theoretical_speedup_actual_drafts", "cost_ratio_c",
+              "verify_cost_v", "tokens_per_s", "plain_tokens_per_s", "plain_step_ms", "target_passes", "proposed", "tested",
               "accepted", "emitted", "finish_reason", "text")
 
 

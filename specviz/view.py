@@ -18,8 +18,8 @@ import time
 from .analysis import RunAnalysis, draft_depth, format_speedup, health_notes, is_tree_round
 from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
 
-__all__ = ["CSS", "KIND_LABELS", "TREE_BONUS_LABEL", "inspector_markdown", "kind_label", "legend_html", "render_round", "render_rounds",
-           "round_tree_html", "summary_markdown", "wrap_output"]
+__all__ = ["CSS", "KIND_LABELS", "TREE_BONUS_LABEL", "inspector_markdown", "kind_label", "legend_html",
+           "render_round", "render_rounds", "round_tree_html", "summary_markdown", "wrap_output"]
 
 KIND_LABELS = {
     ACCEPTED: "accepted draft token",

@@ -95,7 +95,8 @@ def test_a_baseline_timed_during_a_busy_moment_is_called_out():
     rounds = [spec_round(i, 80.0) for i in range(6)] + [plain_round(i, 74.0) for i in range(6, 10)]
     slow = PlainBaseline(192.0, 5.0)
     notes = health_notes(analyse(rounds, 4, wall_s=1.0, baseline=slow))
-    assert any("192 ms a step" in n and "2.6× slower" in n and "74 ms" in n and "overstated" in n for n in notes), notes
+    assert any("192 ms a step" in n and "2.6× slower" in n and "74 ms" in n and "overstated" in n
+               for n in notes), notes
     assert not baseline_still_valid(slow, rounds)
     fair = PlainBaseline(70.0, 5.0)
     assert baseline_still_valid(fair, rounds)

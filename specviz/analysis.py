@@ -647,8 +647,8 @@ def health_notes(a: RunAnalysis, lookup: bool = False, low_precision_greedy: boo
     The rules: per-token α below :data:`LOW_ALPHA` over at least :data:`MIN_PASSES_FOR_NOTES`
     passes; a draft so expensive that even α = 1 would not pay, (K + 1) / (K·c + v) < 1 (the
     closed form's ceiling); prompt lookup drafting nothing in most passes; a measured slowdown
-    (said with whichever of the above explains it); verify passes so uneven that their mean is
-    above :data:`UNEVEN_PASSES` × their median over at least :data:`MIN_PASSES_FOR_NOTES` passes
+    whose whole range is below 1× (said with whichever of the above explains it); verify passes so
+    uneven that their mean is above :data:`UNEVEN_PASSES` × their median over at least :data:`MIN_PASSES_FOR_NOTES` passes
     (some passes waited for the CPU, and v, a mean, says more about that than about the model);
     low-precision greedy decoding; a plain baseline that disagrees with the run's own evidence
     of a plain step's time (:func:`baseline_disagreement`), whose samples scatter by more than
@@ -669,10 +669,10 @@ def health_notes(a: RunAnalysis, lookup: bool = False, low_precision_greedy: boo
     if lookup and a.passes_without_draft is not None and a.passes_without_draft > 0.5:
         notes.append(f"Prompt lookup found no earlier match in {a.passes_without_draft:.0%} of passes: there is "
                      "little to copy in this text, so most passes are plain decoding steps.")
-    if a.speedup is not None and a.speedup < 1 and not notes:
-        notes.append(f"Slower than plain decoding ({a.speedup:.2f}×): the {a.tokens_per_pass:.2f} tokens per pass "
-                     f"do not make up for a round costing {a.k * (a.cost_ratio_c or 0) + (a.verify_cost_v or 1):.2f} "
-                     "plain steps (K·c + v).")
+    if a.speedup is not None and (a.speedup_high or a.speedup) < 1 and not notes:
+        notes.append(f"Slower than plain decoding ({format_speedup(a.speedup, a.speedup_low, a.speedup_high)}): the "
+                     f"{a.tokens_per_pass:.2f} tokens per pass do not make up for a round costing "
+                     f"{a.k * (a.cost_ratio_c or 0) + (a.verify_cost_v or 1):.2f} plain steps (K·c + v).")
     notes += _uneven_passes_note(a)
     notes += _baseline_notes(a)
     notes += _tree_note(a)

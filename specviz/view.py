@@ -140,7 +140,10 @@ def _speedup_verdict(a: RunAnalysis) -> str:
     if a.speedup is None:
         return "measuring…" if a.k and a.plain_tokens_per_s is None else "—"
     text = format_speedup(a.speedup, a.speedup_low, a.speedup_high)
-    if a.speedup >= 1:
+    low, high = a.speedup_low or a.speedup, a.speedup_high or a.speedup
+    if low < 1 <= high:
+        verdict = f"**{text}**: no clear difference from plain decoding (its range includes 1×)"
+    elif a.speedup >= 1:
         verdict = f"**{text}** faster than plain decoding"
     else:
         verdict = f"**{text} — a slowdown** (plain decoding is {1 / a.speedup:.2f}× faster)"

@@ -93,6 +93,7 @@ def test_the_summary_shows_the_speedup_with_its_range_and_how_it_was_measured():
     assert "one timed plain run" in text and "no range" in text
     slow = analyse([chain_round(i, 0) for i in range(3)], 4, wall_s=3.0, baseline=PlainBaseline(12.0, 20.0))
     assert "— a slowdown**" in summary_markdown(slow, "done")
+    assert any(n.startswith(f"Slower than plain decoding ({slow.speedup:.2f}×)") for n in health_notes(slow))
 
 
 def test_a_baseline_that_stopped_early_is_compared_per_token_and_the_summary_says_so():
@@ -124,3 +125,14 @@ def test_the_tokens_per_pass_theory_hover_says_it_is_a_chains_formula_for_a_tree
     chain = [chain_round(i, 2) for i in range(4)]
     theory = next(t for t in charts.tokens_per_pass_figure(chain, 4, 0.5).data if t.name.startswith("theory"))
     assert "tree" not in theory.hovertemplate
+
+
+def test_a_range_that_includes_1_is_no_clear_speedup_or_slowdown():
+    baseline = PlainBaseline(12.0, 0.0, (23.0, 30.0, 27.0), (30, 30, 30), 0.0)
+    rounds = [chain_round(i, 2) for i in range(10)]
+    a = analyse(rounds, 4, wall_s=30 * 0.025, baseline=baseline)  # 25 ms a token against 23-30
+    assert a.speedup_low < 1 < a.speedup_high
+    summary = summary_markdown(a, "done")
+    assert "no clear difference from plain decoding (its range includes 1×)" in summary
+    assert "faster than plain" not in summary and "a slowdown" not in summary
+    assert not any("Slower than plain" in n for n in health_notes(a))

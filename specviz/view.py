@@ -39,6 +39,7 @@ def kind_label(kind: str, round_: Round) -> str:
         return TREE_BONUS_LABEL
     return KIND_LABELS[kind]
 
+
 CSS = """
 .sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
           white-space: pre-wrap; word-break: break-word; padding: 10px; min-height: 120px;
@@ -149,10 +150,11 @@ def _speedup_verdict(a: RunAnalysis) -> str:
         verdict = f"**{text} — a slowdown** (plain decoding is {1 / a.speedup:.2f}× faster)"
     runs = f"the median of {a.plain_samples} timed plain runs" if (a.plain_samples or 1) > 1 else "one timed plain run"
     how = f"this run's tokens/s ÷ plain decoding's over as many tokens ({runs})"
-    if text == f"{a.speedup:.2f}×":
+    if low == high:
         how += "; no range: one plain run and too few passes say nothing about how far off it may be"
     else:
-        how += "; range: the slowest and the fastest plain run and this run's pass-to-pass variation (±2 SE)"
+        how += ("; range: the slowest and the fastest plain run and this run's pass-to-pass variation (about two "
+                "standard errors)" + (", under 0.01× here" if text == f"{a.speedup:.2f}×" else ""))
     return f"{verdict}  ({how})"
 
 

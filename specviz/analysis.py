@@ -28,7 +28,18 @@ The figures (names as in :class:`RunAnalysis`, the JSON and the UI):
 * ``verify_cost_v`` (v): one verify pass (the target scoring K + 1 positions, plus the accept
   test and resample) ÷ one plain target step, over the rounds that ran a pass. Leviathan et al.
   assume v = 1.
-* ``speedup`` = speculative tokens/s ÷ plain tokens/s (both measured, prefill included).
+* ``speedup`` = speculative tokens/s ÷ plain tokens/s (both measured, prefill included), the
+  plain rate taken over as many tokens as the run emitted from the median of several plain runs
+  (:class:`PlainBaseline`, :meth:`PlainBaseline.tokens_per_s_at`). ``speedup_low`` and
+  ``speedup_high`` bound it: the slowest and fastest plain run, and the run's own pass-to-pass
+  variation (:func:`speedup_with_spread`); it is written ``1.12× (1.05–1.19×)`` everywhere
+  (:func:`format_speedup`). ``plain_samples``, ``plain_tokens`` (tokens the longest plain run
+  covered) and ``plain_scatter`` (slowest ÷ fastest plain run per token) describe the baseline;
+  ``own_plain_step_ms`` (median ``verify_ms`` of this run's passes that drafted nothing) and
+  ``median_verify_ms`` are the run's own evidence it is checked against
+  (:func:`baseline_disagreement`, :func:`baseline_still_valid`).
+* ``tree_rounds``, ``tree_nodes_max``, ``tree_branching_max``: passes that drafted a tree (a node
+  with a sibling), the most nodes in one, the most children at one node (the context included).
 * ``predicted_tokens_per_pass`` = (1 − α^(K+1)) / (1 − α) (Leviathan et al. 2023, eq. 1) and
   ``theoretical_speedup`` = that ÷ (K·c + v) (their Theorem 3.8 with the verify cost measured).
 * ``predicted_tokens_per_pass_actual_drafts`` and ``theoretical_speedup_actual_drafts``: the
@@ -65,10 +76,16 @@ __all__ = [
     "RoundTime",
     "RunAnalysis",
     "analyse",
+    "baseline_disagreement",
+    "baseline_still_valid",
+    "draft_depth",
+    "format_speedup",
     "health_notes",
+    "is_tree_round",
     "measured_speedup",
     "running_acceptance",
     "running_speedup",
+    "speedup_with_spread",
 ]
 
 
@@ -82,15 +99,39 @@ def _pass_times(rounds: list[Round]) -> list[float]:
 class PlainBaseline:
     """Plain decoding of the target: the yardstick of c, v and the speedup.
 
+    A baseline holds one or more *samples*, each one plain run of the same target, prompt and
+    settings. One sample is a single draw from a noisy clock: on a shared machine the same plain
+    run took 192 ms/token once and 53–69 ms/token minutes later, so the speedup divides by the
+    median of several samples and carries their range (:func:`speedup_with_spread`).
+
     Attributes:
-        step_ms: mean time of one plain decoding step (ms): the mean ``verify_ms`` of the plain
-            run's rounds. Prefill is not a step and is left out, and so is the first round, whose
-            token came from the prefill's pass (``Round.root_from_prefill``).
-        tokens_per_s: the plain run's emitted tokens ÷ its wall time (tokens/s, prefill included).
+        step_ms: one plain decoding step (ms): the mean ``verify_ms`` of a plain run's rounds,
+            the median of that over the samples. Prefill is not a step and is left out, and so is
+            the first round, whose token came from the prefill's pass (``Round.root_from_prefill``).
+        tokens_per_s: plain decoding's rate (tokens/s, prefill included) over ``sample_tokens[0]``
+            tokens, from the median per-token time; for a baseline built from a rate alone (older
+            code and saved traces), that measured rate.
+        sample_ms_per_token: per sample, its decoding time per token (ms/token, prefill excluded):
+            (generation time − prefill) ÷ tokens, a shorter sample's scaled to the first one's
+            length (:func:`specviz.baseline.measure_baseline`). Empty for a baseline built from a
+            rate alone.
+        sample_tokens: per sample, the tokens it covered (a plain run stops at end-of-text).
+        prefill_ms: the prompt's prefill (ms, median over the samples); added back once per run
+            when the baseline's rate is taken over some number of tokens (:meth:`tokens_per_s_at`).
     """
 
     step_ms: float
     tokens_per_s: float
+    sample_ms_per_token: tuple[float, ...] = ()
+    sample_tokens: tuple[int, ...] = ()
+    prefill_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        # Saved traces give lists; a frozen dataclass keeps tuples (hashable, not shared).
+        object.__setattr__(self, "sample_ms_per_token", tuple(float(x) for x in self.sample_ms_per_token))
+        object.__setattr__(self, "sample_tokens", tuple(int(x) for x in self.sample_tokens))
+        if len(self.sample_ms_per_token) != len(self.sample_tokens):
+            raise ValueError("a plain baseline needs one token count per sample")
 
     @classmethod
     def from_rounds(cls, rounds: list[Round], tokens_per_s: float) -> PlainBaseline | None:
@@ -106,6 +147,61 @@ class PlainBaseline:
             return None
         step_ms = sum(steps) / len(steps)
         return cls(step_ms, tokens_per_s) if step_ms > 0 and tokens_per_s > 0 else None
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PlainBaseline:
+        """A baseline from :meth:`to_dict`'s data, or from the ``{"step_ms", "tokens_per_s"}``
+        dict that traces saved by older versions hold.
+
+        Raises:
+            ValueError: if a field is missing or not a number.
+        """
+        try:
+            return cls(float(data["step_ms"]), float(data["tokens_per_s"]),
+                       tuple(data.get("sample_ms_per_token") or ()), tuple(data.get("sample_tokens") or ()),
+                       float(data.get("prefill_ms") or 0.0))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"the plain baseline is malformed: {err}") from None
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready data (what a saved trace stores); :meth:`from_dict` reads it back."""
+        return {"step_ms": self.step_ms, "tokens_per_s": self.tokens_per_s,
+                "sample_ms_per_token": list(self.sample_ms_per_token), "sample_tokens": list(self.sample_tokens),
+                "prefill_ms": self.prefill_ms}
+
+    @property
+    def samples(self) -> int:
+        """How many plain runs were timed (1 for a baseline built from a rate alone)."""
+        return max(1, len(self.sample_ms_per_token))
+
+    @property
+    def covered_tokens(self) -> int | None:
+        """Tokens the longest sample covered, None when unknown (a baseline from a rate alone)."""
+        return max(self.sample_tokens) if self.sample_tokens else None
+
+    @property
+    def scatter(self) -> float:
+        """Slowest ÷ fastest sample's time per token (1.0: the samples agree, or only one)."""
+        times = self.sample_ms_per_token
+        return max(times) / min(times) if len(times) > 1 and min(times) > 0 else 1.0
+
+    def _rate(self, ms_per_token: float, tokens: int) -> float:
+        return 1e3 / (ms_per_token + self.prefill_ms / max(tokens, 1))
+
+    def tokens_per_s_at(self, tokens: int) -> float:
+        """Plain decoding's rate over a run of ``tokens`` tokens (tokens/s, prefill included):
+        1000 ÷ (median ms per token + prefill ms ÷ tokens). So a baseline that stopped at
+        end-of-text after a few dozen tokens is compared per token with a longer run, its
+        prefill spread over as many tokens as the run's. A baseline from a rate alone: that rate."""
+        if not self.sample_ms_per_token:
+            return self.tokens_per_s
+        return self._rate(statistics.median(self.sample_ms_per_token), tokens)
+
+    def rate_range_at(self, tokens: int) -> tuple[float, float]:
+        """(slowest, fastest) sample's rate over ``tokens`` tokens (tokens/s), as :meth:`tokens_per_s_at`."""
+        if not self.sample_ms_per_token:
+            return self.tokens_per_s, self.tokens_per_s
+        return self._rate(max(self.sample_ms_per_token), tokens), self._rate(min(self.sample_ms_per_token), tokens)
 
 
 @dataclass(frozen=True)
@@ -169,6 +265,17 @@ class RunAnalysis:
     theoretical_speedup_actual_drafts: float | None
     per_position: tuple[PositionAcceptance, ...]
     time_split: tuple[RoundTime, ...]
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    plain_samples: int | None = None
+    plain_tokens: int | None = None
+    plain_scatter: float | None = None
+    own_plain_step_ms: float | None = None
+    own_plain_steps: int = 0
+    median_verify_ms: float | None = None
+    tree_rounds: int = 0
+    tree_nodes_max: int = 0
+    tree_branching_max: int = 0
 
     @property
     def speedup_vs_theoretical(self) -> float | None:
@@ -180,11 +287,17 @@ class RunAnalysis:
         """Measured speedup ÷ the same model on the actual draft lengths."""
         return _ratio(self.speedup, self.theoretical_speedup_actual_drafts)
 
+    @property
+    def speedup_text(self) -> str | None:
+        """The measured speedup with its range, as every front-end writes it (:func:`format_speedup`)."""
+        return None if self.speedup is None else format_speedup(self.speedup, self.speedup_low, self.speedup_high)
+
     def to_dict(self) -> dict:
         """Plain JSON-ready data: every field and property (per-position and per-round lists too)."""
         out = asdict(self)
         out["speedup_vs_theoretical"] = self.speedup_vs_theoretical
         out["speedup_vs_theoretical_actual_drafts"] = self.speedup_vs_theoretical_actual_drafts
+        out["speedup_text"] = self.speedup_text
         return out
 
     def scalars(self) -> dict:
@@ -208,6 +321,86 @@ def measured_speedup(tokens_per_s: float, plain_tokens_per_s: float | None) -> f
     return tokens_per_s / plain_tokens_per_s
 
 
+#: Two standard errors: the run's own pass-to-pass variation enters the range as about a 95% interval.
+RUN_SPREAD_SE = 2.0
+#: Fewest rounds whose spread says anything about the run's rate.
+MIN_ROUNDS_FOR_SPREAD = 5
+
+
+def _rate_error(m: int, t: float, n: float, tt: float, tn: float, nn: float) -> float:
+    """:func:`_run_rate_error` from the sums over m rounds of t_i, n_i, t_i², t_i·n_i and n_i²
+    (so a running figure updates it in O(1) a round)."""
+    if m < MIN_ROUNDS_FOR_SPREAD or n <= 0 or t <= 0:
+        return 0.0
+    ratio = t / n
+    residual = max(0.0, tt - 2 * ratio * tn + ratio * ratio * nn)  # Σ (t_i − R·n_i)²
+    se = math.sqrt(residual / (m * (m - 1))) / (n / m)
+    return min(0.5, RUN_SPREAD_SE * se / ratio)
+
+
+def _round_sums(rounds: list[Round]) -> list[float]:
+    sums = [0.0] * 6
+    for r in rounds:
+        _add_round(sums, r)
+    return sums
+
+
+def _add_round(sums: list[float], r: Round) -> None:
+    t, n = r.draft_ms + r.verify_ms + r.other_ms, len(r.emitted)
+    for i, x in enumerate((1, t, n, t * t, t * n, n * n)):
+        sums[i] += x
+
+
+def _run_rate_error(rounds: list[Round]) -> float:
+    """Relative uncertainty of the run's time per token from its own passes' variation (0 with
+    fewer than :data:`MIN_ROUNDS_FOR_SPREAD` rounds).
+
+    The run's time per token is a ratio estimate R = Σ t_i ÷ Σ n_i over rounds i (t_i its draft +
+    verify + other ms, n_i its emitted tokens); its standard error is
+    √(Σ (t_i − R·n_i)² ÷ (m(m − 1))) ÷ n̄ (the ratio estimator's, Cochran, *Sampling Techniques*,
+    3rd ed., §6.4). Returned: :data:`RUN_SPREAD_SE` × that ÷ R, capped at 0.5.
+    """
+    m, t, n, tt, tn, nn = _round_sums(rounds)
+    return _rate_error(int(m), t, n, tt, tn, nn)
+
+
+def _spread(tokens_per_s: float, emitted: int, baseline: PlainBaseline, error: float
+            ) -> tuple[float, float, float] | None:
+    value = measured_speedup(tokens_per_s, baseline.tokens_per_s_at(emitted))
+    if value is None or tokens_per_s <= 0:
+        return None
+    slow, fast = baseline.rate_range_at(emitted)
+    low = tokens_per_s / (1 + error) / fast
+    high = tokens_per_s / (1 - error) / slow
+    return value, min(low, value), max(high, value)
+
+
+def speedup_with_spread(tokens_per_s: float, emitted: int, baseline: PlainBaseline | None,
+                        rounds: list[Round] = ()) -> tuple[float, float, float] | None:
+    """The measured speedup and its range: ``(value, low, high)``, or None without a baseline.
+
+    value = the run's tokens/s ÷ plain decoding's tokens/s over as many tokens as the run emitted
+    (:meth:`PlainBaseline.tokens_per_s_at`: the median plain sample, compared per token, prefill
+    included once on both sides). The range takes the slowest and the fastest plain sample
+    (:meth:`PlainBaseline.rate_range_at`) and widens the run's own rate by its pass-to-pass
+    variation (:func:`_run_rate_error`, about ±2 standard errors): low = run rate ÷ (1 + e) ÷
+    fastest plain rate, high = run rate ÷ (1 − e) ÷ slowest plain rate. With one plain sample and
+    fewer than :data:`MIN_ROUNDS_FOR_SPREAD` rounds, low = value = high: nothing says how far off
+    it may be, which the summary then says.
+    """
+    if baseline is None:
+        return None
+    return _spread(tokens_per_s, emitted, baseline, _run_rate_error(list(rounds)))
+
+
+def format_speedup(value: float, low: float | None = None, high: float | None = None) -> str:
+    """The one way a speedup is written: ``"1.12× (1.05–1.19×)"``, or ``"1.12×"`` without a range."""
+    text = f"{value:.2f}×"
+    if low is None or high is None or f"{low:.2f}" == f"{high:.2f}":
+        return text
+    return f"{text} ({low:.2f}–{high:.2f}×)"
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
@@ -221,9 +414,13 @@ def _depths(round_: Round) -> list[int]:
     return depths
 
 
-def _draft_depth(round_: Round) -> int:
+def draft_depth(round_: Round) -> int:
+    """How deep the round drafted: K for a full chain, the deepest node's depth in a tree, 0 for none."""
     depths = _depths(round_)
     return max(depths) if depths else 0
+
+
+_draft_depth = draft_depth
 
 
 def _per_position(rounds: list[Round], k: int) -> tuple[PositionAcceptance, ...]:
@@ -287,6 +484,37 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _parents(round_: Round) -> list[int]:
+    return [t.parent if t.parent is not None else i - 1 for i, t in enumerate(round_.drafted)]
+
+
+def is_tree_round(round_: Round) -> bool:
+    """True when some node of the round has a sibling (two drafts continue the same prefix)."""
+    parents = _parents(round_)
+    return len(set(parents)) < len(parents)
+
+
+def _tree_shape(rounds: list[Round]) -> tuple[int, int, int]:
+    """(tree rounds, most nodes in one, most children of one node, the context included)."""
+    trees = [r for r in rounds if is_tree_round(r)]
+    nodes = max((len(r.drafted) for r in trees), default=0)
+    branching = 0
+    for r in trees:
+        parents = _parents(r)
+        branching = max(branching, max(parents.count(p) for p in set(parents)))
+    return len(trees), nodes, branching
+
+
+def _own_plain_steps(rounds: list[Round]) -> list[float]:
+    """``verify_ms`` of the run's plain-shaped passes: rounds that drafted nothing and ran a pass of
+    their own. Each is one target forward over one position plus sampling: a plain step."""
+    return [r.verify_ms for r in rounds if not r.drafted and not r.root_from_prefill and r.verify_ms > 0]
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 def analyse(
     rounds: list[Round],
     k: int,
@@ -325,6 +553,8 @@ def analyse(
         tokens_per_s = emitted / wall_s if wall_s > 0 else 0.0
 
     draft_steps = sum(r.draft_steps for r in rounds)
+    own_steps = _own_plain_steps(rounds)
+    tree_rounds, tree_nodes, tree_branching = _tree_shape(rounds)
     draft_ms_per_round = _mean([r.draft_ms for r in rounds])
     verify_ms = _mean(_pass_times(rounds))
     plain_step_ms = baseline.step_ms if baseline else None
@@ -334,6 +564,7 @@ def analyse(
     alpha = accepted / tested if tested else None
     predicted_tpp, theoretical = _theory(alpha, k, c, v)
     actual_tpp, actual_speedup = _theory_actual_drafts(rounds, alpha, draft_ms_per_round, verify_ms, plain_step_ms)
+    spread = speedup_with_spread(tokens_per_s, emitted, baseline, rounds) if baseline and drafted else None
     return RunAnalysis(
         k=k,
         target_passes=passes,
@@ -355,16 +586,27 @@ def analyse(
         verify_ms=verify_ms,
         other_ms_per_round=_mean([r.other_ms for r in rounds]),
         plain_step_ms=plain_step_ms,
-        plain_tokens_per_s=baseline.tokens_per_s if baseline else None,
+        plain_tokens_per_s=baseline.tokens_per_s_at(emitted) if baseline else None,
         cost_ratio_c=c,
         verify_cost_v=v,
-        speedup=measured_speedup(tokens_per_s, baseline.tokens_per_s) if baseline and drafted else None,
+        speedup=spread[0] if spread else None,
         predicted_tokens_per_pass=predicted_tpp,
         theoretical_speedup=theoretical,
         predicted_tokens_per_pass_actual_drafts=actual_tpp,
         theoretical_speedup_actual_drafts=actual_speedup,
         per_position=_per_position(rounds, k),
         time_split=tuple(RoundTime(r.index, r.draft_ms, r.verify_ms, r.other_ms) for r in rounds),
+        speedup_low=spread[1] if spread else None,
+        speedup_high=spread[2] if spread else None,
+        plain_samples=baseline.samples if baseline else None,
+        plain_tokens=baseline.covered_tokens if baseline else None,
+        plain_scatter=baseline.scatter if baseline else None,
+        own_plain_step_ms=_median(own_steps),
+        own_plain_steps=len(own_steps),
+        median_verify_ms=_median([r.verify_ms for r in rounds if r.drafted and r.verify_ms > 0]),
+        tree_rounds=tree_rounds,
+        tree_nodes_max=tree_nodes,
+        tree_branching_max=tree_branching,
     )
 
 
@@ -405,10 +647,13 @@ def health_notes(a: RunAnalysis, lookup: bool = False, low_precision_greedy: boo
     The rules: per-token α below :data:`LOW_ALPHA` over at least :data:`MIN_PASSES_FOR_NOTES`
     passes; a draft so expensive that even α = 1 would not pay, (K + 1) / (K·c + v) < 1 (the
     closed form's ceiling); prompt lookup drafting nothing in most passes; a measured slowdown
-    (said with whichever of the above explains it); verify passes so uneven that their mean is
-    above :data:`UNEVEN_PASSES` × their median over at least :data:`MIN_PASSES_FOR_NOTES` passes
+    whose whole range is below 1× (said with whichever of the above explains it); verify passes so
+    uneven that their mean is above :data:`UNEVEN_PASSES` × their median over at least :data:`MIN_PASSES_FOR_NOTES` passes
     (some passes waited for the CPU, and v, a mean, says more about that than about the model);
-    low-precision greedy decoding.
+    low-precision greedy decoding; a plain baseline that disagrees with the run's own evidence
+    of a plain step's time (:func:`baseline_disagreement`), whose samples scatter by more than
+    :data:`BASELINE_SCATTER`, or that covered fewer tokens than the run; a run that drafted
+    trees, which the chain's closed forms do not describe.
     """
     notes = []
     if a.alpha is not None and a.alpha < LOW_ALPHA and a.target_passes >= MIN_PASSES_FOR_NOTES:
@@ -424,11 +669,13 @@ def health_notes(a: RunAnalysis, lookup: bool = False, low_precision_greedy: boo
     if lookup and a.passes_without_draft is not None and a.passes_without_draft > 0.5:
         notes.append(f"Prompt lookup found no earlier match in {a.passes_without_draft:.0%} of passes: there is "
                      "little to copy in this text, so most passes are plain decoding steps.")
-    if a.speedup is not None and a.speedup < 1 and not notes:
-        notes.append(f"Slower than plain decoding ({a.speedup:.2f}×): the {a.tokens_per_pass:.2f} tokens per pass "
-                     f"do not make up for a round costing {a.k * (a.cost_ratio_c or 0) + (a.verify_cost_v or 1):.2f} "
-                     "plain steps (K·c + v).")
+    if a.speedup is not None and (a.speedup_high or a.speedup) < 1 and not notes:
+        notes.append(f"Slower than plain decoding ({format_speedup(a.speedup, a.speedup_low, a.speedup_high)}): the "
+                     f"{a.tokens_per_pass:.2f} tokens per pass do not make up for a round costing "
+                     f"{a.k * (a.cost_ratio_c or 0) + (a.verify_cost_v or 1):.2f} plain steps (K·c + v).")
     notes += _uneven_passes_note(a)
+    notes += _baseline_notes(a)
+    notes += _tree_note(a)
     if low_precision_greedy:
         notes.append("Greedy decoding in reduced precision: one batched verify pass can round a near-tie "
                      "differently from a one-token step, so the text may differ from plain decoding's in places "
@@ -449,18 +696,112 @@ def _uneven_passes_note(a: RunAnalysis) -> list[str]:
             f"v = {a.verify_cost_v:.2f} averages them all."]
 
 
-def running_speedup(rounds: list[Round], baseline: PlainBaseline | None) -> list[dict]:
-    """The measured speedup as it stood after each round: ``{"t": elapsed s, "speedup": ...}``.
+#: A baseline's plain step this many times slower or faster than the run's own evidence disagrees with it.
+BASELINE_DISAGREES = 1.5
+#: Fewest plain-shaped passes (or verify passes) that count as evidence about a plain step's time.
+MIN_EVIDENCE_PASSES = 3
+#: Slowest ÷ fastest plain sample above this: the machine's speed changed while the baseline was timed.
+BASELINE_SCATTER = 1.3
 
-    The same definition as :func:`measured_speedup`: tokens emitted so far ÷ generation time so
-    far (``Round.elapsed_s``, prefill included), ÷ the baseline's tokens/s. Empty without a
-    baseline.
+
+def _ms(x: float) -> str:
+    return f"{x:.1f} ms" if x < 10 else f"{x:.0f} ms"
+
+
+def baseline_disagreement(step_ms: float | None, own_plain_step_ms: float | None, own_plain_steps: int,
+                          median_verify_ms: float | None, verify_passes: int) -> str | None:
+    """A sentence when the baseline's plain step disagrees with the run's own evidence, else None.
+
+    The evidence, best first: the median of the run's plain-shaped passes (rounds that drafted
+    nothing: each is one plain step, timed in this run), when there are at least
+    :data:`MIN_EVIDENCE_PASSES`; disagreement is a ratio beyond :data:`BASELINE_DISAGREES` either
+    way. Otherwise the median verify pass: it scores K + 1 positions where a plain step scores one,
+    so it cannot be much faster than a plain step; a baseline step more than
+    :data:`BASELINE_DISAGREES` × slower than it was timed on a slower machine than the run's.
+    """
+    if not step_ms:
+        return None
+    if own_plain_step_ms and own_plain_steps >= MIN_EVIDENCE_PASSES:
+        ratio = step_ms / own_plain_step_ms
+        own = (f"this run's own plain steps ({_ms(own_plain_step_ms)}, the median of {own_plain_steps} passes that "
+               "drafted nothing)")
+        if ratio > BASELINE_DISAGREES:
+            return (f"The plain baseline ({_ms(step_ms)} a step) is {ratio:.1f}× slower than {own}: it was probably "
+                    "timed while the machine was busy, so the speedup is overstated. Run again to re-measure.")
+        if ratio < 1 / BASELINE_DISAGREES:
+            return (f"The plain baseline ({_ms(step_ms)} a step) is {1 / ratio:.1f}× faster than {own}: this run was "
+                    "probably slowed by other work on the machine, so the speedup is understated. Run again to "
+                    "re-measure.")
+        return None
+    if median_verify_ms and verify_passes >= MIN_EVIDENCE_PASSES and step_ms > BASELINE_DISAGREES * median_verify_ms:
+        return (f"The plain baseline ({_ms(step_ms)} a step) is {step_ms / median_verify_ms:.1f}× slower than this "
+                f"run's median verify pass ({_ms(median_verify_ms)}), which scores K + 1 positions where a plain step "
+                "scores one: the baseline was probably timed while the machine was busy, so the speedup is "
+                "overstated. Run again to re-measure.")
+    return None
+
+
+def baseline_still_valid(baseline: PlainBaseline | None, rounds: list[Round]) -> bool:
+    """Whether a cached plain baseline may be reused after this run: it agrees with the run's own
+    evidence of a plain step (:func:`baseline_disagreement`) and its samples do not scatter by
+    more than :data:`BASELINE_SCATTER`. False for None (there is nothing to reuse)."""
+    if baseline is None:
+        return False
+    own = _own_plain_steps(rounds)
+    passes = [r.verify_ms for r in rounds if r.drafted and r.verify_ms > 0]
+    disagreement = baseline_disagreement(baseline.step_ms, _median(own), len(own), _median(passes), len(passes))
+    return disagreement is None and baseline.scatter <= BASELINE_SCATTER
+
+
+def _baseline_notes(a: RunAnalysis) -> list[str]:
+    if a.plain_step_ms is None or a.speedup is None:
+        return []
+    verify_passes = sum(1 for t in a.time_split if t.verify_ms > 0) - a.own_plain_steps
+    notes = [baseline_disagreement(a.plain_step_ms, a.own_plain_step_ms, a.own_plain_steps, a.median_verify_ms,
+                                   verify_passes)]
+    if a.plain_scatter and a.plain_scatter > BASELINE_SCATTER:
+        notes.append(f"The {a.plain_samples} timings of plain decoding scatter widely (the slowest took "
+                     f"{a.plain_scatter:.1f}× as long per token as the fastest): the machine's speed changed while "
+                     f"they ran, so the speedup's range ({format_speedup(a.speedup, a.speedup_low, a.speedup_high)}) "
+                     "is wide. Run again when the machine is quiet.")
+    if a.plain_tokens is not None and a.plain_tokens < a.emitted:
+        notes.append(f"Plain decoding stopped at end-of-text after {a.plain_tokens} tokens; this run emitted "
+                     f"{a.emitted}. The speedup compares time per token: plain decoding's speed over its "
+                     f"{a.plain_tokens} tokens stands in for its speed over {a.emitted}.")
+    return [n for n in notes if n]
+
+
+def _tree_note(a: RunAnalysis) -> list[str]:
+    if not a.tree_rounds or a.predicted_tokens_per_pass is None:
+        return []
+    return [f"This run drafted trees ({a.tree_rounds} of {a.target_passes} passes; up to {a.tree_nodes_max} nodes, "
+            f"up to {a.tree_branching_max} children at a node). The theory rows are a chain's, "
+            "(1 − α^(K+1))/(1 − α): one draft per depth, each accepted with probability α. A tree tries several siblings at a depth, each "
+            "against the residual the rejected ones leave, so its accepted path goes deeper than a chain's, while "
+            "every rejected sibling counts as a failed test in α. The chain formula therefore underestimates a "
+            f"tree's tokens per pass ({a.tokens_per_pass:.2f} observed, {a.predicted_tokens_per_pass:.2f} for a chain "
+            "at this α): read it as a chain's reference, not a prediction for this tree."]
+
+
+def running_speedup(rounds: list[Round], baseline: PlainBaseline | None) -> list[dict]:
+    """The measured speedup as it stood after each round, with its range:
+    ``{"t": elapsed s, "pass": verify pass (from 1), "speedup": ..., "low": ..., "high": ...}``.
+
+    The same definitions as :func:`speedup_with_spread` over the rounds so far: tokens emitted so
+    far ÷ generation time so far (``Round.elapsed_s``, prefill included), ÷ the baseline's tokens/s
+    over as many tokens (:meth:`PlainBaseline.tokens_per_s_at`), so the last point is the run's
+    figure. Empty without a baseline.
     """
     if baseline is None:
         return []
-    points, emitted = [], 0
+    points, emitted, sums = [], 0, [0.0] * 6
     for r in rounds:
         emitted += len(r.emitted)
+        _add_round(sums, r)
         if r.elapsed_s > 0:
-            points.append({"t": r.elapsed_s, "speedup": measured_speedup(emitted / r.elapsed_s, baseline.tokens_per_s)})
+            m, t, n, tt, tn, nn = sums
+            spread = _spread(emitted / r.elapsed_s, emitted, baseline, _rate_error(int(m), t, n, tt, tn, nn))
+            if spread is not None:
+                points.append({"t": r.elapsed_s, "pass": r.index + 1, "speedup": spread[0], "low": spread[1],
+                               "high": spread[2]})
     return points

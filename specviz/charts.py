@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from . import theory
-from .analysis import running_acceptance
+from .analysis import is_tree_round, running_acceptance
 from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
 
 __all__ = [
@@ -160,23 +160,23 @@ def alpha_figure(rounds: list[Round]) -> go.Figure:
     Markers: a round's acceptance rate, accepted / proposed; rounds that proposed nothing are
     skipped. Lines: the running acceptance rate and the running per-token α (accepted / *tested*,
     the α of the theory), both from :func:`specviz.analysis.running_acceptance`, so their last
-    values are the run's ``acceptance_rate`` and ``alpha``. x is the round index (one target pass
-    each); y spans [0, 1.05].
+    values are the run's ``acceptance_rate`` and ``alpha``. x is the verify pass, counted from 1
+    as the inspector, the hover text, the replay and the rounds CSV count it; y spans [0, 1.05].
     """
-    title = "Acceptance per round"
+    title = "Acceptance per verify pass"
     uirev = "alpha"
-    x_title, y_title = "round (target pass)", "accepted / proposed"
+    x_title, y_title = "verify pass", "accepted / proposed"
     if not rounds:
         return _waiting(title, uirev, x_title, y_title)
 
     xs, ys, custom = [], [], []
     for r in rounds:
         if r.drafted:
-            xs.append(r.index)
+            xs.append(r.index + 1)
             ys.append(r.n_accepted / len(r.drafted))
             custom.append([r.n_accepted, len(r.drafted)])
     running = running_acceptance(rounds)
-    mean_x = [index for index, _, _ in running]
+    mean_x = [index + 1 for index, _, _ in running]
     mean_y = [rate for _, rate, _ in running]
     hat_y = [alpha for _, _, alpha in running]
     if running:
@@ -190,14 +190,14 @@ def alpha_figure(rounds: list[Round]) -> go.Figure:
     data = [
         {"type": "scatter", "x": xs, "y": ys, "customdata": custom, "mode": "markers",
          "name": "acceptance rate this round", "marker": {"color": KIND_COLORS[ACCEPTED], "size": 7, "opacity": 0.7},
-         "hovertemplate": "round %{x}<br>%{customdata[0]}/%{customdata[1]} proposed drafts accepted<extra></extra>"},
+         "hovertemplate": "pass %{x}<br>%{customdata[0]}/%{customdata[1]} proposed drafts accepted<extra></extra>"},
         {"type": "scatter", "x": mean_x, "y": mean_y, "mode": line_mode,
          "name": "running acceptance rate", "line": {"color": MEAN_COLOR, "width": 2},
-         "hovertemplate": "up to round %{x}<br>accepted ÷ proposed = %{y:.3f}<extra></extra>"},
+         "hovertemplate": "up to pass %{x}<br>accepted ÷ proposed = %{y:.3f}<extra></extra>"},
         {"type": "scatter", "x": mean_x, "y": hat_y, "mode": line_mode,
          "name": "per-token α (accepted ÷ tested: the theory's α)",
          "line": {"color": THEORY_COLOR, "width": 1.5, "dash": "dash"},
-         "hovertemplate": ("up to round %{x}<br>α = accepted ÷ tested = %{y:.3f}<br>drafts after a rejection "
+         "hovertemplate": ("up to pass %{x}<br>α = accepted ÷ tested = %{y:.3f}<br>drafts after a rejection "
                            "are never tested<extra></extra>")},
     ]
     return _build(data, layout)
@@ -263,6 +263,10 @@ def tokens_per_pass_figure(rounds: list[Round], k: int, alpha: float | None) -> 
                       f"each accepted with prob. α = accepted / tested drafts = {alpha:.3f}")
         if short:
             assumption += f"; {short} of {n_rounds} passes proposed fewer"
+        trees = sum(1 for r in rounds if is_tree_round(r))
+        if trees:
+            assumption += (f"<br>a chain's formula: {trees} of {n_rounds} passes drafted a tree, whose siblings<br>"
+                           "let the accepted path go deeper than a chain's at the same α")
         data.append({
             "type": "scatter", "x": list(range(1, k + 2)), "y": dist, "mode": "lines+markers",
             "name": f"theory (α = {alpha:.2f})",
@@ -279,32 +283,49 @@ def tokens_per_pass_figure(rounds: list[Round], k: int, alpha: float | None) -> 
 
 
 # --------------------------------------------------------------------------- speedup
+#: How the speedup and its range were measured, for the hover (one text, the chart's and the summary's).
+SPEEDUP_HOW = ("speedup = this run's tokens/s ÷ plain decoding's over as many tokens (median of the timed plain "
+               "runs)<br>range: the slowest and the fastest plain run, and this run's pass-to-pass variation")
+
+
 def speedup_figure(points: list[dict], theoretical: float | None) -> go.Figure:
-    """Measured running speedup over time, against the theory and plain decoding.
+    """Measured running speedup over time, with its range, against the theory and plain decoding.
 
     Args:
         points: ``{"t": seconds since the run started, "speedup": measured running speedup}``
-            dicts in time order; points with a non-finite value are skipped.
+            dicts in time order, optionally with ``"low"``/``"high"`` (its range) and ``"pass"``
+            (the verify pass, from 1), as :func:`specviz.analysis.running_speedup` gives them;
+            points with a non-finite value are skipped.
         theoretical: predicted speedup (e.g. :func:`specviz.theory.expected_speedup`), drawn as a
             dashed horizontal line, or None.
 
-    The region below 1.0 (plain decoding's speed, a grey reference line) is shaded light red
-    and labelled "slower than plain", so a slowdown reads as one.
+    The range is a shaded band around the measured line (the slowest and fastest plain run, and
+    the run's pass-to-pass variation: :func:`specviz.analysis.speedup_with_spread`), and the
+    title gives the latest value with its range (:func:`specviz.analysis.format_speedup`). The
+    region below 1.0 (plain decoding's speed, a grey reference line) is shaded light red and
+    labelled "slower than plain", so a slowdown reads as one.
     """
+    from .analysis import format_speedup
+
     title = "Speedup over plain decoding"
     uirev = "speedup"
     x_title, y_title = "seconds since start", "speedup (×)"
-    pts = [(float(p["t"]), float(p["speedup"])) for p in points
-           if _finite(p.get("t")) and _finite(p.get("speedup"))]
-    if not pts:
+    kept = [p for p in points if _finite(p.get("t")) and _finite(p.get("speedup"))]
+    if not kept:
         return _waiting(title, uirev, x_title, y_title)
-    xs = [t for t, _ in pts]
-    ys = [s for _, s in pts]
+    xs = [float(p["t"]) for p in kept]
+    ys = [float(p["speedup"]) for p in kept]
+    banded = all(_finite(p.get("low")) and _finite(p.get("high")) for p in kept)
+    lows = [float(p["low"]) for p in kept] if banded else ys
+    highs = [float(p["high"]) for p in kept] if banded else ys
+    passes = [p.get("pass", "?") for p in kept]
     theo = float(theoretical) if _finite(theoretical) else None
 
     title = f"Speedup · now {speedup_label(ys[-1])}"
+    if banded and f"{lows[-1]:.2f}" != f"{highs[-1]:.2f}":
+        title += f" · {format_speedup(ys[-1], lows[-1], highs[-1]).split(' ', 1)[1]}"
     layout = _layout(title, uirev, x_title, y_title)
-    top = max([1.2, *ys] + ([theo] if theo is not None else [])) * 1.1
+    top = max([1.2, *ys, *highs] + ([theo] if theo is not None else [])) * 1.1
     layout["yaxis"]["range"] = [0.0, top]
     layout["shapes"].append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": 0.0, "y1": 1.0,
                              "fillcolor": SLOW_FILL, "line": {"width": 0}, "layer": "below"})
@@ -314,11 +335,21 @@ def speedup_figure(points: list[dict], theoretical: float | None) -> go.Figure:
     _hline(layout, 1.0, PLAIN_COLOR, "plain decoding")
     if theo is not None:
         _hline(layout, theo, THEORY_COLOR, f"theory {theo:.2f}×", dash="dash", right=True)
-    data = [{
-        "type": "scatter", "x": xs, "y": ys, "mode": "lines+markers" if len(xs) < 2 else "lines",
+    data = []
+    if banded:
+        data += [
+            {"type": "scatter", "x": xs, "y": highs, "mode": "lines", "line": {"width": 0, "color": SPEC_COLOR},
+             "showlegend": False, "hoverinfo": "skip", "name": "range (high)"},
+            {"type": "scatter", "x": xs, "y": lows, "mode": "lines", "line": {"width": 0, "color": SPEC_COLOR},
+             "fill": "tonexty", "fillcolor": "rgba(59, 111, 216, 0.18)", "name": "range", "hoverinfo": "skip"},
+        ]
+    data.append({
+        "type": "scatter", "x": xs, "y": ys, "customdata": [[n, lo, hi] for n, lo, hi in zip(passes, lows, highs)],
+        "mode": "lines+markers" if len(xs) < 2 else "lines",
         "name": "measured", "line": {"color": SPEC_COLOR, "width": 2}, "marker": {"color": SPEC_COLOR},
-        "hovertemplate": "t = %{x:.1f} s<br>speedup %{y:.2f}×<extra></extra>",
-    }]
+        "hovertemplate": ("after pass %{customdata[0]}, t = %{x:.1f} s<br>speedup %{y:.2f}× "
+                          "(%{customdata[1]:.2f}–%{customdata[2]:.2f}×)<br>" + SPEEDUP_HOW + "<extra></extra>"),
+    })
     return _build(data, layout)
 
 
@@ -423,22 +454,22 @@ def time_split_figure(analysis) -> go.Figure:
     Args:
         analysis: a :class:`~specviz.analysis.RunAnalysis`, or None before the first round.
     """
-    title, uirev = "Time per round", "time_split"
-    x_title, y_title = "round (target pass)", "ms"
+    title, uirev = "Time per verify pass", "time_split"
+    x_title, y_title = "verify pass", "ms"
     if analysis is None or not analysis.time_split:
         return _waiting(title, uirev, x_title, y_title)
     split = analysis.time_split
-    xs = [t.round for t in split]
+    xs = [t.round + 1 for t in split]  # passes count from 1, as in the inspector and the rounds CSV
     plain = analysis.plain_step_ms
     if plain:
-        title = f"Time per round · plain step {plain:.1f} ms"
+        title = f"Time per verify pass · plain step {plain:.1f} ms"
     layout = _layout(title, uirev, x_title, y_title)
     layout["barmode"] = "stack"
     parts = (("draft", "draft_ms", KIND_COLORS[RESAMPLED]), ("verify pass", "verify_ms", SPEC_COLOR),
              ("everything else", "other_ms", PLAIN_COLOR))
     data = [{"type": "bar", "x": xs, "y": [getattr(t, attr) for t in split], "name": name,
              "marker": {"color": color},
-             "hovertemplate": f"round %{{x}}: {name} %{{y:.1f}} ms<extra></extra>"} for name, attr, color in parts]
+             "hovertemplate": f"pass %{{x}}: {name} %{{y:.1f}} ms<extra></extra>"} for name, attr, color in parts]
     if plain:
         _hline(layout, plain, MEAN_COLOR, "one plain decoding step", dash="dot")
     return _build(data, layout)

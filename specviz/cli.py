@@ -212,6 +212,8 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
 
 
 def format_text(result: dict, color: bool) -> str:
+    from .analysis import format_speedup
+
     if color:
         body = "".join(f"{ANSI[t['kind']]}{t['text']}{RESET if ANSI[t['kind']] else ''}" for t in result["tokens"])
     else:
@@ -224,7 +226,8 @@ def format_text(result: dict, color: bool) -> str:
     parts.append(f"{result['tokens_per_pass']:.2f} tokens/pass")
     parts.append(f"{result['tokens_per_s']:.1f} tokens/s")
     if result["speedup"] is not None:
-        parts.append(f"speedup {result['speedup']:.2f}× over plain ({result['plain_tokens_per_s']:.1f} tokens/s)")
+        spread = format_speedup(result["speedup"], result.get("speedup_low"), result.get("speedup_high"))
+        parts.append(f"speedup {spread} over plain ({result['plain_tokens_per_s']:.1f} tokens/s)")
     if result["cost_ratio_c"] is not None:
         parts.append(f"c {result['cost_ratio_c']:.3f}")
     parts.append(f"finish: {result['finish_reason']}")

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .request import Limits, DEFAULT_LIMITS, RequestError, RunRequest, validate_request
+from .trace import spreadsheet_safe
 
 __all__ = ["CSV_FIELDS", "PARAMETERS", "SweepStep", "alpha_trend", "sweep", "sweep_requests", "sweep_rows",
            "write_csv"]
@@ -32,9 +33,9 @@ PARAMETERS = ("temperature", "k", "draft")
 
 #: Columns of the CSV (and the keys a row always has), setting first, then the figures.
 CSV_FIELDS = ("temperature", "k", "draft", "drafter", "target", "max_new_tokens", "seed", "prompt_tokens",
-              "alpha", "acceptance_rate", "tokens_per_pass", "predicted_tokens_per_pass", "speedup",
-              "theoretical_speedup", "theoretical_speedup_actual_drafts", "cost_ratio_c", "verify_cost_v",
-              "tokens_per_s", "plain_tokens_per_s", "plain_step_ms", "target_passes", "proposed", "tested",
+              "alpha", "acceptance_rate", "tokens_per_pass", "predicted_tokens_per_pass", "speedup", "speedup_low",
+              "speedup_high", "theoretical_speedup", "theoretical_speedup_actual_drafts", "cost_ratio_c",
+              "verify_cost_v", "tokens_per_s", "plain_tokens_per_s", "plain_step_ms", "target_passes", "proposed", "tested",
               "accepted", "emitted", "finish_reason", "text")
 
 
@@ -170,9 +171,11 @@ def sweep_rows(steps: Iterable[SweepStep]) -> list[dict]:
 
 
 def _cell(value):
+    """A CSV cell: floats to 6 significant digits (still numbers), None empty, text through
+    :func:`specviz.trace.spreadsheet_safe` (a prompt or a generated text can begin with ``=``)."""
     if isinstance(value, float):
         return f"{value:.6g}"
-    return "" if value is None else value
+    return "" if value is None else spreadsheet_safe(value)
 
 
 def write_csv(rows: Iterable[dict], out: io.TextIOBase | None = None) -> str:
@@ -181,6 +184,8 @@ def write_csv(rows: Iterable[dict], out: io.TextIOBase | None = None) -> str:
     Args:
         rows: sweep rows.
         out: a text stream to write to; default a new string buffer.
+
+    Text cells are neutralised against spreadsheet formulas (:func:`specviz.trace.spreadsheet_safe`).
 
     Returns:
         The CSV text when ``out`` is None, else "" (it went to ``out``).

@@ -175,12 +175,31 @@ def trace_from_dict(data: dict) -> tuple[list[Round], dict]:
     return rounds, meta
 
 
-ROUND_CSV_FIELDS = ("round", "k", "proposed", "accepted", "emitted", "kinds", "text", "rejected_draft",
+#: Leading characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value):
+    """A CSV cell that a spreadsheet shows as written: text beginning with ``=``, ``+``, ``-``,
+    ``@``, a tab or a carriage return gets a leading single quote (OWASP's rule against CSV
+    formula injection), so a generated ``=HYPERLINK(...)`` stays text. Numbers (int, float) are
+    returned unchanged: a float -0.5 stays -0.5; so is any other non-text value."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+#: Columns of :func:`rounds_csv`; ``pass`` counts verify passes from 1, as the inspector and the charts do.
+ROUND_CSV_FIELDS = ("pass", "k", "proposed", "accepted", "emitted", "kinds", "text", "rejected_draft",
                     "draft_ms", "draft_steps", "verify_ms", "other_ms", "elapsed_s")
 
 
 def rounds_csv(rounds: list[Round]) -> str:
-    """One CSV row per round (:data:`ROUND_CSV_FIELDS`): its drafts, verdicts, output and times (ms, s)."""
+    """One CSV row per round (:data:`ROUND_CSV_FIELDS`): its drafts, verdicts, output and times (ms, s).
+
+    Text cells go through :func:`spreadsheet_safe` (generated text can begin with ``=``); numbers
+    are written as numbers.
+    """
     import csv
     import io
 
@@ -189,10 +208,10 @@ def rounds_csv(rounds: list[Round]) -> str:
     writer.writerow(ROUND_CSV_FIELDS)
     for r in rounds:
         rejected = [t.rejected_text for t in r.emitted if t.rejected_text is not None]
-        writer.writerow([r.index, r.k, len(r.drafted), r.n_accepted, len(r.emitted),
-                         " ".join(t.kind for t in r.emitted), "".join(t.text for t in r.emitted),
-                         rejected[0] if rejected else "", f"{r.draft_ms:.3f}", r.draft_steps, f"{r.verify_ms:.3f}",
-                         f"{r.other_ms:.3f}", f"{r.elapsed_s:.4f}"])
+        writer.writerow([r.index + 1, r.k, len(r.drafted), r.n_accepted, len(r.emitted),
+                         " ".join(t.kind for t in r.emitted), spreadsheet_safe("".join(t.text for t in r.emitted)),
+                         spreadsheet_safe(rejected[0] if rejected else ""), round(r.draft_ms, 3), r.draft_steps,
+                         round(r.verify_ms, 3), round(r.other_ms, 3), round(r.elapsed_s, 4)])
     return out.getvalue()
 
 

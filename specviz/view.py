@@ -15,18 +15,30 @@ from __future__ import annotations
 import html
 import time
 
-from .analysis import RunAnalysis, health_notes
+from .analysis import RunAnalysis, draft_depth, format_speedup, health_notes, is_tree_round
 from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
 
-__all__ = ["CSS", "KIND_LABELS", "inspector_markdown", "legend_html", "render_round", "render_rounds",
-           "round_tree_html", "summary_markdown", "wrap_output"]
+__all__ = ["CSS", "KIND_LABELS", "TREE_BONUS_LABEL", "inspector_markdown", "kind_label", "legend_html",
+           "render_round", "render_rounds", "round_tree_html", "summary_markdown", "wrap_output"]
 
 KIND_LABELS = {
     ACCEPTED: "accepted draft token",
     RESAMPLED: "resampled at the first rejection",
-    BONUS: "bonus token (all K accepted)",
+    BONUS: "bonus token (all drafts accepted)",
     PLAIN: "plain target step (nothing drafted)",
 }
+
+#: A bonus token in a tree round: the accepted path ended at a node with no children.
+TREE_BONUS_LABEL = "bonus token (the accepted path reached a leaf of the draft tree)"
+
+
+def kind_label(kind: str, round_: Round) -> str:
+    """What an emitted token of ``kind`` is, in the words of its round (a tree's bonus token is
+    not "all drafts accepted": the path reached a leaf while siblings were rejected)."""
+    if kind == BONUS and is_tree_round(round_):
+        return TREE_BONUS_LABEL
+    return KIND_LABELS[kind]
+
 
 CSS = """
 .sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
@@ -59,7 +71,7 @@ def _escape(text: str) -> str:
 
 def _token_title(kind: str, round_: Round, i: int) -> str:
     tok = round_.emitted[i]
-    parts = [f"{KIND_LABELS[kind]} · pass {round_.index + 1}", f"p_target = {tok.p_target:.3f}"]
+    parts = [f"{kind_label(kind, round_)} · pass {round_.index + 1}", f"p_target = {tok.p_target:.3f}"]
     d = round_.drafted_for(i)
     if kind == ACCEPTED and d is not None:
         parts += [f"p_draft = {d.p_draft:.3f}", f"accept prob min(1, p_target/p_draft) = {d.accept_prob:.3f}",
@@ -102,7 +114,8 @@ def legend_html() -> str:
         '<span><span class="sv-tok sv-accepted">accepted</span> draft token passed min(1, p_target/p_draft)</span>'
         '<span><s class="sv-rejected">rejected</s><span class="sv-tok sv-resampled">resampled</span> '
         'first rejection, redrawn from max(0, p_target − p_draft)</span>'
-        '<span><span class="sv-tok sv-bonus">bonus</span> all K accepted: one more from the target</span>'
+        '<span><span class="sv-tok sv-bonus">bonus</span> every draft accepted (in a tree: the accepted path '
+        'reached a leaf): one more from the target</span>'
         '<span><span class="sv-tok sv-plain">plain</span> target step with nothing drafted</span>'
         "<span>Hover a token for its probabilities; click it to open its story in the inspector. A dotted line "
         "starts each verify pass.</span></div>"
@@ -123,38 +136,72 @@ def _fmt(x, spec=".2f", none="—"):
     return none if x is None else format(x, spec)
 
 
+def _speedup_verdict(a: RunAnalysis) -> str:
+    """The measured speedup with its range (:func:`specviz.analysis.format_speedup`), and how it was measured."""
+    if a.speedup is None:
+        return "measuring…" if a.k and a.plain_tokens_per_s is None else "—"
+    text = format_speedup(a.speedup, a.speedup_low, a.speedup_high)
+    low, high = a.speedup_low or a.speedup, a.speedup_high or a.speedup
+    if low < 1 <= high:
+        verdict = f"**{text}**: no clear difference from plain decoding (its range includes 1×)"
+    elif a.speedup >= 1:
+        verdict = f"**{text}** faster than plain decoding"
+    else:
+        verdict = f"**{text} — a slowdown** (plain decoding is {1 / a.speedup:.2f}× faster)"
+    runs = f"the median of {a.plain_samples} timed plain runs" if (a.plain_samples or 1) > 1 else "one timed plain run"
+    how = f"this run's tokens/s ÷ plain decoding's over as many tokens ({runs})"
+    if low == high:
+        how += "; no range: one plain run and too few passes say nothing about how far off it may be"
+    else:
+        how += ("; range: the slowest and the fastest plain run and this run's pass-to-pass variation (about two "
+                "standard errors)" + (", under 0.01× here" if text == f"{a.speedup:.2f}×" else ""))
+    return f"{verdict}  ({how})"
+
+
+def _plain_row(a: RunAnalysis) -> str:
+    if a.plain_tokens_per_s is None:
+        return "—"
+    covered = ""
+    if a.plain_tokens is not None and a.plain_tokens < a.emitted:
+        covered = f"; it stopped at end-of-text after {a.plain_tokens} tokens, so it is compared per token"
+    return (f"{a.plain_tokens_per_s:.1f}  (same target, prompt and settings, timed here over this run's {a.emitted} "
+            f"tokens; one step {a.plain_step_ms:.1f} ms{covered})")
+
+
+def _shape_row(a: RunAnalysis) -> tuple[str, str]:
+    if a.tree_rounds:
+        return ("draft shape", f"a tree: up to {a.tree_branching_max} children at a node (B) and {a.tree_nodes_max} "
+                               f"nodes per pass (N), in {a.tree_rounds} of {a.target_passes} passes")
+    return ("draft shape", f"a chain of up to K = {a.k} drafts per pass" if a.k else "none (plain decoding)")
+
+
 def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None) -> str:
     """The summary table of a run: every figure from its :class:`~specviz.analysis.RunAnalysis`,
-    each with what it is and how it was measured, then the health notes (one sentence each, from
-    :func:`specviz.analysis.health_notes`, or ``notes`` if given)."""
-    speedup = a.speedup
-    if speedup is None:
-        verdict = "measuring…" if a.k and a.plain_tokens_per_s is None else "—"
-    elif speedup >= 1:
-        verdict = f"**{speedup:.2f}× faster** than plain decoding"
-    else:
-        verdict = f"**{speedup:.2f}× — a slowdown** (plain decoding is {1 / speedup:.2f}× faster)"
+    each with what it is and how it was measured (the speedup with its range,
+    :func:`specviz.analysis.format_speedup`), then the health notes (one sentence each, from
+    :func:`specviz.analysis.health_notes`, or ``notes`` if given). A tree run says it was a tree
+    (B, N) and that the theory rows are a chain's."""
     counts = a.counts
+    chain_only = " — a chain's formula, not a tree's (see below)" if a.tree_rounds else ""
     rows = [
+        _shape_row(a),
         ("acceptance rate (accepted ÷ proposed)", f"{_fmt(a.acceptance_rate, '.3f')}  ({a.accepted}/{a.proposed} "
                                                   "draft tokens reached the output)"),
         ("per-token α (accepted ÷ tested)", f"{_fmt(a.alpha, '.3f')}  ({a.accepted}/{a.tested} tested; drafts after "
                                             "a rejection are never tested — the theory's α)"),
         ("tokens per target pass", f"{a.tokens_per_pass:.2f}  (theory (1 − α^(K+1))/(1 − α): "
                                    f"{_fmt(a.predicted_tokens_per_pass)}; on the actual draft lengths: "
-                                   f"{_fmt(a.predicted_tokens_per_pass_actual_drafts)})"),
+                                   f"{_fmt(a.predicted_tokens_per_pass_actual_drafts)}{chain_only})"),
         ("target passes", f"{a.target_passes}"),
         ("tokens: accepted / resampled / bonus / plain",
          f"{counts['accepted']} / {counts['resampled']} / {counts['bonus']} / {counts['plain']}"),
         ("speculative tokens/s", f"{a.tokens_per_s:.1f}  ({a.emitted} tokens in {a.wall_s:.2f} s, prefill included)"),
-        ("plain decoding tokens/s", "—" if a.plain_tokens_per_s is None else
-         f"{a.plain_tokens_per_s:.1f}  (same target, prompt and settings, timed here; one step "
-         f"{a.plain_step_ms:.1f} ms)"),
-        ("measured speedup", verdict),
+        ("plain decoding tokens/s", _plain_row(a)),
+        ("measured speedup", _speedup_verdict(a)),
         ("cost ratio c (draft step ÷ plain step)", _fmt(a.cost_ratio_c, ".3f")),
         ("verify cost v (verify pass ÷ plain step)", _fmt(a.verify_cost_v)),
         ("theoretical speedup", f"{_fmt(a.theoretical_speedup)}×  = (1 − α^(K+1)) / ((1 − α)(K·c + v)); on the "
-                                f"actual draft lengths {_fmt(a.theoretical_speedup_actual_drafts)}×"),
+                                f"actual draft lengths {_fmt(a.theoretical_speedup_actual_drafts)}×{chain_only}"),
     ]
     table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)
     notes = health_notes(a) if notes is None else notes
@@ -162,28 +209,42 @@ def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None
     return f"{status}\n\n{table}" + (f"\n\n**What the figures say**\n\n{text}" if notes else "")
 
 
-
-
 # ----------------------------------------------------------------------------- the inspector
 def _code(token_id: int, text: str) -> str:
     return f"`{token_label(text, token_id)}`"
 
 
+def _inspector_head(round_: Round, slot: int) -> str:
+    """The first line of the inspector: which pass, which token, and what the pass drafted."""
+    n = round_.index + 1
+    if not round_.drafted:
+        head = f"**Pass {n}**: nothing was drafted; plain target step."
+    elif is_tree_round(round_):
+        head = (f"**Verify pass {n}**, token {slot + 1} of the {len(round_.emitted)} it produced. It verified a draft "
+                f"tree of {len(round_.drafted)} nodes, {draft_depth(round_)} deep; the accepted path is "
+                f"{round_.n_accepted} node{'s' if round_.n_accepted != 1 else ''} long.")
+    else:
+        head = (f"**Verify pass {n}**, token {slot + 1} of the {len(round_.emitted)} it produced "
+                f"({round_.n_accepted} of {len(round_.drafted)} drafts accepted).")
+    if round_.root_from_prefill:
+        head += (" The first token's distribution came from the prompt's prefill pass: the target reads the "
+                 "whole prompt once, as `generate()` does" + (", and this pass scored the drafts." if round_.drafted
+                                                              else ", so this round needed no pass of its own."))
+    return head
+
+
 def inspector_markdown(round_: Round, slot: int) -> str:
     """The story of one decision: the emitted token at ``slot`` of ``round_`` with the numbers that
     decided it. A resampled token and the struck-through draft rejected in its place tell one
-    story (the rejection, then the residual).
+    story (the rejection, then the residual). The words follow the round: a chain's bonus token
+    came after every draft was accepted, a tree's after the accepted path reached a leaf, and a
+    pass that drafted nothing is a plain target step.
 
     Raises:
         IndexError: if ``slot`` is not a slot of the round.
     """
     tok = round_.emitted[slot]
-    head = (f"**Verify pass {round_.index + 1}**, token {slot + 1} of the {len(round_.emitted)} it produced "
-            f"({round_.n_accepted} of {len(round_.drafted)} drafts accepted).")
-    if round_.root_from_prefill:
-        head += (" The first token's distribution came from the prompt's prefill pass: the target reads the "
-                 "whole prompt once, as `generate()` does" + (", and this pass scored the drafts." if round_.drafted
-                                                              else ", so this round needed no pass of its own."))
+    head = _inspector_head(round_, slot)
     d = round_.drafted_for(slot)
     if tok.kind == ACCEPTED and d is not None:
         return (f"{head}\n\n**Accepted draft token** {_code(d.id, d.text)}\n\n"
@@ -201,11 +262,16 @@ def inspector_markdown(round_: Round, slot: int) -> str:
             story += f": residual probability {tok.p_source:.4f} (p_target = {tok.p_target:.4f})."
         return story
     if tok.kind == BONUS:
-        return (f"{head}\n\n**Bonus token** {_code(tok.id, tok.text)}: all {len(round_.drafted)} drafts were "
-                "accepted, so the verify pass already holds the target's distribution after them; one more token "
-                f"is drawn from it for free. p_target = {tok.p_target:.4f}.")
-    return (f"{head}\n\n**Plain target step** {_code(tok.id, tok.text)}: nothing was drafted this pass, so the "
-            f"target drew its token directly. p_target = {tok.p_target:.4f}.")
+        if is_tree_round(round_):
+            why = (f"the accepted path reached a leaf of the draft tree (depth {round_.n_accepted}), so the verify "
+                   "pass already holds the target's distribution after it")
+        else:
+            why = (f"all {len(round_.drafted)} drafts were accepted, so the verify pass already holds the target's "
+                   "distribution after them")
+        return (f"{head}\n\n**Bonus token** {_code(tok.id, tok.text)}: {why}; one more token is drawn from it for "
+                f"free. p_target = {tok.p_target:.4f}.")
+    return (f"{head}\n\n**Plain target step** {_code(tok.id, tok.text)}: the target drew its token directly. "
+            f"p_target = {tok.p_target:.4f}.")
 
 
 def round_tree_html(round_: Round) -> str:
@@ -220,7 +286,7 @@ def round_tree_html(round_: Round) -> str:
     last = round_.emitted[-1] if round_.emitted else None
     tail = ""
     if last is not None and last.kind in (RESAMPLED, BONUS, PLAIN):
-        tail = (f'<li><span class="sv-tok sv-{last.kind}" title="{KIND_LABELS[last.kind]}">'
+        tail = (f'<li><span class="sv-tok sv-{last.kind}" title="{kind_label(last.kind, round_)}">'
                 f'{_escape(token_label(last.text, last.id))}</span> <i>({last.kind})</i></li>')
 
     def node_html(i: int) -> str:

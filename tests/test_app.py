@@ -185,7 +185,7 @@ def test_an_exported_trace_loads_back_and_replays_to_the_same_tokens_and_figures
 
     state = sampled_run[-2]
     trace_path, csv_path, charts_path = export_run(state)
-    assert open(csv_path, encoding="utf-8").read().startswith("round,k,proposed")
+    assert open(csv_path, encoding="utf-8").read().startswith("pass,k,proposed")
     assert "plotly" in open(charts_path, encoding="utf-8").read()
     html, summary, *figures, loaded, slider = load_trace(trace_path)
     assert [t.id for r in loaded.rounds for t in r.emitted] == [t.id for r in state.rounds for t in r.emitted]

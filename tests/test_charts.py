@@ -141,7 +141,11 @@ def test_trace_count_does_not_grow_with_the_run():
 def test_alpha_figure_plots_each_round_and_skips_rounds_without_drafts():
     fig = charts.alpha_figure(ROUNDS)
     per_round = trace(fig, "acceptance rate this round")
-    assert list(per_round.x) == [0, 1, 3, 4]  # round 2 proposed nothing
+    # Passes count from 1, as in the inspector and the rounds CSV; pass 3 proposed nothing.
+    assert list(per_round.x) == [1, 2, 4, 5]
+    assert per_round.hovertemplate.startswith("pass %{x}")
+    assert list(trace(fig, "running acceptance rate").x) == [1, 2, 3, 4, 5]
+    assert fig.layout.xaxis.title.text == "verify pass"
     assert list(per_round.y) == [1.0, 0.25, 0.0, 1.0]
     assert [list(c) for c in per_round.customdata] == [[4, 4], [1, 4], [0, 4], [2, 2]]
     assert "accepted" in per_round.hovertemplate
@@ -263,6 +267,25 @@ def test_speedup_figure_lines_and_slowdown_region():
     assert fig.layout.yaxis.range[0] == 0.0 and fig.layout.yaxis.range[1] > 2.3
 
 
+def test_speedup_figure_shows_the_range_as_a_band_and_in_the_title():
+    points = [{"t": 0.5, "pass": 3, "speedup": 1.1, "low": 0.9, "high": 1.3},
+              {"t": 1.0, "pass": 7, "speedup": 1.12, "low": 1.05, "high": 1.19}]
+    fig = charts.speedup_figure(points, None)
+    band = trace(fig, "range")
+    assert list(band.y) == [0.9, 1.05] and band.fill == "tonexty"
+    assert list(fig.data[0].y) == [1.3, 1.19]  # the band's upper edge, filled down to the lower
+    assert "1.05–1.19×" in fig.layout.title.text
+    measured = trace(fig, "measured")
+    assert [list(c) for c in measured.customdata] == [[3, 0.9, 1.3], [7, 1.05, 1.19]]
+    assert "after pass %{customdata[0]}" in measured.hovertemplate and "slowest and the fastest plain run" in \
+        measured.hovertemplate
+    go.Figure(json.loads(fig.to_json()))  # valid when validated
+    assert fig.layout.yaxis.range[1] > 1.3
+    # Without a range: no band, and the title has the value alone.
+    plain = charts.speedup_figure([{"t": 1.0, "speedup": 1.12}], None)
+    assert [t.name for t in plain.data] == ["measured"] and "–" not in plain.layout.title.text
+
+
 def test_speedup_figure_title_calls_a_slowdown_a_slowdown():
     fig = charts.speedup_figure([{"t": 1.0, "speedup": 1.3}, {"t": 2.0, "speedup": 0.7}], None)
     assert "slowdown" in fig.layout.title.text
@@ -331,6 +354,9 @@ def test_time_split_figure_stacks_draft_verify_and_other_against_the_plain_step(
     assert fig.layout.barmode == "stack"
     assert list(trace(fig, "verify pass").y) == [r.verify_ms for r in ROUNDS]
     assert list(trace(fig, "draft").y) == [r.draft_ms for r in ROUNDS]
+    # Round index i is "verify pass i + 1" in the inspector: the chart says the same.
+    assert list(trace(fig, "verify pass").x) == [r.index + 1 for r in ROUNDS]
+    assert all(t.hovertemplate.startswith("pass %{x}") for t in fig.data)
     assert "one plain decoding step" in annotation_texts(fig)
     go.Figure(json.loads(fig.to_json()))  # valid when validated
     go.Figure(json.loads(charts.per_position_figure(a).to_json()))

@@ -1,0 +1,128 @@
+"""Timing plain decoding several times: the :class:`~specviz.analysis.PlainBaseline` a speedup divides by.
+
+One plain run is one draw from a noisy clock. On a shared machine the same greedy run showed
+speedups from 1.03× to 3.89× in one sitting, because its single plain baseline happened to be timed
+during a slow moment (192 ms/token against 53–69 ms/token later). :func:`measure_baseline` times
+plain decoding ``samples`` times and returns a baseline that keeps every sample, so the speedup is
+the median's and carries the samples' range (:func:`specviz.analysis.speedup_with_spread`).
+
+Nothing here imports torch: a sample is any object shaped like :class:`~specviz.engine.Generation`
+(iterable by rounds, with ``rounds``, ``prefill_ms`` and each round's ``elapsed_s``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Generator
+
+from .analysis import PlainBaseline
+
+__all__ = ["MIN_SHORT_TOKENS", "measure_baseline", "short_sample_tokens"]
+
+#: The fewest tokens a later (shorter) sample covers: enough steps that one held-up step does not
+#: decide its per-token time.
+MIN_SHORT_TOKENS = 32
+
+
+def short_sample_tokens(full_tokens: int) -> int:
+    """Tokens the second and later samples cover: a quarter of the first sample's, at least
+    :data:`MIN_SHORT_TOKENS`, at most the first sample's."""
+    return min(full_tokens, max(MIN_SHORT_TOKENS, full_tokens // 4))
+
+
+def _ms_per_token_upto(run, tokens: int) -> tuple[float, int]:
+    """(decoding ms per token, tokens) over the first rounds of ``run`` covering ``tokens`` tokens
+    (prefill excluded; ``Round.elapsed_s`` is generation time when the round ended)."""
+    covered = 0
+    for r in run.rounds:
+        covered += len(r.emitted)
+        if covered >= tokens:
+            return (r.elapsed_s * 1e3 - run.prefill_ms) / covered, covered
+    last = run.rounds[-1].elapsed_s if run.rounds else 0.0
+    return (last * 1e3 - run.prefill_ms) / max(covered, 1), covered
+
+
+def measure_baseline(build_plain_run: Callable[[], object], samples: int = 3, progress_every: int = 8
+                     ) -> Generator[str, None, PlainBaseline | None]:
+    """Time plain decoding ``samples`` times; yield progress lines, return the baseline.
+
+    The first sample runs to the end (its length limit or end-of-text): it says how many tokens
+    plain decoding covers and times every length the run will reach. Later samples stop after
+    :func:`short_sample_tokens` tokens: a full-length repeat would double or triple the wait
+    before every run for little gain, while a few dozen steps already show whether the machine's
+    speed has changed. A short sample runs at shorter contexts than the full one, so its time per
+    token is scaled by how the first sample's whole run compares with its own first as many
+    tokens (the same prefix, so only the machine's speed differs between the two).
+
+    Use as ``baseline = yield from measure_baseline(...)``, or drive it and read
+    ``StopIteration.value``.
+
+    Args:
+        build_plain_run: makes a fresh plain :class:`~specviz.engine.Generation` of the target on
+            the prompt and settings of the run to compare (each sample is a new run: a
+            Generation runs once).
+        samples: plain runs to time (>= 1).
+        progress_every: yield a progress line every this many rounds.
+
+    Yields:
+        One-line progress messages ("Timing plain decoding (sample 2 of 3): 20/32 tokens…").
+
+    Returns:
+        The :class:`~specviz.analysis.PlainBaseline` (one sample per plain run), or None when no
+        plain step was timed (a one-token run).
+
+    Raises:
+        ValueError: if ``samples`` < 1; and whatever the runs raise (e.g.
+            :class:`~specviz.engine.ContextLengthError`).
+    """
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    measured = []
+    for index in range(samples):
+        first = measured[0][0] if measured else None
+        if index and first is None:
+            break  # the full sample timed nothing: there is nothing to scale a short one to
+        run = build_plain_run()
+        limit = short_sample_tokens(len(first.tokens)) if first is not None else None
+        label = f"Timing plain decoding for the speedup baseline (sample {index + 1} of {samples})"
+        yield from _run_sample(run, limit, label, progress_every)
+        if not run.rounds:
+            continue
+        ms_per_token, tokens = _ms_per_token_upto(run, limit or len(run.tokens))
+        if first is not None:
+            first_prefix_ms, _ = _ms_per_token_upto(first, tokens)
+            if first_prefix_ms > 0:
+                ms_per_token *= measured[0][1] / first_prefix_ms
+        measured.append((run, ms_per_token, tokens))
+    if not measured:
+        return None
+    return _baseline(measured)
+
+
+def _run_sample(run, limit: int | None, label: str, progress_every: int) -> Generator[str, None, None]:
+    """Run ``run`` to its end, or until it has ``limit`` tokens; yield a progress line now and then."""
+    rounds = iter(run)
+    try:
+        for i, _ in enumerate(rounds):
+            if i % progress_every == 0:
+                yield f"{label}: {len(run.tokens)}/{limit or run.max_new_tokens} tokens…"
+            if limit is not None and len(run.tokens) >= limit:
+                break
+    finally:
+        close = getattr(rounds, "close", None)
+        if close is not None:
+            close()  # a stopped sample releases its generator (and its cache) now
+
+
+def _baseline(measured: list) -> PlainBaseline | None:
+    """The baseline of the timed samples: the median plain step over them, the first one's prefill
+    and every sample's per-token time (each scaled to the first sample's length)."""
+    first = measured[0][0]
+    full_tokens = sum(len(r.emitted) for r in first.rounds)
+    steps = [b.step_ms for b in (PlainBaseline.from_rounds(run.rounds, 1.0) for run, _, _ in measured) if b]
+    kept = [(ms, tokens) for _, ms, tokens in measured if ms > 0]
+    if not steps or not kept:
+        return None
+    per_token = tuple(ms for ms, _ in kept)
+    rate = 1e3 / (statistics.median(per_token) + first.prefill_ms / max(full_tokens, 1))
+    return PlainBaseline(statistics.median(steps), rate, per_token, tuple(t for _, t in kept), first.prefill_ms)

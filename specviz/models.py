@@ -56,7 +56,7 @@ from pathlib import Path
 import torch
 
 from . import selfdraft
-from .drafters import Drafter, ModelDrafter, PromptLookupDrafter, SuffixDrafter, parse_drafter_spec
+from .drafters import Drafter, ModelDrafter, PromptLookupDrafter, SuffixDrafter, SuffixHistory, parse_drafter_spec
 from .errors import IncompatiblePairError, ModelLoadError
 from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, prepare_offline
 from .selfdraft import early_exit_draft, int8_draft
@@ -727,13 +727,15 @@ def build_drafter(
     device: str | torch.device = "auto",
     dtype: str | torch.dtype = "auto",
     progress: ProgressFn | None = None,
+    history: SuffixHistory | None = None,
 ) -> Drafter | None:
     """Build the drafter described by ``spec`` for ``target``.
 
     Accepted specs (normalised by :func:`specviz.drafters.parse_drafter_spec`, described in
     :data:`specviz.drafters.DRAFTER_KINDS`): ``"none"`` (or empty) → None (plain decoding);
     ``"ngram"`` → :class:`~specviz.drafters.PromptLookupDrafter`; ``"suffix"`` →
-    :class:`~specviz.drafters.SuffixDrafter` (the process-wide history); ``"int8"`` → a ModelDrafter around
+    :class:`~specviz.drafters.SuffixDrafter` searching ``history`` (a visitor's own
+    :class:`~specviz.drafters.SuffixHistory`; None: the process-wide one, for the CLI and the bench); ``"int8"`` → a ModelDrafter around
     :func:`int8_draft`; ``"early-exit:N"`` → a ModelDrafter around :func:`early_exit_draft`; any
     other string is loaded with :func:`load_model` (``device``/``dtype``/``progress`` apply to it)
     and checked with :func:`shared_vocab_size`.
@@ -753,7 +755,7 @@ def build_drafter(
     if key == "ngram":
         return PromptLookupDrafter(vocab)
     if key == "suffix":
-        return SuffixDrafter(vocab)
+        return SuffixDrafter(vocab, history=history)
     if key == "int8":
         drafter = ModelDrafter(int8_draft(target), vocab, name="int8 copy of the target")
         _CACHE.touch(target)  # the copy counts against the cache's byte limit

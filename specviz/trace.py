@@ -13,8 +13,10 @@ into UI state, serialised to JSON and compared in tests. Every figure derived fr
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
 #: Kinds of emitted tokens.
@@ -500,15 +502,89 @@ def rounds_csv(rounds: list[Round]) -> str:
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
+def _bytes_text(data: bytes) -> str:
+    """UTF-8 ``data`` as text, each byte that is not part of a whole character as ``<0xNN>``."""
+    out = []
+    while data:
+        try:
+            out.append(data.decode("utf-8"))
+            break
+        except UnicodeDecodeError as err:
+            out.append(data[: err.start].decode("utf-8"))
+            out.extend(f"<0x{b:02X}>" for b in data[err.start : err.end])
+            data = data[err.end :]
+    return "".join(out)
+
+
+class TokenPieces:
+    """The text of single tokens as a reader should see it: what each token is by itself.
+
+    * a special token (chat markers, BOS/EOS, any added token marked special) by its name,
+      e.g. ``<|im_start|>`` (decoding skips it, which left an empty, nameless label);
+    * a token that is part of one UTF-8 character (an emoji or CJK character split by
+      byte-level BPE, or a sentencepiece byte-fallback token) as its bytes, ``<0xF0><0x9F>``,
+      with any whole characters in it as text (decoding it alone gives ``\ufffd``);
+    * any other token as it decodes.
+
+    The token stream shows the characters such tokens make together (it decodes incrementally,
+    :class:`specviz.engine.IncrementalDecoder`); drafted nodes and top-token rows, which stand
+    alone, use these pieces. Results are cached per id.
+
+    Args:
+        tokenizer: a transformers tokenizer (``decode``, ``convert_ids_to_tokens``,
+            ``added_tokens_decoder``).
+    """
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+        self._special = {i: t.content for i, t in added.items() if getattr(t, "special", False)}
+        self._cache: dict[int, str] = {}
+
+    def __call__(self, token_id: int) -> str:
+        piece = self._cache.get(token_id)
+        if piece is None:
+            piece = self._cache[token_id] = self._piece(token_id)
+        return piece
+
+    def _piece(self, token_id: int) -> str:
+        if token_id in self._special:
+            return self._special[token_id]
+        text = self.tokenizer.decode([token_id], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        if "\ufffd" not in text:
+            return text
+        raw = self.tokenizer.convert_ids_to_tokens(token_id)
+        if isinstance(raw, str) and re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", raw):  # sentencepiece byte fallback
+            return f"<0x{raw[3:5].upper()}>"
+        byte_of = _unicode_to_byte()
+        if isinstance(raw, str) and raw and all(ch in byte_of for ch in raw):  # byte-level BPE (GPT-2's map)
+            return _bytes_text(bytes(byte_of[ch] for ch in raw))
+        return text
+
+
+@functools.cache
+def _unicode_to_byte() -> dict[str, int]:
+    """GPT-2's byte-level BPE alphabet, character → byte (the inverse of its ``bytes_to_unicode``)."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    return {ch: b for b, ch in bytes_to_unicode().items()}
+
+
+def visible_text(text: str) -> str:
+    """``text`` with whitespace and control characters made visible (``␣ ↵ ⇥ ␍``, ``\\xNN``), ``∅`` if empty."""
+    return "".join(_VISIBLE.get(ch, ch if ch.isprintable() else f"\\x{ord(ch):02x}") for ch in text) or "∅"
+
+
 def token_label(text: str, token_id: int) -> str:
     """A token as a reader can tell it apart: its text with whitespace made visible, and its id.
 
-    ``" the"`` becomes ``"␣the #278"``-like text (the separator is a no-break space, so a chart
-    that makes spaces visible leaves it alone); an empty decoding (a special or partial byte
-    token) shows as ``∅``; other control characters as ``\\xNN``. ``token_id < 0`` is the
-    "all other tokens" bin.
+    ``text`` is best a :class:`TokenPieces` piece (special tokens by name, partial characters as
+    ``<0xNN>`` bytes). ``" the"`` becomes ``"␣the #278"``-like text (the separator is a no-break
+    space, so a chart that makes spaces visible leaves it alone); an empty text (an older trace's
+    special or partial byte token) shows as ``∅``; other control characters as ``\\xNN``.
+    ``token_id < 0`` is the "all other tokens" bin. The label is plain text: HTML and Plotly
+    callers escape it.
     """
     if token_id < 0:
         return "all\u00a0other\u00a0tokens"
-    shown = "".join(_VISIBLE.get(ch, ch if ch.isprintable() else f"\\x{ord(ch):02x}") for ch in text) or "∅"
-    return f"{shown}\u00a0#{token_id}"
+    return f"{visible_text(text)}\u00a0#{token_id}"

@@ -299,8 +299,10 @@ def _round(raw, i: int) -> Round:
     drafted_raw = _list(raw.get("drafted", []), f"{path}.drafted", MAX_DRAFTED)
     emitted_raw = _list(raw.get("emitted", []), f"{path}.emitted", MAX_DRAFTED + 1)
     round_ = _record(Round, {k: v for k, v in raw.items() if k not in ("drafted", "emitted")}, path, _ROUND_CHECKS)
-    round_.drafted = [_record(DraftedToken, d, f"{path}.drafted[{j}]", _DRAFTED_CHECKS) for j, d in enumerate(drafted_raw)]
-    round_.emitted = [_record(EmittedToken, e, f"{path}.emitted[{j}]", _EMITTED_CHECKS) for j, e in enumerate(emitted_raw)]
+    round_.drafted = [_record(DraftedToken, d, f"{path}.drafted[{j}]", _DRAFTED_CHECKS)
+                      for j, d in enumerate(drafted_raw)]
+    round_.emitted = [_record(EmittedToken, e, f"{path}.emitted[{j}]", _EMITTED_CHECKS)
+                      for j, e in enumerate(emitted_raw)]
     if round_.index != i:
         _fail(f"{path}.index", round_.index, f"is not this round's place in the list ({i})")
     for j, token in enumerate(round_.drafted):
@@ -349,7 +351,8 @@ def _meta_text(value, path: str):
 
 
 _SETTINGS_CHECKS = {
-    "prompt": _meta_text, "target": _meta_text, "draft": _meta_text, "k": _optional(lambda v, p: _int(v, p, 0, MAX_DRAFTED)),
+    "prompt": _meta_text, "target": _meta_text, "draft": _meta_text,
+    "k": _optional(lambda v, p: _int(v, p, 0, MAX_DRAFTED)),
     "temperature": _optional(_real), "top_k": _optional(_int), "top_p": _optional(_prob),
     "max_new_tokens": _optional(_int), "seed": _optional(_int), "chat": _optional(_bool),
     "branches": _optional(lambda v, p: _int(v, p, 1, MAX_DRAFTED)),
@@ -387,7 +390,8 @@ def _eos_ids(value, path: str):
 
 _META_CHECKS = {
     "settings": _settings, "target": _meta_text, "drafter": _meta_text, "device": _meta_text, "dtype": _meta_text,
-    "finish_reason": _meta_text, "k": _optional(lambda v, p: _int(v, p, 0, MAX_DRAFTED)), "prefill_ms": _optional(_real),
+    "finish_reason": _meta_text, "k": _optional(lambda v, p: _int(v, p, 0, MAX_DRAFTED)),
+    "prefill_ms": _optional(_real),
     "wall_s": _optional(_real), "eos_token_ids": _eos_ids, "baseline": _baseline,
 }
 
@@ -571,7 +575,8 @@ def _unicode_to_byte() -> dict[str, int]:
 
 
 def visible_text(text: str) -> str:
-    """``text`` with whitespace and control characters made visible (``␣ ↵ ⇥ ␍``, ``\\xNN``), ``∅`` if empty."""
+    """``text`` with whitespace and control characters made visible (``␣ ↵ ⇥ ␍``, ``\\xNN``);
+    ``∅`` if empty."""
     return "".join(_VISIBLE.get(ch, ch if ch.isprintable() else f"\\x{ord(ch):02x}") for ch in text) or "∅"
 
 

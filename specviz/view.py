@@ -66,7 +66,8 @@ def _token_title(kind: str, round_: Round, i: int) -> str:
         parts += [f"p_draft = {d.p_draft:.3f}", f"accept prob min(1, p_target/p_draft) = {d.accept_prob:.3f}",
                   f"uniform draw u = {d.uniform:.3f} < accept prob"]
     if kind == RESAMPLED and d is not None:
-        parts += [f"rejected draft {token_label(d.text, d.id)}: p_draft = {d.p_draft:.3f}, p_target = {d.p_target:.3f}, "
+        parts += [f"rejected draft {token_label(d.text, d.id)}: p_draft = {d.p_draft:.3f}, "
+                  f"p_target = {d.p_target:.3f}, "
                   f"accept prob = {d.accept_prob:.3f}, u = {d.uniform:.3f}",
                   "resampled from normalize(max(0, p_target − p_draft))"]
     return _escape("\n".join(parts))

@@ -234,7 +234,8 @@ def test_fuzzed_traces_only_ever_raise_trace_error(real_trace):
     """Many mutations of a real trace: each loads (and then renders: the views and the analysis
     take whatever the loader lets through) or is refused with TraceError; nothing else, no hang."""
 
-    @settings(max_examples=800, deadline=2000, suppress_health_check=list(HealthCheck), derandomize=True)
+    @settings(max_examples=800, deadline=2000, suppress_health_check=list(HealthCheck), derandomize=True,
+              database=None)
     @given(mutated_traces(real_trace))
     def check(raw):
         try:

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specviz.analysis import analyse
+from specviz.charts import alpha_figure, inspector_figure, tokens_per_pass_figure
 from specviz.drafters import PromptLookupDrafter
 from specviz.engine import Generation
 from specviz.sampling import SamplingConfig
@@ -224,9 +225,15 @@ def mutated_traces(draw, base):
             parent.insert(path[-1], copy.deepcopy(parent[path[-1]]))
         else:
             parent[path[-1]] = draw(_HOSTILE)
+    if draw(st.integers(0, 4)) == 4:  # a wrong version
+        data["version"] = draw(st.one_of(_HOSTILE, st.sampled_from([0, -1, True, False, "2", 2.0, TRACE_VERSION + 1])))
     raw = json.dumps(data).encode()
-    if draw(st.integers(0, 9)) == 0:  # cut the file short
+    cut = draw(st.integers(0, 19))
+    if cut == 19:  # cut the file short
         raw = raw[: draw(st.integers(0, len(raw)))]
+    elif cut == 18:  # nesting deeper than the parser goes, somewhere inside
+        at = draw(st.integers(0, len(raw)))
+        raw = raw[:at] + b"[" * 5000 + raw[at:]
     return raw
 
 
@@ -234,7 +241,7 @@ def test_fuzzed_traces_only_ever_raise_trace_error(real_trace):
     """Many mutations of a real trace: each loads (and then renders: the views and the analysis
     take whatever the loader lets through) or is refused with TraceError; nothing else, no hang."""
 
-    @settings(max_examples=800, deadline=2000, suppress_health_check=list(HealthCheck), derandomize=True,
+    @settings(max_examples=600, deadline=2000, suppress_health_check=list(HealthCheck), derandomize=True,
               database=None)
     @given(mutated_traces(real_trace))
     def check(raw):
@@ -251,5 +258,10 @@ def test_fuzzed_traces_only_ever_raise_trace_error(real_trace):
                 inspector_markdown(r, slot)
         a = analyse(rounds, int(meta.get("k") or 0), float(meta.get("wall_s") or 0.0))
         assert math.isfinite(a.tokens_per_pass) or not rounds
+        alpha_figure(rounds)
+        tokens_per_pass_figure(rounds, int(meta.get("k") or 0), a.alpha)
+        for r in rounds[:3]:
+            for slot in range(len(r.emitted)):
+                inspector_figure(r, slot)
 
     check()

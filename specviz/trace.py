@@ -7,7 +7,10 @@ bonus token when every draft survived). Plain autoregressive decoding is recorde
 shape, with no drafted tokens and ``kind="plain"``.
 
 Nothing here imports torch: records are lists, ints, floats and strings, so they can be copied
-into UI state, serialised to JSON and compared in tests. Every figure derived from them lives in
+into UI state, serialised to JSON and compared in tests. A saved trace may come from anyone:
+:func:`load_trace_file` and :func:`trace_from_dict` check all of it and raise one
+:class:`TraceError` naming the wrong field. :class:`TokenPieces` and :func:`token_label` name
+single tokens for the views. Every figure derived from them lives in
 :mod:`specviz.analysis`.
 """
 

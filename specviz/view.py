@@ -74,9 +74,10 @@ def _token_title(kind: str, round_: Round, i: int) -> str:
 
 
 def _shown_draft(text: str) -> str:
-    """A struck rejected draft's text: as is, or made visible when it is only whitespace (a
-    rejected newline would otherwise break the line) or empty (``∅``)."""
-    return text if text.strip() else visible_text(text)
+    """A struck rejected draft's text: made visible when it is only whitespace or empty (``∅``),
+    else as is with its line breaks as ``↵`` (it never reached the output, so it must not break
+    the output's lines)."""
+    return text.replace("\r", "␍").replace("\n", "↵") if text.strip() else visible_text(text)
 
 
 def _emitted_text(token: EmittedToken) -> str:

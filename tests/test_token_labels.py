@@ -77,7 +77,8 @@ def test_views_show_bytes_special_names_markup_and_newlines_as_text(pieces, emoj
 
 
 def test_a_rejected_whitespace_draft_is_struck_visibly_not_as_a_line_break():
-    for text, shown in (("\n", "↵"), ("\n\n", "↵↵"), (" ", "␣"), ("", "∅")):
+    cases = (("\n", "↵"), ("\n\n", "↵↵"), (" ", "␣"), ("", "∅"), ("a\nb", "a↵b"), (" x\r\n", " x␍↵"))
+    for text, shown in cases:
         round_ = Round(index=0, n_accepted=0, drafted=[_drafted(198, text, False, True, None)],
                        emitted=[EmittedToken(42, "x", RESAMPLED, 0.5, 0, rejected_id=198, rejected_text=text)])
         html = render_round(round_, set())

@@ -16,6 +16,7 @@ Colours are shared with the rest of the UI: :data:`KIND_COLORS` maps each token 
 from __future__ import annotations
 
 import functools
+import html
 import math
 import numbers
 
@@ -33,6 +34,7 @@ __all__ = [
     "alpha_figure",
     "inspector_figure",
     "lossless_figure",
+    "plotly_text",
     "per_position_figure",
     "speedup_figure",
     "speedup_label",
@@ -132,6 +134,15 @@ def _waiting(title: str, uirevision: str, x_title: str = "", y_title: str = "") 
     layout["xaxis"]["showticklabels"] = False
     layout["yaxis"]["showticklabels"] = False
     return _build([], layout)
+
+
+def plotly_text(text: str) -> str:
+    """``text`` (a token's text, a name) safe to put in a Plotly label, tick, hover or annotation.
+
+    Plotly reads those strings as a small HTML subset (``<b>``, ``<i>``, ``<sup>``, ``<br>``, …),
+    so a token like ``<b>`` would be formatted instead of shown; escaping ``& < >`` makes Plotly
+    show the characters themselves (it turns the entities back into them)."""
+    return html.escape(str(text), quote=False)
 
 
 def _finite(x) -> bool:
@@ -388,7 +399,7 @@ def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: l
     p_target, freq_spec, freq_plain = ([float(v) for v in seq] for seq in (p_target, freq_spec, freq_plain))
     labels, seen = [], {}
     for raw in token_labels:
-        label = _visible(raw)
+        label = plotly_text(_visible(raw))
         seen[label] = seen.get(label, 0) + 1
         labels.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
 
@@ -521,7 +532,7 @@ def inspector_figure(round_: Round, slot: int) -> go.Figure:
     ids = ids[:14]
     texts = {i: t for _, _, values in series for i, (t, _) in values.items()}
     chosen = {tok.id} | ({drafted.id} if drafted is not None else set())
-    labels = [("★ " if i in chosen else "") + token_label(texts[i], i) for i in ids]
+    labels = [("★ " if i in chosen else "") + plotly_text(token_label(texts[i], i)) for i in ids]
     if not series or not ids:
         _note(layout, "no distributions recorded for this token (an uninstrumented run)")
         return _build([], layout)
@@ -644,7 +655,7 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
     uirev = f"sweep_{metric}"
     if not rows:
         return _waiting(title, uirev, x_title, y_title)
-    xs = [str(r.get(parameter)) if parameter == "draft" else r.get(parameter) for r in rows]
+    xs = [plotly_text(r.get(parameter)) if parameter == "draft" else r.get(parameter) for r in rows]
     layout = _layout(title, uirev, x_title, y_title)
     if parameter == "draft":
         layout["xaxis"]["type"] = "category"

@@ -44,7 +44,8 @@ import torch
 
 from .sampling import SamplingConfig, logits_to_probs, sample
 
-__all__ = ["DRAFTER_KINDS", "SUFFIX_HISTORY", "DraftTree", "Drafter", "DrafterKind", "ModelDrafter",
+__all__ = ["DRAFTER_KINDS", "HISTORY_MAX_SEQUENCES", "HISTORY_MAX_TOKENS", "SESSION_HISTORY_MAX_SEQUENCES",
+           "SESSION_HISTORY_MAX_TOKENS", "SUFFIX_HISTORY", "DraftTree", "Drafter", "DrafterKind", "ModelDrafter",
            "PromptLookupDrafter", "SuffixDrafter", "SuffixHistory", "clear_suffix_history", "crop_cache",
            "default_tree_nodes", "parse_drafter_spec", "prefix_tree"]
 
@@ -492,28 +493,53 @@ class PromptLookupDrafter:
         pass
 
 
+#: Caps of a :class:`SuffixHistory`: the process-wide one (the CLI, the bench) and one visitor's
+#: own (a few runs' outputs: its index costs about 100 bytes a token, per visitor).
+HISTORY_MAX_TOKENS = 200_000
+HISTORY_MAX_SEQUENCES = 256
+SESSION_HISTORY_MAX_TOKENS = 16_384
+SESSION_HISTORY_MAX_SEQUENCES = 32
+
+
 class SuffixHistory:
-    """Earlier outputs (token ids) of this process, searched by :class:`SuffixDrafter`.
+    """Earlier outputs (token ids) searched by :class:`SuffixDrafter`: the process's (the CLI's,
+    the bench's) or one visitor's own, so one visitor's text is never drafted for another.
 
     Each token's occurrences are indexed when an output is added, so a lookup visits only the
-    positions that follow the current last token, not the whole history.
+    positions that follow the current last token, not the whole history. Bounded in memory: at
+    most ``max_sequences`` outputs and ``max_tokens`` tokens, the oldest outputs dropped first (an
+    output longer than ``max_tokens`` keeps its last ``max_tokens`` tokens). Small and plain, so
+    it can live in per-session state: :meth:`to_list` / :meth:`from_list`, and ``copy.deepcopy``
+    (which copies the outputs and rebuilds the index).
 
     Args:
-        max_tokens: keep at most this many tokens; the oldest outputs are dropped first.
+        max_tokens: keep at most this many tokens (>= 1).
+        max_sequences: keep at most this many outputs (>= 1).
+
+    Raises:
+        ValueError: if a cap is < 1.
     """
 
-    def __init__(self, max_tokens: int = 200_000) -> None:
+    def __init__(self, max_tokens: int = HISTORY_MAX_TOKENS, max_sequences: int = HISTORY_MAX_SEQUENCES) -> None:
+        if max_tokens < 1 or max_sequences < 1:
+            raise ValueError(f"need max_tokens >= 1 and max_sequences >= 1, got {max_tokens}, {max_sequences}")
         self.max_tokens = max_tokens
+        self.max_sequences = max_sequences
         self.sequences: list[list[int]] = []
         self._ends: dict[int, list[tuple[int, int]]] = {}  # token → (sequence, index after it)
+        self._n_tokens = 0
 
     def add(self, tokens: list[int]) -> None:
+        """Remember one output (token ids), dropping the oldest outputs past the caps."""
+        tokens = [int(t) for t in tokens][-self.max_tokens:]
         if not tokens:
             return
-        self.sequences.append(list(tokens))
+        self.sequences.append(tokens)
+        self._n_tokens += len(tokens)
         dropped = False
-        while len(self) > self.max_tokens and len(self.sequences) > 1:
-            self.sequences.pop(0)
+        while len(self.sequences) > 1 and (self._n_tokens > self.max_tokens
+                                           or len(self.sequences) > self.max_sequences):
+            self._n_tokens -= len(self.sequences.pop(0))
             dropped = True
         if dropped:  # indices shifted: rebuild (rare: only once the history is full)
             self._ends = {}
@@ -534,12 +560,38 @@ class SuffixHistory:
     def clear(self) -> None:
         self.sequences.clear()
         self._ends.clear()
+        self._n_tokens = 0
+
+    def to_list(self) -> list[list[int]]:
+        """The outputs, oldest first, as plain lists of ints (a copy), for per-session state."""
+        return [list(s) for s in self.sequences]
+
+    @classmethod
+    def from_list(cls, sequences: list[list[int]], max_tokens: int = HISTORY_MAX_TOKENS,
+                  max_sequences: int = HISTORY_MAX_SEQUENCES) -> SuffixHistory:
+        """A history holding ``sequences`` (oldest first, as :meth:`to_list` gives), within the caps.
+
+        Raises:
+            ValueError: if ``sequences`` is not a list of lists of token ids (ints >= 0).
+        """
+        history = cls(max_tokens, max_sequences)
+        if not isinstance(sequences, list):
+            raise ValueError("a suffix history is a list of token-id lists")
+        for seq in sequences:
+            if not isinstance(seq, list) or any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in seq):
+                raise ValueError("a suffix history is a list of token-id lists (ints >= 0)")
+            history.add(seq)
+        return history
+
+    def __deepcopy__(self, memo) -> SuffixHistory:
+        return SuffixHistory.from_list(self.sequences, self.max_tokens, self.max_sequences)
 
     def __len__(self) -> int:
-        return sum(len(s) for s in self.sequences)
+        return self._n_tokens
 
 
-#: The process-wide history of finished outputs the suffix drafter learns from.
+#: The process-wide history of finished outputs: the default of a :class:`SuffixDrafter` built
+#: without one (the CLI, the bench). The app gives each visitor session its own.
 SUFFIX_HISTORY = SuffixHistory()
 
 
@@ -593,7 +645,9 @@ class SuffixDrafter:
     Args:
         vocab_size: width of the probability rows to return.
         max_match: longest suffix to match (tokens).
-        history: the history to search and extend (default the process-wide one).
+        history: the history to search and extend: each visitor's own in the app, so nobody's
+            text is drafted for someone else (default :data:`SUFFIX_HISTORY`, the process-wide one
+            of the CLI and the bench).
         depth_factor: in a tree, a continuation is at most ``depth_factor × match length`` deep.
     """
 

@@ -198,6 +198,8 @@ class Generation:
         vocab_size: shared real vocabulary width; both models' logits are cut to it so a padded
             lm_head never yields an id the tokenizer lacks. Defaults to the target's logits width.
         decode: optional ``list[int] -> str`` for per-token text in the trace.
+        label: optional ``int -> str``, the text of one token standing alone (drafted nodes,
+            top-token rows), e.g. :class:`specviz.trace.TokenPieces`; default ``decode([id])``.
         instrument: record per-token probabilities and uniforms in the trace (the UI needs them;
             the benchmark measures their cost by turning them off).
         branches: B, the most children a draft node may have; 1 (the default) drafts chains.
@@ -229,6 +231,7 @@ class Generation:
     eos_token_ids: tuple[int, ...] = ()
     vocab_size: int | None = None
     decode: Callable[[list[int]], str] | None = None
+    label: Callable[[int], str] | None = None
     instrument: bool = True
     branches: int = 1
     tree_nodes: int | None = None
@@ -473,7 +476,8 @@ class Generation:
     def _text_of(self, token_id: int) -> str:
         text = self._texts.get(token_id)
         if text is None:
-            text = self._texts[token_id] = self.decode([token_id]) if self.decode else ""
+            text = self._texts[token_id] = (self.label(token_id) if self.label else
+                                            self.decode([token_id]) if self.decode else "")
         return text
 
     def _record_distributions(self, drafted: list[DraftedToken], tree: DraftTree, p_target: torch.Tensor) -> None:

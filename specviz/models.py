@@ -56,7 +56,7 @@ from pathlib import Path
 import torch
 
 from . import selfdraft
-from .drafters import Drafter, ModelDrafter, PromptLookupDrafter, SuffixDrafter, parse_drafter_spec
+from .drafters import Drafter, ModelDrafter, PromptLookupDrafter, SuffixDrafter, SuffixHistory, parse_drafter_spec
 from .errors import IncompatiblePairError, ModelLoadError
 from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, prepare_offline
 from .selfdraft import early_exit_draft, int8_draft
@@ -232,6 +232,11 @@ class LoadedModel:
     def encode(self, prompt: str, chat: bool) -> list[int]:
         """Token ids for ``prompt``.
 
+        What the visitor typed is text: a special-token string in it (``<|im_end|>``,
+        ``<|im_start|>system``, any chat template's markers, BOS/EOS) is tokenized as ordinary
+        characters, never as the control token, so a prompt cannot forge turns. Only the chat
+        template's own markers and the tokenizer's own BOS are special.
+
         Args:
             prompt: the user's text.
             chat: wrap it as one user message with the chat template and the assistant prefix
@@ -240,21 +245,40 @@ class LoadedModel:
                 text is tokenized as is, with the tokenizer's usual special tokens (e.g. BOS).
 
         Returns:
-            The ids, a plain list of ints.
+            The ids, a plain list of ints. A prompt with no special-token strings in it gets
+            exactly the tokenization of the whole rendered text; one with such strings gets the
+            template's parts tokenized around the prompt's text, tokenized with
+            ``split_special_tokens=True``.
 
         Raises:
-            ValueError: if ``chat`` is requested but the tokenizer has no chat template.
+            ValueError: if ``chat`` is requested but the tokenizer has no chat template, or its
+                template does not place the user's text exactly once.
         """
-        if chat:
-            if not self.has_chat_template:
-                raise ValueError(f"model {self.name!r} has no chat template: turn chat formatting off")
-            # tokenize=False: with tokenize=True transformers 5 returns a BatchEncoding, and
-            # rendering first lets us control special tokens explicitly.
-            text = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
-            )
-            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        return list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+        tok = self.tokenizer
+        if not chat:
+            return list(tok(prompt, add_special_tokens=True, split_special_tokens=True)["input_ids"])
+        if not self.has_chat_template:
+            raise ValueError(f"model {self.name!r} has no chat template: turn chat formatting off")
+
+        # tokenize=False: with tokenize=True transformers 5 returns a BatchEncoding, and
+        # rendering first lets us control special tokens explicitly.
+        def render(content: str) -> str:
+            return tok.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
+                                           tokenize=False)
+
+        def ids(text: str, split: bool = False) -> list[int]:
+            return list(tok(text, add_special_tokens=False, split_special_tokens=split)["input_ids"])
+
+        slot = "SPECVIZ_USER_TEXT_7f3a"  # a placeholder no template changes: where the user's text goes
+        before, found, after = render(slot).partition(slot)
+        if not found or slot in after:
+            raise ValueError(f"the chat template of model {self.name!r} does not place the user's text exactly "
+                             "once: turn chat formatting off")
+        whole, head, tail = ids(render(prompt)), ids(before), ids(after)
+        markers = set(tok.added_tokens_decoder)
+        if sum(i in markers for i in whole) == sum(i in markers for i in head + tail):
+            return whole  # the prompt added no control token: the template's own tokenization
+        return head + ids(prompt, split=True) + tail
 
     def decode(self, ids: list[int]) -> str:
         """Text of ``ids`` with special tokens (BOS, EOS, chat markers) left out."""
@@ -703,13 +727,15 @@ def build_drafter(
     device: str | torch.device = "auto",
     dtype: str | torch.dtype = "auto",
     progress: ProgressFn | None = None,
+    history: SuffixHistory | None = None,
 ) -> Drafter | None:
     """Build the drafter described by ``spec`` for ``target``.
 
     Accepted specs (normalised by :func:`specviz.drafters.parse_drafter_spec`, described in
     :data:`specviz.drafters.DRAFTER_KINDS`): ``"none"`` (or empty) → None (plain decoding);
     ``"ngram"`` → :class:`~specviz.drafters.PromptLookupDrafter`; ``"suffix"`` →
-    :class:`~specviz.drafters.SuffixDrafter` (the process-wide history); ``"int8"`` → a ModelDrafter around
+    :class:`~specviz.drafters.SuffixDrafter` searching ``history`` (a visitor's own
+    :class:`~specviz.drafters.SuffixHistory`; None: the process-wide one, for the CLI and the bench); ``"int8"`` → a ModelDrafter around
     :func:`int8_draft`; ``"early-exit:N"`` → a ModelDrafter around :func:`early_exit_draft`; any
     other string is loaded with :func:`load_model` (``device``/``dtype``/``progress`` apply to it)
     and checked with :func:`shared_vocab_size`.
@@ -729,7 +755,7 @@ def build_drafter(
     if key == "ngram":
         return PromptLookupDrafter(vocab)
     if key == "suffix":
-        return SuffixDrafter(vocab)
+        return SuffixDrafter(vocab, history=history)
     if key == "int8":
         drafter = ModelDrafter(int8_draft(target), vocab, name="int8 copy of the target")
         _CACHE.touch(target)  # the copy counts against the cache's byte limit

@@ -70,6 +70,7 @@ def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, se
         decode: record each token's text.
     """
     from .engine import Generation
+    from .trace import TokenPieces
 
     vocab = getattr(drafter, "vocab_size", None) if drafter is not None else None
     return Generation(
@@ -83,6 +84,7 @@ def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, se
         eos_token_ids=tuple(target.eos_token_ids) if eos else (),
         vocab_size=vocab or min(target.vocab_size, target.logits_width),
         decode=target.decode if decode else None,
+        label=TokenPieces(target.tokenizer) if decode else None,
         instrument=instrument,
         branches=branches,
         tree_nodes=tree_nodes,

@@ -12,11 +12,12 @@ inspector on that decision.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import time
 
 from .analysis import RunAnalysis, draft_depth, format_speedup, health_notes, is_tree_round
-from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
+from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, EmittedToken, Round, token_label, visible_text
 
 __all__ = ["CSS", "KIND_LABELS", "TREE_BONUS_LABEL", "inspector_markdown", "kind_label", "legend_html",
            "render_round", "render_rounds", "round_tree_html", "summary_markdown", "wrap_output"]
@@ -77,10 +78,27 @@ def _token_title(kind: str, round_: Round, i: int) -> str:
         parts += [f"p_draft = {d.p_draft:.3f}", f"accept prob min(1, p_target/p_draft) = {d.accept_prob:.3f}",
                   f"uniform draw u = {d.uniform:.3f} < accept prob"]
     if kind == RESAMPLED and d is not None:
-        parts += [f"rejected draft '{d.text}': p_draft = {d.p_draft:.3f}, p_target = {d.p_target:.3f}, "
+        parts += [f"rejected draft {token_label(d.text, d.id)}: p_draft = {d.p_draft:.3f}, "
+                  f"p_target = {d.p_target:.3f}, "
                   f"accept prob = {d.accept_prob:.3f}, u = {d.uniform:.3f}",
                   "resampled from normalize(max(0, p_target − p_draft))"]
     return _escape("\n".join(parts))
+
+
+def _shown_draft(text: str) -> str:
+    """A struck rejected draft's text: made visible when it is only whitespace or empty (``∅``),
+    else as is with its line breaks as ``↵`` (it never reached the output, so it must not break
+    the output's lines)."""
+    return text.replace("\r", "␍").replace("\n", "↵") if text.strip() else visible_text(text)
+
+
+def _emitted_text(token: EmittedToken) -> str:
+    """An emitted token's text for a label: the stream's text, or, where the stream shows
+    nothing (a special token, a byte held back until its character is whole), the token's own
+    piece from the distribution it was drawn from, when that was recorded."""
+    if token.text:
+        return token.text
+    return next((text for i, text, _ in token.top_source if i == token.id), "")
 
 
 def render_round(round_: Round, eos_ids: set[int]) -> str:
@@ -92,7 +110,7 @@ def render_round(round_: Round, eos_ids: set[int]) -> str:
         title = _token_title(tok.kind, round_, i)
         if tok.kind == RESAMPLED and tok.rejected_text is not None:
             out.append(f'<s class="sv-rejected" data-r="{r}" data-i="{i}" data-rej="1" title="{title}">'
-                       f'{_escape(tok.rejected_text) or "∅"}</s>')
+                       f'{_escape(_shown_draft(tok.rejected_text))}</s>')
         text = tok.text
         if not text and tok.id in eos_ids:
             text_html = '<span class="sv-special">⟨eos⟩</span>'
@@ -244,6 +262,7 @@ def inspector_markdown(round_: Round, slot: int) -> str:
         IndexError: if ``slot`` is not a slot of the round.
     """
     tok = round_.emitted[slot]
+    tok = dataclasses.replace(tok, text=_emitted_text(tok))  # named, where the stream shows nothing
     head = _inspector_head(round_, slot)
     d = round_.drafted_for(slot)
     if tok.kind == ACCEPTED and d is not None:
@@ -287,7 +306,7 @@ def round_tree_html(round_: Round) -> str:
     tail = ""
     if last is not None and last.kind in (RESAMPLED, BONUS, PLAIN):
         tail = (f'<li><span class="sv-tok sv-{last.kind}" title="{kind_label(last.kind, round_)}">'
-                f'{_escape(token_label(last.text, last.id))}</span> <i>({last.kind})</i></li>')
+                f'{_escape(token_label(_emitted_text(last), last.id))}</span> <i>({last.kind})</i></li>')
 
     def node_html(i: int) -> str:
         token = round_.drafted[i]

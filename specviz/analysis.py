@@ -494,15 +494,16 @@ def is_tree_round(round_: Round) -> bool:
     return len(set(parents)) < len(parents)
 
 
-def _tree_shape(rounds: list[Round]) -> tuple[int, int, int]:
-    """(tree rounds, most nodes in one, most children of one node, the context included)."""
+def _tree_shape(rounds: list[Round]) -> dict:
+    """The RunAnalysis tree fields: tree rounds, most nodes in one, most children of one node
+    (the context included)."""
     trees = [r for r in rounds if is_tree_round(r)]
     nodes = max((len(r.drafted) for r in trees), default=0)
     branching = 0
     for r in trees:
         parents = _parents(r)
         branching = max(branching, max(parents.count(p) for p in set(parents)))
-    return len(trees), nodes, branching
+    return dict(tree_rounds=len(trees), tree_nodes_max=nodes, tree_branching_max=branching)
 
 
 def _own_plain_steps(rounds: list[Round]) -> list[float]:
@@ -513,6 +514,30 @@ def _own_plain_steps(rounds: list[Round]) -> list[float]:
 
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+def _check_run_args(k, wall_s) -> None:
+    """ValueError for a negative or non-integer K, or a negative or non-finite wall time."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"K must be an integer >= 0, got {k!r}")
+    if not math.isfinite(wall_s) or wall_s < 0:
+        raise ValueError(f"wall_s must be a finite number >= 0 (s), got {wall_s!r}")
+
+
+def _baseline_figures(baseline: PlainBaseline | None, tokens_per_s: float, emitted: int, rounds: list[Round],
+                      drafted: bool) -> dict:
+    """The RunAnalysis fields that come from the plain baseline: the speedup with its range
+    (:func:`speedup_with_spread`) and the baseline's samples, tokens covered and scatter."""
+    spread = speedup_with_spread(tokens_per_s, emitted, baseline, rounds) if baseline and drafted else None
+    return dict(
+        plain_tokens_per_s=baseline.tokens_per_s_at(emitted) if baseline else None,
+        speedup=spread[0] if spread else None,
+        speedup_low=spread[1] if spread else None,
+        speedup_high=spread[2] if spread else None,
+        plain_samples=baseline.samples if baseline else None,
+        plain_tokens=baseline.covered_tokens if baseline else None,
+        plain_scatter=baseline.scatter if baseline else None,
+    )
 
 
 def analyse(
@@ -542,10 +567,7 @@ def analyse(
     Raises:
         ValueError: if ``k`` is negative or ``wall_s`` is negative or not finite.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"K must be an integer >= 0, got {k!r}")
-    if not math.isfinite(wall_s) or wall_s < 0:
-        raise ValueError(f"wall_s must be a finite number >= 0 (s), got {wall_s!r}")
+    _check_run_args(k, wall_s)
     passes = len(rounds)
     proposed, tested, accepted, counts = _counts(rounds)
     emitted = sum(counts.values())
@@ -554,7 +576,6 @@ def analyse(
 
     draft_steps = sum(r.draft_steps for r in rounds)
     own_steps = _own_plain_steps(rounds)
-    tree_rounds, tree_nodes, tree_branching = _tree_shape(rounds)
     draft_ms_per_round = _mean([r.draft_ms for r in rounds])
     verify_ms = _mean(_pass_times(rounds))
     plain_step_ms = baseline.step_ms if baseline else None
@@ -564,7 +585,6 @@ def analyse(
     alpha = accepted / tested if tested else None
     predicted_tpp, theoretical = _theory(alpha, k, c, v)
     actual_tpp, actual_speedup = _theory_actual_drafts(rounds, alpha, draft_ms_per_round, verify_ms, plain_step_ms)
-    spread = speedup_with_spread(tokens_per_s, emitted, baseline, rounds) if baseline and drafted else None
     return RunAnalysis(
         k=k,
         target_passes=passes,
@@ -586,27 +606,19 @@ def analyse(
         verify_ms=verify_ms,
         other_ms_per_round=_mean([r.other_ms for r in rounds]),
         plain_step_ms=plain_step_ms,
-        plain_tokens_per_s=baseline.tokens_per_s_at(emitted) if baseline else None,
         cost_ratio_c=c,
         verify_cost_v=v,
-        speedup=spread[0] if spread else None,
         predicted_tokens_per_pass=predicted_tpp,
         theoretical_speedup=theoretical,
         predicted_tokens_per_pass_actual_drafts=actual_tpp,
         theoretical_speedup_actual_drafts=actual_speedup,
         per_position=_per_position(rounds, k),
         time_split=tuple(RoundTime(r.index, r.draft_ms, r.verify_ms, r.other_ms) for r in rounds),
-        speedup_low=spread[1] if spread else None,
-        speedup_high=spread[2] if spread else None,
-        plain_samples=baseline.samples if baseline else None,
-        plain_tokens=baseline.covered_tokens if baseline else None,
-        plain_scatter=baseline.scatter if baseline else None,
         own_plain_step_ms=_median(own_steps),
         own_plain_steps=len(own_steps),
         median_verify_ms=_median([r.verify_ms for r in rounds if r.drafted and r.verify_ms > 0]),
-        tree_rounds=tree_rounds,
-        tree_nodes_max=tree_nodes,
-        tree_branching_max=tree_branching,
+        **_tree_shape(rounds),
+        **_baseline_figures(baseline, tokens_per_s, emitted, rounds, drafted),
     )
 
 

@@ -18,7 +18,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from specviz import models  # noqa: E402
 from specviz.ui.page import build_page  # noqa: E402
-from specviz.ui.settings import DEFAULT_PRESET, PRESETS, PUBLIC, QUEUE_SIZE  # noqa: E402
+from specviz.ui.settings import DEFAULT_PRESET, PRESETS, PUBLIC, QUEUE_SIZE, max_upload_bytes  # noqa: E402
 from specviz.view import CSS  # noqa: E402
 
 demo = build_page(PUBLIC)
@@ -29,4 +29,6 @@ if __name__ == "__main__":
     # First start only: convert the default offline model once, logging its progress (later
     # starts find it cached).
     models.prepare_offline(PRESETS[DEFAULT_PRESET]["target"])
-    demo.queue(max_size=QUEUE_SIZE).launch(css=CSS)
+    # Uploads past the limit are refused by the server before they are stored (the trace loader
+    # checks the same limit again).
+    demo.queue(max_size=QUEUE_SIZE).launch(css=CSS, max_file_size=max_upload_bytes(PUBLIC))

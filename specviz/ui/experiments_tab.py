@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 import time
 
 import gradio as gr
 
 from .. import charts
 from ..sweep import alpha_trend, write_csv
-from . import settings
+from . import settings, visitors
 from .context import PageContext
 from .fields import SHARED, spread
 from .gpu import gpu
@@ -24,8 +23,9 @@ METRICS = ("alpha", "tokens_per_pass", "speedup")
 
 
 def _csv(rows: list[dict], parameter: str) -> str:
-    """The rows so far as a CSV file (specviz.sweep.write_csv); its path."""
-    path = os.path.join(tempfile.mkdtemp(prefix="specviz-sweep-"), f"sweep-{parameter}.csv")
+    """The rows so far as a CSV file (specviz.sweep.write_csv) in this visitor's export folder
+    (overwritten, not a new folder per setting); its path."""
+    path = os.path.join(visitors.export_folder(), f"sweep-{parameter}.csv")
     with open(path, "w", encoding="utf-8", newline="") as out:
         write_csv(rows, out)
     return path
@@ -46,7 +46,8 @@ def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis, 
     last = 0.0
     empty = [charts.sweep_figure([], parameter, m) for m in METRICS]
     yield f"Starting: {len(requests)} settings of {parameter}…", [], *empty, None, last_analysis
-    for step in sweep_steps(requests, progress):
+    steps = sweep_steps(requests, progress, public)
+    for step in steps:
         if step.row is None:
             if time.perf_counter() - last > 0.3:
                 last = time.perf_counter()
@@ -59,6 +60,9 @@ def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis, 
                   f"Finished {len(rows)}/{len(requests)} settings…")
         yield (status, sweep_table(rows, parameter), *[charts.sweep_figure(rows, parameter, m) for m in METRICS],
                _csv(rows, parameter), last_analysis)
+    if steps.stopped:
+        yield (f"{steps.stopped_note()}: {len(rows)}/{len(requests)} settings of {parameter} finished.",
+               *[gr.skip()] * 5, last_analysis)
 
 
 def build(ctx: PageContext) -> None:

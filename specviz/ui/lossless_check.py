@@ -61,7 +61,14 @@ def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, publ
         control = "accept_all" if flag_value("control", control) else "none"
     if request.plain:
         raise gr.Error("Pick a drafter: with plain decoding there is nothing to compare.")
+    started = time.perf_counter()
     target, drafter, prompt_ids = load_and_encode(request, progress)
+    # Its work is bounded (two forward passes and at most max_draws vectorised draws); the one
+    # place it can stop is before that work, if loading already took the public time.
+    max_run_s = settings.PUBLIC_POLICY.max_run_s if public else None
+    if max_run_s is not None and time.perf_counter() - started > max_run_s:
+        return None, (f"**Stopped** at the public time limit of {max_run_s:g} s: loading the models took "
+                      f"{time.perf_counter() - started:.1f} s, so no draws were made. Try again: they stay loaded.")
     progress(0.5, desc=f"Drawing {n_draws} first tokens each way…")
     t0 = time.perf_counter()
     with user_errors(hint=_no_first_draft_hint):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import experiments_tab, lessons_tab, maths_tab, playground_tab, run_tab, settings, side_by_side_tab
+from . import experiments_tab, lessons_tab, maths_tab, playground_tab, run_tab, settings, side_by_side_tab, visitors
 from .context import PageContext
 
 
@@ -28,9 +28,14 @@ def build_page(public: bool) -> gr.Blocks:
 
     ``public``: the model fields are read-only (only the presets run), the Device accordion is
     hidden, the sliders stop at the public caps, and every model callback gets ``public=True``
-    bound, so the API (/run, /lossless, /sweep, /side_by_side) enforces the same limits as the page.
+    bound, so the API (/run, /lossless, /sweep, /side_by_side) enforces the same limits as the page;
+    and a visitor has at most one generation waiting or running (:func:`specviz.ui.visitors.one_generation`).
+
+    In every mode each visitor's suffix history is their own (:mod:`specviz.ui.visitors`), freed
+    when they leave (``demo.unload``) or press "Forget my earlier outputs", and gradio's file cache
+    is emptied of old files (:data:`specviz.ui.settings.DELETE_CACHE`).
     """
-    with gr.Blocks(title="specviz — speculative sampling, live") as demo:
+    with gr.Blocks(title="specviz — speculative sampling, live", delete_cache=settings.DELETE_CACHE) as demo:
         # Made outside the Tabs: a State among the Tabs' children would shift the tab labels.
         last_analysis = gr.State(None)
         _header(public)
@@ -50,4 +55,20 @@ def build_page(public: bool) -> gr.Blocks:
                 lessons_tab.build(ctx)
             with gr.Tab("The maths", id="maths"):
                 maths_tab.build(ctx)
+        _your_data()
+        demo.unload(visitors.end_session)
+    if public:
+        visitors.one_generation(demo)
     return demo
+
+
+def _your_data() -> None:
+    """What the page keeps of a visitor, and the button that forgets it (/forget)."""
+    with gr.Accordion("Your data", open=False):
+        gr.Markdown("The **suffix drafter** drafts from your own earlier outputs in this session, never from "
+                    "anyone else's. They are kept on the server until you close the page (or an hour after your "
+                    "last run), and exports are overwritten by your next export.")
+        with gr.Row():
+            forget = gr.Button("Forget my earlier outputs", size="sm", elem_id="sv-forget")
+            said = gr.Markdown(elem_id="sv-forget-status")
+        forget.click(visitors.forget, None, said, api_name="forget", concurrency_limit=None, show_progress="hidden")

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import threading
 
 import gradio as gr
 
 from .. import charts
 from ..request import to_int
-from ..trace import rounds_csv, trace_to_dict
+from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from ..view import inspector_markdown, round_tree_html
-from .errors import user_errors
+from . import settings, visitors
+from .errors import sentence, user_errors
 from .state import RunState
 
 INSPECTOR_HINT = ("Click any token above (or a struck-through rejected draft) to see the decision behind it: the "
@@ -57,38 +58,57 @@ def step_replay(upto, state, delta: int):
     return gr.update(value=min(max(int(upto or 0) + delta, 0), n))
 
 
+def _write(path: str, text: str) -> str:
+    """Write ``text`` to ``path`` through a temporary file, so a second export of the same visitor
+    at the same moment never serves a half-written file; returns ``path``."""
+    staging = f"{path}.{os.getpid()}-{threading.get_ident()}.part"
+    with open(staging, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    os.replace(staging, path)
+    return path
+
+
+def charts_html(figures) -> str:
+    """The run's charts as one self-contained HTML page (plotly.js embedded once, no network).
+    The same figures give the same bytes (fixed element ids), so re-exporting a run adds nothing
+    to gradio's content-addressed cache."""
+    parts = [fig.to_html(full_html=False, include_plotlyjs=i == 0, div_id=f"sv-chart-{i}")
+             for i, fig in enumerate(figures)]
+    return ("<html><head><meta charset='utf-8'><title>specviz charts</title></head><body>"
+            + "".join(parts) + "</body></html>")
+
+
 def export_run(state):
-    """The run's trace (JSON), its rounds (CSV) and its charts (one self-contained HTML file)."""
+    """The run's trace (JSON), its rounds (CSV) and its charts (one self-contained HTML file),
+    written into this visitor's export folder (:func:`specviz.ui.visitors.export_folder`),
+    overwriting the previous export: the disk used stays bounded however often one exports."""
     if not _has_rounds(state):
         raise gr.Error("Nothing to export yet: run something first.")
-    folder = tempfile.mkdtemp(prefix="specviz-export-")
-    trace_path = os.path.join(folder, "specviz-trace.json")
-    with open(trace_path, "w", encoding="utf-8") as f:
-        json.dump(trace_to_dict(state.rounds, **state.meta), f, ensure_ascii=False)
-    csv_path = os.path.join(folder, "specviz-rounds.csv")
-    with open(csv_path, "w", encoding="utf-8", newline="") as f:
-        f.write(rounds_csv(state.rounds))
-    charts_path = os.path.join(folder, "specviz-charts.html")
-    figures = state.view(None, "", True)[2:]
-    with open(charts_path, "w", encoding="utf-8") as f:
-        f.write("<html><head><meta charset='utf-8'><title>specviz charts</title></head><body>")
-        for i, fig in enumerate(figures):
-            f.write(fig.to_html(full_html=False, include_plotlyjs=i == 0))
-        f.write("</body></html>")
-    return [trace_path, csv_path, charts_path]
+    folder = visitors.export_folder()
+    trace = json.dumps(trace_to_dict(state.rounds, **state.meta), ensure_ascii=False)
+    return [_write(os.path.join(folder, "specviz-trace.json"), trace),
+            _write(os.path.join(folder, "specviz-rounds.csv"), rounds_csv(state.rounds)),
+            _write(os.path.join(folder, "specviz-charts.html"), charts_html(state.view(None, "", True)[2:]))]
 
 
-def load_trace(path):
-    """Load a saved trace (from the app's export or ``run --trace``) and show it at its last pass."""
-    if not path:
+def load_trace(path, *, public: bool | None = None):
+    """Load a saved trace (from the app's export or ``run --trace``) and show it at its last pass.
+
+    The file is size-checked (:func:`specviz.ui.settings.max_upload_bytes` of the mode), parsed and
+    validated whole by :func:`specviz.trace.load_trace_file`.
+
+    Raises:
+        gr.Error: no file, or one that is not a readable trace (too large, not JSON, malformed):
+            one line naming the limit or the wrong field.
+    """
+    if not path or not isinstance(path, (str, os.PathLike)):
         raise gr.Error("Choose a trace file (.json) first.")
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise gr.Error(f"Could not read that file as JSON: {err}") from None
+        rounds, meta = load_trace_file(path, max_bytes=settings.max_upload_bytes(settings.is_public(public)))
+    except TraceError as err:
+        raise gr.Error(f"Could not load that trace: {sentence(str(err))}") from None
     with user_errors():
-        state = RunState.from_trace(data)
+        state = RunState.from_rounds(rounds, meta)
     n = len(state.rounds)
     view = state.view(None, f"**Loaded** a saved trace · {n} passes · {state.label}", True)
     return (*view, state, gr.update(maximum=max(n, 1), value=n))

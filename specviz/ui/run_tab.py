@@ -192,5 +192,5 @@ def _wire(c, ctx: PageContext) -> None:
         button.click(functools.partial(step_replay, delta=delta), [c.replay_slider, run_state], c.replay_slider,
                      api_name=False, **FREE).then(replay, [c.replay_slider, run_state], view, api_name=False, **FREE)
     c.export_btn.click(export_run, run_state, c.export_files, api_name="export", **FREE)
-    c.trace_file.upload(load_trace, c.trace_file, view + [run_state, c.replay_slider], api_name="load_trace", **FREE)
+    c.trace_file.upload(functools.partial(load_trace, public=ctx.public), c.trace_file, view + [run_state, c.replay_slider], api_name="load_trace", **FREE)
     run_event.then(last_run_figures, run_state, ctx.last_analysis, api_name=False, **FREE)

@@ -13,9 +13,9 @@ import gradio as gr
 
 from ..analysis import RunAnalysis
 from ..request import RunRequest
-from ..runner import load_pair, make_generation, plain_baseline, saved_trace, warm_up
+from ..runner import make_generation, plain_baseline, saved_trace, warm_up
 from ..view import _escape, _fmt, wrap_output
-from . import settings
+from . import settings, visitors
 from .errors import user_errors
 from .fields import NAMES, request_from, spread
 from .gpu import gpu
@@ -35,7 +35,8 @@ def load_and_encode(request: RunRequest, progress) -> tuple:
 
     ``drafter`` is None for plain decoding; ``prompt_ids`` the prompt's token ids, through the
     target's chat template when the request asks for it (a warning on the page, and plain text,
-    when the target has none).
+    when the target has none). A suffix drafter searches only this visitor's own earlier outputs
+    (:func:`specviz.ui.visitors.visitor_history`), in every mode.
 
     Raises:
         gr.Error: the models cannot load or cannot be paired.
@@ -44,7 +45,8 @@ def load_and_encode(request: RunRequest, progress) -> tuple:
         progress(fraction, desc=message)
 
     with user_errors():
-        target, drafter = load_pair(request.target, request.draft, request.device, request.dtype, report)
+        target, drafter = visitors.load_pair(request.target, request.draft, request.device, request.dtype, report,
+                                             history=visitors.visitor_history())
     chat = request.chat
     if chat and not target.has_chat_template:
         gr.Warning(f"{target.name} has no chat template: using the prompt as plain text.")

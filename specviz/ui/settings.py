@@ -10,6 +10,9 @@ module's PUBLIC at call time (:func:`is_public`; tests may monkeypatch it).
 
 from __future__ import annotations
 
+import math
+import os
+
 import torch
 
 from .. import models
@@ -30,6 +33,36 @@ DEFAULT_PRESET = next(iter(PRESETS))
 
 PUBLIC = public_mode()
 PUBLIC_POLICY = public_policy()
+
+#: The largest file a visitor may upload (a saved trace), in MB (2**20 bytes): ``SPECVIZ_MAX_UPLOAD_MB``
+#: when it is a positive number, else 5 in public mode and 64 otherwise. Enforced twice: by the
+#: server (``launch(max_file_size=…)``, so a larger upload is never stored) and by the trace loader.
+MAX_UPLOAD_ENV = "SPECVIZ_MAX_UPLOAD_MB"
+PUBLIC_MAX_UPLOAD_MB = 5.0
+DEFAULT_MAX_UPLOAD_MB = 64.0
+
+#: Gradio's cache of served and uploaded files (exports, traces): every 10 minutes, files older
+#: than 30 minutes are deleted (``gr.Blocks(delete_cache=…)``, in seconds).
+DELETE_CACHE = (600, 1800)
+
+
+def max_upload_mb(public: bool, env=None) -> float:
+    """The upload limit of a mode in MB (2**20 bytes), from ``SPECVIZ_MAX_UPLOAD_MB`` when that is
+    a positive number (read now), else :data:`PUBLIC_MAX_UPLOAD_MB` or :data:`DEFAULT_MAX_UPLOAD_MB`."""
+    env = os.environ if env is None else env
+    try:
+        mb = float(str(env.get(MAX_UPLOAD_ENV, "")).strip())
+    except ValueError:
+        mb = math.nan
+    if math.isfinite(mb) and mb > 0:
+        return mb
+    return PUBLIC_MAX_UPLOAD_MB if public else DEFAULT_MAX_UPLOAD_MB
+
+
+def max_upload_bytes(public: bool) -> int:
+    """:func:`max_upload_mb` in bytes (what ``launch(max_file_size=…)`` and the trace loader take)."""
+    return int(max_upload_mb(public) * 2**20)
+
 
 #: Visitors waiting in the queue at most; generations run one at a time (``concurrency_id``
 #: "generation": one model computation saturates a small CPU or one GPU), model-free views at once.

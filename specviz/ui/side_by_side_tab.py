@@ -36,7 +36,8 @@ def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *
     done: list[tuple[dict, object]] = []
     eos: set[int] = set()
     last = 0.0
-    for step in sweep_steps(requests, progress):
+    steps = sweep_steps(requests, progress, public)
+    for step in steps:
         if step.row is not None:
             request = requests[step.index]
             # The sweep loaded the target, so this is the cache's copy: for its end-of-sequence ids.
@@ -47,7 +48,10 @@ def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *
         elif time.perf_counter() - last > 0.3:
             last = time.perf_counter()
             yield gr.skip(), f"Running {step.message}…"
-    yield side_by_side_html(done, eos), f"**Done**: {len(done)} drafters, same prompt and settings."
+    if steps.stopped:
+        yield side_by_side_html(done, eos), f"{steps.stopped_note()}: {len(done)}/{len(requests)} drafters finished."
+    else:
+        yield side_by_side_html(done, eos), f"**Done**: {len(done)} drafters, same prompt and settings."
 
 
 def build(ctx: PageContext) -> None:

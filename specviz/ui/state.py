@@ -70,7 +70,12 @@ class RunState:
         Raises:
             ValueError: if it is not a trace this version can read (the message says why).
         """
-        rounds, meta = trace_from_dict(data)
+        return cls.from_rounds(*trace_from_dict(data))
+
+    @classmethod
+    def from_rounds(cls, rounds: list[Round], meta: dict) -> RunState:
+        """The state of a saved trace already read and validated
+        (:func:`specviz.trace.load_trace_file`'s ``(rounds, meta)``)."""
         eos = set(meta.get("eos_token_ids") or [])
         base = meta.get("baseline")
         settings = meta.get("settings") or {}

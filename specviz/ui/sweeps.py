@@ -1,14 +1,17 @@
 """What the Experiments and side-by-side tabs share: an experiment's validated requests from the
-Run tab's values (:func:`sweep_plan`) and :func:`specviz.sweep.sweep`'s steps with its errors as
-one clear line (:func:`sweep_steps`)."""
+Run tab's values (:func:`sweep_plan`) and :func:`specviz.sweep.sweep`'s steps for this visitor,
+with its errors as one clear line and public mode's time limit (:class:`SweepSteps`)."""
 
 from __future__ import annotations
+
+import functools
+import time
 
 import gradio as gr
 
 from ..request import check_public_models, to_int
 from ..sweep import sweep, sweep_requests
-from . import settings
+from . import settings, visitors
 from .errors import user_errors
 from .fields import request_from
 
@@ -49,10 +52,49 @@ def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: boo
     return parameter, requests
 
 
-def sweep_steps(requests, progress):
-    """specviz.sweep's steps, with loading and run errors as one clear gr.Error line."""
-    def report(fraction, message):
-        progress(fraction, desc=message)
+class SweepSteps:
+    """:func:`specviz.sweep.sweep`'s steps for the visitor the callback serves: a suffix drafter
+    searches only their own earlier outputs (:func:`specviz.ui.visitors.visitor_history`), loading
+    and run errors become one clear gr.Error line, and with ``max_run_s`` (public mode) the
+    iteration stops once that many seconds have passed since the first step (model loading is not
+    counted, as in the Run tab), after yielding the step in hand, so finished rows are kept;
+    :attr:`stopped` then says so.
 
-    with user_errors():
-        yield from sweep(requests, progress=report)
+    Args:
+        requests: from :func:`sweep_plan`.
+        progress: the callback's ``gr.Progress``.
+        max_run_s: the time limit (seconds), or None.
+    """
+
+    def __init__(self, requests, progress, max_run_s: float | None = None) -> None:
+        self.requests = requests
+        self.progress = progress
+        self.max_run_s = max_run_s
+        self.stopped = False
+
+    def __iter__(self):
+        def report(fraction, message):
+            self.progress(fraction, desc=message)
+
+        load = functools.partial(visitors.load_pair, history=visitors.visitor_history())
+        steps = sweep(self.requests, progress=report, load=load)
+        started = None
+        try:
+            with user_errors():
+                for step in steps:
+                    started = started if started is not None else time.perf_counter()
+                    yield step
+                    if self.max_run_s is not None and time.perf_counter() - started > self.max_run_s:
+                        self.stopped = True
+                        return
+        finally:
+            steps.close()
+
+    def stopped_note(self) -> str:
+        """The status line's words for a stop at the time limit ("" if it did not stop)."""
+        return f"**Stopped** at the public time limit of {self.max_run_s:g} s" if self.stopped else ""
+
+
+def sweep_steps(requests, progress, public: bool = False) -> SweepSteps:
+    """The visitor's :class:`SweepSteps`, capped at the public time limit in public mode."""
+    return SweepSteps(requests, progress, settings.PUBLIC_POLICY.max_run_s if public else None)

@@ -1,0 +1,249 @@
+"""What the page keeps apart per visitor, server-side: each session's suffix-drafter history
+(:class:`HistoryStore`, so one visitor's text is never drafted, shown or exported to another), its
+export folder (overwritten, not one new folder per export), and public mode's one generation per
+visitor (:func:`one_generation`, a queue validator).
+
+A visitor is a Gradio session (``gr.Request.session_hash``: a browser tab, or one
+``gradio_client.Client``). Callbacks that did not come through the server (tests calling them
+directly) have no session: they get a fresh, empty history of their own, never a shared one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+
+import gradio as gr
+
+from .. import models
+from ..drafters import SESSION_HISTORY_MAX_SEQUENCES, SESSION_HISTORY_MAX_TOKENS, SuffixHistory
+
+logger = logging.getLogger("specviz.app")
+
+#: Visitors whose history is kept at once (least recently used dropped first) and for how long
+#: after their last run (seconds). At most SESSIONS × SESSION_HISTORY_MAX_TOKENS tokens in all.
+HISTORY_SESSIONS = 128
+HISTORY_TTL_S = 3600.0
+
+#: Where each visitor's exports are written: one folder per session, overwritten by each export,
+#: at most this many folders, none kept past the TTL (gradio copies what it serves into its own
+#: cache, which ``gr.Blocks(delete_cache=…)`` empties).
+EXPORT_ROOT = os.path.join(tempfile.gettempdir(), "specviz-exports")
+EXPORT_FOLDERS = 64
+EXPORT_TTL_S = 3600.0
+
+GENERATION = "generation"  # the concurrency_id of every model computation
+ONE_GENERATION = ("One generation at a time per visitor in public mode: yours is still waiting or running. "
+                  "Press Stop or wait for it to finish, then try again.")
+#: A refused or accepted push reaches the queue a moment after its validator: a second push of the
+#: same session within this window is counted as waiting (seconds).
+PUSH_WINDOW_S = 2.0
+
+
+class HistoryStore:
+    """Each session's :class:`~specviz.drafters.SuffixHistory` (capped at the session caps),
+    at most ``max_sessions`` of them, each dropped ``ttl_s`` after its last use. Thread-safe."""
+
+    def __init__(self, max_sessions: int = HISTORY_SESSIONS, ttl_s: float = HISTORY_TTL_S) -> None:
+        self.max_sessions = max_sessions
+        self.ttl_s = ttl_s
+        self._by_session: OrderedDict[str, tuple[SuffixHistory, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, session: str) -> SuffixHistory:
+        """The session's history (a new empty one the first time); marks it used now."""
+        now = time.monotonic()
+        with self._lock:
+            self._expire(now)
+            history = self._by_session.pop(session, (None, 0.0))[0] or new_history()
+            self._by_session[session] = (history, now)
+            while len(self._by_session) > self.max_sessions:
+                self._by_session.popitem(last=False)
+            return history
+
+    def _expire(self, now: float) -> None:
+        while self._by_session:
+            oldest, (_, used) = next(iter(self._by_session.items()))
+            if now - used <= self.ttl_s:
+                break
+            del self._by_session[oldest]
+
+    def drop(self, session: str) -> None:
+        """Forget the session's history (the session ended, or the visitor asked)."""
+        with self._lock:
+            self._by_session.pop(session, None)
+
+    def __contains__(self, session: str) -> bool:
+        with self._lock:
+            return session in self._by_session
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_session)
+
+
+HISTORIES = HistoryStore()
+
+
+def new_history() -> SuffixHistory:
+    """An empty history with one visitor's caps."""
+    return SuffixHistory(SESSION_HISTORY_MAX_TOKENS, SESSION_HISTORY_MAX_SEQUENCES)
+
+
+def session_of(request: gr.Request | None = None) -> str | None:
+    """The session hash of ``request``, else of the request the running callback serves (None
+    outside the server). Reads gradio's context variable; a gradio without it gives None."""
+    if request is None:
+        try:
+            from gradio.context import LocalContext
+
+            request = LocalContext.request.get(None)
+        except (ImportError, AttributeError, LookupError):
+            request = None
+    session = getattr(request, "session_hash", None)
+    return session if isinstance(session, str) and session else None
+
+
+def visitor_history(request: gr.Request | None = None) -> SuffixHistory:
+    """The history of the visitor the running callback serves, or a fresh one without a session."""
+    session = session_of(request)
+    return HISTORIES.get(session) if session else new_history()
+
+
+def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: str = "auto", progress=None, *,
+              history: SuffixHistory):
+    """:func:`specviz.runner.load_pair` for a visitor: a suffix drafter searches and extends
+    ``history`` (the visitor's own), never the process-wide one. Same arguments, errors and
+    return value ``(target, drafter or None)``; the signature fits :func:`specviz.sweep.sweep`'s ``load``."""
+    target = models.load_model(target_spec, device=device, dtype=dtype, progress=progress)
+    drafter = models.build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress,
+                                   history=history)
+    return target, drafter
+
+
+def forget(request: gr.Request) -> str:
+    """The "Forget my earlier outputs" button: drop this visitor's history; a line saying so."""
+    session = session_of(request)
+    if session:
+        HISTORIES.drop(session)
+    return "Forgotten: the suffix drafter no longer knows your earlier outputs."
+
+
+def end_session(request: gr.Request) -> None:
+    """``demo.unload``: the visitor left; free their history and export folder."""
+    session = session_of(request)
+    if session:
+        HISTORIES.drop(session)
+        shutil.rmtree(_folder_path(session), ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- exports
+def _folder_path(session: str) -> str:
+    # A digest, not the hash itself: the folder name must not let anyone reach a session.
+    return os.path.join(EXPORT_ROOT, hashlib.sha256(session.encode()).hexdigest()[:24])
+
+
+def export_folder(request: gr.Request | None = None) -> str:
+    """This visitor's export folder (created; emptied of nothing: files are overwritten by name).
+
+    Folders past :data:`EXPORT_TTL_S` and beyond the :data:`EXPORT_FOLDERS` newest are removed
+    first, so the disk used stays bounded. Without a session: a fresh temporary folder (tests)."""
+    session = session_of(request)
+    if session is None:
+        return tempfile.mkdtemp(prefix="specviz-export-")
+    path = _folder_path(session)
+    _prune(keep=path)
+    os.makedirs(path, exist_ok=True)
+    os.utime(path)
+    return path
+
+
+def _prune(keep: str) -> None:
+    try:
+        entries = [e for e in os.scandir(EXPORT_ROOT) if e.is_dir() and e.path != keep]
+    except OSError:
+        return
+    entries.sort(key=lambda e: e.stat().st_mtime, reverse=True)
+    now = time.time()
+    for i, entry in enumerate(entries):
+        if i >= EXPORT_FOLDERS - 1 or now - entry.stat().st_mtime > EXPORT_TTL_S:
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- fair queue
+class GenerationGate:
+    """Public mode's rule: a visitor has at most one generation waiting or running.
+
+    :meth:`validator` runs when an event is pushed, before it waits in the queue. It counts this
+    session's generation events in the queue and running (read from gradio's queue; if gradio's
+    internals change, that count is 0 and only the push window below applies: no crash), plus a
+    push of the same session accepted within :data:`PUSH_WINDOW_S` (pushes validated at the same
+    moment have not reached the queue yet)."""
+
+    def __init__(self, demo: gr.Blocks, api_names: frozenset = frozenset()) -> None:
+        self.demo = demo
+        self.api_names = api_names  # the generation events' names, as the queue records them
+        self._accepted: dict[str, float] = {}  # session → time.time() of its last accepted push
+        self._lock = threading.Lock()
+
+    def busy(self, session: str) -> int:
+        """This session's generation events waiting or running (0 if the queue cannot be read)."""
+        try:
+            queue = self.demo._queue
+            waiting = queue.event_queue_per_concurrency_id.get(GENERATION)
+            events = list(waiting.queue) if waiting is not None else []
+            events += [e for job in list(queue.active_jobs) if job for e in job]
+            return sum(1 for e in events if e.session_hash == session and e.concurrency_id == GENERATION)
+        except Exception:  # noqa: BLE001 — a gradio change degrades to "no check", never a crash
+            return 0
+
+    def arrived(self, session: str, since: float) -> bool:
+        """Whether a generation event of ``session`` reached the queue at or after ``since``
+        (time.time()): then the queue itself counts it (False if the queue cannot be read)."""
+        try:
+            records = list(self.demo._queue.event_analytics.values())
+            return any(r.get("session_hash") == session and r.get("time", 0) >= since
+                       and r.get("function") in self.api_names for r in records)
+        except Exception:  # noqa: BLE001 — as in busy()
+            return False
+
+    def admit(self, session: str | None) -> bool:
+        """Whether ``session`` may push another generation now (and if so, note the push)."""
+        if session is None:
+            return True
+        now = time.time()
+        with self._lock:
+            for s, t in list(self._accepted.items()):
+                if now - t > PUSH_WINDOW_S or self.arrived(s, t):
+                    del self._accepted[s]
+            if session in self._accepted or self.busy(session):
+                return False
+            self._accepted[session] = now
+            return True
+
+    def validator(self, request: gr.Request, *values):
+        """The events' ``validator``: one ``gr.validate`` per input, the first refused with
+        :data:`ONE_GENERATION` when the visitor already has a generation waiting or running."""
+        try:
+            ok = self.admit(session_of(request))
+        except Exception:  # noqa: BLE001 — never block a visitor because of the check itself
+            logger.exception("the one-generation check failed; letting the event through")
+            ok = True
+        first = gr.validate(True, "") if ok else gr.validate(False, ONE_GENERATION)
+        return [first] + [gr.validate(True, "")] * (len(values) - 1)
+
+
+def one_generation(demo: gr.Blocks) -> int:
+    """Give every generation event of ``demo`` (concurrency_id "generation") the one-per-visitor
+    validator; returns how many got it."""
+    generation = [f for f in demo.fns.values() if getattr(f, "concurrency_id", None) == GENERATION]
+    gate = GenerationGate(demo, frozenset(f.api_name for f in generation))
+    for block_fn in generation:
+        block_fn.validator = gate.validator
+    return len(generation)

@@ -75,6 +75,7 @@ DEVICE = ["seed", "chat", "device", "dtype"]
 API = {
     "/apply_preset": ["name"],
     "/export": [],
+    "/forget": [],
     "/load_trace": ["path"],
     "/lossless": SETTINGS + DEVICE + ["n_draws", "control"],
     "/on_drafter_change": ["kind"],

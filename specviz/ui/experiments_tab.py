@@ -31,6 +31,12 @@ def _csv(rows: list[dict], parameter: str) -> str:
     return path
 
 
+def _results(rows: list[dict], parameter: str) -> tuple:
+    """(table, α chart, tokens/pass chart, speedup chart, CSV path or None) of the rows so far."""
+    return (sweep_table(rows, parameter), *[charts.sweep_figure(rows, parameter, m) for m in METRICS],
+            _csv(rows, parameter) if rows else None)
+
+
 @gpu
 @spread(SHARED)
 def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis, progress=gr.Progress(), *,
@@ -58,11 +64,10 @@ def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis, 
         status = (f"**Done**: {len(rows)} settings of {parameter}. {alpha_trend(rows, parameter)}"
                   if len(rows) == len(requests) else
                   f"Finished {len(rows)}/{len(requests)} settings…")
-        yield (status, sweep_table(rows, parameter), *[charts.sweep_figure(rows, parameter, m) for m in METRICS],
-               _csv(rows, parameter), last_analysis)
-    if steps.stopped:
+        yield status, *_results(rows, parameter), last_analysis
+    if steps.stopped:  # every output again: an API caller reads the last message only
         yield (f"{steps.stopped_note()}: {len(rows)}/{len(requests)} settings of {parameter} finished.",
-               *[gr.skip()] * 5, last_analysis)
+               *_results(rows, parameter), last_analysis)
 
 
 def build(ctx: PageContext) -> None:

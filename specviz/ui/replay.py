@@ -15,7 +15,7 @@ from ..request import to_int
 from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from ..view import inspector_markdown, round_tree_html
 from . import settings, visitors
-from .errors import sentence, user_errors
+from .errors import user_errors
 from .state import RunState
 
 INSPECTOR_HINT = ("Click any token above (or a struck-through rejected draft) to see the decision behind it: the "
@@ -106,7 +106,8 @@ def load_trace(path, *, public: bool | None = None):
     try:
         rounds, meta = load_trace_file(path, max_bytes=settings.max_upload_bytes(settings.is_public(public)))
     except TraceError as err:
-        raise gr.Error(f"Could not load that trace: {sentence(str(err))}") from None
+        # Not sentence(): the message may begin with a field's path in the trace, kept as written.
+        raise gr.Error(f"Could not load that trace: {str(err).rstrip('.')}.") from None
     with user_errors():
         state = RunState.from_rounds(rounds, meta)
     n = len(state.rounds)

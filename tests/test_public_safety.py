@@ -256,3 +256,30 @@ def test_lossless_check_stops_at_the_public_time_limit(app, monkeypatch):
     _, text = _client(app).predict(**_shared(drafter_kind="int8", temperature=1.0), n_draws=1000, control=False,
                                    api_name="/lossless")
     assert "**Stopped** at the public time limit" in text and "no draws were made" in text, text
+
+
+def test_a_visitor_leaving_frees_their_history_and_export_folder(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(visitors, "EXPORT_ROOT", str(tmp_path))
+    leaving, staying = SimpleNamespace(session_hash="leaving"), SimpleNamespace(session_hash="staying")
+    visitors.visitor_history(leaving).add([1, 2])
+    visitors.visitor_history(staying).add([3, 4])
+    folder = visitors.export_folder(leaving)
+    open(os.path.join(folder, "specviz-trace.json"), "w").write("{}")
+    visitors.end_session(leaving)
+    assert "leaving" not in visitors.HISTORIES and not os.path.exists(folder)
+    assert visitors.visitor_history(staying).to_list() == [[3, 4]]
+    visitors.end_session(staying)
+
+
+def test_export_folders_are_few_and_young(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(visitors, "EXPORT_ROOT", str(tmp_path))
+    monkeypatch.setattr(visitors, "EXPORT_FOLDERS", 3)
+    folders = [visitors.export_folder(SimpleNamespace(session_hash=f"s{i}")) for i in range(6)]
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(f) for f in folders[-3:])
+    os.utime(folders[-2], (0, 0))  # older than the TTL
+    visitors.export_folder(SimpleNamespace(session_hash="s5"))
+    assert not os.path.exists(folders[-2]) and os.path.exists(folders[-1])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 
 import gradio as gr
@@ -15,8 +16,10 @@ from ..request import to_int
 from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from ..view import inspector_markdown, round_tree_html
 from . import settings, visitors
-from .errors import user_errors
+from .errors import sentence, user_errors
 from .state import RunState
+
+FIELD_PATH = re.compile(r"[a-z_]+(\[\d+\]|\.[a-z_]+)*: ")
 
 INSPECTOR_HINT = ("Click any token above (or a struck-through rejected draft) to see the decision behind it: the "
                   "drafted token, p_draft, p_target, min(1, p_target/p_draft), the uniform draw and the verdict, "
@@ -91,6 +94,13 @@ def export_run(state):
             _write(os.path.join(folder, "specviz-charts.html"), charts_html(state.view(None, "", True)[2:]))]
 
 
+def _trace_problem(err: TraceError) -> str:
+    """The loader's message as a sentence; one that begins with a field's path in the trace
+    (``rounds[3].drafted[2].parent: …``) keeps the path as written."""
+    text = str(err)
+    return text.rstrip(".") + "." if FIELD_PATH.match(text) else sentence(text)
+
+
 def load_trace(path, *, public: bool | None = None):
     """Load a saved trace (from the app's export or ``run --trace``) and show it at its last pass.
 
@@ -106,8 +116,7 @@ def load_trace(path, *, public: bool | None = None):
     try:
         rounds, meta = load_trace_file(path, max_bytes=settings.max_upload_bytes(settings.is_public(public)))
     except TraceError as err:
-        # Not sentence(): the message may begin with a field's path in the trace, kept as written.
-        raise gr.Error(f"Could not load that trace: {str(err).rstrip('.')}.") from None
+        raise gr.Error(f"Could not load that trace: {_trace_problem(err)}") from None
     with user_errors():
         state = RunState.from_rounds(rounds, meta)
     n = len(state.rounds)

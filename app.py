@@ -11,6 +11,7 @@ Run ``python app.py`` and open the printed URL. The first start prepares the off
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 
@@ -23,7 +24,23 @@ from specviz.view import CSS  # noqa: E402
 
 demo = build_page(PUBLIC)
 
+
+def fixed_mmap_threshold(nbytes: int = 4 << 20) -> bool:
+    """Make glibc serve buffers of ``nbytes`` and more from mmap, returned to the system when freed.
+
+    By default glibc raises its mmap threshold to the size of the largest buffer freed so far, so
+    after the first export (a 5 MB charts page, built and copied a few times) later ones stay in
+    its heap: the server's resident memory grew by about 2 MB per export up to a plateau near
+    300 MB (scripts/export_disk.py, BENCHMARKS.md). A fixed threshold stops that. False where
+    there is no glibc (nothing changes)."""
+    try:
+        return bool(ctypes.CDLL("libc.so.6").mallopt(-3, nbytes))  # -3: M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        return False
+
+
 if __name__ == "__main__":
+    fixed_mmap_threshold()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     # First start only: convert the default offline model once, logging its progress (later

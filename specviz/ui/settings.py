@@ -41,9 +41,11 @@ MAX_UPLOAD_ENV = "SPECVIZ_MAX_UPLOAD_MB"
 PUBLIC_MAX_UPLOAD_MB = 5.0
 DEFAULT_MAX_UPLOAD_MB = 64.0
 
-#: Gradio's cache of served and uploaded files (exports, traces): every 10 minutes, files older
-#: than 30 minutes are deleted (``gr.Blocks(delete_cache=…)``, in seconds).
-DELETE_CACHE = (600, 1800)
+#: Gradio's cache of served and uploaded files (exports, traces): every 5 minutes, files older
+#: than 15 minutes are deleted (``gr.Blocks(delete_cache=…)``, in seconds). A re-export of the
+#: same run is the same bytes and reuses its cached copy; each new run's export adds one copy
+#: (about 5 MB, mostly the charts' embedded plotly.js) for at most this long.
+DELETE_CACHE = (300, 900)
 
 
 def max_upload_mb(public: bool, env=None) -> float:

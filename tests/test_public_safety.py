@@ -283,3 +283,12 @@ def test_export_folders_are_few_and_young(monkeypatch, tmp_path):
     os.utime(folders[-2], (0, 0))  # older than the TTL
     visitors.export_folder(SimpleNamespace(session_hash="s5"))
     assert not os.path.exists(folders[-2]) and os.path.exists(folders[-1])
+
+
+def test_lossless_check_draws_only_what_fits_in_the_public_time_limit(app, monkeypatch):
+    monkeypatch.setattr(settings, "PUBLIC_POLICY", dataclasses.replace(settings.PUBLIC_POLICY, max_run_s=0.3))
+    # 4,000 draws are 4,000 verify steps in Python: far more than 0.3 s on any CPU.
+    _, text = _client(app).predict(**_shared(drafter_kind="int8", temperature=1.0), n_draws=4000, control=False,
+                                   api_name="/lossless")
+    assert "**Fewer draws**" in text and "of the 4000 asked for" in text and "0.3 s" in text, text
+    assert "total-variation distance" in text  # the check still reports its figures

@@ -19,6 +19,9 @@ from .gpu import gpu
 from .runs import load_and_encode
 
 
+PILOT_DRAWS = 100  # the fewest draws the check takes; in public mode, a pilot that times them
+
+
 def _no_first_draft_hint(err: Exception) -> str:
     return (" Pick the int8 or early-exit self-draft, whose first token always has a draft distribution."
             if "proposes nothing" in str(err) else "")
@@ -63,18 +66,40 @@ def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, publ
         raise gr.Error("Pick a drafter: with plain decoding there is nothing to compare.")
     started = time.perf_counter()
     target, drafter, prompt_ids = load_and_encode(request, progress)
-    # Its work is bounded (two forward passes and at most max_draws vectorised draws); the one
-    # place it can stop is before that work, if loading already took the public time.
     max_run_s = settings.PUBLIC_POLICY.max_run_s if public else None
     if max_run_s is not None and time.perf_counter() - started > max_run_s:
         return None, (f"**Stopped** at the public time limit of {max_run_s:g} s: loading the models took "
                       f"{time.perf_counter() - started:.1f} s, so no draws were made. Try again: they stay loaded.")
+
+    def experiment(n):
+        with user_errors(hint=_no_first_draft_hint):
+            return first_token_experiment(target.model, drafter, prompt_ids, request.sampling, n=n,
+                                          seed=request.seed, vocab_size=drafter.vocab_size, control=control)
+
+    asked, n_draws = n_draws, _draws_in_time(experiment, n_draws, started, max_run_s)
     progress(0.5, desc=f"Drawing {n_draws} first tokens each way…")
     t0 = time.perf_counter()
-    with user_errors(hint=_no_first_draft_hint):
-        report = first_token_experiment(target.model, drafter, prompt_ids, request.sampling, n=n_draws,
-                                        seed=request.seed, vocab_size=drafter.vocab_size, control=control)
+    report = experiment(n_draws)
     labels = [token_label(target.decode([t]) if t >= 0 else "", t) for t in report.token_ids]
     fig = charts.lossless_figure(labels, report.p_target, report.freq_speculative, report.freq_direct)
-    return fig, lossless_markdown(report, time.perf_counter() - t0, request.sampling.temperature, control,
-                                  lookup=request.draft == "ngram")
+    text = lossless_markdown(report, time.perf_counter() - t0, request.sampling.temperature, control,
+                             lookup=request.draft == "ngram")
+    if n_draws < asked:
+        text = (f"**Fewer draws**: {n_draws} of the {asked} asked for, to stay within the public time limit of "
+                f"{max_run_s:g} s.\n\n{text}")
+    return fig, text
+
+
+def _draws_in_time(experiment, n_draws: int, started: float, max_run_s: float | None) -> int:
+    """How many draws fit in what is left of the public time limit (all ``n_draws`` without one).
+
+    Each draw is one verify step in Python (:func:`specviz.lossless.draw_first_tokens`), about a
+    millisecond or more: a pilot of :data:`PILOT_DRAWS` times them, forward passes included, so
+    the estimate errs on the short side; never fewer than the pilot's count."""
+    if max_run_s is None or n_draws <= PILOT_DRAWS:
+        return n_draws
+    t0 = time.perf_counter()
+    experiment(PILOT_DRAWS)
+    per_draw = (time.perf_counter() - t0) / PILOT_DRAWS
+    left = max_run_s - (time.perf_counter() - started)
+    return max(PILOT_DRAWS, min(n_draws, int(left / per_draw)))

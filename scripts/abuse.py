@@ -15,6 +15,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import tempfile
 import threading
 import time
@@ -82,7 +83,7 @@ def malformed_traces(url, folder) -> str:
              "version as text": json.dumps({**good, "version": "1"}),
              "rounds as a number": json.dumps({**good, "rounds": 7}),
              "a 4,000-digit K": json.dumps({**good, "k": int("9" * 4000)}),
-             "a 1e308 timing": json.dumps(good).replace('"draft_ms": ', '"draft_ms": 1e308, "x": ', 1)}
+             "an infinite timing (1e999)": re.sub(r'"draft_ms": [0-9.e+-]+', '"draft_ms": 1e999', json.dumps(good), 1)}
     answers = []
     for name, text in cases.items():
         path = folder / "bad.json"

@@ -292,3 +292,11 @@ def test_lossless_check_draws_only_what_fits_in_the_public_time_limit(app, monke
                                    api_name="/lossless")
     assert "**Fewer draws**" in text and "of the 4000 asked for" in text and "0.3 s" in text, text
     assert "total-variation distance" in text  # the check still reports its figures
+
+
+# ----------------------------------------------------------------------------- 6. export after run
+def test_a_new_visitors_export_right_after_its_run_finds_the_run(app):
+    for seed in range(5):
+        client = _client(app)
+        client.predict(**_run(drafter_kind="ngram", max_new_tokens=2, seed=seed), api_name="/run")
+        assert len(client.predict(api_name="/export")) == 3  # not "Nothing to export yet"

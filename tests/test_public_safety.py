@@ -99,6 +99,17 @@ def test_one_visitors_text_is_never_drafted_for_another(app):
     assert "731" not in a_drafted
 
 
+def test_a_visitors_history_is_freed_when_they_leave(app):
+    client = _client(app)
+    client.predict(**_run(max_new_tokens=4), api_name="/run")
+    assert client.session_hash in visitors.HISTORIES
+    client.close()  # the tab closed: gradio runs demo.unload once the heartbeat stops
+    deadline = time.time() + 60
+    while client.session_hash in visitors.HISTORIES and time.time() < deadline:
+        time.sleep(0.5)
+    assert client.session_hash not in visitors.HISTORIES
+
+
 def test_history_store_is_bounded_in_sessions_and_time():
     store = visitors.HistoryStore(max_sessions=3, ttl_s=3600)
     for i in range(5):

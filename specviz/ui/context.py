@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import gradio as gr
@@ -21,6 +22,11 @@ class PageContext:
         inputs: the Run tab's input components by field name (:data:`specviz.ui.fields.NAMES`,
             plus ``check_temperature`` and ``control`` of the lossless check), filled by the Run
             tab, read by the Experiments and side-by-side tabs and set by the lessons.
+        run_state: the Run tab's State of this visitor's run (a ``RunState`` or None), filled by
+            the Run tab, read by the "Watch a pass" tab.
+        watch: ``(open_trace, outputs)`` from the "Watch a pass" tab: ``open_trace(name, pass_,
+            beat)`` returns the values of ``outputs`` for a bundled trace at that pass and beat
+            (for a URL router).
     """
 
     public: bool
@@ -28,6 +34,8 @@ class PageContext:
     lesson_note: gr.Markdown
     last_analysis: gr.State
     inputs: dict[str, gr.components.Component] = field(default_factory=dict)
+    run_state: gr.State | None = None
+    watch: tuple[Callable[..., tuple], list[gr.components.Component]] | None = None
 
     def run_inputs(self, names: tuple[str, ...]) -> list[gr.components.Component]:
         """The Run tab's components of ``names``, in that order (a callback's inputs)."""

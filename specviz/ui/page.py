@@ -7,6 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from . import experiments_tab, lessons_tab, maths_tab, playground_tab, run_tab, settings, side_by_side_tab
+from . import watch_tab
 from .context import PageContext
 
 
@@ -40,6 +41,8 @@ def build_page(public: bool) -> gr.Blocks:
                 lesson_note = gr.Markdown(visible=False, elem_id="sv-lesson-note")
                 ctx = PageContext(public=public, tabs=tabs, lesson_note=lesson_note, last_analysis=last_analysis)
                 run_tab.build(ctx)
+            with gr.Tab("Watch a pass", id="watch"):
+                watch_tab.build(ctx)
             with gr.Tab("Playground", id="playground"):
                 playground_tab.build(ctx)
             with gr.Tab("Experiments", id="experiments"):

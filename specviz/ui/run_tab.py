@@ -169,7 +169,7 @@ def _wire(c, ctx: PageContext) -> None:
     c.preset.change(apply_preset, c.preset, [c.target_id, c.drafter_kind, c.draft_model, c.chat, c.drafter_note])
     c.drafter_kind.change(on_drafter_change, c.drafter_kind, [c.draft_model, c.early_exit_layers, c.drafter_note])
     baselines = gr.State({})  # this visitor's measured plain baselines, by settings
-    run_state = gr.State(None)  # this visitor's RunState
+    run_state = ctx.run_state = gr.State(None)  # this visitor's RunState (the Watch tab reads it too)
     view = [c.tokens_html, c.summary, c.alpha_plot, c.tpp_plot, c.speedup_plot, c.position_plot, c.time_plot]
     run_event = c.run_btn.click(functools.partial(run_demo, public=ctx.public), ctx.run_inputs(NAMES) + [baselines],
                                 view + [baselines, run_state, c.replay_slider],

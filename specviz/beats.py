@@ -94,7 +94,7 @@ def is_chain(round_: Round) -> bool:
     return all(parent_of(round_, i) == i - 1 for i in range(len(round_.drafted)))
 
 
-def test_order(round_: Round) -> list[int]:
+def in_test_order(round_: Round) -> list[int]:
     """The tested nodes in the order the verify step tested them: from the context down, each
     node's tested children in list order, the accepted one's children next (as
     :func:`specviz.sampling.verify_tree` walks)."""
@@ -123,7 +123,7 @@ def beats(round_: Round) -> list[Beat]:
     if round_.drafted:
         out.append(_verify_beat(round_))
     accepted = 0
-    for i in test_order(round_):
+    for i in in_test_order(round_):
         beat = _test_beat(round_, i, accepted)
         accepted += bool(beat.accepted)
         out.append(beat)
@@ -155,7 +155,7 @@ def _verify_beat(round_: Round) -> Beat:
 
 def _test_beat(round_: Round, i: int, accepted_before: int) -> Beat:
     t, d = round_.drafted[i], depths(round_)[i]
-    siblings = [j for j in test_order(round_) if parent_of(round_, j) == parent_of(round_, i)]
+    siblings = [j for j in in_test_order(round_) if parent_of(round_, j) == parent_of(round_, i)]
     later = siblings.index(i) > 0
     if later:
         rule = (f"against the residual the {siblings.index(i)} rejected sibling(s) left, accept probability "
@@ -187,7 +187,7 @@ def _final_beat(round_: Round) -> Beat:
         return Beat(STOP, None, depth, None, "", None, None, None, None, None, n, sentence)
     source = f" (probability {fmt(last.p_source)} there)" if last.p_source is not None else ""
     if last.kind == RESAMPLED:
-        rejected = [i for i in test_order(round_) if not round_.drafted[i].accepted
+        rejected = [i for i in in_test_order(round_) if not round_.drafted[i].accepted
                     and depths(round_)[i] == depth]
         after = (f"the {len(rejected)} rejected siblings" if len(rejected) > 1 else
                  f"{quoted(last.rejected_text or '')}")
@@ -258,7 +258,7 @@ def score_guess(round_: Round, accept_guesses: dict[int, bool], count_guess: int
     """
     points = best = 0.0
     lines, possible = [], 0
-    for i in test_order(round_):
+    for i in in_test_order(round_):
         t = round_.drafted[i]
         guess = bool(accept_guesses.get(i, False))
         got = guess_points(t.accept_prob, guess)

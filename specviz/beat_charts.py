@@ -64,7 +64,7 @@ def beat_figure(round_: Round, played: list[Beat], pass_label: str = "") -> go.F
     verdicts = {b.node: b.accepted for b in played if b.kind == TEST}
     colors = [GREEN if verdicts.get(i) else RED if i in verdicts else PLAIN_COLOR for i in range(len(labels))]
     widths = [3 if i == beat.node else 0 for i in range(len(labels))]
-    data = [{"type": "bar", "name": "p_draft", "x": labels, "xaxis": "x", "yaxis": "y",
+    data = [{"type": "bar", "name": "p_draft (coloured by verdict)", "x": labels, "xaxis": "x", "yaxis": "y",
              "y": [t.p_draft if i in shown else None for i, t in enumerate(round_.drafted)],
              "marker": {"color": colors, "line": {"color": CURRENT, "width": widths}},
              "hovertemplate": "%{x}: p_draft = %{y:.4g}<extra></extra>"}]
@@ -72,8 +72,9 @@ def beat_figure(round_: Round, played: list[Beat], pass_label: str = "") -> go.F
         data.append({"type": "bar", "name": "p_target", "x": labels, "xaxis": "x", "yaxis": "y",
                      "y": [t.p_target for t in round_.drafted], "marker": {"color": THEORY_COLOR},
                      "hovertemplate": "%{x}: p_target = %{y:.4g}<extra></extra>"})
-    layout = _layout(f"{pass_label}{'verify pass: every position scored at once' if verified else 'drafting'}",
-                     "watch-pass")
+    stage = ("drafting" if not verified else "verify pass: every position scored at once" if beat.kind != TEST
+             else f"test at position {beat.depth + 1}: green accepted, red rejected, outlined the one under test")
+    layout = _layout(f"{pass_label}{stage}", "watch-pass")
     layout.update(barmode="group", bargap=0.25,
                   xaxis={"type": "category", "anchor": "y", "domain": [0, 1]},
                   yaxis={"domain": [0.38, 1.0], "range": [0, 1.05], "title": {"text": "probability"}},
@@ -90,13 +91,11 @@ def beat_figure(round_: Round, played: list[Beat], pass_label: str = "") -> go.F
 def _number_line(beat: Beat, layout: dict) -> list[dict]:
     """The test on the line 0..1: accept region [0, a), reject region [a, 1], and u."""
     a, u = float(beat.accept_prob), float(beat.uniform)
-    regions = [{"type": "bar", "orientation": "h", "x": [a], "base": [0], "y": [0], "xaxis": "x2", "yaxis": "y2",
-                "name": "accept if u < a", "marker": {"color": GREEN, "opacity": 0.35}, "width": 0.6,
-                "hovertemplate": f"accept region [0, {fmt(a)})<extra></extra>"},
-               {"type": "bar", "orientation": "h", "x": [1 - a], "base": [a], "y": [0], "xaxis": "x2",
-                "yaxis": "y2", "name": "reject", "marker": {"color": RED, "opacity": 0.25}, "width": 0.6,
-                "hovertemplate": f"reject region [{fmt(a)}, 1]<extra></extra>"},
-               {"type": "scatter", "mode": "markers", "x": [u], "y": [0], "xaxis": "x2", "yaxis": "y2",
+    # Regions as shapes, not bars: the bars above are grouped, and a grouped bar would shift here.
+    for x0, x1, color, opacity in ((0.0, a, GREEN, 0.35), (a, 1.0, RED, 0.22)):
+        layout["shapes"].append({"type": "rect", "xref": "x2", "yref": "y2", "x0": x0, "x1": x1, "y0": -0.3,
+                                 "y1": 0.3, "fillcolor": color, "opacity": opacity, "line": {"width": 0}})
+    regions = [{"type": "scatter", "mode": "markers", "x": [u], "y": [0], "xaxis": "x2", "yaxis": "y2",
                 "name": "u", "marker": {"symbol": "diamond", "size": 16, "color": CURRENT},
                 "hovertemplate": f"u = {fmt(u)}<extra></extra>"}]
     layout["annotations"] += [
@@ -105,7 +104,6 @@ def _number_line(beat: Beat, layout: dict) -> list[dict]:
         {"text": f"u = {fmt(u)} → {'accepted' if beat.accepted else 'rejected'}", "xref": "x2", "yref": "y2",
          "x": u, "y": -0.45, "showarrow": False, "font": {"color": GREEN if beat.accepted else RED, "size": 12}},
     ]
-    layout["barmode"] = "group"
     return regions
 
 

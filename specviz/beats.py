@@ -137,7 +137,8 @@ def _draft_beat(round_: Round, i: int) -> Beat:
     parent = parent_of(round_, i)
     if not is_chain(round_):
         where += " after the context" if parent < 0 else f" after {quoted(round_.drafted[parent].text)}"
-    how = (f"p_draft = 1 (a point mass: a copy from the context, not a sample)" if t.p_draft >= 1.0 - 1e-9
+    how = ("p_draft = 1 (a point mass: a certain guess, as prompt lookup's and greedy drafts are)"
+           if t.p_draft >= 1.0 - 1e-9
            else f"p_draft = {fmt(t.p_draft)}")
     sentence = f"Draft {i + 1} of {len(round_.drafted)}: the drafter proposes {quoted(t.text)} at {where}, {how}."
     return Beat(DRAFT, i, d, t.id, t.text, t.p_draft, None, None, None, None, 0, sentence)

@@ -172,3 +172,40 @@ def test_every_pass_of_a_bundled_trace_plays_with_its_own_numbers(path):
             fig = beat_charts.beat_figure(round_, played[: i + 1], "Pass 1 · ")
             if played[i].kind == "test":
                 assert any(list(tr.x or []) == [played[i].uniform] for tr in fig.data if tr.name == "u")
+
+
+# --------------------------------------------------------------------------- the tab's callbacks (no browser)
+def test_the_tab_opens_a_bundled_trace_at_a_pass_and_beat_and_steps_across_passes():
+    from specviz.ui import watch_tab
+
+    out = watch_tab.open_trace("poem_int8", 2, 3)
+    assert len(out) == 11  # source, state, pass slider, then the pass's eight views
+    w = out[1]
+    assert out[2]["value"] == 2 and out[3] == {"maximum": 7, "value": 3, "__type__": "update"}
+    assert beats_of(w.rounds[1])[3].sentence in out[4] and "pass 2 of 19 · beat 4 of 8" in out[4]
+    assert watch_tab.open_trace(watch_tab.BUNDLED["poem_int8"], 2, 99)[3]["value"] == 7  # clamped to the pass
+    nxt = watch_tab.step(w, 2, 7, False, 1)  # past the last beat: the next pass's first
+    assert nxt[0]["value"] == 3 and nxt[1]["value"] == 0
+    back = watch_tab.step(w, 3, 0, False, -1)  # and back to the previous pass's last beat
+    assert back[0]["value"] == 2 and back[1]["value"] == 7
+    import gradio as gr
+    with pytest.raises(gr.Error, match="No bundled trace"):
+        watch_tab.open_trace("nope", 1, 0)
+    with pytest.raises(gr.Error):
+        watch_tab.open_trace("poem_int8", 99, 0)
+
+
+def test_the_tab_scores_a_guess_once_and_only_before_the_reveal():
+    from specviz.ui import watch_tab
+
+    w = watch_tab.bundled("poem_int8")
+    text, score, *views = watch_tab.lock_guess(w, 2, 0, ["0"], 2, watch_tab.new_score(), False)
+    want = score_guess(w.rounds[1], {0: True}, 2)
+    assert f"{want.points:.2f} expected points out of 3" in text and score["points"] == pytest.approx(want.points)
+    assert views[0]["value"] == 5  # the reveal starts at the first test
+    again, same, *_ = watch_tab.lock_guess(w, 2, 0, ["0"], 2, score, False)
+    assert "already scored" in again and same == score
+    late, unchanged, *_ = watch_tab.lock_guess(w, 3, 6, [], 0, score, False)
+    assert "already showing" in late and unchanged == score
+    fig = watch_tab.draw(w, 2, 6, 2000)
+    assert "2,000 draws" in fig.layout.title.text

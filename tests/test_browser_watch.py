@@ -58,7 +58,7 @@ def test_a_pass_plays_beat_by_beat_with_the_traces_numbers_and_a_guess_is_scored
     assert "This pass emits 2 tokens: 1 accepted + 1 resampled." in seen[-1]
     # The picture's text alternative is the beat's sentence; the chips show the verdicts.
     assert page.get_attribute("#sv-watch-plot", "aria-label") == seen[-1]
-    assert page.locator("#sv-watch-stage .sv-chip.sv-rejected").count() == 1
+    assert page.locator("#sv-watch-stage .sv-chip.sv-w-rejected").count() == 1
     page.keyboard.press("ArrowLeft")
     _wait_sentence(page, expected[-2].sentence)
     page.keyboard.press("ArrowRight")

@@ -51,15 +51,15 @@ STAGE_CSS = """
 .sv-chip { border: 2px solid #8c8c8c; border-radius: 4px; padding: 2px 6px; background: #8c8c8c14;
   transition: background-color 200ms ease-out, border-color 200ms ease-out, opacity 200ms ease-out; }
 .sv-chip small { color: #777; margin-left: 4px; }
-.sv-chip.sv-pending { visibility: hidden; }
-.sv-chip.sv-accepted { border-color: #2e9e5b; background: #2e9e5b2e; }
-.sv-chip.sv-rejected { border-color: #d64545; background: #d645451f; text-decoration: line-through; }
-.sv-chip.sv-untested { opacity: 0.45; }
-.sv-chip.sv-resampled { border-color: #e8833a; background: #e8833a38; }
-.sv-chip.sv-bonus { border-color: #3b6fd8; background: #3b6fd833; }
-.sv-chip.sv-plain { border-color: #8c8c8c; background: #8c8c8c22; }
-.sv-chip.sv-current { outline: 3px solid #111; outline-offset: 1px; }
-.sv-chip.sv-new { animation: sv-pop 250ms ease-out; }
+.sv-chip.sv-w-pending { visibility: hidden; }
+.sv-chip.sv-w-accepted { border-color: #2e9e5b; background: #2e9e5b2e; }
+.sv-chip.sv-w-rejected { border-color: #d64545; background: #d645451f; text-decoration: line-through; }
+.sv-chip.sv-w-untested { opacity: 0.45; }
+.sv-chip.sv-w-resampled { border-color: #e8833a; background: #e8833a38; }
+.sv-chip.sv-w-bonus { border-color: #3b6fd8; background: #3b6fd833; }
+.sv-chip.sv-w-plain { border-color: #8c8c8c; background: #8c8c8c22; }
+.sv-chip.sv-w-current { outline: 3px solid #111; outline-offset: 1px; }
+.sv-chip.sv-w-new { animation: sv-pop 250ms ease-out; }
 @keyframes sv-pop { from { opacity: 0; transform: translateY(-4px); } to { opacity: 1; transform: none; } }
 .sv-watch-sentence { font-size: 1.05em; margin: 6px 0 0 0; }
 .sv-still .sv-chip { transition: none; animation: none; }
@@ -133,10 +133,11 @@ def _node_class(i: int, played: list[Beat], final: bool) -> str:
     verdicts = {b.node: b.accepted for b in played if b.kind == TEST}
     beat = played[-1]
     if i not in drafted:
-        return "sv-pending"
-    cls = "sv-accepted" if verdicts.get(i) else "sv-rejected" if i in verdicts else "sv-untested" if final else ""
+        return "sv-w-pending"
+    cls = ("sv-w-accepted" if verdicts.get(i) else "sv-w-rejected" if i in verdicts
+           else "sv-w-untested" if final else "")
     if i == beat.node:
-        cls += " sv-current" + (" sv-new" if beat.kind == DRAFT else "")
+        cls += " sv-w-current" + (" sv-w-new" if beat.kind == DRAFT else "")
     return cls
 
 
@@ -154,7 +155,7 @@ def stage_html(w: Watched, pass_index: int, beat_index: int, still: bool) -> str
                    f"pos {depths(round_)[i] + 1}") for i, t in enumerate(round_.drafted)]
     if final and round_.emitted and round_.emitted[-1].kind != "accepted":
         last = round_.emitted[-1]
-        chips.append("→ " + _chip(last.text, f"sv-{last.kind} sv-current sv-new", last.kind))
+        chips.append("→ " + _chip(last.text, f"sv-w-{last.kind} sv-w-current sv-w-new", last.kind))
     return (f'<div class="sv-watch{" sv-still" if still else ""}">'
             f'<div class="sv-watch-progress">{html.escape(w.label)} · pass {pass_index + 1} of {len(w.rounds)} · '
             f'beat {beat_index + 1} of {len(all_beats)} ({beat.kind})</div>'
@@ -178,8 +179,8 @@ def _lossless_views(round_: Round, beat: Beat):
     """The stacked bar at the cursor's position and its text (an empty figure when nothing was drafted)."""
     node = _cursor_node(round_, beat)
     if node is None or not round_.drafted[node].top_target:
-        return beat_charts.empty_figure("nothing drafted at this pass"), ("Nothing was drafted in this pass (or its distributions were not "
-                                                  "recorded): no position to check.")
+        return (beat_charts.empty_figure("nothing drafted at this pass"),
+                "Nothing was drafted in this pass (or its distributions were not recorded): no position to check.")
     t = round_.drafted[node]
     dists = position_distributions(t)
     text = (f"**Position of {quoted(t.text)}** (draft {node + 1}): each bar is p_target, split into "
@@ -208,7 +209,7 @@ def _pass_views(w: Watched, pass_index: int, beat_index: int, still: bool):
     round_ = w.rounds[pass_index]
     choices = [(label, str(i)) for i, label in enumerate(beat_charts.node_labels(round_))]
     return (*_beat_views(w, pass_index, beat_index, still),
-            gr.update(choices=choices, value=[], interactive=bool(choices)), gr.update(value=None),
+            gr.update(choices=choices, value=[], interactive=bool(choices)), gr.update(value=0),
             "Guess before the tests play: tick the drafts you expect to be accepted, say how many tokens the pass "
             "will emit, and lock it in." if choices else "Nothing drafted in this pass: nothing to guess.")
 
@@ -290,7 +291,7 @@ def lock_guess(w: Watched, pass_no, beat_no, picks, count, score: dict, still: b
         return (f"The decisions of pass {i + 1} are already showing: go back to its verify beat (beat {first}) "
                 "or pick another pass, then guess.", score, *skip)
     with user_errors():
-        guess = None if count in (None, "") else to_int("tokens emitted", count, 0, 10_000)
+        guess = None if count in (None, "") else to_int("tokens emitted", count, 0, 10_000) or None
     result = score_guess(round_, {int(p): True for p in picks or []}, guess)
     score = {"points": score["points"] + result.points, "best": score["best"] + result.best,
              "possible": score["possible"] + result.possible, "passes": score["passes"] + 1,
@@ -363,7 +364,7 @@ def build(ctx: PageContext) -> None:
         with gr.Row():
             picks = gr.CheckboxGroup(views[5]["choices"], label="Drafts you expect to be accepted (unticked: rejected)",
                                      scale=3, elem_id="sv-watch-picks")
-            count = gr.Number(None, precision=0, minimum=0, label="Tokens this pass will emit", scale=1,
+            count = gr.Number(0, precision=0, minimum=0, label="Tokens this pass will emit (0: no guess)", scale=1,
                               elem_id="sv-watch-count")
             lock = gr.Button("Lock in my guess", scale=0, min_width=140, elem_id="sv-watch-lock")
         score_md = gr.Markdown(views[7], elem_id="sv-watch-score")
@@ -377,8 +378,9 @@ def build(ctx: PageContext) -> None:
     state, score = gr.State(w0), gr.State(new_score())
     beat_out = [beat_slider, stage, plot, stack, stack_md]
     pass_out = beat_out + [picks, count, score_md]
+    run_state = ctx.run_state if ctx.run_state is not None else gr.State(None)
     for event in (source.input, load_btn.click):
-        event(load, [source, ctx.run_state if ctx.run_state is not None else gr.State(None), still], [state, pass_slider, *pass_out], **FREE)
+        event(load, [source, run_state, still], [state, pass_slider, *pass_out], **FREE)
     pass_slider.release(on_pass, [state, pass_slider, still], pass_out, **FREE)
     beat_slider.release(on_beat, [state, pass_slider, beat_slider, still], beat_out, **FREE)
     still.input(on_beat, [state, pass_slider, beat_slider, still], beat_out, **FREE)

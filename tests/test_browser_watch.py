@@ -79,3 +79,9 @@ def test_a_pass_plays_beat_by_beat_with_the_traces_numbers_and_a_guess_is_scored
     assert "Running score" in text and f"{score.points:.2f} of {score.possible} over 1 pass" in text
     first_test = next(b for b in third if b.kind == "test")
     _wait_sentence(page, first_test.sentence)  # the reveal starts at the first test
+
+    # Typing a pass number opens that pass at its first beat.
+    box = page.locator("#sv-watch-pass input[type=number]")
+    box.fill("5")
+    box.press("Enter")
+    _wait_sentence(page, beats(rounds[4])[0].sentence)

@@ -66,8 +66,8 @@ STAGE_CSS = """
 @media (prefers-reduced-motion: reduce) { .sv-chip { transition: none; animation: none; } }
 """
 
-#: Space / → step forward, ← back, while the tab is visible and no text field has the focus; the
-#: plot gets the beat's sentence as its text alternative.
+#: Space / → step forward, ← back, while the tab is visible and no field has the focus (Space on a
+#: focused button presses it); the plot gets the beat's sentence as its text alternative.
 STAGE_JS = """
 const describe = () => {
   const plot = document.querySelector('#sv-watch-plot');
@@ -82,9 +82,9 @@ if (!window.svWatchKeys) {
     const stage = document.querySelector('#sv-watch-stage');
     if (!stage || stage.offsetParent === null || event.altKey || event.ctrlKey || event.metaKey) return;
     const tag = (event.target.tagName || '').toLowerCase();
-    if (['input', 'textarea', 'select', 'button'].includes(tag) || event.target.isContentEditable) return;
+    if (['input', 'textarea', 'select'].includes(tag) || event.target.isContentEditable) return;
     const id = {'ArrowRight': 'sv-watch-next', ' ': 'sv-watch-next', 'ArrowLeft': 'sv-watch-back'}[event.key];
-    if (!id) return;
+    if (!id || (tag === 'button' && event.key === ' ')) return;  // Space on a button presses that button
     event.preventDefault();
     document.getElementById(id)?.click();
   });
@@ -381,8 +381,11 @@ def build(ctx: PageContext) -> None:
     run_state = ctx.run_state if ctx.run_state is not None else gr.State(None)
     for event in (source.input, load_btn.click):
         event(load, [source, run_state, still], [state, pass_slider, *pass_out], **FREE)
-    pass_slider.release(on_pass, [state, pass_slider, still], pass_out, **FREE)
-    beat_slider.release(on_beat, [state, pass_slider, beat_slider, still], beat_out, **FREE)
+    # .input: the visitor's drags and typed numbers, not this tab's own updates (a step to the next
+    # pass sets the pass slider, which must not reset the beat); always_last skips a drag's middle.
+    pass_slider.input(on_pass, [state, pass_slider, still], pass_out, trigger_mode="always_last", **FREE)
+    beat_slider.input(on_beat, [state, pass_slider, beat_slider, still], beat_out, trigger_mode="always_last",
+                      **FREE)
     still.input(on_beat, [state, pass_slider, beat_slider, still], beat_out, **FREE)
     for button, delta in ((back, -1), (nxt, 1)):
         button.click(functools.partial(step, delta=delta), [state, pass_slider, beat_slider, still],

@@ -209,3 +209,22 @@ def test_the_tab_scores_a_guess_once_and_only_before_the_reveal():
     assert "already showing" in late and unchanged == score
     fig = watch_tab.draw(w, 2, 6, 2000)
     assert "2,000 draws" in fig.layout.title.text
+
+
+def test_the_tab_registers_its_deep_link_and_watches_the_visitors_last_run():
+    import gradio as gr
+
+    from specviz.ui import watch_tab
+    from specviz.ui.context import PageContext
+    from specviz.ui.state import RunState
+
+    with gr.Blocks():
+        ctx = PageContext(public=True, tabs=None, lesson_note=None, last_analysis=None, run_state=gr.State(None))
+        watch_tab.build(ctx)
+    open_fn, outputs = ctx.watch
+    assert open_fn is watch_tab.open_trace and len(open_fn("copy_lookup", 1, 0)) == len(outputs)
+    run = RunState.from_trace(json.loads((TRACES / "tree_lookup_t1.json").read_text(encoding="utf-8")))
+    w, pass_slider, *views = watch_tab.load(watch_tab.LAST_RUN, run, False)
+    assert w.rounds == run.rounds and "saved trace" in w.label and pass_slider["maximum"] == len(run.rounds)
+    with pytest.raises(gr.Error, match="Nothing run yet"):
+        watch_tab.load(watch_tab.LAST_RUN, None, False)

@@ -13,8 +13,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .beats import DRAFT, RESIDUAL, TEST, Beat, PositionDistributions, depths, fmt, is_chain, total_variation
-from .charts import KIND_COLORS, PLAIN_COLOR, REJECTED, THEORY_COLOR
-from .trace import ACCEPTED, BONUS, RESAMPLED, Round, token_label
+from .charts import KIND_COLORS, PLAIN_COLOR, REJECTED, THEORY_COLOR, plotly_text
+from .trace import ACCEPTED, BONUS, RESAMPLED, Round, token_label, visible_text
 
 HEIGHT = 380
 OTHER = "other tokens"
@@ -23,7 +23,11 @@ CURRENT = "#111111"
 
 
 def _short(text: str) -> str:
-    return token_label(text, 0).rsplit("\u00a0#", 1)[0]
+    return plotly_text(visible_text(text))
+
+
+def _label(text: str, token_id: int) -> str:
+    return plotly_text(token_label(text, token_id))
 
 
 def _layout(title: str, uirevision: str) -> dict:
@@ -126,7 +130,7 @@ def final_figure(round_: Round, beat: Beat, pass_label: str = "") -> go.Figure:
     series.append((name, ORANGE if beat.kind == RESIDUAL else KIND_COLORS[BONUS], last.top_source))
     ids = [int(i) for i, _, _ in last.top_source][:10]
     texts = {int(i): t for _, _, rows in series for i, t, _ in rows}
-    labels = [("★ " if i == last.id else "") + token_label(texts[i], i) for i in ids]
+    labels = [("★ " if i == last.id else "") + _label(texts[i], i) for i in ids]
     data = []
     for name, color, rows in series:
         values = {int(i): float(p) for i, _, p in rows}
@@ -141,10 +145,10 @@ def stack_figure(dists: PositionDistributions, title: str = "") -> go.Figure:
     rejection); each stack is exactly p_target. Leviathan et al. 2023, Theorem 3.5 (the proof's
     two terms)."""
     p_draft, p_target = dists.arrays()
-    labels = [("★ " if i == dists.drafted_id else "") + token_label(t, i) for i, t in zip(dists.ids, dists.texts)]
+    labels = [("★ " if i == dists.drafted_id else "") + _label(t, i) for i, t in zip(dists.ids, dists.texts)]
     labels.append(OTHER)
     kept, residual = np.minimum(p_draft, p_target), np.clip(p_target - p_draft, 0, None)
-    layout = _layout(title or "accepted mass + residual mass = p_target", "watch-stack")
+    layout = _layout(plotly_text(title or "accepted mass + residual mass = p_target"), "watch-stack")
     layout.update(barmode="stack", xaxis={"type": "category"}, yaxis={"title": {"text": "probability"}})
     data = [{"type": "bar", "name": "min(p_draft, p_target): accepted draft", "x": labels, "y": kept.tolist(),
              "marker": {"color": GREEN}, "hovertemplate": "%{x}: min = %{y:.4g}<extra></extra>"},
@@ -166,7 +170,7 @@ def draws_figure(dists: PositionDistributions, speculative: np.ndarray, control:
     p_draft, p_target = dists.arrays()
     n = int(speculative.sum())
     spec_f, ctrl_f = speculative / max(n, 1), control / max(int(control.sum()), 1)
-    labels = [token_label(t, i) for i, t in zip(dists.ids, dists.texts)] + [OTHER]
+    labels = [_label(t, i) for i, t in zip(dists.ids, dists.texts)] + [OTHER]
     tv_spec, tv_ctrl = total_variation(spec_f, p_target), total_variation(ctrl_f, p_target)
     layout = _layout(f"{n:,} draws · distance to p_target: speculative {tv_spec:.3f}, accept-every-draft "
                      f"{tv_ctrl:.3f}", "watch-draws")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round, token_label
+from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round, visible_text
 
 DRAFT, VERIFY, TEST, RESIDUAL, STOP = "draft", "verify", "test", "residual", "stop"
 #: Beat kinds, in the order a pass plays them (``bonus`` and ``plain`` are the trace's kinds).
@@ -71,7 +71,7 @@ def fmt(p: float | None) -> str:
 
 def quoted(text: str) -> str:
     """A token's text in quotes with whitespace made visible (``“␣fox”``)."""
-    return "“" + token_label(text, 0).rsplit("\u00a0#", 1)[0] + "”"
+    return "“" + visible_text(text) + "”"
 
 
 def parent_of(round_: Round, i: int) -> int:

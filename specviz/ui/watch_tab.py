@@ -23,7 +23,7 @@ from .. import beat_charts
 from ..beats import (DRAFT, TEST, Beat, beats, depths, is_chain, position_distributions, quoted, score_guess,
                      simulate_draws)
 from ..request import to_int
-from ..trace import Round, token_label, trace_from_dict
+from ..trace import Round, trace_from_dict, visible_text
 from .context import PageContext
 from .errors import user_errors
 from .state import RunState
@@ -121,11 +121,9 @@ def bundled(name: str) -> Watched:
 # --------------------------------------------------------------------------- page-only views
 def _chip(text: str, classes: str, note: str = "") -> str:
     small = f"<small>{html.escape(note)}</small>" if note else ""
-    return f'<span class="sv-chip {classes}">{html.escape(_visible(text))}{small}</span>'
+    return f'<span class="sv-chip {classes}">{html.escape(visible_text(text))}{small}</span>'
 
 
-def _visible(text: str) -> str:
-    return token_label(text, 0).rsplit("\u00a0#", 1)[0]
 
 
 def _node_class(i: int, played: list[Beat], final: bool) -> str:

@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"K, tokens drafted per round, 1..{DEFAULT_LIMITS.max_k} (default: %(default)s)")
     run.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default: %(default)s)")
     run.add_argument("--prompt", required=True, help="the prompt text")
-    run.add_argument("--chat", action="store_true", help="apply the target's chat template (error if it has none)")
+    run.add_argument("--chat", action="store_true", help="apply the target's chat template (a target without one gets the prompt as plain text, with a note)")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     run.add_argument("--trace", default=None, metavar="FILE",
                      help="write the run's trace (every round, drafted token and verdict) as JSON to FILE")
@@ -160,32 +160,22 @@ def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str =
 # --------------------------------------------------------------------------- run
 def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
-    from .runner import default_warmup_tokens, load_pair, make_generation, plain_baseline, saved_trace, warm_up
+    from .runner import baseline_steps, default_warmup_tokens, drain, prepare_run, saved_trace
 
     request = _request(args, args.k, args.temperature, args.prompt)
     _check_threads(args)
-    target, drafter = load_pair(request.target, request.draft, request.device, request.dtype,
-                                tty_progress(args.verbose), compile_mode=args.compile)
-    if request.chat and not target.has_chat_template:
-        raise CLIError(f"--chat: the target {target.name} has no chat template")
-    prompt_ids = target.encode(request.prompt, request.chat)
-    if not prompt_ids:
-        raise CLIError("the prompt is empty")
-
-    def generation(d):
-        return make_generation(target, d, prompt_ids, request.k, request.sampling, request.max_new_tokens,
-                               request.seed, branches=request.branches, tree_nodes=request.tree_nodes)
-
+    prepared = prepare_run(request, tty_progress(args.verbose), compile_mode=args.compile)
     baseline = None
-    if drafter is not None and not args.no_baseline:
-        warm_up(target, drafter, prompt_ids, request.k, request.sampling,
-                default_warmup_tokens(request.max_new_tokens, bool(args.compile)), branches=request.branches,
-                tree_nodes=request.tree_nodes)
-    spec = generation(drafter).run()
-    if drafter is not None and not args.no_baseline:
-        baseline = plain_baseline(generation(None).run())
-    result = json_result(spec, spec.analysis(baseline), target, request, len(prompt_ids), drafter)
-    result["_trace"] = saved_trace(spec, request, target, drafter, baseline)
+    measure = prepared.drafter is not None and not args.no_baseline
+    if measure:
+        prepared.warm_up(tokens=default_warmup_tokens(request.max_new_tokens, bool(args.compile)))
+    spec = prepared.generation().run()
+    if measure:
+        baseline = drain(baseline_steps(prepared))
+    result = json_result(spec, spec.analysis(baseline), prepared.target, request, len(prepared.prompt_ids),
+                         prepared.drafter)
+    result["notes"] = prepared.notes + result["notes"]
+    result["_trace"] = saved_trace(spec, request, prepared.target, prepared.drafter, baseline)
     return result
 
 
@@ -270,6 +260,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     held_draft = drafts[0]
     base = _request(argparse.Namespace(**{**vars(args), "draft": held_draft}), (args.k or [4])[0],
                     (args.temperature or [0.0])[0], args.prompt)
+    if base.branches > 1 and base.plain and parameter != "draft":
+        raise CLIError("--branches > 1 needs a drafter (--draft ngram, suffix or a draft model)")
     try:
         requests = sweep_requests(base, parameter, values)
     except RequestError as err:
@@ -291,7 +283,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         Path(args.csv_path).write_text(write_csv(rows), encoding="utf-8")
     if args.json_path != "-":
         for row in rows:
-            print(f"{parameter}={row[parameter]}: per-token α {_num(row['alpha'])}, tokens/pass "
+            tree = f" (tree B={row['branches']}, N={row['tree_nodes'] or 'default'})" if row["branches"] > 1 else ""
+            print(f"{parameter}={row[parameter]}{tree}: per-token α {_num(row['alpha'])}, tokens/pass "
                   f"{row['tokens_per_pass']:.2f} (theory {_num(row['predicted_tokens_per_pass'])}), speedup "
                   f"{_num(row['speedup'])}× (theory {_num(row['theoretical_speedup'])}×)")
         print(alpha_trend(rows, parameter))

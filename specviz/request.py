@@ -39,7 +39,12 @@ class Limits:
     Attributes:
         max_k: largest lookahead K (draft tokens per round).
         max_new_tokens: most tokens one run may generate.
-        max_prompt_chars: longest prompt (characters).
+        max_prompt_chars: longest prompt (characters): a cheap first guard, checked before
+            anything is loaded.
+        max_prompt_tokens: longest prompt in tokens, chat template included, checked once the
+            prompt is encoded (:func:`specviz.runner.prepare_run`); None: the model's context
+            length decides. Tokens, not characters, are what a run costs: 2,600 CJK characters
+            can be 7,800 tokens, 4,000 ASCII characters under 900.
         max_seed: largest seed (torch seeds are 64-bit).
         max_temperature: highest temperature.
         max_branches: most children per draft-tree node (B; 1 drafts chains).
@@ -49,6 +54,7 @@ class Limits:
     max_k: int = 16
     max_new_tokens: int = 1024
     max_prompt_chars: int = 20_000
+    max_prompt_tokens: int | None = None
     max_seed: int = 2**63 - 1
     max_temperature: float = 100.0
     max_branches: int = 8
@@ -264,7 +270,7 @@ def validate_request(
 # --------------------------------------------------------------------------- public mode
 PUBLIC_ENV = "SPECVIZ_PUBLIC"
 MAX_RUN_ENV = "SPECVIZ_MAX_RUN_S"
-PUBLIC_LIMITS = Limits(max_k=8, max_new_tokens=256, max_prompt_chars=4_000)
+PUBLIC_LIMITS = Limits(max_k=8, max_new_tokens=256, max_prompt_chars=16_000, max_prompt_tokens=1_024)
 DEFAULT_PUBLIC_MAX_RUN_S = 60.0
 PUBLIC_MAX_DRAWS = 4_000
 # Drafters that load no model of their own (``early-exit:N`` too: it reuses the target's layers).

@@ -45,15 +45,14 @@ class CLIError(Exception):
 
 # --------------------------------------------------------------------------- argument parsing
 def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) -> None:
+    from .drafters import spec_help
+
     p.add_argument("--target", default="smollm2-135m-instruct",
                    help="target model: an offline name (smollm2-135m-instruct, gemma-3-270m), a hub id or a "
                         "local directory (default: %(default)s)")
     p.add_argument("--draft", default="ngram", nargs="+" if several_drafts else None,
                    help=("one or more drafters (sweep them with several); " if several_drafts else "")
-                   + "drafter: ngram (prompt lookup), suffix (suffix lookup in the context and earlier outputs "
-                     "of this process), int8 (quantized copy of the target), early-exit:N "
-                        "(first N layers), none (plain decoding), or a draft model (offline name, hub id, "
-                        "local directory) sharing the target's tokenizer (default: %(default)s)")
+                   + f"drafter: {spec_help()} (default: %(default)s)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: %(default)s")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="default: %(default)s (greedy equality with plain decoding is exact in float32 only)")
@@ -155,6 +154,15 @@ def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str =
                             top_k=args.top_k, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
                             chat=getattr(args, "chat", False), device=args.device, dtype=args.dtype,
                             branches=args.branches, tree_nodes=args.tree_nodes)
+
+
+def _check_branches(request) -> None:
+    """CLIError when B > 1 is asked of a drafter kind that drafts no trees (plain decoding)."""
+    from .drafters import DRAFTER_KINDS, drafter_kind
+
+    if request.branches > 1 and not drafter_kind(request.draft).can_branch:
+        branching = ", ".join(kind.form.split(" (")[0] for kind in DRAFTER_KINDS.values() if kind.can_branch)
+        raise CLIError(f"--branches > 1 needs a drafter that drafts trees ({branching})")
 
 
 # --------------------------------------------------------------------------- run
@@ -260,8 +268,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     held_draft = drafts[0]
     base = _request(argparse.Namespace(**{**vars(args), "draft": held_draft}), (args.k or [4])[0],
                     (args.temperature or [0.0])[0], args.prompt)
-    if base.branches > 1 and base.plain and parameter != "draft":
-        raise CLIError("--branches > 1 needs a drafter (--draft ngram, suffix or a draft model)")
+    if parameter != "draft":
+        _check_branches(base)
     try:
         requests = sweep_requests(base, parameter, values)
     except RequestError as err:
@@ -345,8 +353,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for k in args.k:
         for temperature in args.temperature:
             _request(args, k, temperature)
-    if args.branches > 1 and args.draft.strip().lower() in ("none", ""):
-        raise CLIError("--branches > 1 needs a drafter (--draft ngram, suffix or a draft model)")
+    _check_branches(_request(args, args.k[0], args.temperature[0]))
     _check_threads(args)
     if args.repeats < 1:
         raise CLIError(f"--repeats must be >= 1, got {args.repeats}")

@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from .drafters import parse_drafter_spec
+from .drafters import DRAFTER_KINDS, drafter_kind, parse_drafter_spec
 from .sampling import SamplingConfig
 
 __all__ = ["DEFAULT_LIMITS", "MODEL_FREE_DRAFTERS", "PUBLIC_LIMITS", "Limits", "PublicPolicy", "RequestError",
@@ -273,8 +273,9 @@ MAX_RUN_ENV = "SPECVIZ_MAX_RUN_S"
 PUBLIC_LIMITS = Limits(max_k=8, max_new_tokens=256, max_prompt_chars=16_000, max_prompt_tokens=1_024)
 DEFAULT_PUBLIC_MAX_RUN_S = 60.0
 PUBLIC_MAX_DRAWS = 4_000
-# Drafters that load no model of their own (``early-exit:N`` too: it reuses the target's layers).
-MODEL_FREE_DRAFTERS = frozenset({"none", "ngram", "suffix", "int8"})
+#: Kinds of drafter that load no model of their own (``early-exit:N`` too: it reuses the target's
+#: layers), read from :data:`specviz.drafters.DRAFTER_KINDS`.
+MODEL_FREE_DRAFTERS = frozenset(spec for spec, kind in DRAFTER_KINDS.items() if not kind.needs_model)
 
 
 @dataclass(frozen=True)
@@ -319,8 +320,8 @@ def check_public_models(target: str, draft: str, allowed_targets: Iterable[str],
 
     Args:
         target: the request's target (stripped, as :func:`validate_request` returns it).
-        draft: the request's normalised drafter spec; the model-free drafters
-            (:data:`MODEL_FREE_DRAFTERS` and ``early-exit:N``) are always allowed.
+        draft: the request's normalised drafter spec; kinds that load no model of their own
+            (:data:`MODEL_FREE_DRAFTERS`, ``needs_model`` false in the registry) are always allowed.
         allowed_targets, allowed_drafts: the preset target models and draft models.
 
     Raises:
@@ -330,9 +331,10 @@ def check_public_models(target: str, draft: str, allowed_targets: Iterable[str],
     if target not in targets:
         raise RequestError(f"public mode: the target model {_describe(target)} is not allowed; only the presets' "
                            f"models can run here ({', '.join(targets)})")
-    if draft in MODEL_FREE_DRAFTERS or draft.startswith("early-exit:"):
+    if not drafter_kind(draft).needs_model:
         return
     if draft not in drafts:
-        allowed = ", ".join([*drafts, "ngram", "suffix", "int8", "early-exit:N", "none"])
+        free = [kind.form.split(" (")[0] for kind in DRAFTER_KINDS.values() if not kind.needs_model]
+        allowed = ", ".join([*drafts, *free])
         raise RequestError(f"public mode: the draft model {_describe(draft)} is not allowed; only the presets' "
                            f"drafters can run here ({allowed})")

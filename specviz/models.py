@@ -8,9 +8,11 @@ Layout
 * :mod:`specviz.selfdraft`: the drafts made from the target itself, :func:`int8_draft` and
   :func:`early_exit_draft`.
 * :mod:`specviz.errors`: :class:`ModelLoadError` and :class:`IncompatiblePairError`.
+* :mod:`specviz.drafters`: the drafter kinds (:data:`~specviz.drafters.DRAFTER_KINDS`, each
+  with its builder) and tokenizer pairing (:func:`shared_vocab_size`).
 * this module: device and dtype resolution, :func:`load_model` and its model cache,
-  :func:`compile_forward`, tokenizer pairing (:func:`shared_vocab_size`) and
-  :func:`build_drafter`. It re-exports the names above, so callers import everything from here.
+  :func:`compile_forward` and :func:`build_drafter`. It re-exports the names above, so callers
+  import everything from here.
 
 Where models come from
 ----------------------

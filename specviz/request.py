@@ -83,6 +83,9 @@ class RunRequest:
         branches: B, most children per draft-tree node, 1..``max_branches`` (1: chains).
         tree_nodes: N, most nodes per draft tree, K..``max_tree_nodes``, or None for the
             default (:func:`specviz.drafters.default_tree_nodes`).
+        max_prompt_tokens: the limits' ``max_prompt_tokens``, carried so that
+            :func:`specviz.runner.prepare_run` checks the encoded prompt against the limits the
+            request was validated with (None: no cap but the model's context).
     """
 
     prompt: str
@@ -97,6 +100,7 @@ class RunRequest:
     dtype: str = "auto"
     branches: int = 1
     tree_nodes: int | None = None
+    max_prompt_tokens: int | None = None
 
     @property
     def plain(self) -> bool:
@@ -264,6 +268,7 @@ def validate_request(
         dtype=_choice("dtype", dtype, DTYPES),
         branches=to_int("branches", branches, 1, limits.max_branches),
         tree_nodes=None if tree_nodes is None else to_int("tree nodes", tree_nodes, k, limits.max_tree_nodes),
+        max_prompt_tokens=limits.max_prompt_tokens,
     )
 
 

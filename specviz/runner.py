@@ -20,7 +20,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
 from .analysis import PlainBaseline
-from .request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
+from .request import RequestError, RunRequest
 
 __all__ = ["WARMUP_TOKENS", "PreparedRun", "baseline_key", "baseline_steps", "check_prompt_tokens", "default_warmup_tokens", "drain", "encode_prompt",
            "load_pair", "make_generation", "plain_baseline", "prepare_run", "saved_trace", "warm_up"]
@@ -241,8 +241,8 @@ def encode_prompt(target, prompt: str, chat: bool) -> tuple[list[int], list[str]
     return ids, notes
 
 
-def check_prompt_tokens(n_tokens: int, n_chars: int, limits: Limits) -> None:
-    """Refuse a prompt longer than ``limits.max_prompt_tokens`` tokens (chat template included).
+def check_prompt_tokens(n_tokens: int, n_chars: int, limit: int | None) -> None:
+    """Refuse a prompt longer than ``limit`` tokens (chat template included; None: no limit).
 
     Characters are a poor measure of cost: 2,600 CJK characters can be 7,800 tokens while 4,000
     ASCII characters are under 900, so the character cap is only a cheap first guard.
@@ -250,13 +250,11 @@ def check_prompt_tokens(n_tokens: int, n_chars: int, limits: Limits) -> None:
     Raises:
         RequestError: naming both counts and the limit.
     """
-    limit = limits.max_prompt_tokens
     if limit is not None and n_tokens > limit:
         raise RequestError(f"the prompt is {n_tokens} tokens long ({n_chars} characters); the limit is {limit} tokens")
 
 
-def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = None,
-                limits: Limits = DEFAULT_LIMITS) -> PreparedRun:
+def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = None) -> PreparedRun:
     """The one way from a validated request to a run: load the pair, encode the prompt, check its
     length in tokens, and name the pair.
 
@@ -264,21 +262,23 @@ def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = N
         request: from :func:`specviz.request.validate_request`.
         progress: optional ``(fraction, message)`` callback for loading (:func:`load_pair`).
         compile_mode: a ``torch.compile`` mode, or None (:func:`load_pair`).
-        limits: the limits the request was validated with; their ``max_prompt_tokens`` is
-            checked here, after the chat template, where the token count is known.
+
+    The prompt's length in tokens is checked here, after the chat template, where it is known,
+    against ``request.max_prompt_tokens`` (the limits the request was validated with, e.g.
+    public mode's :data:`specviz.request.PUBLIC_LIMITS`).
 
     Returns:
         The :class:`PreparedRun`.
 
     Raises:
-        RequestError: if the prompt is longer than ``limits.max_prompt_tokens`` tokens.
+        RequestError: if the prompt is longer than ``request.max_prompt_tokens`` tokens.
         ValueError, specviz.models.ModelLoadError, specviz.models.IncompatiblePairError: from
             :func:`load_pair` and :func:`encode_prompt`.
     """
     target, drafter = load_pair(request.target, request.draft, request.device, request.dtype, progress,
                                 compile_mode=compile_mode)
     prompt_ids, notes = encode_prompt(target, request.prompt, request.chat)
-    check_prompt_tokens(len(prompt_ids), len(request.prompt), limits)
+    check_prompt_tokens(len(prompt_ids), len(request.prompt), request.max_prompt_tokens)
     label = f"{target.name} ← {drafter.name}" if drafter is not None else f"{target.name}, plain decoding"
     return PreparedRun(request=request, target=target, drafter=drafter, prompt_ids=prompt_ids,
                        stop_ids=frozenset(target.eos_token_ids), label=label, notes=notes)

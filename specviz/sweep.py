@@ -132,7 +132,7 @@ class _TimeUp(Exception):
 
 
 def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None] | None = None,
-          prepare=None, limits: Limits = DEFAULT_LIMITS, max_run_s: float | None = None) -> Iterator[SweepStep]:
+          prepare=None, max_run_s: float | None = None) -> Iterator[SweepStep]:
     """Run each request speculatively and plainly; yield a :class:`SweepStep` after every round.
 
     For each request: prepare it (:func:`specviz.runner.prepare_run`: the model cache makes
@@ -146,8 +146,7 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
         requests: from :func:`sweep_requests`.
         progress: optional ``(fraction, message)`` callback for model loading.
         prepare: ``(request, progress) -> PreparedRun``, default :func:`specviz.runner.prepare_run`
-            with ``limits``.
-        limits: the limits the requests were validated with (the prompt's token cap).
+            (which checks the prompt's tokens against the limits the requests were validated with).
         max_run_s: wall-time cap of the whole sweep (s), loading, warm-ups and baselines
             included; checked after every round. Past it the sweep ends with the rows it finished
             and a last step of phase ``"stopped"`` that says so. None: no cap.
@@ -162,7 +161,7 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
     """
     from .runner import prepare_run
 
-    prepare = prepare or (lambda request, report: prepare_run(request, report, limits=limits))
+    prepare = prepare or prepare_run
     deadline = None if max_run_s is None else time.perf_counter() + max_run_s
     finished = 0
     try:

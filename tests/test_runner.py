@@ -7,8 +7,9 @@ import pytest
 from helpers import bpe_tokenizer
 from test_cli import _save_tiny, _smollm2_prepared
 
-from specviz.request import PUBLIC_LIMITS, RequestError, validate_request
+from specviz.request import DEFAULT_LIMITS, PUBLIC_LIMITS, RequestError, validate_request
 from specviz.runner import baseline_key, baseline_steps, drain, encode_prompt, prepare_run
+from specviz.sweep import sweep, sweep_requests
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -48,10 +49,13 @@ def test_public_prompt_limit_counts_tokens_not_characters(tiny):
     assert len(CJK) == 2600 and len(CJK) <= PUBLIC_LIMITS.max_prompt_chars
     request = _request(tiny["plain"], prompt=CJK)  # the character guard lets it through...
     with pytest.raises(RequestError, match=r"the prompt is \d+ tokens long \(2600 characters\); the limit is 1024"):
-        prepare_run(request, limits=PUBLIC_LIMITS)  # ...the token count does not
-    assert len(prepare_run(request).prompt_ids) > 1024  # default limits: the context decides
+        prepare_run(request)  # ...the token count does not
+    assert len(prepare_run(_request(tiny["plain"], DEFAULT_LIMITS, prompt=CJK)).prompt_ids) > 1024  # the context decides
     ascii_prompt = ("the quick brown fox jumps over the lazy dog " * 100)[:4000]
-    assert len(prepare_run(_request(tiny["plain"], prompt=ascii_prompt), limits=PUBLIC_LIMITS).prompt_ids) <= 1024
+    assert len(prepare_run(_request(tiny["plain"], prompt=ascii_prompt)).prompt_ids) <= 1024
+    # A public sweep checks it too: its requests carry the limits they were validated with.
+    with pytest.raises(RequestError, match="tokens long"):
+        next(sweep(sweep_requests(request, "k", [2, 3], limits=PUBLIC_LIMITS)))
     with pytest.raises(RequestError, match="characters long; the limit is 16000"):
         _request(tiny["plain"], prompt="x" * 16_001)
 
@@ -60,7 +64,7 @@ def test_public_prompt_limit_counts_tokens_not_characters(tiny):
 def test_public_prompt_limit_on_smollm2_with_a_cjk_prompt():
     request = _request("smollm2-135m-instruct", prompt=CJK, chat=True, dtype="auto")
     with pytest.raises(RequestError, match=r"the prompt is \d{4} tokens long \(2600 characters\); the limit is 1024"):
-        prepare_run(request, limits=PUBLIC_LIMITS)
+        prepare_run(request)
 
 
 def test_baseline_steps_yield_the_plain_run_and_reuse_a_known_baseline(tiny):

@@ -208,3 +208,11 @@ def test_cli_sweep_runs_trees_and_says_so(tiny_target, tmp_path):
     rows = json.loads(out.read_text())
     assert [(r["k"], r["branches"], r["tree_nodes"]) for r in rows] == [(2, 3, 12), (4, 3, 12)]
     assert "k=2 (tree B=3, N=12): per-token α" in done.stdout
+
+
+def test_cli_sweep_refuses_trees_without_a_drafter(tiny_target):
+    done = specviz("sweep", "--target", tiny_target, "--draft", "none", "-k", "2", "4", "--branches", "3",
+                   "--prompt", PROMPT)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert "--branches > 1 needs a drafter that drafts trees (ngram, suffix, a draft model, int8, early-exit:N)" \
+        in done.stderr

@@ -346,12 +346,17 @@ class Generation:
         k_round = min(self.k, remaining - 1) if self.drafter is not None else 0
         root_from_prefill = self._root_logits is not None
         t0 = time.perf_counter()
-        tree = self._draft(k_round)  # 1. up to N nodes and their p_draft rows
+        # 1. Draft: up to N nodes (depth <= K') and the p_draft rows they were drawn from.
+        tree = self._draft(k_round)
         t1 = time.perf_counter()
-        p_target = self._score(tree)  # 2. one target pass: (N + 1, V), the root and every node
-        result = verify_tree(torch.tensor(tree.tokens, dtype=torch.long, device=self._device), tree.parents,
-                             tree.p_draft.to(self._device), p_target, tree.point_mass, self._generator)  # 3.
-        self._keep_path(len(self._committed), result.path, tree.is_chain)  # 4. caches: context + accepted path
+        # 2. One verify pass: p_target (N + 1, V) at the root and after every node.
+        p_target = self._score(tree)
+        # 3. The accept walk: an accepted path from the root, then a resampled or a bonus token.
+        tokens = torch.tensor(tree.tokens, dtype=torch.long, device=self._device)
+        result = verify_tree(tokens, tree.parents, tree.p_draft.to(self._device), p_target, tree.point_mass,
+                             self._generator)
+        # 4. Both caches keep the committed context plus the accepted path.
+        self._keep_path(len(self._committed), result.path, tree.is_chain)
         t2 = time.perf_counter()
         round_ = self._recorder.record(len(self.rounds), tree, result, k_round, p_target)
         round_.draft_ms, round_.draft_steps = (t1 - t0) * 1e3, tree.steps

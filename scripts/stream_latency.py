@@ -14,9 +14,9 @@ token after generation ends. The goal is < 0.5 s for a 200-token run.
 
 Usage::
 
-    python scripts/stream_latency.py                       # start app.py, 200 tokens, free text
-    python scripts/stream_latency.py --max-new-tokens 200 --runs 3 --json lag.json
-    python scripts/stream_latency.py --url http://127.0.0.1:7860
+    python -m scripts.stream_latency                       # start app.py, 200 tokens, free text
+    python -m scripts.stream_latency --max-new-tokens 200 --runs 3 --json lag.json
+    python -m scripts.stream_latency --url http://127.0.0.1:7860
 
 Prints one line per run (lag figures and the app's own speculative tokens/s) and a summary over
 all runs; run 0 also warms the models up and measures the plain baseline, so it is the cold one.

@@ -21,6 +21,8 @@ class PageContext:
         inputs: the Run tab's input components by field name (:data:`specviz.ui.fields.NAMES`,
             plus ``check_temperature`` and ``control`` of the lossless check), filled by the Run
             tab, read by the Experiments and side-by-side tabs and set by the lessons.
+        playground: the Playground's sliders by name (``alpha``, ``k``, ``c``, ``v``), filled by
+            the Playground tab, set by classroom links (:mod:`specviz.ui.links`).
     """
 
     public: bool
@@ -28,6 +30,7 @@ class PageContext:
     lesson_note: gr.Markdown
     last_analysis: gr.State
     inputs: dict[str, gr.components.Component] = field(default_factory=dict)
+    playground: dict[str, gr.components.Component] = field(default_factory=dict)
 
     def run_inputs(self, names: tuple[str, ...]) -> list[gr.components.Component]:
         """The Run tab's components of ``names``, in that order (a callback's inputs)."""

@@ -54,8 +54,10 @@ CSS = """
                border-bottom: 2px solid var(--sv-accepted); }
 .sv-resampled { background: color-mix(in srgb, var(--sv-resampled) 22%, transparent);
                 border-bottom: 2px solid var(--sv-resampled); }
-.sv-bonus { background: color-mix(in srgb, var(--sv-bonus) 20%, transparent); border-bottom: 2px solid var(--sv-bonus); }
-.sv-plain { background: color-mix(in srgb, var(--sv-plain) 13%, transparent); border-bottom: 2px solid var(--sv-plain); }
+.sv-bonus { background: color-mix(in srgb, var(--sv-bonus) 20%, transparent);
+            border-bottom: 2px solid var(--sv-bonus); }
+.sv-plain { background: color-mix(in srgb, var(--sv-plain) 13%, transparent);
+            border-bottom: 2px solid var(--sv-plain); }
 .sv-rejected { color: var(--sv-rejected); text-decoration: line-through; font-size: 0.85em; opacity: 0.9; }
 .sv-special { color: #777; font-size: 0.8em; }
 .sv-legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin-bottom: 6px; font-size: 0.9em; }

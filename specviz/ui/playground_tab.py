@@ -115,7 +115,8 @@ def _prediction(alpha, k, c, v, figures) -> None:
     """The guess of the best K, its score, and the events that reveal it in ``figures``."""
     revealed = gr.State(False)
     with gr.Row(equal_height=True):
-        guess = gr.Number(None, precision=0, minimum=1, maximum=playground.BEST_K_MAX, label="Your guess of the best K",
+        # No minimum on the box: an empty one shows 0, which would be marked invalid before any guess.
+        guess = gr.Number(None, precision=0, label=f"Your guess of the best K (1…{playground.BEST_K_MAX})",
                           elem_id="sv-pg-guess", min_width=120)
         reveal = gr.Button("Reveal", size="sm", elem_id="sv-pg-reveal", min_width=80)
         show = gr.Button("Just show it", size="sm", elem_id="sv-pg-show", min_width=80)

@@ -46,16 +46,17 @@ def replay(upto, state):
     return state.view(upto, f"**Replay** · after pass {upto} of {n} · {state.label}", upto == n)
 
 
-def race_view(state, upto, first, last):
-    """The race lanes (:func:`specviz.race.race_figure`) of the run up to pass ``upto`` against its
-    plain baseline, passes ``first``…``last`` highlighted (1-based; one end alone runs to the
-    start or the end; neither: no highlight). Skips when there is no run; bad values are ignored."""
+def race_view(state, first, last, upto=None):
+    """The race lanes (:func:`specviz.race.race_figure`) of the run up to pass ``upto`` (None: every
+    pass) against its plain baseline, passes ``first``…``last`` highlighted (1-based; one end alone
+    runs to the start or the end; neither, or below 1: no highlight). Skips when there is no run;
+    bad values are ignored."""
     if not _has_rounds(state):
         return gr.skip()
     n = len(state.rounds)
     try:
         n = min(max(int(upto), 0), n) if upto is not None else n
-        ends = [None if x in (None, "") else int(x) for x in (first, last)]
+        ends = [int(x) if x not in (None, "") and int(x) >= 1 else None for x in (first, last)]
     except (TypeError, ValueError):
         ends = [None, None]
     lanes = race.race_lanes(state.rounds[:n], state.baseline.step_ms if state.baseline else None)

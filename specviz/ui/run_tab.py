@@ -157,8 +157,8 @@ def _charts_and_replay(c) -> None:
     c.race_plot = gr.Plot(race.race_figure(race.race_lanes([], None)), label="Race", show_label=False,
                           elem_id="sv-race")
     with gr.Row():
-        c.race_from = gr.Number(None, precision=0, minimum=1, label="Highlight from pass", elem_id="sv-race-from")
-        c.race_to = gr.Number(None, precision=0, minimum=1, label="to pass", elem_id="sv-race-to")
+        c.race_from = gr.Number(None, precision=0, label="Highlight from pass", elem_id="sv-race-from")
+        c.race_to = gr.Number(None, precision=0, label="to pass", elem_id="sv-race-to")
     with gr.Accordion("Replay, export and saved traces", open=False):
         gr.Markdown("Go back over the run pass by pass: tokens, summary and charts as they stood after pass r. "
                     "Export the run (trace JSON, rounds CSV, charts HTML), or load a saved trace (from here or "
@@ -229,16 +229,20 @@ def _wire(c, ctx: PageContext) -> None:
     loaded = c.trace_file.upload(load_trace, c.trace_file, view + [run_state, c.replay_slider], api_name="load_trace",
                                  **FREE)
     run_event.then(last_run_figures, run_state, ctx.last_analysis, api_name=False, **FREE)
-    _wire_race(c, run_state, [run_event, *replayed, loaded])
+    _wire_race(c, run_state, [run_event, loaded], replayed)
 
 
-def _wire_race(c, run_state, events) -> None:
-    """The race lanes follow the run's end, the replay and a loaded trace; the stretch's passes
-    are highlighted there and in the token panel."""
-    race_inputs = [run_state, c.replay_slider, c.race_from, c.race_to]
-    for event in events:
-        event.then(race_view, race_inputs, c.race_plot, api_name=False, **FREE).then(
-            None, [c.race_from, c.race_to], None, js=STRETCH_JS, api_name=False)
+def _wire_race(c, run_state, whole, replayed) -> None:
+    """The race lanes follow the run's end and a loaded trace (``whole``: every pass) and the
+    replay (``replayed``: up to the slider's pass); the stretch's passes are highlighted there and
+    in the token panel."""
+    race_inputs = [run_state, c.race_from, c.race_to, c.replay_slider]
+    every_pass = functools.partial(race_view, upto=None)
+    for events, fn, inputs in ((whole, every_pass, [run_state, c.race_from, c.race_to]),
+                               (replayed, race_view, race_inputs)):
+        for event in events:
+            event.then(fn, inputs, c.race_plot, api_name=False, **FREE).then(
+                None, [c.race_from, c.race_to], None, js=STRETCH_JS, api_name=False)
     gr.on([c.race_from.change, c.race_to.change], race_view, race_inputs, c.race_plot, api_name=False,
           trigger_mode="always_last", **FREE).then(None, [c.race_from, c.race_to], None, js=STRETCH_JS,
                                                    api_name=False)

@@ -35,7 +35,8 @@ STEPS = [
          selector="#sv-race-from, #sv-race-to", events=["input", "change"]),
     dict(text="Why does it pay off at all? The closed form says.", action="open the <b>Playground</b> tab",
          selector="button[role=tab]", label="Playground", events=["click"]),
-    dict(text="E[N] = (1 − α^(K+1)) / (1 − α) tokens per pass; the speedup divides it by the round's cost K·c + v.",
+    dict(text="E[N] = (1 − α^(K+1)) / (1 − α) tokens per pass; the speedup divides it by the round's cost "
+              "K·c + v.",
          action="move the <b>α</b> slider", selector="#sv-pg-alpha", events=["input", "change"]),
     dict(text="Which K is best? Predict before you look.",
          action="type a guess of the best K and press <b>Reveal</b> (or <b>Just show it</b>)",
@@ -72,6 +73,8 @@ PAGE_CSS = """
   .gradio-container .tab-wrapper, .gradio-container [role=tablist] { overflow-x: auto; }
   .gradio-container table { display: block; overflow-x: auto; }
   .sv-out { font-size: 14px; }
+  .sv-legend > span { white-space: normal; }
+  .katex-display { overflow-x: auto; overflow-y: hidden; }
 }
 """
 

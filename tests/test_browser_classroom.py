@@ -93,3 +93,36 @@ def test_the_colour_blind_switch_changes_the_accepted_colour(fresh):
     page.locator("#sv-cb input").check()
     page.wait_for_function("() => document.documentElement.classList.contains('sv-cb')", timeout=10_000)
     assert token.evaluate(colour) == "rgb(0, 114, 178)"  # Okabe–Ito blue
+
+
+def test_a_lesson_link_sets_up_the_run_tab(fresh):
+    page = fresh("?lesson=early_exit")
+    page.wait_for_selector("#sv-lesson-note >> text=almost never guess", timeout=30_000)
+    assert page.get_by_role("tab", name="Run").get_attribute("aria-selected") == "true"
+    assert "Write a short poem" in page.locator("#sv-prompt textarea").input_value()
+
+
+def test_after_a_run_the_race_lanes_fill_and_a_stretch_is_highlighted_by_keyboard(fresh):
+    page = fresh()
+    box = page.locator("#sv-max-new input[type=number]")
+    box.fill("16")
+    box.press("Enter")
+    page.locator("#sv-run-btn").click()
+    page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
+    names = "() => (document.querySelector('#sv-race .js-plotly-plot').data || []).map(t => t.name)"
+    page.wait_for_function(f"() => ({names})().includes('plain decoding step')", timeout=30_000)
+    assert {"verify pass (target)", "finish"} <= set(page.evaluate(names))
+    first, last = page.locator("#sv-race-from input"), page.locator("#sv-race-to input")
+    first.fill("2")
+    first.press("Enter")
+    last.fill("3")
+    last.press("Enter")
+    page.wait_for_function("() => document.querySelectorAll('#sv-tokens .sv-stretch').length === 2", timeout=30_000)
+    marked = page.evaluate("[...document.querySelectorAll('#sv-tokens .sv-stretch')].map(s => s.dataset.round)")
+    assert marked == ["1", "2"]  # passes 2 and 3 are rounds 1 and 2
+    # A token reached from the keyboard opens the inspector with Enter.
+    token = page.locator("#sv-tokens [data-r]").first
+    assert token.get_attribute("tabindex") == "0" and token.get_attribute("role") == "button"
+    token.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#sv-inspector >> text=Verify pass 1", timeout=30_000)

@@ -105,6 +105,9 @@ def build(ctx: PageContext) -> None:
     csv_file = gr.File(label="Results as CSV", elem_id="sv-exp-csv")
     parameter.change(lambda p: SWEEP_DEFAULTS[SWEEP_LABELS[p]], parameter, values, api_name=False,
                      concurrency_id="playground", concurrency_limit=None)
+    # The prediction is about temperature: it shows only for a temperature sweep.
+    parameter.change(lambda p: gr.update(visible=SWEEP_LABELS.get(p) == "temperature"), parameter, guess,
+                     api_name=False, concurrency_id="playground", concurrency_limit=None, show_progress="hidden")
     inputs = [parameter, values, tokens] + ctx.run_inputs(SHARED) + [ctx.last_analysis]
     event = start.click(functools.partial(run_sweep_ui, public=ctx.public), inputs,
                         [status, table, *plots, csv_file, ctx.last_analysis], api_name="sweep",

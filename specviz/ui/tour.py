@@ -66,14 +66,14 @@ PAGE_CSS = """
   outline-offset: 1px; }
 .sv-round.sv-stretch { background: #ffd54a44; box-shadow: 0 0 0 1px #c9a100 inset; }
 @media (max-width: 600px) {
-  .gradio-container { padding-left: 6px !important; padding-right: 6px !important; }
+  .gradio-container, .gradio-container .main { padding-left: 6px !important; padding-right: 6px !important; }
   .gradio-container .row, .gradio-container .form { flex-wrap: wrap !important; }
   .gradio-container .row > *, .gradio-container .column { min-width: min(100%, 160px) !important; }
   .gradio-container .js-plotly-plot, .gradio-container .plot-container { max-width: 100% !important; }
   .gradio-container .tab-wrapper, .gradio-container [role=tablist] { overflow-x: auto; }
   .gradio-container table { display: block; overflow-x: auto; }
-  .sv-out { font-size: 14px; }
-  .sv-legend > span { white-space: normal; }
+  .sv-out { font-size: 14px !important; }
+  .sv-legend > span { white-space: normal !important; }
   .katex-display { overflow-x: auto; overflow-y: hidden; }
 }
 """

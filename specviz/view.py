@@ -45,12 +45,20 @@ CSS = """
 .sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
           white-space: pre-wrap; word-break: break-word; padding: 10px; min-height: 120px;
           border: 1px solid var(--border-color-primary); border-radius: 8px; }
+:root { --sv-accepted: #2e9e5b; --sv-resampled: #e8833a; --sv-bonus: #3b6fd8; --sv-plain: #8c8c8c;
+        --sv-rejected: #d64545; }
+:root.sv-cb { --sv-accepted: #0072b2; --sv-resampled: #e69f00; --sv-bonus: #cc79a7; --sv-plain: #8c8c8c;
+              --sv-rejected: #d55e00; }  /* Okabe & Ito (2008), safe for colour-blind readers */
 .sv-tok { border-radius: 3px; padding: 1px 0; }
-.sv-accepted { background: #2e9e5b2e; border-bottom: 2px solid #2e9e5b; }
-.sv-resampled { background: #e8833a38; border-bottom: 2px solid #e8833a; }
-.sv-bonus { background: #3b6fd833; border-bottom: 2px solid #3b6fd8; }
-.sv-plain { background: #8c8c8c22; border-bottom: 2px solid #8c8c8c; }
-.sv-rejected { color: #d64545; text-decoration: line-through; font-size: 0.85em; opacity: 0.9; }
+.sv-accepted { background: color-mix(in srgb, var(--sv-accepted) 18%, transparent);
+               border-bottom: 2px solid var(--sv-accepted); }
+.sv-resampled { background: color-mix(in srgb, var(--sv-resampled) 22%, transparent);
+                border-bottom: 2px solid var(--sv-resampled); }
+.sv-bonus { background: color-mix(in srgb, var(--sv-bonus) 20%, transparent);
+            border-bottom: 2px solid var(--sv-bonus); }
+.sv-plain { background: color-mix(in srgb, var(--sv-plain) 13%, transparent);
+            border-bottom: 2px solid var(--sv-plain); }
+.sv-rejected { color: var(--sv-rejected); text-decoration: line-through; font-size: 0.85em; opacity: 0.9; }
 .sv-special { color: #777; font-size: 0.8em; }
 .sv-legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin-bottom: 6px; font-size: 0.9em; }
 .sv-legend > span { white-space: nowrap; }

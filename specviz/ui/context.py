@@ -27,6 +27,8 @@ class PageContext:
         watch: ``(open_trace, outputs)`` from the "Watch a pass" tab: ``open_trace(name, pass_,
             beat)`` returns the values of ``outputs`` for a bundled trace at that pass and beat
             (for a URL router).
+        playground: the Playground's sliders by name (``alpha``, ``k``, ``c``, ``v``), filled by
+            the Playground tab, set by classroom links (:mod:`specviz.ui.links`).
     """
 
     public: bool
@@ -36,6 +38,7 @@ class PageContext:
     inputs: dict[str, gr.components.Component] = field(default_factory=dict)
     run_state: gr.State | None = None
     watch: tuple[Callable[..., tuple], list[gr.components.Component]] | None = None
+    playground: dict[str, gr.components.Component] = field(default_factory=dict)
 
     def run_inputs(self, names: tuple[str, ...]) -> list[gr.components.Component]:
         """The Run tab's components of ``names``, in that order (a callback's inputs)."""

@@ -7,10 +7,12 @@ import functools
 
 import gradio as gr
 
+from .. import links
 from .context import PageContext
 from .fields import NAMES
 from .prose import prose
 from .settings import EXAMPLES, FREE_TEXT_PROMPT
+from .share import copy_link
 
 #: One-click scenarios: the Run tab's settings they set (by field name; ``check_temperature`` and
 #: ``control`` are the lossless check's), and the slug of their note.
@@ -58,6 +60,9 @@ def build(ctx: PageContext) -> None:
     for name in LESSONS:
         with gr.Row():
             button = gr.Button(name, scale=1, min_width=280)
-            gr.Markdown(lesson_note(name).replace("Press **Run**: ", "").replace("Press **Run** ", ""), scale=3)
+            with gr.Column(scale=3):
+                gr.Markdown(lesson_note(name).replace("Press **Run**: ", "").replace("Press **Run** ", ""))
+                slug = LESSONS[name]["slug"]
+                copy_link("Copy link", f"sv-lesson-copy-{slug}", functools.partial(links.lesson_link, slug), None)
         button.click(functools.partial(apply_lesson, name), None, targets, api_name=False,
                      concurrency_id="playground", concurrency_limit=None)

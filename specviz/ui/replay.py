@@ -10,7 +10,7 @@ import tempfile
 
 import gradio as gr
 
-from .. import charts
+from .. import charts, race
 from ..request import to_int
 from ..trace import rounds_csv, trace_to_dict
 from ..view import inspector_markdown, round_tree_html
@@ -44,6 +44,26 @@ def replay(upto, state):
         upto = to_int("pass", upto, 0, len(state.rounds))
     n = len(state.rounds)
     return state.view(upto, f"**Replay** · after pass {upto} of {n} · {state.label}", upto == n)
+
+
+def race_view(state, first, last, upto=None):
+    """The race lanes (:func:`specviz.race.race_figure`) of the run up to pass ``upto`` (None: every
+    pass) against its plain baseline, passes ``first``…``last`` highlighted (1-based; one end alone
+    runs to the start or the end; neither, or below 1: no highlight). Skips when there is no run;
+    bad values are ignored."""
+    if not _has_rounds(state):
+        return gr.skip()
+    n = len(state.rounds)
+    try:
+        n = min(max(int(upto), 0), n) if upto is not None else n
+        ends = [int(x) if x not in (None, "") and int(x) >= 1 else None for x in (first, last)]
+    except (TypeError, ValueError):
+        ends = [None, None]
+    lanes = race.race_lanes(state.rounds[:n], state.baseline.step_ms if state.baseline else None)
+    if ends == [None, None]:
+        return race.race_figure(lanes)
+    lo, hi = ends[0] or 1, ends[1] or n
+    return race.race_figure(lanes, (min(lo, hi), max(lo, hi)))
 
 
 def last_run_figures(state) -> dict | None:

@@ -9,14 +9,15 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from .. import charts
+from .. import charts, race
 from ..view import wrap_output
 from . import settings
 from .context import PageContext
 from .fields import NAMES, SHARED
 from .lossless_check import run_lossless
 from .prose import LATEX, prose
-from .replay import INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, replay, step_replay
+from .replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view, replay,
+                     step_replay)
 from .runs import run_demo
 from .settings import DEFAULT_PRESET, DRAFTER_NOTES, DRAFTERS, EXAMPLE_LABELS, EXAMPLES, PRESETS
 
@@ -27,6 +28,32 @@ element.addEventListener('click', (event) => {
   trigger('click', {round: Number(token.dataset.r), slot: Number(token.dataset.i),
                     rejected: token.dataset.rej === '1'});
 });
+// Keyboard: every token is a button reachable by Tab; Enter or Space opens it like a click.
+const mark = () => element.querySelectorAll('[data-r]:not([tabindex])').forEach((token) => {
+  token.tabIndex = 0;
+  token.setAttribute('role', 'button');
+});
+new MutationObserver(mark).observe(element, {childList: true, subtree: true});
+mark();
+element.addEventListener('keydown', (event) => {
+  const token = event.target.closest('[data-r]');
+  if (!token || (event.key !== 'Enter' && event.key !== ' ')) return;
+  event.preventDefault();
+  token.click();
+});
+"""
+
+#: Marks the verify passes from…to (1-based; one end alone runs to the run's start or end) in the
+#: token panel, as race_view highlights them in the race lanes.
+STRETCH_JS = """
+(first, last) => {
+  const lo = first || 1, hi = last || Infinity;
+  document.querySelectorAll('#sv-tokens .sv-round').forEach((span) => {
+    const pass = Number(span.dataset.round) + 1;
+    span.classList.toggle('sv-stretch', Boolean(first || last) && pass >= Math.min(lo, hi) && pass <= Math.max(lo, hi));
+  });
+  return [];
+}
 """
 
 #: Model-free views never wait behind a generation.
@@ -98,7 +125,7 @@ def _settings(c, limits, public: bool) -> None:
         c.dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="Dtype",
                               info="auto: bf16 on GPUs and CPUs that run it natively, else fp32")
     with gr.Row():
-        c.run_btn = gr.Button("Run", variant="primary")
+        c.run_btn = gr.Button("Run", variant="primary", elem_id="sv-run-btn")
         c.stop_btn = gr.Button("Stop", variant="stop")
     gr.Examples(EXAMPLES, [c.prompt, c.chat], label="Example prompts", example_labels=EXAMPLE_LABELS)
 
@@ -127,14 +154,19 @@ def _charts_and_replay(c) -> None:
                                   show_label=False, elem_id="sv-positions")
         c.time_plot = gr.Plot(charts.time_split_figure(None), label="Time per round", show_label=False,
                               elem_id="sv-time")
+    c.race_plot = gr.Plot(race.race_figure(race.race_lanes([], None)), label="Race", show_label=False,
+                          elem_id="sv-race")
+    with gr.Row():
+        c.race_from = gr.Number(None, precision=0, label="Highlight from pass", elem_id="sv-race-from")
+        c.race_to = gr.Number(None, precision=0, label="to pass", elem_id="sv-race-to")
     with gr.Accordion("Replay, export and saved traces", open=False):
         gr.Markdown("Go back over the run pass by pass: tokens, summary and charts as they stood after pass r. "
                     "Export the run (trace JSON, rounds CSV, charts HTML), or load a saved trace (from here or "
                     "`python -m specviz run --trace FILE`) to replay it without the models.")
         with gr.Row():
-            c.replay_back = gr.Button("◀ pass", size="sm", min_width=80)
+            c.replay_back = gr.Button("◀ pass", size="sm", min_width=80, elem_id="sv-replay-back")
             c.replay_slider = gr.Slider(0, 1, value=0, step=1, label="After pass", elem_id="sv-replay")
-            c.replay_next = gr.Button("pass ▶", size="sm", min_width=80)
+            c.replay_next = gr.Button("pass ▶", size="sm", min_width=80, elem_id="sv-replay-next")
         with gr.Row():
             c.export_btn = gr.Button("Export this run", elem_id="sv-export")
             c.export_files = gr.File(label="Exported files", file_count="multiple", interactive=False,
@@ -187,10 +219,30 @@ def _wire(c, ctx: PageContext) -> None:
                          concurrency_limit=1, preprocess=False)
     c.tokens_html.click(inspect_token, run_state, [c.inspector_md, c.inspector_plot, c.inspector_tree],
                         api_name=False, **FREE)
-    c.replay_slider.release(replay, [c.replay_slider, run_state], view, api_name="replay", preprocess=False, **FREE)
+    replayed = [c.replay_slider.release(replay, [c.replay_slider, run_state], view, api_name="replay",
+                                        preprocess=False, **FREE)]
     for button, delta in ((c.replay_back, -1), (c.replay_next, 1)):
-        button.click(functools.partial(step_replay, delta=delta), [c.replay_slider, run_state], c.replay_slider,
-                     api_name=False, **FREE).then(replay, [c.replay_slider, run_state], view, api_name=False, **FREE)
+        replayed.append(button.click(functools.partial(step_replay, delta=delta), [c.replay_slider, run_state],
+                                     c.replay_slider, api_name=False, **FREE).then(
+            replay, [c.replay_slider, run_state], view, api_name=False, **FREE))
     c.export_btn.click(export_run, run_state, c.export_files, api_name="export", **FREE)
-    c.trace_file.upload(load_trace, c.trace_file, view + [run_state, c.replay_slider], api_name="load_trace", **FREE)
+    loaded = c.trace_file.upload(load_trace, c.trace_file, view + [run_state, c.replay_slider], api_name="load_trace",
+                                 **FREE)
     run_event.then(last_run_figures, run_state, ctx.last_analysis, api_name=False, **FREE)
+    _wire_race(c, run_state, [run_event, loaded], replayed)
+
+
+def _wire_race(c, run_state, whole, replayed) -> None:
+    """The race lanes follow the run's end and a loaded trace (``whole``: every pass) and the
+    replay (``replayed``: up to the slider's pass); the stretch's passes are highlighted there and
+    in the token panel."""
+    race_inputs = [run_state, c.race_from, c.race_to, c.replay_slider]
+    every_pass = functools.partial(race_view, upto=None)
+    for events, fn, inputs in ((whole, every_pass, [run_state, c.race_from, c.race_to]),
+                               (replayed, race_view, race_inputs)):
+        for event in events:
+            event.then(fn, inputs, c.race_plot, api_name=False, **FREE).then(
+                None, [c.race_from, c.race_to], None, js=STRETCH_JS, api_name=False)
+    gr.on([c.race_from.change, c.race_to.change], race_view, race_inputs, c.race_plot, api_name=False,
+          trigger_mode="always_last", **FREE).then(None, [c.race_from, c.race_to], None, js=STRETCH_JS,
+                                                   api_name=False)

@@ -46,6 +46,17 @@ def lossless_markdown(report, seconds: float, temperature: float, control: str, 
     return text
 
 
+#: What the check's panel says once its prompt, models or temperature changed.
+STALE = "Settings changed: run the check again."
+
+
+def settings_changed(shown):
+    """Clear the check's result when a setting it used changed (``shown``: its text on screen)."""
+    if not shown or shown == STALE:
+        return gr.skip(), gr.skip()
+    return None, STALE
+
+
 @gpu
 @spread(SHARED)
 def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, public: bool | None = None):

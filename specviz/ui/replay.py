@@ -36,6 +36,12 @@ def inspect_token(state, evt: gr.EventData):
         return INSPECTOR_HINT, gr.skip(), gr.skip()
 
 
+def reset_inspector():
+    """The inspector as before any click (a new run, a replayed pass or a loaded trace shows no
+    earlier token's story)."""
+    return INSPECTOR_HINT, None, ""
+
+
 def replay(upto, state):
     """The run as it stood after pass ``upto``: tokens, summary and charts (no model runs)."""
     if not _has_rounds(state):

@@ -63,7 +63,7 @@ CSS = """
 .sv-untested { color: #999; }
 /* The Run tab's token box: a fixed height (resizable) that scrolls, so a long run does not push the
    charts off the screen; the legend stays at its top. */
-#sv-tokens { height: 360px; min-height: 160px; overflow-y: auto; resize: vertical; }
+#sv-tokens { height: 360px; min-height: 160px; overflow-y: auto !important; resize: vertical; }
 #sv-tokens .sv-legend { position: sticky; top: 0; z-index: 1; padding: 4px 0;
                         background: var(--block-background-fill, #fff); }
 .sv-out:not(:has(.sv-tok, .sv-rejected))::before { content: "output appears here"; font-style: italic;
@@ -118,7 +118,10 @@ def render_rounds(rounds: list[Round], eos_ids: set[int]) -> str:
     return "".join(render_round(r, eos_ids) for r in rounds)
 
 
-def legend_html() -> str:
+def legend_html(clickable: bool = True) -> str:
+    """The colour key above a token panel; ``clickable``: the panel opens the inspector on a click
+    (the Run tab's does, the side-by-side tab's does not, so only the first promises it)."""
+    click = " click it to open its story in the inspector." if clickable else ""
     return (
         '<div class="sv-legend">'
         '<span><span class="sv-tok sv-accepted">accepted</span> draft token passed min(1, p_target/p_draft)</span>'
@@ -127,8 +130,8 @@ def legend_html() -> str:
         '<span><span class="sv-tok sv-bonus">bonus</span> every draft accepted (in a tree: the accepted path '
         'reached a leaf): one more from the target</span>'
         '<span><span class="sv-tok sv-plain">plain</span> target step with nothing drafted</span>'
-        "<span>Hover a token for its probabilities; click it to open its story in the inspector. A dotted line "
-        "starts each verify pass.</span></div>"
+        f"<span>Hover a token for its probabilities{';' + click if click else '.'} A dotted line starts each "
+        "verify pass.</span></div>"
     )
 
 

@@ -47,7 +47,11 @@ def test_load_last_run_reads_alpha_k_c_v_from_the_state():
     row = {"alpha": 0.734, "k": 4, "cost_ratio_c": 0.012, "verify_cost_v": 1.07}
     alpha, k, c, v, note = analysis_for_playground(row)
     assert (alpha["value"], k["value"], c["value"], v["value"]) == (0.73, 4, 0.012, 1.07)
-    assert "per-token α = 0.734" in note
+    assert "per-token α = 0.734" in note and "outside" not in note
+    # A busy CPU's v = 4.4 fits the slider; v = 7.5 does not, and the note says so.
+    assert analysis_for_playground({**row, "verify_cost_v": 4.4})[3]["value"] == 4.4
+    *_, v, note = analysis_for_playground({**row, "verify_cost_v": 7.5})
+    assert v["value"] == 6.0 and "The measured v = 7.5 is outside the slider's 0.5–6: set to 6." in note
     with pytest.raises(gr.Error, match="No real run"):
         analysis_for_playground(None)
 
@@ -128,6 +132,7 @@ def test_side_by_side_shows_one_coloured_output_per_drafter(tiny_target, one_tor
     for draft in ("ngram", "early-exit:1", "none"):
         assert f'data-draft="{draft}"' in html
     assert html.count('class="sv-out"') == 3 and "per-token α" in html
+    assert "inspector" not in html  # these outputs open no inspector, so they promise none
     with pytest.raises(gr.Error, match="Tick at least one drafter"):
         next(run_side_by_side([], 6, **_held(tiny_target), progress=_NoProgress()))
 

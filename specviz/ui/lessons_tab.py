@@ -8,6 +8,7 @@ import functools
 import gradio as gr
 
 from .context import PageContext
+from .errors import refused
 from .fields import NAMES
 from .prose import prose
 from .settings import EXAMPLES, FREE_TEXT_PROMPT
@@ -45,7 +46,7 @@ def apply_lesson(name: str):
     """Updates for the Run tab's controls, its lesson note, the runs since the lesson (0) and the
     selected tab (the Run tab)."""
     if name not in LESSONS:
-        raise gr.Error(f"Unknown lesson {name!r}.")
+        raise refused(f"Unknown lesson {name!r}.")
     lesson = LESSONS[name]
     updates = [gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS]
     note = gr.update(value=f"**Lesson: {name}.** {lesson_note(name)}", visible=True)

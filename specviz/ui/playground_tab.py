@@ -10,13 +10,15 @@ from .. import charts, playground, theory
 from ..analysis import RunAnalysis
 from ..request import to_float, to_int
 from .context import PageContext
-from .errors import user_errors
+from .errors import refused, user_errors
 from .prose import LATEX, prose
 from .views import monte_carlo_markdown, playground_figures_markdown
 
 PG_ALPHAS = [i / 40 for i in range(41)]
 PG_KS = list(range(1, playground.BEST_K_MAX + 1))
 PG_CS = [i / 40 for i in range(41)]  # c from 0 to 1: a draft from free to as dear as the target
+C_RANGE = (0.0, 1.5)  # the c slider's range
+V_RANGE = (0.5, 6.0)  # the v slider's: real runs on a busy CPU measured v up to 4.4
 
 
 def _checked(alpha, k, c, v, map_axes, rounds, seed) -> tuple:
@@ -24,7 +26,7 @@ def _checked(alpha, k, c, v, map_axes, rounds, seed) -> tuple:
         values = (to_float("per-token α", alpha, 0.0, 1.0), to_int("lookahead K", k, 1, playground.BEST_K_MAX),
                   to_float("cost ratio c", c, 0.0, 10.0), to_float("verify cost v", v, 0.0, 10.0, lo_open=True))
         if map_axes not in ("α and K", "α and c"):
-            raise gr.Error(f"The map is over 'α and K' or 'α and c', got {map_axes!r}.")
+            raise refused(f"The map is over 'α and K' or 'α and c', got {map_axes!r}.")
         return (*values, map_axes, to_int("passes per simulated run", rounds, 1, 1000),
                 to_int("seed", seed, 0, 2**31 - 1))
 
@@ -58,14 +60,20 @@ def analysis_for_playground(state):
     scalars = state.scalars() if isinstance(state, RunAnalysis) else state if isinstance(state, dict) else None
     point = playground.from_analysis(scalars)
     if point is None:
-        raise gr.Error("No real run with a measured α and c yet: run a generation with a drafter (or an experiment), "
+        raise refused("No real run with a measured α and c yet: run a generation with a drafter (or an experiment), "
                        "then load its figures.")
     k = min(point["k"], playground.BEST_K_MAX)
+    c, v = min(max(point["c"], 0.0), C_RANGE[1]), min(max(point["v"], V_RANGE[0]), V_RANGE[1])
     note = (f"Loaded from the last real run: per-token α = {point['alpha']:.3f} (accepted ÷ tested), K = {k}, "
             f"c = {point['c']:.3f} and v = {point['v']:.3f} (measured against plain decoding). "
             "Now ask what if: halve c, or raise α.")
-    return (gr.update(value=round(point["alpha"], 2)), gr.update(value=k), gr.update(value=round(point["c"], 3)),
-            gr.update(value=round(min(max(point["v"], 0.5), 3.0), 2)), note)
+    # A measured value beyond a slider's range is said, never clamped silently.
+    for name, measured, shown, (lo, hi) in (("K", point["k"], k, (1, playground.BEST_K_MAX)),
+                                           ("c", point["c"], c, C_RANGE), ("v", point["v"], v, V_RANGE)):
+        if measured != shown:
+            note += f" **The measured {name} = {measured:.3g} is outside the slider's {lo:g}–{hi:g}: set to {shown:g}.**"
+    return (gr.update(value=round(point["alpha"], 2)), gr.update(value=k), gr.update(value=round(c, 3)),
+            gr.update(value=round(v, 2)), note)
 
 
 def build(ctx: PageContext) -> None:
@@ -78,9 +86,9 @@ def build(ctx: PageContext) -> None:
                               elem_id="sv-pg-alpha")
             k = gr.Slider(1, playground.BEST_K_MAX, value=4, step=1, label="lookahead K (drafts per round)",
                           elem_id="sv-pg-k")
-            c = gr.Slider(0.0, 1.5, value=0.05, step=0.005, label="cost ratio c (one draft step ÷ one plain step)",
+            c = gr.Slider(*C_RANGE, value=0.05, step=0.005, label="cost ratio c (one draft step ÷ one plain step)",
                           elem_id="sv-pg-c")
-            v = gr.Slider(0.5, 3.0, value=1.0, step=0.01, label="verify cost v (one verify pass ÷ one plain step)",
+            v = gr.Slider(*V_RANGE, value=1.0, step=0.01, label="verify cost v (one verify pass ÷ one plain step)",
                           elem_id="sv-pg-v")
             map_axes = gr.Radio(["α and K", "α and c"], value="α and K", label="Map over")
             with gr.Row():

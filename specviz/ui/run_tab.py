@@ -178,7 +178,7 @@ def _lossless_panel(c, public: bool) -> None:
                     "(only the random draws differ), and compares both histograms with p_target.")
         with gr.Row():
             c.n_draws = gr.Slider(500, settings.PUBLIC_POLICY.max_draws if public else 20000, value=4000, step=500,
-                                  label="Draws of each kind")
+                                  label="Draws of each kind", elem_id="sv-check-draws")
             c.check_temperature = gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Check's temperature",
                                             info="1 samples the model's own distribution; at 0 there is "
                                                  "nothing to sample", elem_id="sv-check-temperature")
@@ -186,8 +186,8 @@ def _lossless_panel(c, public: bool) -> None:
                                     elem_id="sv-check-control")
             c.lossless_btn = gr.Button("Run the check")
         gr.Markdown(prose("lossless_formula"), latex_delimiters=LATEX)
-        c.lossless_plot = gr.Plot(label="First-token histograms", elem_id="sv-lossless")
-        c.lossless_text = gr.Markdown()
+        c.lossless_plot = gr.Plot(label="First-token histograms", show_label=False, elem_id="sv-lossless")
+        c.lossless_text = gr.Markdown(elem_id="sv-lossless-text")
 
 
 def _wire(c, ctx: PageContext) -> None:

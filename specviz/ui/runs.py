@@ -17,7 +17,7 @@ from ..request import RunRequest
 from ..runner import load_pair, make_generation, saved_trace, warm_up
 from ..view import _escape, _fmt, sent_mark, stream_head, stream_tail, wrap_output
 from . import settings
-from .errors import user_errors
+from .errors import refused, user_errors
 from .fields import NAMES, request_from, spread
 from .gpu import gpu
 from .state import RunState, RunView, waiting_view
@@ -189,7 +189,7 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
         state.finished = True
         view = state.view(None, f"**Stopped:** {_escape(str(err))}", True)
         yield (*view._replace(tokens=panel.update(time.time(), True)), baselines, state, _slider(state))
-        raise gr.Error(str(err)) from None
+        raise refused(str(err)) from None
 
 
 def stop_run(state):

@@ -68,8 +68,8 @@ CSS = """
                         background: var(--block-background-fill, #fff); }
 .sv-out:not(:has(.sv-tok, .sv-rejected))::before { content: "output appears here"; font-style: italic;
                                                    opacity: 0.6; }
-/* Table headers wrap between words, never inside one. */
-.table th, .table th *, table th { word-break: normal; overflow-wrap: normal; hyphens: manual; }
+/* Table headers (gr.Dataframe's too) wrap between words, never inside one. */
+table th, table th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: manual; }
 """
 
 

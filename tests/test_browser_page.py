@@ -123,3 +123,12 @@ def test_the_lossless_result_clears_when_its_settings_change(page):
     page.wait_for_selector("#sv-lossless-text >> text=Settings changed: run the check again.", timeout=30_000)
     assert "draws each" not in page.inner_text("#sv-lossless-text")
     assert page.locator("#sv-lossless .js-plotly-plot").count() == 0
+
+
+def test_table_headers_break_between_words(page):
+    page.get_by_role("tab", name="Experiments").click()
+    header = page.locator("#sv-exp-table th").first
+    header.wait_for(timeout=30_000)
+    styles = page.evaluate("""() => [...document.querySelectorAll('#sv-exp-table th, #sv-exp-table th *')]
+        .map(e => getComputedStyle(e)).map(s => s.wordBreak + '/' + s.overflowWrap)""")
+    assert styles and set(styles) == {"normal/normal"}, set(styles)

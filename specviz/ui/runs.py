@@ -29,6 +29,8 @@ CHART_INTERVAL_S = 1.0  # the browser lags behind if Plotly redraws on every rou
 # (which re-renders the panel on each update) from competing with generation on a small CPU. The
 # final update is always sent.
 TOKEN_INTERVAL_S = 0.25
+#: Stop's handler waits this long before showing the stopped run (see :func:`stop_run`).
+STOP_SETTLE_S = 0.5
 #: Plain runs timed for the speedup's baseline (:func:`specviz.baseline.measure_baseline`): one full
 #: and two short ones, so one slow moment moves the median little and shows in the range.
 BASELINE_SAMPLES = 3
@@ -162,6 +164,8 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
     last_chart = last_tokens = 0.0
     try:
         for round_ in run:
+            if state.finished:
+                return  # Stop was pressed: its handler (stop_run) has shown the run as it stood
             generated_at = time.time()
             state.add(round_, run)
             done = run.finish_reason is not None
@@ -176,6 +180,8 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                     log_run(request, state.label, analysis, run.finish_reason or "time-limit")
                 status = _status(run, request, state.label, done, over, max_run_s)
                 view = state.view(None, status, done or over, generated_at, analysis=analysis)
+                if state.finished and not (done or over):
+                    return  # stopped while the charts were drawn
                 yield (*view._replace(tokens=panel.update(generated_at, done or over)), baselines, state,
                        _slider(state) if done or over else gr.skip())
                 if over:
@@ -197,7 +203,10 @@ def stop_run(state):
     one log line; nothing changes when no run is going (``state`` None or finished)."""
     if not isinstance(state, RunState) or state.finished:
         return (*_skipped(), gr.skip(), gr.skip())
-    state.finished = True
+    state.finished = True  # the same object the stream holds: it yields nothing more
+    # An update the stream sent just before Stop is still on its way to the page; let it land
+    # first, or it would overwrite this status with "Generating".
+    time.sleep(STOP_SETTLE_S)
     tokens = sum(len(r.emitted) for r in state.rounds)
     status = f"**Stopped** by you at {tokens}/{state.max_new_tokens} tokens · {state.label}"
     logger.info("run stopped by the visitor · %s | tokens=%d/%d passes=%d", state.label, tokens,
@@ -238,6 +247,8 @@ def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | N
             except StopIteration as finished:
                 state.baseline, baselines = finished.value
                 break
+            if state.finished:
+                return  # stopped while the baseline was timed
             yield *_skipped(tokens=panel.current(), summary=line), baselines, state, gr.skip()
     run = make_generation(target, drafter, prompt_ids, request.k, request.sampling, request.max_new_tokens,
                           request.seed, branches=request.branches, tree_nodes=request.tree_nodes)

@@ -65,6 +65,15 @@ def test_a_lesson_sets_up_the_run_tab_and_says_what_to_notice():
     assert outputs[-2] == 0  # the runs since the lesson: its note hides on the second
 
 
+def test_every_lesson_note_is_whole_sentences():
+    """The Lessons tab shows each note as written: it starts with a capital and ends a sentence."""
+    from specviz.ui.lessons_tab import LESSONS, lesson_note
+
+    for name in LESSONS:
+        note = lesson_note(name)
+        assert note[0].isupper() and note.endswith("."), (name, note[:40])
+
+
 def test_sweep_refuses_bad_values_before_loading_a_model():
     args = dict(prompt="Hi", target_id="smollm2-135m-instruct", drafter_kind="ngram", draft_model="",
                 early_exit_layers=4, k=4, temperature=0.0, top_k=0, top_p=1.0, seed=0, chat=True, device="cpu",

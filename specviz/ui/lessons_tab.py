@@ -60,6 +60,6 @@ def build(ctx: PageContext) -> None:
     for name in LESSONS:
         with gr.Row():
             button = gr.Button(name, scale=1, min_width=280)
-            gr.Markdown(lesson_note(name).replace("Press **Run**: ", "").replace("Press **Run** ", ""), scale=3)
+            gr.Markdown(lesson_note(name), scale=3)
         button.click(functools.partial(apply_lesson, name), None, targets, api_name=False,
                      concurrency_id="playground", concurrency_limit=None)

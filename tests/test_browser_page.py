@@ -121,7 +121,7 @@ def test_the_lossless_result_clears_when_its_settings_change(page):
     assert page.locator("#sv-lossless .js-plotly-plot").count() == 1
     # The draft's distribution is drawn too, and no component label covers the chart's title.
     assert "p_draft" in page.inner_text("#sv-lossless")
-    assert page.locator("#sv-lossless [data-testid='block-label']").count() == 0
+    assert page.locator("#sv-lossless [data-testid='block-label']:visible").count() == 0
     page.locator("#sv-prompt textarea").fill("Name three colours.")
     page.wait_for_selector("#sv-lossless-text >> text=Settings changed: run the check again.", timeout=30_000)
     assert "draws each" not in page.inner_text("#sv-lossless-text")

@@ -171,7 +171,7 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
         k=request.k if drafter is not None else 0, device=str(target.device),
         dtype=str(target.dtype).removeprefix("torch."), finish_reason=run.finish_reason, prefill_ms=run.prefill_ms,
         wall_s=run.elapsed_s, eos_token_ids=list(target.eos_token_ids),
-        baseline=None if baseline is None else {"step_ms": baseline.step_ms, "tokens_per_s": baseline.tokens_per_s},
+        baseline=None if baseline is None else baseline.to_dict(),
         versions={"torch": torch.__version__, "transformers": transformers.__version__})
 
 

@@ -34,7 +34,7 @@ def test_the_readme_playground_link_opens_those_values():
     ("?k=2.5", "k='2.5' is not a whole number"),
     ("?k=0", "k='0' is not a whole number in [1, 16]"),
     ("?c=nan", "c='nan' is not a number in"),
-    ("?v=0", "v='0' is not a number in [0.5, 3.0]"),
+    ("?v=0", "v='0' is not a number in [0.5, 6.0]"),
     ("?tab=nowhere", "tab='nowhere' is not a tab here"),
     ("?lesson=nope", "lesson='nope' is not a lesson here"),
     ("?trace=a/b", "trace='a/b' is not a trace name"),

@@ -17,6 +17,8 @@ class PageContext:
         public: public mode (bound into every model callback).
         tabs: the page's Tabs (a lesson selects the Run tab).
         lesson_note: the Markdown above the Run tab's controls where a lesson says what to notice.
+        lesson_runs: State: runs since a lesson set the Run tab up (None: no lesson note shown);
+            the lessons set it to 0, the Run tab counts and hides the note on the second run.
         last_analysis: State holding the last real run's figures (``RunAnalysis.scalars()`` or a
             sweep row): the Run and Experiments tabs fill it, the Playground loads it.
         inputs: the Run tab's input components by field name (:data:`specviz.ui.fields.NAMES`,
@@ -34,6 +36,7 @@ class PageContext:
     public: bool
     tabs: gr.Tabs
     lesson_note: gr.Markdown
+    lesson_runs: gr.State
     last_analysis: gr.State
     inputs: dict[str, gr.components.Component] = field(default_factory=dict)
     run_state: gr.State | None = None

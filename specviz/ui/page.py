@@ -49,13 +49,15 @@ def build_page(public: bool) -> gr.Blocks:
     with gr.Blocks(title="specviz — speculative sampling, live") as demo:
         # Made outside the Tabs: a State among the Tabs' children would shift the tab labels.
         last_analysis = gr.State(None)
+        lesson_runs = gr.State(None)
         _header(public)
         link_note, palette = _classroom_bar()
         with gr.Tabs(selected="run") as tabs:
             with gr.Tab("Run", id="run"):
                 # A lesson's "what to notice" shows here, above the controls it set.
                 lesson_note = gr.Markdown(visible=False, elem_id="sv-lesson-note")
-                ctx = PageContext(public=public, tabs=tabs, lesson_note=lesson_note, last_analysis=last_analysis)
+                ctx = PageContext(public=public, tabs=tabs, lesson_note=lesson_note, lesson_runs=lesson_runs,
+                                  last_analysis=last_analysis)
                 run_tab.build(ctx)
             with gr.Tab("Watch a pass", id="watch"):
                 watch_tab.build(ctx)

@@ -10,7 +10,7 @@ from .. import charts, links, playground, theory
 from ..analysis import RunAnalysis
 from ..request import to_float, to_int
 from .context import PageContext
-from .errors import user_errors
+from .errors import refused, user_errors
 from .share import copy_link
 from .prose import LATEX, prose
 from .views import monte_carlo_markdown, playground_figures_markdown
@@ -18,6 +18,8 @@ from .views import monte_carlo_markdown, playground_figures_markdown
 PG_ALPHAS = [i / 40 for i in range(41)]
 PG_KS = list(range(1, playground.BEST_K_MAX + 1))
 PG_CS = [i / 40 for i in range(41)]  # c from 0 to 1: a draft from free to as dear as the target
+C_RANGE = links.PLAYGROUND_RANGES["c"][1:3]  # the c slider's range
+V_RANGE = links.PLAYGROUND_RANGES["v"][1:3]  # the v slider's
 
 
 def _checked(alpha, k, c, v, map_axes, rounds, seed) -> tuple:
@@ -25,7 +27,7 @@ def _checked(alpha, k, c, v, map_axes, rounds, seed) -> tuple:
         values = (to_float("per-token α", alpha, 0.0, 1.0), to_int("lookahead K", k, 1, playground.BEST_K_MAX),
                   to_float("cost ratio c", c, 0.0, 10.0), to_float("verify cost v", v, 0.0, 10.0, lo_open=True))
         if map_axes not in ("α and K", "α and c"):
-            raise gr.Error(f"The map is over 'α and K' or 'α and c', got {map_axes!r}.")
+            raise refused(f"The map is over 'α and K' or 'α and c', got {map_axes!r}.")
         return (*values, map_axes, to_int("passes per simulated run", rounds, 1, 1000),
                 to_int("seed", seed, 0, 2**31 - 1))
 
@@ -59,14 +61,20 @@ def analysis_for_playground(state):
     scalars = state.scalars() if isinstance(state, RunAnalysis) else state if isinstance(state, dict) else None
     point = playground.from_analysis(scalars)
     if point is None:
-        raise gr.Error("No real run with a measured α and c yet: run a generation with a drafter (or an experiment), "
+        raise refused("No real run with a measured α and c yet: run a generation with a drafter (or an experiment), "
                        "then load its figures.")
     k = min(point["k"], playground.BEST_K_MAX)
+    c, v = min(max(point["c"], 0.0), C_RANGE[1]), min(max(point["v"], V_RANGE[0]), V_RANGE[1])
     note = (f"Loaded from the last real run: per-token α = {point['alpha']:.3f} (accepted ÷ tested), K = {k}, "
             f"c = {point['c']:.3f} and v = {point['v']:.3f} (measured against plain decoding). "
             "Now ask what if: halve c, or raise α.")
-    return (gr.update(value=round(point["alpha"], 2)), gr.update(value=k), gr.update(value=round(point["c"], 3)),
-            gr.update(value=round(min(max(point["v"], 0.5), 3.0), 2)), note)
+    # A measured value beyond a slider's range is said, never clamped silently.
+    for name, measured, shown, (lo, hi) in (("K", point["k"], k, (1, playground.BEST_K_MAX)),
+                                           ("c", point["c"], c, C_RANGE), ("v", point["v"], v, V_RANGE)):
+        if measured != shown:
+            note += f" **The measured {name} = {measured:.3g} is outside the slider's {lo:g}–{hi:g}: set to {shown:g}.**"
+    return (gr.update(value=round(point["alpha"], 2)), gr.update(value=k), gr.update(value=round(c, 3)),
+            gr.update(value=round(v, 2)), note)
 
 
 BEST_K_HIDDEN = ("**Best K**: hidden until you guess it. Which K gives the largest speedup at this α, c and v? "

@@ -14,7 +14,7 @@ from .. import charts, race
 from ..request import to_int
 from ..trace import rounds_csv, trace_to_dict
 from ..view import inspector_markdown, round_tree_html
-from .errors import user_errors
+from .errors import refused, user_errors
 from .state import RunState
 
 INSPECTOR_HINT = ("Click any token above (or a struck-through rejected draft) to see the decision behind it: the "
@@ -36,10 +36,16 @@ def inspect_token(state, evt: gr.EventData):
         return INSPECTOR_HINT, gr.skip(), gr.skip()
 
 
+def reset_inspector():
+    """The inspector as before any click (a new run, a replayed pass or a loaded trace shows no
+    earlier token's story)."""
+    return INSPECTOR_HINT, None, ""
+
+
 def replay(upto, state):
     """The run as it stood after pass ``upto``: tokens, summary and charts (no model runs)."""
     if not _has_rounds(state):
-        raise gr.Error("Nothing to replay yet: run something or load a saved trace.")
+        raise refused("Nothing to replay yet: run something or load a saved trace.")
     with user_errors():
         upto = to_int("pass", upto, 0, len(state.rounds))
     n = len(state.rounds)
@@ -80,7 +86,7 @@ def step_replay(upto, state, delta: int):
 def export_run(state):
     """The run's trace (JSON), its rounds (CSV) and its charts (one self-contained HTML file)."""
     if not _has_rounds(state):
-        raise gr.Error("Nothing to export yet: run something first.")
+        raise refused("Nothing to export yet: run something first.")
     folder = tempfile.mkdtemp(prefix="specviz-export-")
     trace_path = os.path.join(folder, "specviz-trace.json")
     with open(trace_path, "w", encoding="utf-8") as f:
@@ -101,12 +107,12 @@ def export_run(state):
 def load_trace(path):
     """Load a saved trace (from the app's export or ``run --trace``) and show it at its last pass."""
     if not path:
-        raise gr.Error("Choose a trace file (.json) first.")
+        raise refused("Choose a trace file (.json) first.")
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise gr.Error(f"Could not read that file as JSON: {err}") from None
+        raise refused(f"Could not read that file as JSON: {err}") from None
     with user_errors():
         state = RunState.from_trace(data)
     n = len(state.rounds)

@@ -4,12 +4,10 @@ one clear line (:func:`sweep_steps`)."""
 
 from __future__ import annotations
 
-import gradio as gr
-
 from ..request import check_public_models, to_int
 from ..sweep import sweep, sweep_requests
 from . import settings
-from .errors import user_errors
+from .errors import refused, user_errors
 from .fields import request_from
 
 SWEEP_DEFAULTS = {"temperature": "0 0.3 0.7 1.0 1.5", "k": "1 2 3 4 6 8", "draft": "ngram int8 early-exit:4 none"}
@@ -20,7 +18,7 @@ PUBLIC_MAX_SETTINGS = 6  # a public experiment runs at most this many settings (
 def sweep_values(parameter: str, text) -> list[str]:
     """The values typed for a sweep, split on commas and spaces (validated by specviz.sweep)."""
     if not isinstance(text, str) or not text.replace(",", " ").split():
-        raise gr.Error(f"Type the {parameter} values to sweep, e.g. {SWEEP_DEFAULTS[parameter]}.")
+        raise refused(f"Type the {parameter} values to sweep, e.g. {SWEEP_DEFAULTS[parameter]}.")
     return text.replace(",", " ").split()
 
 
@@ -33,10 +31,10 @@ def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: boo
     """
     parameter = SWEEP_LABELS.get(parameter, parameter)
     if parameter not in SWEEP_DEFAULTS:
-        raise gr.Error(f"Sweep one of {', '.join(SWEEP_LABELS)}, got {parameter!r}.")
+        raise refused(f"Sweep one of {', '.join(SWEEP_LABELS)}, got {parameter!r}.")
     swept = replace if replace is not None else sweep_values(parameter, values_text)
     if public and len(swept) > PUBLIC_MAX_SETTINGS:
-        raise gr.Error(f"Public mode: at most {PUBLIC_MAX_SETTINGS} settings per experiment, got {len(swept)}.")
+        raise refused(f"Public mode: at most {PUBLIC_MAX_SETTINGS} settings per experiment, got {len(swept)}.")
     limits = settings.limits(public)
     with user_errors():
         tokens = to_int("tokens per setting", max_new_tokens, 1, limits.max_new_tokens)

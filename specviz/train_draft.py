@@ -403,9 +403,9 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
         torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
         optimizer.step()
         step += 1
-        history.append({"step": step, "loss": round(float(loss), 5),
+        history.append({"step": step, "loss": round(loss.item(), 5),
                         "acceptance": [round(f["acceptance"], 4) for f in figures]})
-        bar.set_postfix_str(f"loss {float(loss):.3f}")
+        bar.set_postfix_str(f"loss {history[-1]['loss']:.3f}")
         bar.update(1)
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
             _checkpoint(head, optimizer, step, history, cfg, out)

@@ -182,12 +182,6 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "1.7B); on a CPU a draft is rarely cheap enough relative to a 135M target.",
                 "a draft model (offline name, directory or hub id) sharing the target's tokenizer", _build_model,
                 needs_model=True),
-    DrafterKind("eagle", "Learned head on the target's features (EAGLE)",
-                "A one-layer head trained on the target's own answers that reads the target's last hidden "
-                "state (EAGLE): a draft for free text where lookup finds nothing; exactly lossless, since the "
-                "head reports the distribution it samples from. Train one with python -m specviz train-draft.",
-                "eagle[:DIR] (a learned head on the target's features: the shipped one, or a head directory)",
-                _build_eagle, needs_model=True, pattern=r"eagle(?::(.+))?"),
     DrafterKind("int8", "Self-draft: int8 copy of the target (teaching)",
                 "The target itself, quantized to int8 (CPU only). It agrees with the target often (α ≈ 0.5–0.9) "
                 "but costs 50–100% of a target step, so it shows a high α *without* a speedup: the 'good draft, "
@@ -198,6 +192,12 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "training: it almost never agrees with the target (α ≈ 0). The 'poorly aligned draft' case: "
                 "nearly every pass is wasted.",
                 "early-exit:N (first N layers)", _build_early_exit, pattern=r"early-exit:(\d+)"),
+    DrafterKind("eagle", "Learned head on the target's features (EAGLE)",
+                "A one-layer head trained on the target's own answers that reads the target's last hidden "
+                "state (EAGLE): a draft for free text where lookup finds nothing; exactly lossless, since the "
+                "head reports the distribution it samples from. Train one with python -m specviz train-draft.",
+                "eagle[:DIR] (a learned head on the target's features: the shipped one, or a head directory)",
+                _build_eagle, needs_model=True, pattern=r"eagle(?::(.+))?"),
     DrafterKind("none", "None: plain decoding of the target",
                 "No drafting: the target decodes one token per forward pass, the baseline every speedup is "
                 "measured against.",

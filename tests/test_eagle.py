@@ -198,3 +198,16 @@ def test_training_lowers_the_loss_and_resumes(tiny_loaded, tmp_path):
     resumed = train(TrainConfig(**{**cfg.__dict__, "steps": 65, "resume": True}), tiny_loaded)
     assert len(resumed["history"]) == 65 and resumed["history"][:60] == history
     assert resumed["sequences"] == summary["sequences"]
+
+
+def test_train_draft_command_line_and_public_mode():
+    from specviz.cli import build_parser
+    from specviz.request import RequestError, check_public_models
+
+    args = build_parser().parse_args(["train-draft", "--out", "/tmp/h", "--steps", "7", "--rollout", "2", "--resume"])
+    assert (args.target, args.out, args.steps, args.rollout, args.resume) == ("smollm2-135m-instruct", "/tmp/h", 7, 2,
+                                                                             True)
+    assert args.func.__name__ == "cmd_train_draft"
+    # A head directory is read from the server's disk: public mode allows only the presets' drafters.
+    with pytest.raises(RequestError, match="not allowed"):
+        check_public_models("t", "eagle:/tmp/h", ["t"], [])

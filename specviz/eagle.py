@@ -28,7 +28,6 @@ Training lives in :mod:`specviz.train_draft` (``python -m specviz train-draft``)
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 

@@ -69,6 +69,7 @@ def test_features_are_the_targets_last_layer_states_with_no_extra_pass(target, b
     # The prefill, then one verify pass per round (the first round's only when it drafted something).
     assert spec_calls == 1 + len(gen.rounds) - (not gen.rounds[0].drafted)
     assert any(r.n_accepted >= 2 for r in gen.rounds)
+    assert gen.token_ids == plain.token_ids
     # The features handed over are those of the committed tokens the target's cache holds, in order.
     committed = PROMPT + gen.token_ids
     handed = torch.cat(drafter.received)

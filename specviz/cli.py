@@ -1,4 +1,4 @@
-"""Command line: ``python -m specviz run | prepare | bench | sweep``.
+"""Command line: ``python -m specviz run | prepare | bench | sweep | train-draft``.
 
 ``run`` generates one completion with speculative sampling (or plain decoding with
 ``--draft none``) and prints the text, coloured by token kind on a terminal, or one JSON object
@@ -134,7 +134,38 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write the rows as a JSON list to FILE (- for stdout)")
     sweep.add_argument("--csv", default=None, dest="csv_path", metavar="FILE", help="write the rows as CSV to FILE")
     sweep.set_defaults(func=cmd_sweep)
+    _add_train_parser(sub)
     return parser
+
+
+def _add_train_parser(sub) -> None:
+    from .train_draft import TrainConfig
+
+    d = TrainConfig(target="", out="")
+    train = sub.add_parser("train-draft", help="train an EAGLE-style draft head for a target",
+                           description="Train a one-layer head that reads the target's features (EAGLE) on the "
+                                       "target's own sampled answers to the bundled prompts, then use it with "
+                                       "--draft eagle:DIR. Data and checkpoints are kept in DIR (--resume).")
+    train.add_argument("--target", default="smollm2-135m-instruct", help="default: %(default)s")
+    train.add_argument("--out", required=True, metavar="DIR", help="output directory: the head, data, checkpoints, log")
+    train.add_argument("--tokens", type=int, default=d.tokens, help="teacher answer tokens (default: %(default)s)")
+    train.add_argument("--steps", type=int, default=d.steps, help="optimiser steps (default: %(default)s)")
+    train.add_argument("--rollout", type=int, default=d.rollout, help="draft depths trained (default: %(default)s)")
+    train.add_argument("--batch", type=int, default=d.batch, help="sequences per step (default: %(default)s)")
+    train.add_argument("--lr", type=float, default=d.lr, help="learning rate (default: %(default)s)")
+    train.add_argument("--vocab", type=int, default=d.vocab,
+                       help="tokens the head may propose, most frequent first; 0 = all (default: %(default)s)")
+    train.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, dest="max_new_tokens",
+                       help="longest teacher answer (default: %(default)s)")
+    train.add_argument("--gen-batch", type=int, default=d.gen_batch, dest="gen_batch",
+                       help="prompts per generate() call (default: %(default)s)")
+    train.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, dest="checkpoint_every",
+                       help="steps between checkpoints (default: %(default)s)")
+    train.add_argument("--seed", type=int, default=0, help="default: %(default)s")
+    train.add_argument("--resume", action="store_true", help="continue from DIR's checkpoint and cached data")
+    train.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    train.add_argument("-v", "--verbose", action="store_true")
+    train.set_defaults(func=cmd_train_draft)
 
 
 def _check_threads(args: argparse.Namespace) -> None:
@@ -299,6 +330,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                   f"{row['tokens_per_pass']:.2f} (theory {_num(row['predicted_tokens_per_pass'])}), speedup "
                   f"{_num(row['speedup'])}× (theory {_num(row['theoretical_speedup'])}×)")
         print(alpha_trend(rows, parameter))
+    return 0
+
+
+def cmd_train_draft(args: argparse.Namespace) -> int:
+    from .train_draft import TrainConfig, format_summary, train
+
+    _check_threads(args)
+    names = ("target", "out", "tokens", "steps", "rollout", "batch", "lr", "vocab", "max_new_tokens", "gen_batch",
+             "checkpoint_every", "seed", "resume")
+    summary = train(TrainConfig(**{name: getattr(args, name) for name in names}))
+    print(format_summary(summary))
+    print(f"head written to {args.out}; use it with --draft eagle:{args.out}")
     return 0
 
 

@@ -39,13 +39,14 @@ import heapq
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import torch
 
 from . import selfdraft
+from .drafttree import DraftTree, crop_cache, default_tree_nodes
 from .errors import IncompatiblePairError
 from .offline import OFFLINE_MODELS, is_repo_id
 from .sampling import SamplingConfig, logits_to_probs, sample
@@ -82,7 +83,9 @@ class DrafterKind:
         can_branch: drafts trees (B > 1).
         aliases: other spellings of ``spec`` (lower case), normalised to it.
         pattern: for a parametrised kind, the regular expression its specs must match (group 1
-            is the parameter); specs starting with ``spec`` are checked against it.
+            is the parameter: a number is normalised, other text such as a path kept as written;
+            an optional group left out gives the bare spec); specs starting with ``spec`` are
+            checked against it.
     """
 
     spec: str
@@ -106,10 +109,13 @@ class DrafterKind:
             return self.spec if lowered in (self.spec, *self.aliases) else None
         if not lowered.startswith(self.spec):
             return None
-        match = re.fullmatch(self.pattern, lowered)
+        match = re.fullmatch(self.pattern, key, flags=re.IGNORECASE)
         if not match:  # the parameter's range depends on the target: checked when the draft is built
             raise ValueError(f"bad drafter spec {key!r}: write {self.form}; accepted: {spec_forms()}")
-        return f"{self.spec}:{int(match.group(1))}"
+        if match.group(1) is None:  # an optional parameter left out
+            return self.spec
+        parameter = match.group(1)
+        return f"{self.spec}:{int(parameter) if parameter.isdigit() else parameter}"
 
 
 def _vocab(target) -> int:
@@ -136,6 +142,14 @@ def _build_early_exit(target, spec, device, dtype, progress, load):
     n, total = int(spec.split(":")[1]), selfdraft.num_layers(target.model)
     return ModelDrafter(selfdraft.early_exit_draft(target, n), _vocab(target),
                         name=f"first {n} of {total} layers of the target")
+
+
+def _build_eagle(target, spec, device, dtype, progress, load):
+    from .eagle import EagleDrafter, load_head, shipped_head_dir
+
+    directory = spec.partition(":")[2] or shipped_head_dir(target.name)
+    head = load_head(directory, target.model)
+    return EagleDrafter(head, _vocab(target), name=f"EAGLE head {Path(directory).name}")
 
 
 def _build_model(target, spec, device, dtype, progress, load):
@@ -178,6 +192,12 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "training: it almost never agrees with the target (α ≈ 0). The 'poorly aligned draft' case: "
                 "nearly every pass is wasted.",
                 "early-exit:N (first N layers)", _build_early_exit, pattern=r"early-exit:(\d+)"),
+    DrafterKind("eagle", "Learned head on the target's features (EAGLE)",
+                "A one-layer head trained on the target's own answers that reads the target's last hidden "
+                "state (EAGLE): a draft for free text where lookup finds nothing; exactly lossless, since the "
+                "head reports the distribution it samples from. Train one with python -m specviz train-draft.",
+                "eagle[:DIR] (a learned head on the target's features: the shipped one, or a head directory)",
+                _build_eagle, needs_model=True, pattern=r"eagle(?::(.+))?"),
     DrafterKind("none", "None: plain decoding of the target",
                 "No drafting: the target decodes one token per forward pass, the baseline every speedup is "
                 "measured against.",
@@ -270,88 +290,6 @@ def shared_vocab_size(target, draft) -> int:
     return min(len(target.tokenizer), len(draft.tokenizer), target.logits_width, draft.logits_width)
 
 
-def crop_cache(cache, length: int) -> None:
-    """Drop cached positions beyond ``length`` tokens.
-
-    transformers 5's ``Cache.crop`` takes a *negative* count of tokens to remove; this wrapper
-    takes the length to keep, which is what the rollback logic reasons in.
-
-    Args:
-        cache: a transformers ``Cache``.
-        length: number of leading positions to keep (tokens).
-    """
-    extra = cache.get_seq_length() - length
-    if extra > 0:
-        cache.crop(-extra)
-
-
-def default_tree_nodes(k: int, branches: int) -> int:
-    """The node budget N of a tree round when none is given: ``K`` for a chain, else ``2·K``.
-
-    A verify pass's cost grows slowly with its positions (on a 2-core CPU, 8–12 positions cost
-    5–15% more than 4 in bfloat16, /work/shared/README.md), and replaying prompt lookup with up to
-    4 matches used about twice the chain's nodes per pass. The budget is an upper bound: with one
-    match a tree round is the chain round, K nodes at most.
-    """
-    return k if branches <= 1 else 2 * k
-
-
-@dataclass
-class DraftTree:
-    """A drafter's proposal: a tree of tokens, parents first.
-
-    Attributes:
-        tokens: ``N`` token ids.
-        parents: ``N`` parent indices: ``-1`` for a node that continues the committed context,
-            else an earlier node's index (so depths are ``depth(parent) + 1``).
-        p_draft: ``(N, V)`` float32: row ``i`` the distribution node ``i`` was drawn from (a
-            one-hot row for a point mass).
-        steps: draft forward passes spent (0 for model-free drafters).
-        point_mass: per node, True when the token is a deterministic function of the context
-            (its test is "accept with r(x)", :func:`specviz.sampling.verify_tree`).
-    """
-
-    tokens: list[int]
-    parents: list[int]
-    p_draft: torch.Tensor
-    steps: int = 0
-    point_mass: list[bool] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.point_mass:
-            self.point_mass = [False] * len(self.tokens)
-        if not len(self.tokens) == len(self.parents) == self.p_draft.shape[0] == len(self.point_mass):
-            raise ValueError(f"a draft tree needs one parent, p_draft row and flag per token: {len(self.tokens)} "
-                             f"tokens, {len(self.parents)} parents, {self.p_draft.shape[0]} rows, "
-                             f"{len(self.point_mass)} flags")
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    @classmethod
-    def chain(cls, tokens: list[int], p_draft: torch.Tensor, steps: int = 0, point_mass: bool = False) -> DraftTree:
-        """The one-branch tree: parents ``-1, 0, 1, …``."""
-        return cls(list(tokens), list(range(-1, len(tokens) - 1)), p_draft, steps, [point_mass] * len(tokens))
-
-    @classmethod
-    def point_masses(cls, tokens: list[int], parents: list[int], vocab_size: int) -> DraftTree:
-        """A tree of deterministic tokens, with one-hot ``p_draft`` rows (CPU)."""
-        index = torch.tensor(tokens, dtype=torch.long)
-        return cls(list(tokens), list(parents), torch.nn.functional.one_hot(index, vocab_size).float(), 0,
-                   [True] * len(tokens))
-
-    @property
-    def is_chain(self) -> bool:
-        return all(parent == i - 1 for i, parent in enumerate(self.parents))
-
-    def depths(self) -> list[int]:
-        """Depth of each node (1 = continues the context)."""
-        depths: list[int] = []
-        for parent in self.parents:
-            depths.append(1 if parent < 0 else depths[parent] + 1)
-        return depths
-
-
 def prefix_tree(sequences: list[list[int]], max_nodes: int) -> tuple[list[int], list[int]]:
     """Merge token sequences into a prefix tree (a trie), in the order given, within a node budget.
 
@@ -385,7 +323,14 @@ def prefix_tree(sequences: list[list[int]], max_nodes: int) -> tuple[list[int], 
 
 
 class Drafter(Protocol):
-    """What the speculative loop needs from a source of draft tokens."""
+    """What the speculative loop needs from a source of draft tokens.
+
+    Optional: a drafter with ``wants_features = True`` also has ``extend_features(features)``,
+    called with ``(M, H)``, the target's last-layer hidden states (before the final norm) of the
+    ``M`` positions the target's cache just gained: the whole prompt after the prefill, then each
+    round's pending tokens and accepted path, in position order. They come from the passes the
+    loop runs anyway (no extra target pass); drafters without the attribute cost nothing extra.
+    """
 
     #: short label shown in the UI and the CLI output
     name: str

@@ -12,6 +12,11 @@ Algorithm 1):
    from the residual or, at a leaf, samples a bonus token;
 4. both models' KV caches keep only the committed tokens and the accepted path.
 
+A drafter that reads the target's features (``wants_features``, an EAGLE-style head) is handed
+the target's last-layer hidden states of the positions its cache just kept (the prefill's, then
+each round's pending tokens and accepted path) from the passes the loop runs anyway: no extra
+target pass; other drafters cost nothing extra (:class:`~specviz.drafttree.LastLayerFeatures`).
+
 Chains and trees go through the same code. A chain's tree mask is the causal mask, so its verify
 pass is the plain causal call (the logits are those of the same attention; transformers builds
 that mask itself) and its cache is cropped instead of index-selected.
@@ -50,6 +55,7 @@ import torch
 
 from .analysis import PlainBaseline, RunAnalysis, analyse
 from .drafters import Drafter, DraftTree, crop_cache, default_tree_nodes
+from .drafttree import LastLayerFeatures
 from .recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
 from .sampling import SamplingConfig, logits_to_probs, verify_tree
 from .trace import EmittedToken, Round
@@ -308,6 +314,9 @@ class Generation:
             self.notes.append(f"Tree drafts need tree attention, and {blocker}: this run drafts chains (B = 1).")
         self._tree_nodes = self.tree_nodes or default_tree_nodes(self.k, self._branches)
         self._root_logits: torch.Tensor | None = None  # (1, V): the prefill's last row, for round 1
+        wants = self.drafter is not None and getattr(self.drafter, "wants_features", False)
+        self._features = LastLayerFeatures(self.target) if wants else None
+        self._fed: tuple[int, torch.Tensor] | None = None  # (pending tokens fed, their and the nodes' features)
 
     def _target_forward(self, ids: list[int], keep: int, parents: list[int] | None = None) -> torch.Tensor:
         """Logits ``(keep, V)`` of the target's last ``keep`` positions after feeding ``ids``.
@@ -323,7 +332,13 @@ class Generation:
                                                     self.target.dtype, self._device)
             extra = {"attention_mask": mask, "position_ids": positions}
         with torch.inference_mode():
-            out = self.target(input_ids=inp, cache=self._cache, use_cache=True, logits_to_keep=keep, **extra)
+            if self._features is None:
+                out = self.target(input_ids=inp, cache=self._cache, use_cache=True, logits_to_keep=keep, **extra)
+            else:
+                with self._features:
+                    out = self.target(input_ids=inp, cache=self._cache, use_cache=True, logits_to_keep=keep,
+                                      **extra)
+                self._fed = (len(ids), self._features.features[0])  # the pending count is set by _score
         return out.logits[0, :, : self._vocab]
 
     def _prefill(self) -> None:
@@ -331,6 +346,9 @@ class Generation:
         self._root_logits = self._target_forward(self._committed, 1)
         if self.drafter is not None:
             self.drafter.prefill(self._committed[:-1])
+        if self._features is not None:
+            self.drafter.extend_features(self._fed[1])
+            self._fed = None
 
     def _draft(self, k_round: int) -> DraftTree:
         if k_round > 0:
@@ -360,6 +378,7 @@ class Generation:
                              self._generator)
         # 4. Both caches keep the committed context plus the accepted path.
         self._keep_path(len(self._committed), result.path, tree.is_chain)
+        self._hand_features(result.path)
         t2 = time.perf_counter()
         round_ = self._recorder.record(len(self.rounds), tree, result, k_round, p_target)
         round_.draft_ms, round_.draft_steps = (t1 - t0) * 1e3, tree.steps
@@ -377,12 +396,16 @@ class Generation:
         pending = self._committed[self._cache.get_seq_length() :]
         parents = None if tree.is_chain else tree.parents  # a chain's tree mask is the causal mask
         root, self._root_logits = self._root_logits, None
+        self._fed = None
         if root is None:
             logits = self._target_forward(pending + tree.tokens, len(tree) + 1, parents)
         elif len(tree):  # the prefill scored the root: feed the nodes only
             logits = torch.cat([root, self._target_forward(tree.tokens, len(tree), parents)])
+            pending = []
         else:
             logits = root
+        if self._fed is not None:
+            self._fed = (len(pending), self._fed[1])
         return logits_to_probs(logits, self.sampling)
 
     def _keep_path(self, n_old: int, path: list[int], chain: bool) -> None:
@@ -396,6 +419,17 @@ class Generation:
             self.drafter.rollback(n_old + len(path))
         elif self.drafter is not None:
             self.drafter.rollback(n_old + len(path), path)
+
+    def _hand_features(self, path: list[int]) -> None:
+        """Give a feature-reading drafter the target's features ``(M, H)`` of the positions its
+        cache just kept: the pending tokens fed this round, then the accepted path's nodes."""
+        if self._features is None or self._fed is None:
+            return  # nothing fed this round (the prefill scored the root and nothing was drafted)
+        pending, features = self._fed
+        self._fed = None
+        rows = torch.tensor(list(range(pending)) + [pending + node for node in path], dtype=torch.long,
+                            device=features.device)
+        self.drafter.extend_features(features.index_select(0, rows))
 
     def _commit(self, round_: Round) -> None:
         """Append the round's emitted tokens and record; set finish_reason on an EOS or the length."""

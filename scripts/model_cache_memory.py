@@ -9,9 +9,9 @@ each, lets go of both and prints the process's resident memory (``VmRSS`` from
 two pairs are loaded; ``--pairs 5`` shows the unbounded growth for comparison. With
 ``--device cuda`` it also prints the GPU memory PyTorch has allocated and reserved.
 
-    python scripts/model_cache_memory.py              # cache of 2 pairs
-    python scripts/model_cache_memory.py --pairs 5    # everything stays cached
-    python scripts/model_cache_memory.py --device cuda
+    python -m scripts.model_cache_memory              # cache of 2 pairs
+    python -m scripts.model_cache_memory --pairs 5    # everything stays cached
+    python -m scripts.model_cache_memory --device cuda
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' "Loading weights" bars
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 

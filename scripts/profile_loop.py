@@ -7,8 +7,8 @@ each, and prints for each: forward passes, the share of time inside the outermos
 ``forward``, and the time outside it per token. ``--detail`` adds the top functions by own time.
 This is the profile behind BENCHMARKS.md's "Where the time goes".
 
-    python scripts/profile_loop.py 0      # fix-typos
-    python scripts/profile_loop.py 1      # csv-to-json
+    python -m scripts.profile_loop 0      # fix-typos
+    python -m scripts.profile_loop 1      # csv-to-json
 """
 
 from __future__ import annotations
@@ -18,12 +18,9 @@ import io
 import pstats
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from specviz import bench, models  # noqa: E402
-from specviz.sampling import SamplingConfig  # noqa: E402
+from specviz import bench, models
+from specviz.sampling import SamplingConfig
 
 K, TOKENS = 4, 64
 

@@ -15,7 +15,7 @@ Starts ``python app.py`` on a free loopback port, opens it in headless Chromium 
 
 Usage::
 
-    python scripts/screenshots.py [--only run tree playground sweep] [--tokens 24] [--draft int8] [--out assets]
+    python -m scripts.screenshots [--only run tree playground sweep] [--tokens 24] [--draft int8] [--out assets]
 """
 
 from __future__ import annotations

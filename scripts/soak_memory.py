@@ -5,7 +5,7 @@ Calls the app's own run callback (``specviz.ui.runs.run_demo``, exactly what the
 draining each stream as the page would, and prints the process's resident memory (VmRSS) after
 warm-up and every ``--every`` runs, then the growth over the warm-up level.
 
-    python scripts/soak_memory.py --runs 200 --max-new-tokens 16
+    python -m scripts.soak_memory --runs 200 --max-new-tokens 16
 
 The issue's bar: growth under 50 MB after warm-up (BENCHMARKS.md records the output).
 """
@@ -19,7 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 

@@ -4,19 +4,21 @@ Starts ``python app.py`` (README's command) on a free loopback port, or uses ``-
 headless Chromium (Debian's ``/usr/bin/chromium``, driven by Playwright), sets the prompt and Max
 new tokens, presses Run and waits for the run to finish.
 
-How lag is measured: every token update the app sends carries ``data-sent`` on ``.sv-out``, the
-server's ``time.time()`` when the newest token in it was generated (``specviz.view.wrap_output``). A
-``MutationObserver`` in the page records, for each update, ``Date.now()`` when the DOM changed and
-again at the next animation frame (when the browser paints it). Browser and server share one
-clock here, so ``frame time - data-sent`` is the lag from generation to the screen. The figure the
-issue asks for is that lag for the final update (``data-done="1"``): the page showing the last
-token after generation ends. The goal is < 0.5 s for a 200-token run.
+How lag is measured: every token update the app sends ends with a hidden ``<i class="sv-sent"
+data-t="…">`` marker, the server's ``time.time()`` when the newest token before it was generated
+(``specviz.view.sent_mark``; the panel is append-only while it streams, so the last marker is the
+newest). A ``MutationObserver`` in the page records, for each update, ``Date.now()`` when the DOM
+changed and again at the next animation frame (when the browser paints it). Browser and server
+share one clock here, so ``frame time - data-t`` is the lag from generation to the screen. The
+figure the issue asks for is that lag for the final update (the one with the ``.sv-done``
+marker): the page showing the last token after generation ends. The goal is < 0.5 s for a
+200-token run.
 
 Usage::
 
-    python scripts/stream_latency.py                       # start app.py, 200 tokens, free text
-    python scripts/stream_latency.py --max-new-tokens 200 --runs 3 --json lag.json
-    python scripts/stream_latency.py --url http://127.0.0.1:7860
+    python -m scripts.stream_latency                       # start app.py, 200 tokens, free text
+    python -m scripts.stream_latency --max-new-tokens 200 --runs 3 --json lag.json
+    python -m scripts.stream_latency --url http://127.0.0.1:7860
 
 Prints one line per run (lag figures and the app's own speculative tokens/s) and a summary over
 all runs; run 0 also warms the models up and measures the plain baseline, so it is the cold one.
@@ -53,11 +55,13 @@ OBSERVER_JS = """
   const seen = new Set();
   const record = () => {
     const out = root.querySelector('.sv-out');
-    if (!out || !out.dataset.sent) return;
-    const key = out.dataset.sent + '/' + out.dataset.done + '/' + out.childElementCount;
+    const marks = out ? out.querySelectorAll('.sv-sent') : [];
+    if (!marks.length) return;
+    const sent = marks[marks.length - 1].dataset.t, done = out.querySelector('.sv-done') !== null;
+    const key = sent + '/' + done + '/' + out.childElementCount;
     if (seen.has(key)) return;
     seen.add(key);
-    const entry = {sent: parseFloat(out.dataset.sent), done: out.dataset.done === '1',
+    const entry = {sent: parseFloat(sent), done: done,
                    tokens: out.querySelectorAll('.sv-tok').length, dom: Date.now() / 1000, frame: null};
     window.__svLag.push(entry);
     requestAnimationFrame(() => { entry.frame = Date.now() / 1000; });
@@ -100,8 +104,8 @@ def measure_run(page, timeout_s: float) -> dict:
     started = time.time()
     page.get_by_role("button", name="Run", exact=True).click()
     # The previous run's final panel is still on screen until the new run's first update.
-    page.wait_for_selector('#sv-tokens .sv-out[data-done="1"]', state="detached", timeout=60_000)
-    page.wait_for_selector('#sv-tokens .sv-out[data-done="1"]', timeout=timeout_s * 1000)
+    page.wait_for_selector('#sv-tokens .sv-out .sv-done', state="detached", timeout=60_000)
+    page.wait_for_selector('#sv-tokens .sv-out .sv-done', state="attached", timeout=timeout_s * 1000)
     # Let the final frame callback run before reading.
     page.wait_for_timeout(300)
     entries = page.evaluate("() => window.__svLag")

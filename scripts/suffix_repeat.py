@@ -2,33 +2,37 @@
 one process, so the drafter's history holds its own earlier outputs (labelled as such: this is the
 effect the bench removes by clearing the history before every call).
 
-    python scripts/suffix_repeat.py
+    python -m scripts.suffix_repeat
 
 SmolLM2-135M-Instruct float32, greedy, the bench's fix-typos prompt, 64 tokens, K = 8, B = 1 and 4.
 Deterministic counts, not timings.
 """
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specviz import models
 from specviz.bench import load_prompts
 from specviz.drafters import clear_suffix_history
 from specviz.runner import make_generation
 from specviz.sampling import SamplingConfig
-target = models.load_model("smollm2-135m-instruct", device="cpu", dtype="float32")
-prompt = [p for p in load_prompts(None) if p.name == "fix-typos"][0]
-ids = target.encode(prompt.prompt, prompt.chat)
-greedy = SamplingConfig(0.0)
-for b in (1, 4):
-    clear_suffix_history()
-    for attempt in (1, 2, 3):
-        drafter = models.build_drafter("suffix", target)
-        g = make_generation(target, drafter, ids, 8, greedy, 64, 0, eos=False, branches=b).run()
-        a = g.analysis()
-        print(f"B={b} run {attempt} (history: {'empty' if attempt == 1 else f'{attempt - 1} earlier output(s) of this prompt'}): "
-              f"tokens/pass {a.tokens_per_pass:.2f}, passes {a.target_passes}, nodes/pass {a.proposed_per_pass:.2f}")
-    lookup = make_generation(target, models.build_drafter("ngram", target), ids, 8, greedy, 64, 0, eos=False, branches=b).run().analysis()
-    print(f"B={b} prompt lookup for comparison: tokens/pass {lookup.tokens_per_pass:.2f}")
+
+
+def main() -> None:
+    target = models.load_model("smollm2-135m-instruct", device="cpu", dtype="float32")
+    prompt = [p for p in load_prompts(None) if p.name == "fix-typos"][0]
+    ids = target.encode(prompt.prompt, prompt.chat)
+    greedy = SamplingConfig(0.0)
+    for b in (1, 4):
+        clear_suffix_history()
+        for attempt in (1, 2, 3):
+            drafter = models.build_drafter("suffix", target)
+            g = make_generation(target, drafter, ids, 8, greedy, 64, 0, eos=False, branches=b).run()
+            a = g.analysis()
+            history = "empty" if attempt == 1 else f"{attempt - 1} earlier output(s) of this prompt"
+            print(f"B={b} run {attempt} (history: {history}): tokens/pass {a.tokens_per_pass:.2f}, "
+                  f"passes {a.target_passes}, nodes/pass {a.proposed_per_pass:.2f}")
+        lookup = make_generation(target, models.build_drafter("ngram", target), ids, 8, greedy, 64, 0, eos=False,
+                                 branches=b).run().analysis()
+        print(f"B={b} prompt lookup for comparison: tokens/pass {lookup.tokens_per_pass:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -12,9 +12,9 @@ were tested (α over few tested drafts is noisy: prompt lookup on free text test
 
 Usage (run it alone on the machine: other processes on the same cores change every figure)::
 
-    python scripts/sweep_timing.py                                  # ngram, 5 temperatures, 48 tokens
-    python scripts/sweep_timing.py --draft int8 --json sweep_int8.json
-    python scripts/sweep_timing.py --temperature 0 1 --max-new-tokens 4   # a quick check that it runs
+    python -m scripts.sweep_timing                                  # ngram, 5 temperatures, 48 tokens
+    python -m scripts.sweep_timing --draft int8 --json sweep_int8.json
+    python -m scripts.sweep_timing --temperature 0 1 --max-new-tokens 4   # a quick check that it runs
 
 Exits 1 with one line if a setting is malformed or a model fails to load.
 """
@@ -28,7 +28,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

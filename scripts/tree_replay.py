@@ -15,23 +15,20 @@ nodes to one position) it also prints a cost-model estimate of the speedup over 
 tokens ÷ Σ cost(nodes in the pass), drafting and bookkeeping taken as free. That is a guide for
 choosing settings, not a measurement: the bench measures.
 
-    python scripts/tree_replay.py -k 4 8
-    python scripts/tree_replay.py -k 8 --cost tree_cost_bf16.json
+    python -m scripts.tree_replay -k 4 8
+    python -m scripts.tree_replay -k 8 --cost tree_cost_bf16.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from specviz.drafters import PromptLookupDrafter, SuffixDrafter, SuffixHistory  # noqa: E402
-from specviz.sampling import SamplingConfig  # noqa: E402
+from specviz.drafters import PromptLookupDrafter, SuffixDrafter, SuffixHistory
+from specviz.sampling import SamplingConfig
 
 GREEDY = SamplingConfig(temperature=0.0)
 

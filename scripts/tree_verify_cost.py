@@ -8,8 +8,8 @@ through the plain causal call. After each pass the cache is cropped back to the 
 the median wall time of a pass (ms) over ``--repeats`` passes after ``--warmup`` untimed ones,
 and its ratio to one position (N = 0: the pending token alone, a plain decoding step).
 
-    python scripts/tree_verify_cost.py --dtype bfloat16 --threads 2
-    python scripts/tree_verify_cost.py --dtype float32 --nodes 1 4 8 12 16 24 32 --json cost.json
+    python -m scripts.tree_verify_cost --dtype bfloat16 --threads 2
+    python -m scripts.tree_verify_cost --dtype float32 --nodes 1 4 8 12 16 24 32 --json cost.json
 
 Run it on a quiet machine: it is a timing measurement.
 """
@@ -25,10 +25,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from specviz.drafters import crop_cache  # noqa: E402
-from specviz.engine import tree_attention_inputs  # noqa: E402
+from specviz.drafters import crop_cache
+from specviz.engine import tree_attention_inputs
 
 
 def tree_parents(n: int, branches: int) -> list[int]:

@@ -499,19 +499,24 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
             :func:`specviz.runner.default_warmup_tokens`; the CLI passes ``max_new_tokens`` with
             ``--compile`` so compiling is not timed).
 
+    A prompt that asks for a chat template the target lacks is used as plain text, with a note
+    in the result's ``notes`` (:func:`specviz.runner.encode_prompt`, the policy of every front-end).
+
     Raises:
-        ValueError: if a prompt asks for a chat template the target lacks.
+        ValueError: if a prompt encodes to no tokens.
     """
-    encoded = []
+    from .runner import encode_prompt
+
+    encoded, notes = [], []
     for p in prompts:
-        if p.chat and not target.has_chat_template:
-            raise ValueError(f"prompt {p.name!r} asks for the chat template but {target.name} has none")
-        encoded.append(target.encode(p.prompt, p.chat))
+        ids, prompt_notes = encode_prompt(target, p.prompt, p.chat)
+        encoded.append(ids)
+        notes += [f"Prompt {p.name!r}: {note}" for note in prompt_notes]
     m = measure(target, drafter, prompts, encoded, ks, temperatures, top_k, top_p, max_new_tokens, repeats, seed,
                 transformers_baselines, instrument_check, report, warmup_tokens, branches, tree_nodes)
     settings = {"draft": draft_spec, "max_new_tokens": max_new_tokens, "repeats": repeats, "top_k": top_k,
                 "top_p": top_p, "seed": seed, "branches": branches, "tree_nodes": tree_nodes}
-    return summarise(m, target, drafter, prompts, encoded, ks, temperatures, settings)
+    return {**summarise(m, target, drafter, prompts, encoded, ks, temperatures, settings), "notes": notes}
 
 def _loadavg() -> float | None:
     try:

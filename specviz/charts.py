@@ -373,22 +373,27 @@ def _visible(label: str) -> str:
 
 
 def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: list[float],
-                    freq_plain: list[float]) -> go.Figure:
+                    freq_plain: list[float], p_draft: list[float] | None = None) -> go.Figure:
     """Empirical next-token frequencies of speculative and plain sampling against the target's p.
 
     Grouped bars give the two empirical histograms over the top tokens; markers give the target
     distribution. If speculative sampling is lossless, both bars sit on the marker up to
-    sampling noise. Whitespace in labels is made visible and duplicate labels are numbered (a
-    categorical axis would merge them).
+    sampling noise. ``p_draft`` (optional, same bins) adds the draft's distribution as light
+    bars: what a broken verify step that accepts every draft token reproduces (the control case).
+    Whitespace in labels is made visible and duplicate labels are numbered (a categorical axis
+    would merge them).
 
     Raises:
-        ValueError: if the four lists differ in length.
+        ValueError: if the lists differ in length.
     """
     lengths = {len(token_labels), len(p_target), len(freq_spec), len(freq_plain)}
+    if p_draft is not None:
+        lengths.add(len(p_draft))
     if len(lengths) != 1:
         raise ValueError(
-            "token_labels, p_target, freq_spec and freq_plain must have the same length, got "
+            "token_labels, p_target, freq_spec, freq_plain and p_draft must have the same length, got "
             f"{len(token_labels)}, {len(p_target)}, {len(freq_spec)}, {len(freq_plain)}"
+            + ("" if p_draft is None else f", {len(p_draft)}")
         )
     title = "Is it lossless? Sampled frequencies vs target p"
     uirev = "lossless"
@@ -416,6 +421,10 @@ def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: l
          "marker": {"color": THEORY_COLOR, "symbol": "diamond", "size": 10, "line": {"color": "white", "width": 1}},
          "hovertemplate": "%{x}: target p = %{y:.1%}<extra></extra>"},
     ]
+    if p_draft is not None:
+        data.insert(2, {"type": "bar", "x": labels, "y": [float(v) for v in p_draft], "name": "p_draft (draft's p)",
+                        "marker": {"color": "rgba(232, 131, 58, 0.45)"},
+                        "hovertemplate": "%{x}: p_draft = %{y:.1%}<extra></extra>"})
     return _build(data, layout)
 
 

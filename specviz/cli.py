@@ -1,4 +1,4 @@
-"""Command line: ``python -m specviz run | prepare | bench | sweep``.
+"""Command line: ``python -m specviz run | prepare | bench | sweep | train-draft``.
 
 ``run`` generates one completion with speculative sampling (or plain decoding with
 ``--draft none``) and prints the text, coloured by token kind on a terminal, or one JSON object
@@ -45,15 +45,14 @@ class CLIError(Exception):
 
 # --------------------------------------------------------------------------- argument parsing
 def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) -> None:
+    from .drafters import spec_help
+
     p.add_argument("--target", default="smollm2-135m-instruct",
                    help="target model: an offline name (smollm2-135m-instruct, gemma-3-270m), a hub id or a "
                         "local directory (default: %(default)s)")
     p.add_argument("--draft", default="ngram", nargs="+" if several_drafts else None,
                    help=("one or more drafters (sweep them with several); " if several_drafts else "")
-                   + "drafter: ngram (prompt lookup), suffix (suffix lookup in the context and earlier outputs "
-                     "of this process), int8 (quantized copy of the target), early-exit:N "
-                        "(first N layers), none (plain decoding), or a draft model (offline name, hub id, "
-                        "local directory) sharing the target's tokenizer (default: %(default)s)")
+                   + f"drafter: {spec_help()} (default: %(default)s)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: %(default)s")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="default: %(default)s (greedy equality with plain decoding is exact in float32 only)")
@@ -90,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"K, tokens drafted per round, 1..{DEFAULT_LIMITS.max_k} (default: %(default)s)")
     run.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default: %(default)s)")
     run.add_argument("--prompt", required=True, help="the prompt text")
-    run.add_argument("--chat", action="store_true", help="apply the target's chat template (error if it has none)")
+    run.add_argument("--chat", action="store_true", help="apply the target's chat template (a target without one gets the prompt as plain text, with a note)")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     run.add_argument("--trace", default=None, metavar="FILE",
                      help="write the run's trace (every round, drafted token and verdict) as JSON to FILE")
@@ -135,7 +134,38 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write the rows as a JSON list to FILE (- for stdout)")
     sweep.add_argument("--csv", default=None, dest="csv_path", metavar="FILE", help="write the rows as CSV to FILE")
     sweep.set_defaults(func=cmd_sweep)
+    _add_train_parser(sub)
     return parser
+
+
+def _add_train_parser(sub) -> None:
+    from .train_draft import TrainConfig
+
+    d = TrainConfig(target="", out="")
+    train = sub.add_parser("train-draft", help="train an EAGLE-style draft head for a target",
+                           description="Train a one-layer head that reads the target's features (EAGLE) on the "
+                                       "target's own sampled answers to the bundled prompts, then use it with "
+                                       "--draft eagle:DIR. Data and checkpoints are kept in DIR (--resume).")
+    train.add_argument("--target", default="smollm2-135m-instruct", help="default: %(default)s")
+    train.add_argument("--out", required=True, metavar="DIR", help="output directory: the head, data, checkpoints, log")
+    train.add_argument("--tokens", type=int, default=d.tokens, help="teacher answer tokens (default: %(default)s)")
+    train.add_argument("--steps", type=int, default=d.steps, help="optimiser steps (default: %(default)s)")
+    train.add_argument("--rollout", type=int, default=d.rollout, help="draft depths trained (default: %(default)s)")
+    train.add_argument("--batch", type=int, default=d.batch, help="sequences per step (default: %(default)s)")
+    train.add_argument("--lr", type=float, default=d.lr, help="learning rate (default: %(default)s)")
+    train.add_argument("--vocab", type=int, default=d.vocab,
+                       help="tokens the head may propose, most frequent first; 0 = all (default: %(default)s)")
+    train.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, dest="max_new_tokens",
+                       help="longest teacher answer (default: %(default)s)")
+    train.add_argument("--gen-batch", type=int, default=d.gen_batch, dest="gen_batch",
+                       help="prompts per generate() call (default: %(default)s)")
+    train.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, dest="checkpoint_every",
+                       help="steps between checkpoints (default: %(default)s)")
+    train.add_argument("--seed", type=int, default=0, help="default: %(default)s")
+    train.add_argument("--resume", action="store_true", help="continue from DIR's checkpoint and cached data")
+    train.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    train.add_argument("-v", "--verbose", action="store_true")
+    train.set_defaults(func=cmd_train_draft)
 
 
 def _check_threads(args: argparse.Namespace) -> None:
@@ -157,35 +187,34 @@ def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str =
                             branches=args.branches, tree_nodes=args.tree_nodes)
 
 
+def _check_branches(request) -> None:
+    """CLIError when B > 1 is asked of a drafter kind that drafts no trees (plain decoding)."""
+    from .drafters import DRAFTER_KINDS, drafter_kind
+
+    if request.branches > 1 and not drafter_kind(request.draft).can_branch:
+        branching = ", ".join(kind.form.split(" (")[0] for kind in DRAFTER_KINDS.values() if kind.can_branch)
+        raise CLIError(f"--branches > 1 needs a drafter that drafts trees ({branching})")
+
+
 # --------------------------------------------------------------------------- run
 def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
-    from .runner import default_warmup_tokens, load_pair, make_generation, plain_baseline, saved_trace, warm_up
+    from .runner import baseline_steps, default_warmup_tokens, drain, prepare_run, saved_trace
 
     request = _request(args, args.k, args.temperature, args.prompt)
     _check_threads(args)
-    target, drafter = load_pair(request.target, request.draft, request.device, request.dtype,
-                                tty_progress(args.verbose), compile_mode=args.compile)
-    if request.chat and not target.has_chat_template:
-        raise CLIError(f"--chat: the target {target.name} has no chat template")
-    prompt_ids = target.encode(request.prompt, request.chat)
-    if not prompt_ids:
-        raise CLIError("the prompt is empty")
-
-    def generation(d):
-        return make_generation(target, d, prompt_ids, request.k, request.sampling, request.max_new_tokens,
-                               request.seed, branches=request.branches, tree_nodes=request.tree_nodes)
-
+    prepared = prepare_run(request, tty_progress(args.verbose), compile_mode=args.compile)
     baseline = None
-    if drafter is not None and not args.no_baseline:
-        warm_up(target, drafter, prompt_ids, request.k, request.sampling,
-                default_warmup_tokens(request.max_new_tokens, bool(args.compile)), branches=request.branches,
-                tree_nodes=request.tree_nodes)
-    spec = generation(drafter).run()
-    if drafter is not None and not args.no_baseline:
-        baseline = plain_baseline(generation(None).run())
-    result = json_result(spec, spec.analysis(baseline), target, request, len(prompt_ids), drafter)
-    result["_trace"] = saved_trace(spec, request, target, drafter, baseline)
+    measure = prepared.drafter is not None and not args.no_baseline
+    if measure:
+        prepared.warm_up(tokens=default_warmup_tokens(request.max_new_tokens, bool(args.compile)))
+    spec = prepared.generation().run()
+    if measure:
+        baseline = drain(baseline_steps(prepared))
+    result = json_result(spec, spec.analysis(baseline), prepared.target, request, len(prepared.prompt_ids),
+                         prepared.drafter)
+    result["notes"] = prepared.notes + result["notes"]
+    result["_trace"] = saved_trace(spec, request, prepared.target, prepared.drafter, baseline)
     return result
 
 
@@ -273,6 +302,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     held_draft = drafts[0]
     base = _request(argparse.Namespace(**{**vars(args), "draft": held_draft}), (args.k or [4])[0],
                     (args.temperature or [0.0])[0], args.prompt)
+    if parameter != "draft":
+        _check_branches(base)
     try:
         requests = sweep_requests(base, parameter, values)
     except RequestError as err:
@@ -294,10 +325,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         Path(args.csv_path).write_text(write_csv(rows), encoding="utf-8")
     if args.json_path != "-":
         for row in rows:
-            print(f"{parameter}={row[parameter]}: per-token α {_num(row['alpha'])}, tokens/pass "
+            tree = f" (tree B={row['branches']}, N={row['tree_nodes'] or 'default'})" if row["branches"] > 1 else ""
+            print(f"{parameter}={row[parameter]}{tree}: per-token α {_num(row['alpha'])}, tokens/pass "
                   f"{row['tokens_per_pass']:.2f} (theory {_num(row['predicted_tokens_per_pass'])}), speedup "
                   f"{_num(row['speedup'])}× (theory {_num(row['theoretical_speedup'])}×)")
         print(alpha_trend(rows, parameter))
+    return 0
+
+
+def cmd_train_draft(args: argparse.Namespace) -> int:
+    from .train_draft import TrainConfig, format_summary, train
+
+    _check_threads(args)
+    names = ("target", "out", "tokens", "steps", "rollout", "batch", "lr", "vocab", "max_new_tokens", "gen_batch",
+             "checkpoint_every", "seed", "resume")
+    summary = train(TrainConfig(**{name: getattr(args, name) for name in names}))
+    print(format_summary(summary))
+    print(f"head written to {args.out}; use it with --draft eagle:{args.out}")
     return 0
 
 
@@ -355,8 +399,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for k in args.k:
         for temperature in args.temperature:
             _request(args, k, temperature)
-    if args.branches > 1 and args.draft.strip().lower() in ("none", ""):
-        raise CLIError("--branches > 1 needs a drafter (--draft ngram, suffix or a draft model)")
+    _check_branches(_request(args, args.k[0], args.temperature[0]))
     _check_threads(args)
     if args.repeats < 1:
         raise CLIError(f"--repeats must be >= 1, got {args.repeats}")

@@ -36,180 +36,258 @@ Kinds:
 from __future__ import annotations
 
 import heapq
+import logging
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import torch
 
+from . import selfdraft
+from .drafttree import DraftTree, crop_cache, default_tree_nodes
+from .errors import IncompatiblePairError
+from .offline import OFFLINE_MODELS, is_repo_id
 from .sampling import SamplingConfig, logits_to_probs, sample
 
 __all__ = ["DRAFTER_KINDS", "HISTORY_MAX_SEQUENCES", "HISTORY_MAX_TOKENS", "SESSION_HISTORY_MAX_SEQUENCES",
            "SESSION_HISTORY_MAX_TOKENS", "SUFFIX_HISTORY", "DraftTree", "Drafter", "DrafterKind", "ModelDrafter",
            "PromptLookupDrafter", "SuffixDrafter", "SuffixHistory", "clear_suffix_history", "crop_cache",
-           "default_tree_nodes", "parse_drafter_spec", "prefix_tree"]
+           "default_tree_nodes", "drafter_kind", "parse_drafter_spec", "prefix_tree", "shared_vocab_size",
+           "spec_forms", "spec_help"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class DrafterKind:
-    """One kind of drafter as the app, the CLI and the docs describe it.
+    """One kind of drafter: the one place its spec, description and construction live.
+
+    The app's menu, ``--draft``'s help, :func:`parse_drafter_spec`, public mode's allowed
+    drafters (:func:`specviz.request.check_public_models`) and
+    :func:`specviz.models.build_drafter` all read :data:`DRAFTER_KINDS`; adding a drafter is
+    adding one entry there.
 
     Attributes:
-        spec: the spec string (``--draft`` on the command line); ``early-exit:N`` and ``<model>``
-            are forms.
+        spec: the spec string (``--draft`` on the command line) and the key in the registry.
         label: the app's menu entry.
-        note: one or two sentences on what it is and when it pays off, shown beside the menu and
-            in ``--help``.
+        note: one or two sentences on what it is and when it pays off, shown beside the menu.
+        form: how a spec names it, for help and error messages (``"early-exit:N (first N
+            layers)"``).
+        build: ``(target, spec, device, dtype, progress, load) -> Drafter | None``: the drafter
+            for a :class:`~specviz.models.LoadedModel` target and a normalised spec; ``load`` is
+            :func:`specviz.models.load_model` (passed in, since that module imports this one).
+        needs_model: loads a model of its own (a draft checkpoint); public mode allows only the
+            presets' models for such kinds.
+        can_branch: drafts trees (B > 1).
+        aliases: other spellings of ``spec`` (lower case), normalised to it.
+        pattern: for a parametrised kind, the regular expression its specs must match (group 1
+            is the parameter: a number is normalised, other text such as a path kept as written;
+            an optional group left out gives the bare spec); specs starting with ``spec`` are
+            checked against it.
     """
 
     spec: str
     label: str
     note: str
+    form: str
+    build: Callable[..., Drafter | None]
+    needs_model: bool = False
+    can_branch: bool = True
+    aliases: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def normalise(self, key: str) -> str | None:
+        """``key`` (stripped) as this kind's spec, or None if it is not this kind.
+
+        Raises:
+            ValueError: for a parametrised kind's spec of the wrong form.
+        """
+        lowered = key.lower()
+        if self.pattern is None:
+            return self.spec if lowered in (self.spec, *self.aliases) else None
+        if not lowered.startswith(self.spec):
+            return None
+        match = re.fullmatch(self.pattern, key, flags=re.IGNORECASE)
+        if not match:  # the parameter's range depends on the target: checked when the draft is built
+            raise ValueError(f"bad drafter spec {key!r}: write {self.form}; accepted: {spec_forms()}")
+        if match.group(1) is None:  # an optional parameter left out
+            return self.spec
+        parameter = match.group(1)
+        return f"{self.spec}:{int(parameter) if parameter.isdigit() else parameter}"
 
 
-#: Every kind of drafter, in menu order: the one place their descriptions live.
+def _vocab(target) -> int:
+    return min(target.vocab_size, target.logits_width)
+
+
+def _build_none(target, spec, device, dtype, progress, load):
+    return None
+
+
+def _build_ngram(target, spec, device, dtype, progress, load):
+    return PromptLookupDrafter(_vocab(target))
+
+
+def _build_suffix(target, spec, device, dtype, progress, load):
+    return SuffixDrafter(_vocab(target))
+
+
+def _build_int8(target, spec, device, dtype, progress, load):
+    return ModelDrafter(selfdraft.int8_draft(target), _vocab(target), name="int8 copy of the target")
+
+
+def _build_early_exit(target, spec, device, dtype, progress, load):
+    n, total = int(spec.split(":")[1]), selfdraft.num_layers(target.model)
+    return ModelDrafter(selfdraft.early_exit_draft(target, n), _vocab(target),
+                        name=f"first {n} of {total} layers of the target")
+
+
+def _build_eagle(target, spec, device, dtype, progress, load):
+    from .eagle import EagleDrafter, load_head, shipped_head_dir
+
+    directory = spec.partition(":")[2] or shipped_head_dir(target.name)
+    head = load_head(directory, target.model)
+    return EagleDrafter(head, _vocab(target), name=f"EAGLE head {Path(directory).name}")
+
+
+def _build_model(target, spec, device, dtype, progress, load):
+    if not (spec in OFFLINE_MODELS or Path(spec).expanduser().is_dir() or is_repo_id(spec)):
+        raise ValueError(f"unknown drafter spec {spec!r}; accepted: {spec_forms()}: an offline name "
+                         f"({', '.join(OFFLINE_MODELS)}), a local directory or a hub id 'org/name'")
+    draft = load(spec, device=device, dtype=dtype, progress=progress)
+    if draft.model is target.model:
+        logger.warning("draft %r is the target itself: every token will be accepted, nothing is saved", spec)
+    return ModelDrafter(draft.model, shared_vocab_size(target, draft), name=f"draft model {spec}")
+
+
+#: Every kind of drafter, in menu order: the one place their descriptions and builders live.
 DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
     DrafterKind("ngram", "Prompt lookup (n-gram match in the context)",
                 "Copies what followed the last earlier occurrence of the current few tokens in the prompt or "
                 "output. Costs almost nothing and is exactly lossless: on copy-heavy prompts (fix typos, CSV → "
                 "JSON) it is the drafter that pays off on a CPU (about 1.5–2.6×); on free text it rarely finds a "
-                "match (about 1.0×)."),
+                "match (about 1.0×).",
+                "ngram (prompt lookup)", _build_ngram, aliases=("prompt-lookup",)),
     DrafterKind("suffix", "Suffix lookup (context and earlier outputs)",
                 "Looks the current suffix up in the prompt, the output so far and earlier outputs of this process, "
                 "and proposes the most frequent continuations (SuffixDecoding). Model-free and exactly lossless "
-                "like prompt lookup; it pays off when requests repeat themselves (agents, templated answers)."),
+                "like prompt lookup; it pays off when requests repeat themselves (agents, templated answers).",
+                "suffix (suffix lookup in the context and earlier outputs of this process)", _build_suffix,
+                aliases=("suffix-decoding",)),
     DrafterKind("model", "Draft model (give its id below)",
                 "A smaller language model with exactly the target's tokenizer (offline name, local directory or "
                 "hub id; different tokenizers are refused). Pays off on a GPU with a big target (e.g. 135M → "
-                "1.7B); on a CPU a draft is rarely cheap enough relative to a 135M target."),
+                "1.7B); on a CPU a draft is rarely cheap enough relative to a 135M target.",
+                "a draft model (offline name, directory or hub id) sharing the target's tokenizer", _build_model,
+                needs_model=True),
     DrafterKind("int8", "Self-draft: int8 copy of the target (teaching)",
                 "The target itself, quantized to int8 (CPU only). It agrees with the target often (α ≈ 0.5–0.9) "
                 "but costs 50–100% of a target step, so it shows a high α *without* a speedup: the 'good draft, "
-                "too expensive' case."),
+                "too expensive' case.",
+                "int8 (quantized copy of the target)", _build_int8),
     DrafterKind("early-exit", "Self-draft: first N layers of the target (teaching)",
                 "The target's first N layers feeding its final norm and output head, sharing its weights, with no "
                 "training: it almost never agrees with the target (α ≈ 0). The 'poorly aligned draft' case: "
-                "nearly every pass is wasted."),
+                "nearly every pass is wasted.",
+                "early-exit:N (first N layers)", _build_early_exit, pattern=r"early-exit:(\d+)"),
+    DrafterKind("eagle", "Learned head on the target's features (EAGLE)",
+                "A one-layer head trained on the target's own answers that reads the target's last hidden "
+                "state (EAGLE): a draft for free text where lookup finds nothing; exactly lossless, since the "
+                "head reports the distribution it samples from. Train one with python -m specviz train-draft.",
+                "eagle[:DIR] (a learned head on the target's features: the shipped one, or a head directory)",
+                _build_eagle, needs_model=True, pattern=r"eagle(?::(.+))?"),
     DrafterKind("none", "None: plain decoding of the target",
                 "No drafting: the target decodes one token per forward pass, the baseline every speedup is "
-                "measured against."),
+                "measured against.",
+                "none (plain decoding)", _build_none, can_branch=False, aliases=("",)),
 )}
 
-_SPEC_FORMS = "none, ngram, suffix, int8, early-exit:N (N layers), or a draft model (offline name, directory or hub id)"
+#: The kind a spec naming none of the others is: a draft model.
+_MODEL_KIND = "model"
+
+
+def spec_forms() -> str:
+    """The accepted drafter specs in one line, in registry order, the draft model last."""
+    named = [k.form.split(" (")[0] for k in DRAFTER_KINDS.values() if k.spec != _MODEL_KIND]
+    order = sorted(named, key=lambda form: form != "none")  # none first, as users look for it
+    return ", ".join(order) + ", or " + DRAFTER_KINDS[_MODEL_KIND].form
+
+
+def spec_help() -> str:
+    """``--draft``'s help: every kind's form and what it is."""
+    return ", ".join(k.form for k in DRAFTER_KINDS.values())
+
+
+def drafter_kind(spec: str) -> DrafterKind:
+    """The kind of a normalised spec (:func:`parse_drafter_spec`): the draft model for any name."""
+    for kind in DRAFTER_KINDS.values():
+        if kind.spec != _MODEL_KIND and (spec == kind.spec or (kind.pattern and spec.startswith(kind.spec + ":"))):
+            return kind
+    return DRAFTER_KINDS[_MODEL_KIND]
 
 
 def parse_drafter_spec(spec: str) -> str:
-    """Normalise a drafter spec: ``""``/``"none"`` → ``"none"``, ``"prompt-lookup"`` → ``"ngram"``,
-    ``"suffix-decoding"`` → ``"suffix"``,
-    ``"early-exit:N"`` checked for its form; anything else is a draft model name, kept stripped
-    (whether it exists is found out when it loads).
+    """Normalise a drafter spec by :data:`DRAFTER_KINDS`: a kind's spec or alias → its spec
+    (``""`` → ``"none"``, ``"prompt-lookup"`` → ``"ngram"``), a parametrised form checked and
+    normalised (``"early-exit:03"`` → ``"early-exit:3"``); anything else is a draft model name,
+    kept stripped (whether it exists is found out when it loads).
 
     Raises:
-        ValueError: for a non-string, ``early-exit`` without a layer count, or the
-            menu's ``"model"`` entry with no model named.
+        ValueError: for a non-string, a parametrised kind's spec of the wrong form
+            (``early-exit`` without a layer count), or the menu's ``"model"`` entry with no model
+            named.
     """
     if not isinstance(spec, str):
-        raise ValueError(f"the drafter spec must be text; accepted: {_SPEC_FORMS}")
+        raise ValueError(f"the drafter spec must be text; accepted: {spec_forms()}")
     key = spec.strip()
-    lowered = key.lower()
-    if lowered in ("", "none"):
-        return "none"
-    if lowered in ("ngram", "prompt-lookup"):
-        return "ngram"
-    if lowered in ("suffix", "suffix-decoding"):
-        return "suffix"
-    if lowered == "int8":
-        return "int8"
-    if lowered.startswith("early-exit"):
-        match = re.fullmatch(r"early-exit:(\d+)", lowered)
-        if not match:  # the layer count's range depends on the target: checked when the draft is built
-            raise ValueError(f"bad drafter spec {spec!r}: write early-exit:N with N a layer count; accepted: {_SPEC_FORMS}")
-        return f"early-exit:{int(match.group(1))}"
-    if lowered == "model":
+    if key.lower() == _MODEL_KIND:
         raise ValueError("choose a draft model: give its hub id or local directory, or pick another drafter")
+    for kind in DRAFTER_KINDS.values():
+        if kind.spec != _MODEL_KIND:
+            normalised = kind.normalise(key)
+            if normalised is not None:
+                return normalised
     return key
 
 
-def crop_cache(cache, length: int) -> None:
-    """Drop cached positions beyond ``length`` tokens.
+def shared_vocab_size(target, draft) -> int:
+    """Check that ``draft`` can draft for ``target`` and return the vocabulary width they share.
 
-    transformers 5's ``Cache.crop`` takes a *negative* count of tokens to remove; this wrapper
-    takes the length to keep, which is what the rollback logic reasons in.
+    The tokenizers must agree: every token of the smaller tokenizer must have the same id in the
+    larger one, and the BOS and EOS ids must be equal where both define them. The shared width is
+    ``min(len(target tokenizer), len(draft tokenizer), target logits width, draft logits width)``,
+    so lm_heads padded to different widths (e.g. 49152 vs 49280) pair fine: the padding columns
+    are cut off before any probability is computed.
 
-    Args:
-        cache: a transformers ``Cache``.
-        length: number of leading positions to keep (tokens).
+    Returns:
+        The shared width (number of token ids), to pass as ``vocab_size`` to the engine and the
+        :class:`~specviz.drafters.ModelDrafter`.
+
+    Raises:
+        IncompatiblePairError: if the tokenizers differ; the message names both models, their
+            vocabulary sizes and one differing token.
     """
-    extra = cache.get_seq_length() - length
-    if extra > 0:
-        cache.crop(-extra)
-
-
-def default_tree_nodes(k: int, branches: int) -> int:
-    """The node budget N of a tree round when none is given: ``K`` for a chain, else ``2·K``.
-
-    A verify pass's cost grows slowly with its positions (on a 2-core CPU, 8–12 positions cost
-    5–15% more than 4 in bfloat16, /work/shared/README.md), and replaying prompt lookup with up to
-    4 matches used about twice the chain's nodes per pass. The budget is an upper bound: with one
-    match a tree round is the chain round, K nodes at most.
-    """
-    return k if branches <= 1 else 2 * k
-
-
-@dataclass
-class DraftTree:
-    """A drafter's proposal: a tree of tokens, parents first.
-
-    Attributes:
-        tokens: ``N`` token ids.
-        parents: ``N`` parent indices: ``-1`` for a node that continues the committed context,
-            else an earlier node's index (so depths are ``depth(parent) + 1``).
-        p_draft: ``(N, V)`` float32: row ``i`` the distribution node ``i`` was drawn from (a
-            one-hot row for a point mass).
-        steps: draft forward passes spent (0 for model-free drafters).
-        point_mass: per node, True when the token is a deterministic function of the context
-            (its test is "accept with r(x)", :func:`specviz.sampling.verify_tree`).
-    """
-
-    tokens: list[int]
-    parents: list[int]
-    p_draft: torch.Tensor
-    steps: int = 0
-    point_mass: list[bool] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.point_mass:
-            self.point_mass = [False] * len(self.tokens)
-        if not len(self.tokens) == len(self.parents) == self.p_draft.shape[0] == len(self.point_mass):
-            raise ValueError(f"a draft tree needs one parent, p_draft row and flag per token: {len(self.tokens)} "
-                             f"tokens, {len(self.parents)} parents, {self.p_draft.shape[0]} rows, "
-                             f"{len(self.point_mass)} flags")
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    @classmethod
-    def chain(cls, tokens: list[int], p_draft: torch.Tensor, steps: int = 0, point_mass: bool = False) -> DraftTree:
-        """The one-branch tree: parents ``-1, 0, 1, …``."""
-        return cls(list(tokens), list(range(-1, len(tokens) - 1)), p_draft, steps, [point_mass] * len(tokens))
-
-    @classmethod
-    def point_masses(cls, tokens: list[int], parents: list[int], vocab_size: int) -> DraftTree:
-        """A tree of deterministic tokens, with one-hot ``p_draft`` rows (CPU)."""
-        index = torch.tensor(tokens, dtype=torch.long)
-        return cls(list(tokens), list(parents), torch.nn.functional.one_hot(index, vocab_size).float(), 0,
-                   [True] * len(tokens))
-
-    @property
-    def is_chain(self) -> bool:
-        return all(parent == i - 1 for i, parent in enumerate(self.parents))
-
-    def depths(self) -> list[int]:
-        """Depth of each node (1 = continues the context)."""
-        depths: list[int] = []
-        for parent in self.parents:
-            depths.append(1 if parent < 0 else depths[parent] + 1)
-        return depths
+    t_vocab, d_vocab = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
+    label = (f"target {target.name!r} (vocab {len(target.tokenizer)}) and draft {draft.name!r} "
+             f"(vocab {len(draft.tokenizer)})")
+    small, big, small_name, big_name = ((t_vocab, d_vocab, target.name, draft.name)
+                                        if len(t_vocab) <= len(d_vocab) else
+                                        (d_vocab, t_vocab, draft.name, target.name))
+    for token, index in small.items():
+        other = big.get(token)
+        if other != index:
+            where = f"id {other} in {big_name!r}" if other is not None else f"missing from {big_name!r}"
+            raise IncompatiblePairError(
+                f"{label} use different tokenizers: token {token!r} is id {index} in {small_name!r} "
+                f"but {where}; a draft must share the target's tokenizer"
+            )
+    for attr in ("bos_token_id", "eos_token_id"):
+        a, b = getattr(target.tokenizer, attr, None), getattr(draft.tokenizer, attr, None)
+        if a is not None and b is not None and a != b:
+            raise IncompatiblePairError(f"{label} disagree on {attr}: {a} vs {b}")
+    return min(len(target.tokenizer), len(draft.tokenizer), target.logits_width, draft.logits_width)
 
 
 def prefix_tree(sequences: list[list[int]], max_nodes: int) -> tuple[list[int], list[int]]:
@@ -245,7 +323,14 @@ def prefix_tree(sequences: list[list[int]], max_nodes: int) -> tuple[list[int], 
 
 
 class Drafter(Protocol):
-    """What the speculative loop needs from a source of draft tokens."""
+    """What the speculative loop needs from a source of draft tokens.
+
+    Optional: a drafter with ``wants_features = True`` also has ``extend_features(features)``,
+    called with ``(M, H)``, the target's last-layer hidden states (before the final norm) of the
+    ``M`` positions the target's cache just gained: the whole prompt after the prefill, then each
+    round's pending tokens and accepted path, in position order. They come from the passes the
+    loop runs anyway (no extra target pass); drafters without the attribute cost nothing extra.
+    """
 
     #: short label shown in the UI and the CLI output
     name: str

@@ -12,6 +12,11 @@ Algorithm 1):
    from the residual or, at a leaf, samples a bonus token;
 4. both models' KV caches keep only the committed tokens and the accepted path.
 
+A drafter that reads the target's features (``wants_features``, an EAGLE-style head) is handed
+the target's last-layer hidden states of the positions its cache just kept (the prefill's, then
+each round's pending tokens and accepted path) from the passes the loop runs anyway: no extra
+target pass; other drafters cost nothing extra (:class:`~specviz.drafttree.LastLayerFeatures`).
+
 Chains and trees go through the same code. A chain's tree mask is the causal mask, so its verify
 pass is the plain causal call (the logits are those of the same attention; transformers builds
 that mask itself) and its cache is cropped instead of index-selected.
@@ -48,10 +53,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .drafters import Drafter, DraftTree, crop_cache, default_tree_nodes
-from .sampling import SamplingConfig, TreeVerifyResult, logits_to_probs, verify_tree
 from .analysis import PlainBaseline, RunAnalysis, analyse
-from .trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+from .drafters import Drafter, DraftTree, crop_cache, default_tree_nodes
+from .drafttree import LastLayerFeatures
+from .recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
+from .sampling import SamplingConfig, logits_to_probs, verify_tree
+from .trace import EmittedToken, Round
 
 __all__ = ["TOP_TOKENS", "ContextLengthError", "Generation", "IncrementalDecoder", "context_limit",
            "keep_cache_positions", "tree_attention_blocker", "tree_attention_inputs"]
@@ -59,8 +66,6 @@ __all__ = ["TOP_TOKENS", "ContextLengthError", "Generation", "IncrementalDecoder
 #: Most children per node (B) and most nodes per tree (N) a run may ask for.
 MAX_BRANCHES = 16
 MAX_TREE_NODES = 256
-#: Tokens kept per distribution for the token inspector (instrumented runs).
-TOP_TOKENS = 10
 
 
 class ContextLengthError(ValueError):
@@ -151,35 +156,6 @@ def keep_cache_positions(cache, keep: torch.Tensor) -> None:
         if getattr(layer, "is_initialized", True) and layer.keys is not None and layer.keys.numel():
             layer.keys = layer.keys.index_select(2, keep)
             layer.values = layer.values.index_select(2, keep)
-
-
-class IncrementalDecoder:
-    """Text of each new token, robust to byte-level BPE pieces that only make sense together.
-
-    The text of token i is ``decode(ids[j:i+1])`` minus ``decode(ids[j:i])`` for a short window
-    ``j``, the approach text-generation-inference uses; an incomplete UTF-8 sequence (``\\ufffd``)
-    is held back until the next token completes it.
-
-    Args:
-        decode: ``list[int] -> str`` (e.g. ``tokenizer.decode`` with special tokens skipped).
-        window: number of earlier tokens decoded along with the new one.
-    """
-
-    def __init__(self, decode: Callable[[list[int]], str], window: int = 6) -> None:
-        self.decode = decode
-        self.window = window
-        self.ids: list[int] = []
-        self.emitted_upto = 0  # ids[:emitted_upto] have had their text handed out
-
-    def push(self, token_id: int) -> str:
-        self.ids.append(token_id)
-        start = max(0, self.emitted_upto - self.window)
-        before = self.decode(self.ids[start : self.emitted_upto])
-        after = self.decode(self.ids[start:])
-        if after.endswith("\ufffd"):
-            return ""
-        self.emitted_upto = len(self.ids)
-        return after[len(before) :]
 
 
 @dataclass
@@ -328,8 +304,7 @@ class Generation:
         self._device = next(self.target.parameters()).device
         self._vocab = self.vocab_size or self.target.get_output_embeddings().weight.shape[0]
         self._generator = torch.Generator(device=self._device).manual_seed(self.seed)
-        self._decoder = IncrementalDecoder(self.decode) if self.decode else None
-        self._eos = set(self.eos_token_ids)
+        self._recorder = RoundRecorder(self.decode, self.instrument, self.eos_token_ids, self.label)
         self._committed = list(self.prompt_ids)
         self._cache = DynamicCache()
         self._branches = self.branches if self.drafter is not None else 1
@@ -338,8 +313,10 @@ class Generation:
             self._branches = 1
             self.notes.append(f"Tree drafts need tree attention, and {blocker}: this run drafts chains (B = 1).")
         self._tree_nodes = self.tree_nodes or default_tree_nodes(self.k, self._branches)
-        self._texts: dict[int, str] = {}
         self._root_logits: torch.Tensor | None = None  # (1, V): the prefill's last row, for round 1
+        wants = self.drafter is not None and getattr(self.drafter, "wants_features", False)
+        self._features = LastLayerFeatures(self.target) if wants else None
+        self._fed: tuple[int, torch.Tensor] | None = None  # (pending tokens fed, their and the nodes' features)
 
     def _target_forward(self, ids: list[int], keep: int, parents: list[int] | None = None) -> torch.Tensor:
         """Logits ``(keep, V)`` of the target's last ``keep`` positions after feeding ``ids``.
@@ -355,7 +332,13 @@ class Generation:
                                                     self.target.dtype, self._device)
             extra = {"attention_mask": mask, "position_ids": positions}
         with torch.inference_mode():
-            out = self.target(input_ids=inp, cache=self._cache, use_cache=True, logits_to_keep=keep, **extra)
+            if self._features is None:
+                out = self.target(input_ids=inp, cache=self._cache, use_cache=True, logits_to_keep=keep, **extra)
+            else:
+                with self._features:
+                    out = self.target(input_ids=inp, cache=self._cache, use_cache=True, logits_to_keep=keep,
+                                      **extra)
+                self._fed = (len(ids), self._features.features[0])  # the pending count is set by _score
         return out.logits[0, :, : self._vocab]
 
     def _prefill(self) -> None:
@@ -363,6 +346,9 @@ class Generation:
         self._root_logits = self._target_forward(self._committed, 1)
         if self.drafter is not None:
             self.drafter.prefill(self._committed[:-1])
+        if self._features is not None:
+            self.drafter.extend_features(self._fed[1])
+            self._fed = None
 
     def _draft(self, k_round: int) -> DraftTree:
         if k_round > 0:
@@ -373,24 +359,57 @@ class Generation:
             return tree
         return DraftTree.chain([], torch.empty(0, self._vocab))
 
-    def _verify(self, tree: DraftTree) -> TreeVerifyResult:
-        """One target pass over the pending tokens and the tree, the accept walk, and the rollback
-        of both caches to the committed tokens plus the accepted path."""
-        n_old = len(self._committed)
-        pending = self._committed[self._cache.get_seq_length() :]
-        chain = tree.is_chain  # a chain's tree mask is the causal mask: the plain causal call
-        root, self._root_logits = self._root_logits, None
-        if root is None:
-            logits = self._target_forward(pending + tree.tokens, len(tree) + 1, None if chain else tree.parents)
-        elif len(tree):  # the prefill scored the root: feed the nodes only
-            logits = torch.cat([root, self._target_forward(tree.tokens, len(tree), None if chain else tree.parents)])
-        else:
-            logits = root
-        p_target = logits_to_probs(logits, self.sampling)
+    def _round(self) -> Round:
+        """One round (Chen et al. 2023, Algorithm 2): draft, one verify pass, the accept walk, the
+        caches; then the trace record, and the emitted tokens are committed."""
+        remaining = self.max_new_tokens - len(self.tokens)
+        # Never draft past the length limit: a path of K' + 1 tokens at most fills it exactly.
+        k_round = min(self.k, remaining - 1) if self.drafter is not None else 0
+        root_from_prefill = self._root_logits is not None
+        t0 = time.perf_counter()
+        # 1. Draft: up to N nodes (depth <= K') and the p_draft rows they were drawn from.
+        tree = self._draft(k_round)
+        t1 = time.perf_counter()
+        # 2. One verify pass: p_target (N + 1, V) at the root and after every node.
+        p_target = self._score(tree)
+        # 3. The accept walk: an accepted path from the root, then a resampled or a bonus token.
         tokens = torch.tensor(tree.tokens, dtype=torch.long, device=self._device)
         result = verify_tree(tokens, tree.parents, tree.p_draft.to(self._device), p_target, tree.point_mass,
                              self._generator)
-        path = result.path
+        # 4. Both caches keep the committed context plus the accepted path.
+        self._keep_path(len(self._committed), result.path, tree.is_chain)
+        self._hand_features(result.path)
+        t2 = time.perf_counter()
+        round_ = self._recorder.record(len(self.rounds), tree, result, k_round, p_target)
+        round_.draft_ms, round_.draft_steps = (t1 - t0) * 1e3, tree.steps
+        round_.verify_ms = (t2 - t1) * 1e3
+        round_.root_from_prefill = root_from_prefill
+        self._commit(round_)
+        round_.other_ms = (time.perf_counter() - t2) * 1e3
+        round_.elapsed_s = time.perf_counter() - self._t_start - self._paused_s
+        return round_
+
+    def _score(self, tree: DraftTree) -> torch.Tensor:
+        """The verify pass: the target's processed distributions ``(N + 1, V)`` at the root (the
+        pending token's next-token distribution) and after every node, in one forward pass over
+        the pending tokens and the tree (the prefill's last row is the first round's root)."""
+        pending = self._committed[self._cache.get_seq_length() :]
+        parents = None if tree.is_chain else tree.parents  # a chain's tree mask is the causal mask
+        root, self._root_logits = self._root_logits, None
+        self._fed = None
+        if root is None:
+            logits = self._target_forward(pending + tree.tokens, len(tree) + 1, parents)
+        elif len(tree):  # the prefill scored the root: feed the nodes only
+            logits = torch.cat([root, self._target_forward(tree.tokens, len(tree), parents)])
+            pending = []
+        else:
+            logits = root
+        if self._fed is not None:
+            self._fed = (len(pending), self._fed[1])
+        return logits_to_probs(logits, self.sampling)
+
+    def _keep_path(self, n_old: int, path: list[int], chain: bool) -> None:
+        """Roll both caches back to the ``n_old`` committed tokens plus the accepted ``path``."""
         if path == list(range(len(path))):  # a prefix of the node list (always, for a chain): crop
             crop_cache(self._cache, n_old + len(path))
         else:
@@ -400,144 +419,30 @@ class Generation:
             self.drafter.rollback(n_old + len(path))
         elif self.drafter is not None:
             self.drafter.rollback(n_old + len(path), path)
-        return result, p_target
 
-    def _round(self) -> Round:
-        """Draft, verify, and record one round; commits its tokens and sets finish_reason."""
-        remaining = self.max_new_tokens - len(self.tokens)
-        # Never draft past the length limit: a path of K' + 1 tokens at most fills it exactly.
-        k_round = min(self.k, remaining - 1) if self.drafter is not None else 0
-        root_from_prefill = self._root_logits is not None
-        t0 = time.perf_counter()
-        tree = self._draft(k_round)
-        t1 = time.perf_counter()
-        result, p_target = self._verify(tree)
-        t2 = time.perf_counter()
-        round_ = self._record(tree, result, k_round, p_target)
-        round_.draft_ms, round_.draft_steps = (t1 - t0) * 1e3, tree.steps
-        round_.verify_ms = (t2 - t1) * 1e3
-        round_.root_from_prefill = root_from_prefill
+    def _hand_features(self, path: list[int]) -> None:
+        """Give a feature-reading drafter the target's features ``(M, H)`` of the positions its
+        cache just kept: the pending tokens fed this round, then the accepted path's nodes."""
+        if self._features is None or self._fed is None:
+            return  # nothing fed this round (the prefill scored the root and nothing was drafted)
+        pending, features = self._fed
+        self._fed = None
+        rows = torch.tensor(list(range(pending)) + [pending + node for node in path], dtype=torch.long,
+                            device=features.device)
+        self.drafter.extend_features(features.index_select(0, rows))
+
+    def _commit(self, round_: Round) -> None:
+        """Append the round's emitted tokens and record; set finish_reason on an EOS or the length."""
         self.tokens.extend(round_.emitted)
         self._committed.extend(t.id for t in round_.emitted)
         self.rounds.append(round_)
-        if self.finish_reason is None and len(self.tokens) >= self.max_new_tokens:
+        if round_.emitted[-1].id in self._recorder.eos:  # the recorder cut the round after it
+            self.finish_reason = "eos"
+        elif len(self.tokens) >= self.max_new_tokens:
             self.finish_reason = "length"
-        round_.other_ms = (time.perf_counter() - t2) * 1e3
-        round_.elapsed_s = time.perf_counter() - self._t_start - self._paused_s
-        return round_
-
-    def _record(self, tree: DraftTree, result: TreeVerifyResult, k_round: int, p_target: torch.Tensor) -> Round:
-        """The round's trace record: drafted nodes with their tests, and the emitted tokens, cut
-        at an EOS (nothing after it, no bonus token)."""
-        path = result.path
-        new_ids = [tree.tokens[node] for node in path] + [result.next_token]
-        kinds = [ACCEPTED] * len(path) + [(result.next_kind if len(tree) else PLAIN)]
-        if self.instrument and path:
-            p_node = result.p_target_node.tolist()  # one host transfer
-            p_new = [p_node[node] for node in path]
-        else:
-            p_new = [0.0] * len(path)
-        p_new.append(result.next_p_target)
-        for position, token_id in enumerate(new_ids):
-            if token_id in self._eos:
-                new_ids, kinds, p_new = new_ids[: position + 1], kinds[: position + 1], p_new[: position + 1]
-                self.finish_reason = "eos"
-                break
-        # An EOS inside the accepted path also ends the bookkeeping there: nodes deeper than it
-        # never reach the output, so they count as neither proposed nor accepted, and
-        # accepted + resampled + bonus + plain always equals the emitted tokens.
-        n_accepted = min(len(path), len(new_ids))
-        round_ = Round(index=len(self.rounds), n_accepted=n_accepted, k=k_round)
-        round_.drafted = self._drafted_records(tree, result)
-        if self.instrument:
-            self._record_distributions(round_.drafted, tree, p_target)
-        if n_accepted < len(path):
-            round_.drafted = _cut_below_depth(round_.drafted, tree.depths(), n_accepted)
-        for token_id, kind, p in zip(new_ids, kinds, p_new):
-            emitted = EmittedToken(id=token_id, text=self._decoder.push(token_id) if self._decoder else "",
-                                   kind=kind, p_target=p, round=round_.index)
-            if kind == RESAMPLED:  # the last rejected sibling at that depth
-                emitted.rejected_id = tree.tokens[result.rejected_node]
-                emitted.rejected_text = round_.drafted[result.rejected_node].text
-            round_.emitted.append(emitted)
-        if self.instrument and round_.emitted[-1].kind != ACCEPTED:  # (accepted last: an EOS cut the path)
-            self._record_source(round_.emitted[-1], result)
-        return round_
-
-    def _top(self, probs: torch.Tensor) -> list[list]:
-        """``[[id, text, probability], ...]`` of the :data:`TOP_TOKENS` most likely ids of each row of
-        ``probs`` ``(rows, V)``, zero-probability ids left out (a point-mass row keeps one)."""
-        values, ids = torch.topk(probs, min(TOP_TOKENS, probs.shape[-1]), dim=-1)
-        rows = []
-        for row_values, row_ids in zip(values.tolist(), ids.tolist()):
-            rows.append([[i, self._text_of(i), p] for i, p in zip(row_ids, row_values) if p > 0])
-        return rows
-
-    def _text_of(self, token_id: int) -> str:
-        text = self._texts.get(token_id)
-        if text is None:
-            text = self._texts[token_id] = (self.label(token_id) if self.label else
-                                            self.decode([token_id]) if self.decode else "")
-        return text
-
-    def _record_distributions(self, drafted: list[DraftedToken], tree: DraftTree, p_target: torch.Tensor) -> None:
-        """The inspector's rows: top tokens under p_draft and p_target at each drafted node (its
-        parent's context), the distributions the test actually used."""
-        if not drafted:
-            return
-        rows = torch.tensor([parent + 1 for parent in tree.parents], dtype=torch.long, device=p_target.device)
-        for token, top_d, top_t in zip(drafted, self._top(tree.p_draft.to(p_target.device)), self._top(p_target[rows])):
-            token.top_draft, token.top_target = top_d, top_t
-
-    def _record_source(self, emitted: EmittedToken, result: TreeVerifyResult) -> None:
-        """The distribution the target's own token was drawn from: the final residual, or p_target."""
-        if result.next_distribution is None:
-            return
-        emitted.p_source = float(result.next_distribution[emitted.id])
-        emitted.top_source = self._top(result.next_distribution.view(1, -1))[0]
-
-    def _drafted_records(self, tree: DraftTree, result: TreeVerifyResult) -> list[DraftedToken]:
-        if not len(tree):
-            return []
-        if not self.instrument:
-            return [DraftedToken(t, "", 0.0, 0.0, 0.0, 0.0, result.accepted[i], result.tested[i],
-                                 parent=tree.parents[i]) for i, t in enumerate(tree.tokens)]
-        # One host transfer per figure, not one per node.
-        p_target = result.p_target_node.tolist()
-        p_draft = result.p_draft_node.tolist()
-        accept = result.accept_prob.tolist()
-        uniforms = result.uniforms.tolist()
-        return [
-            DraftedToken(
-                id=token_id,
-                text=self._text_of(token_id),
-                p_draft=p_draft[i],
-                p_target=p_target[i],
-                accept_prob=accept[i],
-                uniform=uniforms[i],
-                accepted=result.accepted[i],
-                tested=result.tested[i],
-                parent=tree.parents[i],
-            )
-            for i, token_id in enumerate(tree.tokens)
-        ]
 
     def run(self) -> Generation:
         """Run to completion and return self."""
         for _ in self:
             pass
         return self
-
-
-
-def _cut_below_depth(drafted: list[DraftedToken], depths: list[int], depth: int) -> list[DraftedToken]:
-    """The nodes of depth <= ``depth``, parents renumbered (parents first, so a kept node's
-    parent is kept too)."""
-    new_index: dict[int, int] = {}
-    kept = []
-    for i, (token, d) in enumerate(zip(drafted, depths)):
-        if d <= depth:
-            new_index[i] = len(kept)
-            parent = token.parent if token.parent is None or token.parent < 0 else new_index[token.parent]
-            kept.append(DraftedToken(**{**token.__dict__, "parent": parent}))
-    return kept

@@ -8,9 +8,11 @@ Layout
 * :mod:`specviz.selfdraft`: the drafts made from the target itself, :func:`int8_draft` and
   :func:`early_exit_draft`.
 * :mod:`specviz.errors`: :class:`ModelLoadError` and :class:`IncompatiblePairError`.
+* :mod:`specviz.drafters`: the drafter kinds (:data:`~specviz.drafters.DRAFTER_KINDS`, each
+  with its builder) and tokenizer pairing (:func:`shared_vocab_size`).
 * this module: device and dtype resolution, :func:`load_model` and its model cache,
-  :func:`compile_forward`, tokenizer pairing (:func:`shared_vocab_size`) and
-  :func:`build_drafter`. It re-exports the names above, so callers import everything from here.
+  :func:`compile_forward` and :func:`build_drafter`. It re-exports the names above, so callers
+  import everything from here.
 
 Where models come from
 ----------------------
@@ -56,9 +58,9 @@ from pathlib import Path
 import torch
 
 from . import selfdraft
-from .drafters import Drafter, ModelDrafter, PromptLookupDrafter, SuffixDrafter, SuffixHistory, parse_drafter_spec
+from .drafters import Drafter, SuffixDrafter, SuffixHistory, drafter_kind, parse_drafter_spec, shared_vocab_size
 from .errors import IncompatiblePairError, ModelLoadError
-from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, prepare_offline
+from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
 from .selfdraft import early_exit_draft, int8_draft
 
 __all__ = [
@@ -510,16 +512,6 @@ def _hub_offline() -> bool:
             or os.environ.get("TRANSFORMERS_OFFLINE", "").strip().lower() in truthy)
 
 
-def _is_repo_id(text: str) -> bool:
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(text)
-    except HFValidationError:
-        return False
-    return True
-
-
 def _resolve_hub(repo_id: str) -> str:
     """A local snapshot directory for a cached hub model, or ``repo_id`` if it must be downloaded.
 
@@ -607,7 +599,7 @@ def _resolve_source(name_or_path: str, progress: ProgressFn | None) -> tuple[str
         if not (path / "config.json").is_file():
             raise ModelLoadError(f"{path} is a directory but holds no config.json: not a saved model")
         return str(path), True
-    if _is_repo_id(name_or_path):
+    if is_repo_id(name_or_path):
         source = _resolve_hub(name_or_path)
         return source, source != name_or_path
     raise ValueError(
@@ -681,45 +673,6 @@ def compile_forward(model: torch.nn.Module, mode: str | None = None) -> torch.nn
     return model
 
 
-# --------------------------------------------------------------------------- pairing
-def shared_vocab_size(target: LoadedModel, draft: LoadedModel) -> int:
-    """Check that ``draft`` can draft for ``target`` and return the vocabulary width they share.
-
-    The tokenizers must agree: every token of the smaller tokenizer must have the same id in the
-    larger one, and the BOS and EOS ids must be equal where both define them. The shared width is
-    ``min(len(target tokenizer), len(draft tokenizer), target logits width, draft logits width)``,
-    so lm_heads padded to different widths (e.g. 49152 vs 49280) pair fine: the padding columns
-    are cut off before any probability is computed.
-
-    Returns:
-        The shared width (number of token ids), to pass as ``vocab_size`` to the engine and the
-        :class:`~specviz.drafters.ModelDrafter`.
-
-    Raises:
-        IncompatiblePairError: if the tokenizers differ; the message names both models, their
-            vocabulary sizes and one differing token.
-    """
-    t_vocab, d_vocab = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
-    label = (f"target {target.name!r} (vocab {len(target.tokenizer)}) and draft {draft.name!r} "
-             f"(vocab {len(draft.tokenizer)})")
-    small, big, small_name, big_name = ((t_vocab, d_vocab, target.name, draft.name)
-                                        if len(t_vocab) <= len(d_vocab) else
-                                        (d_vocab, t_vocab, draft.name, target.name))
-    for token, index in small.items():
-        other = big.get(token)
-        if other != index:
-            where = f"id {other} in {big_name!r}" if other is not None else f"missing from {big_name!r}"
-            raise IncompatiblePairError(
-                f"{label} use different tokenizers: token {token!r} is id {index} in {small_name!r} "
-                f"but {where}; a draft must share the target's tokenizer"
-            )
-    for attr in ("bos_token_id", "eos_token_id"):
-        a, b = getattr(target.tokenizer, attr, None), getattr(draft.tokenizer, attr, None)
-        if a is not None and b is not None and a != b:
-            raise IncompatiblePairError(f"{label} disagree on {attr}: {a} vs {b}")
-    return min(len(target.tokenizer), len(draft.tokenizer), target.logits_width, draft.logits_width)
-
-
 # --------------------------------------------------------------------------- drafter specs
 def build_drafter(
     spec: str,
@@ -731,9 +684,10 @@ def build_drafter(
 ) -> Drafter | None:
     """Build the drafter described by ``spec`` for ``target``.
 
-    Accepted specs (normalised by :func:`specviz.drafters.parse_drafter_spec`, described in
-    :data:`specviz.drafters.DRAFTER_KINDS`): ``"none"`` (or empty) → None (plain decoding);
-    ``"ngram"`` → :class:`~specviz.drafters.PromptLookupDrafter`; ``"suffix"`` →
+    The spec is normalised by :func:`specviz.drafters.parse_drafter_spec` and built by its kind's
+    ``build`` in :data:`specviz.drafters.DRAFTER_KINDS` (the one place each kind is described):
+    ``"none"`` (or empty) → None (plain decoding); ``"ngram"`` →
+    :class:`~specviz.drafters.PromptLookupDrafter`; ``"suffix"`` →
     :class:`~specviz.drafters.SuffixDrafter` searching ``history`` (a visitor's own
     :class:`~specviz.drafters.SuffixHistory`; None: the process-wide one, for the CLI and the bench); ``"int8"`` → a ModelDrafter around
     :func:`int8_draft`; ``"early-exit:N"`` → a ModelDrafter around :func:`early_exit_draft`; any
@@ -749,26 +703,8 @@ def build_drafter(
         ModelLoadError: if a draft model cannot be loaded.
     """
     key = parse_drafter_spec(spec)
-    vocab = min(target.vocab_size, target.logits_width)
-    if key == "none":
-        return None
-    if key == "ngram":
-        return PromptLookupDrafter(vocab)
-    if key == "suffix":
-        return SuffixDrafter(vocab, history=history)
-    if key == "int8":
-        drafter = ModelDrafter(int8_draft(target), vocab, name="int8 copy of the target")
-        _CACHE.touch(target)  # the copy counts against the cache's byte limit
-        return drafter
-    if key.startswith("early-exit:"):
-        n = int(key.split(":")[1])
-        total = selfdraft.num_layers(target.model)
-        return ModelDrafter(early_exit_draft(target, n), vocab, name=f"first {n} of {total} layers of the target")
-    if key in OFFLINE_MODELS or Path(key).expanduser().is_dir() or _is_repo_id(key):
-        draft = load_model(key, device=device, dtype=dtype, progress=progress)
-        if draft.model is target.model:
-            logger.warning("draft %r is the target itself: every token will be accepted, nothing is saved", key)
-        shared = shared_vocab_size(target, draft)
-        return ModelDrafter(draft.model, shared, name=f"draft model {key}")
-    raise ValueError(f"unknown drafter spec {spec!r}; accepted: none, ngram, suffix, int8, early-exit:N, or a draft model: "
-                     f"an offline name ({', '.join(OFFLINE_MODELS)}), a local directory or a hub id 'org/name'")
+    drafter = drafter_kind(key).build(target, key, device, dtype, progress, load_model)
+    if history is not None and isinstance(drafter, SuffixDrafter):
+        drafter.history = history  # the visitor's own, never another's
+    _CACHE.touch(target)  # an int8 copy counts against the cache's byte limit; the pair is in use
+    return drafter

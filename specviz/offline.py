@@ -313,3 +313,14 @@ def _convert_gguf(gguf: Path, spec: OfflineSpec, out: Path, progress: ProgressFn
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     del model
+
+
+def is_repo_id(text: str) -> bool:
+    """Whether ``text`` is a valid Hugging Face hub id (``org/name``), by the hub library's own check."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        return False
+    return True

@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from .drafters import parse_drafter_spec
+from .drafters import DRAFTER_KINDS, drafter_kind, parse_drafter_spec
 from .sampling import SamplingConfig
 
 __all__ = ["DEFAULT_LIMITS", "MODEL_FREE_DRAFTERS", "PUBLIC_LIMITS", "Limits", "PublicPolicy", "RequestError",
@@ -39,7 +39,12 @@ class Limits:
     Attributes:
         max_k: largest lookahead K (draft tokens per round).
         max_new_tokens: most tokens one run may generate.
-        max_prompt_chars: longest prompt (characters).
+        max_prompt_chars: longest prompt (characters): a cheap first guard, checked before
+            anything is loaded.
+        max_prompt_tokens: longest prompt in tokens, chat template included, checked once the
+            prompt is encoded (:func:`specviz.runner.prepare_run`); None: the model's context
+            length decides. Tokens, not characters, are what a run costs: 2,600 CJK characters
+            can be 7,800 tokens, 4,000 ASCII characters under 900.
         max_seed: largest seed (torch seeds are 64-bit).
         max_temperature: highest temperature.
         max_branches: most children per draft-tree node (B; 1 drafts chains).
@@ -49,6 +54,7 @@ class Limits:
     max_k: int = 16
     max_new_tokens: int = 1024
     max_prompt_chars: int = 20_000
+    max_prompt_tokens: int | None = None
     max_seed: int = 2**63 - 1
     max_temperature: float = 100.0
     max_branches: int = 8
@@ -77,6 +83,9 @@ class RunRequest:
         branches: B, most children per draft-tree node, 1..``max_branches`` (1: chains).
         tree_nodes: N, most nodes per draft tree, K..``max_tree_nodes``, or None for the
             default (:func:`specviz.drafters.default_tree_nodes`).
+        max_prompt_tokens: the limits' ``max_prompt_tokens``, carried so that
+            :func:`specviz.runner.prepare_run` checks the encoded prompt against the limits the
+            request was validated with (None: no cap but the model's context).
     """
 
     prompt: str
@@ -91,6 +100,7 @@ class RunRequest:
     dtype: str = "auto"
     branches: int = 1
     tree_nodes: int | None = None
+    max_prompt_tokens: int | None = None
 
     @property
     def plain(self) -> bool:
@@ -258,17 +268,19 @@ def validate_request(
         dtype=_choice("dtype", dtype, DTYPES),
         branches=to_int("branches", branches, 1, limits.max_branches),
         tree_nodes=None if tree_nodes is None else to_int("tree nodes", tree_nodes, k, limits.max_tree_nodes),
+        max_prompt_tokens=limits.max_prompt_tokens,
     )
 
 
 # --------------------------------------------------------------------------- public mode
 PUBLIC_ENV = "SPECVIZ_PUBLIC"
 MAX_RUN_ENV = "SPECVIZ_MAX_RUN_S"
-PUBLIC_LIMITS = Limits(max_k=8, max_new_tokens=256, max_prompt_chars=4_000)
+PUBLIC_LIMITS = Limits(max_k=8, max_new_tokens=256, max_prompt_chars=16_000, max_prompt_tokens=1_024)
 DEFAULT_PUBLIC_MAX_RUN_S = 60.0
 PUBLIC_MAX_DRAWS = 4_000
-# Drafters that load no model of their own (``early-exit:N`` too: it reuses the target's layers).
-MODEL_FREE_DRAFTERS = frozenset({"none", "ngram", "suffix", "int8"})
+#: Kinds of drafter that load no model of their own (``early-exit:N`` too: it reuses the target's
+#: layers), read from :data:`specviz.drafters.DRAFTER_KINDS`.
+MODEL_FREE_DRAFTERS = frozenset(spec for spec, kind in DRAFTER_KINDS.items() if not kind.needs_model)
 
 
 @dataclass(frozen=True)
@@ -313,8 +325,8 @@ def check_public_models(target: str, draft: str, allowed_targets: Iterable[str],
 
     Args:
         target: the request's target (stripped, as :func:`validate_request` returns it).
-        draft: the request's normalised drafter spec; the model-free drafters
-            (:data:`MODEL_FREE_DRAFTERS` and ``early-exit:N``) are always allowed.
+        draft: the request's normalised drafter spec; kinds that load no model of their own
+            (:data:`MODEL_FREE_DRAFTERS`, ``needs_model`` false in the registry) are always allowed.
         allowed_targets, allowed_drafts: the preset target models and draft models.
 
     Raises:
@@ -324,9 +336,10 @@ def check_public_models(target: str, draft: str, allowed_targets: Iterable[str],
     if target not in targets:
         raise RequestError(f"public mode: the target model {_describe(target)} is not allowed; only the presets' "
                            f"models can run here ({', '.join(targets)})")
-    if draft in MODEL_FREE_DRAFTERS or draft.startswith("early-exit:"):
+    if not drafter_kind(draft).needs_model:
         return
     if draft not in drafts:
-        allowed = ", ".join([*drafts, "ngram", "suffix", "int8", "early-exit:N", "none"])
+        free = [kind.form.split(" (")[0] for kind in DRAFTER_KINDS.values() if not kind.needs_model]
+        allowed = ", ".join([*drafts, *free])
         raise RequestError(f"public mode: the draft model {_describe(draft)} is not allowed; only the presets' "
                            f"drafters can run here ({allowed})")

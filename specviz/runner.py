@@ -1,8 +1,12 @@
 """From a validated request to runs: loading the pair, building generations, warming up.
 
-The three front-ends (the app, ``python -m specviz run`` and ``bench``) go through these few
-functions, so they load, warm up and build runs the same way:
+The front-ends (the app, ``python -m specviz run``, ``sweep`` and ``bench``) go through these few
+functions, so they load, encode, warm up and build runs the same way:
 
+* :func:`prepare_run`: the one way from a :class:`~specviz.request.RunRequest` to a
+  :class:`PreparedRun` (the loaded pair, the prompt's ids under the one chat-template policy of
+  :func:`encode_prompt`, the end-of-text ids, a label and notes for the user);
+* :func:`baseline_steps`: the plain baseline of a prepared run, round by round;
 * :func:`load_pair`: the target (a :class:`~specviz.models.LoadedModel`) and the drafter;
 * :func:`make_generation`: a :class:`~specviz.engine.Generation` wired to them;
 * :func:`warm_up`: one short plain run and one short speculative run before anything is timed
@@ -12,10 +16,14 @@ functions, so they load, warm up and build runs the same way:
 
 from __future__ import annotations
 
-from .analysis import PlainBaseline
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
 
-__all__ = ["WARMUP_TOKENS", "default_warmup_tokens", "load_pair", "make_generation", "plain_baseline", "saved_trace",
-           "warm_up"]
+from .analysis import PlainBaseline
+from .request import RequestError, RunRequest
+
+__all__ = ["WARMUP_TOKENS", "PreparedRun", "baseline_key", "baseline_steps", "check_prompt_tokens", "default_warmup_tokens", "drain", "encode_prompt",
+           "load_pair", "make_generation", "plain_baseline", "prepare_run", "saved_trace", "warm_up"]
 
 #: Tokens per warm-up run: enough for the first calls of every shape (prefill, one position,
 #: K + 1 positions) to have happened.
@@ -29,8 +37,11 @@ def default_warmup_tokens(max_new_tokens: int, compiled: bool = False) -> int:
 
 
 def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: str = "auto", progress=None,
-              compile_mode: str | None = None):
+              compile_mode: str | None = None, history=None):
     """Load the target and build the drafter (None for ``none``).
+
+    ``history``: the :class:`~specviz.drafters.SuffixHistory` a suffix drafter searches and
+    extends (the app passes each visitor's own; None: the process-wide one, for the CLI and bench).
 
     ``progress(fraction, message)`` is passed to :mod:`specviz.models`, which also logs each step
     at INFO level. With ``compile_mode`` (a ``torch.compile`` mode, e.g. ``"default"``) the
@@ -47,7 +58,8 @@ def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: st
     from . import models
 
     target = models.load_model(target_spec, device=device, dtype=dtype, progress=progress)
-    drafter = models.build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress)
+    drafter = models.build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress,
+                                   history=history)
     if compile_mode:
         models.compile_forward(target.model, compile_mode)
         draft_model = getattr(drafter, "model", None)
@@ -163,5 +175,151 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
         k=request.k if drafter is not None else 0, device=str(target.device),
         dtype=str(target.dtype).removeprefix("torch."), finish_reason=run.finish_reason, prefill_ms=run.prefill_ms,
         wall_s=run.elapsed_s, eos_token_ids=list(target.eos_token_ids),
-        baseline=None if baseline is None else {"step_ms": baseline.step_ms, "tokens_per_s": baseline.tokens_per_s},
+        baseline=None if baseline is None else baseline.to_dict(),
         versions={"torch": torch.__version__, "transformers": transformers.__version__})
+
+
+# --------------------------------------------------------------------------- request -> run
+@dataclass
+class PreparedRun:
+    """A request ready to run: what every front-end needs before its first round.
+
+    Attributes:
+        request: the validated :class:`~specviz.request.RunRequest`.
+        target: the :class:`~specviz.models.LoadedModel`.
+        drafter: the drafter, or None for plain decoding.
+        prompt_ids: the encoded prompt (:func:`encode_prompt`), non-empty.
+        stop_ids: the target's end-of-text ids (generation stops after one).
+        label: the pair in words, e.g. ``"smollm2-135m-instruct ← prompt lookup (n-gram)"``.
+        notes: sentences for the user about how the request was taken (e.g. a missing chat
+            template), shown as a warning in the app and beside the figures in the CLI.
+    """
+
+    request: RunRequest
+    target: object
+    drafter: object | None
+    prompt_ids: list[int]
+    stop_ids: frozenset[int]
+    label: str
+    notes: list[str] = field(default_factory=list)
+
+    def generation(self, speculative: bool = True, instrument: bool = True, eos: bool = True, decode: bool = True):
+        """A fresh :class:`~specviz.engine.Generation` of this request: speculative with the drafter
+        (the request's K, B and N), or plain decoding of the target with ``speculative=False``."""
+        r = self.request
+        return make_generation(self.target, self.drafter if speculative else None, self.prompt_ids, r.k, r.sampling,
+                               r.max_new_tokens, r.seed, instrument=instrument, eos=eos, decode=decode,
+                               branches=r.branches, tree_nodes=r.tree_nodes)
+
+    def warm_up(self, once: bool = False, tokens: int | None = None) -> bool:
+        """:func:`warm_up` with this request's settings (``tokens`` default: :data:`WARMUP_TOKENS`)."""
+        r = self.request
+        return warm_up(self.target, self.drafter, self.prompt_ids, r.k, r.sampling,
+                       WARMUP_TOKENS if tokens is None else tokens, once=once, branches=r.branches,
+                       tree_nodes=r.tree_nodes)
+
+
+def encode_prompt(target, prompt: str, chat: bool) -> tuple[list[int], list[str]]:
+    """The prompt's token ids under the one chat-template policy of every front-end.
+
+    With ``chat`` and a target that has a chat template, the prompt is one user message with the
+    assistant prefix (:meth:`specviz.models.LoadedModel.encode`); with ``chat`` and no template it
+    is used as plain text and a note says so (the app, the CLI and a sweep all do this).
+
+    Args:
+        target: a :class:`~specviz.models.LoadedModel`.
+        prompt: the user's text.
+        chat: whether the chat template was asked for.
+
+    Returns:
+        ``(ids, notes)``: the ids (a non-empty list of ints) and 0 or 1 sentences.
+
+    Raises:
+        ValueError: if the prompt encodes to no tokens at all.
+    """
+    notes = []
+    if chat and not target.has_chat_template:
+        notes.append(f"{target.name} has no chat template: the prompt was used as plain text.")
+        chat = False
+    ids = list(target.encode(prompt, chat))
+    if not ids:
+        raise ValueError("the prompt is empty: it encodes to no tokens")
+    return ids, notes
+
+
+def check_prompt_tokens(n_tokens: int, n_chars: int, limit: int | None) -> None:
+    """Refuse a prompt longer than ``limit`` tokens (chat template included; None: no limit).
+
+    Characters are a poor measure of cost: 2,600 CJK characters can be 7,800 tokens while 4,000
+    ASCII characters are under 900, so the character cap is only a cheap first guard.
+
+    Raises:
+        RequestError: naming both counts and the limit.
+    """
+    if limit is not None and n_tokens > limit:
+        raise RequestError(f"the prompt is {n_tokens} tokens long ({n_chars} characters); the limit is {limit} tokens")
+
+
+def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = None, history=None) -> PreparedRun:
+    """The one way from a validated request to a run: load the pair, encode the prompt, check its
+    length in tokens, and name the pair.
+
+    Args:
+        request: from :func:`specviz.request.validate_request`.
+        progress: optional ``(fraction, message)`` callback for loading (:func:`load_pair`).
+        compile_mode: a ``torch.compile`` mode, or None (:func:`load_pair`).
+        history: a suffix drafter's history (:func:`load_pair`); None: the process-wide one.
+
+    The prompt's length in tokens is checked here, after the chat template, where it is known,
+    against ``request.max_prompt_tokens`` (the limits the request was validated with, e.g.
+    public mode's :data:`specviz.request.PUBLIC_LIMITS`).
+
+    Returns:
+        The :class:`PreparedRun`.
+
+    Raises:
+        RequestError: if the prompt is longer than ``request.max_prompt_tokens`` tokens.
+        ValueError, specviz.models.ModelLoadError, specviz.models.IncompatiblePairError: from
+            :func:`load_pair` and :func:`encode_prompt`.
+    """
+    target, drafter = load_pair(request.target, request.draft, request.device, request.dtype, progress,
+                                compile_mode=compile_mode, history=history)
+    prompt_ids, notes = encode_prompt(target, request.prompt, request.chat)
+    check_prompt_tokens(len(prompt_ids), len(request.prompt), request.max_prompt_tokens)
+    label = f"{target.name} ← {drafter.name}" if drafter is not None else f"{target.name}, plain decoding"
+    return PreparedRun(request=request, target=target, drafter=drafter, prompt_ids=prompt_ids,
+                       stop_ids=frozenset(target.eos_token_ids), label=label, notes=notes)
+
+
+def baseline_key(prepared: PreparedRun) -> str:
+    """What a plain baseline depends on (model, device, dtype, prompt ids, sampling, length,
+    seed): runs with equal keys can share one baseline measurement."""
+    r, t = prepared.request, prepared.target
+    return repr((t.source, str(t.device), str(t.dtype), prepared.prompt_ids, r.sampling, r.max_new_tokens, r.seed))
+
+
+def baseline_steps(prepared: PreparedRun, known: Mapping[str, PlainBaseline] | None = None
+                   ) -> Generator[object, None, PlainBaseline]:
+    """Plain decoding of the prepared run's target, prompt and settings, as its speedup baseline.
+
+    A generator: it yields the plain :class:`~specviz.engine.Generation` after each of its rounds
+    (``len(run.tokens)`` of ``request.max_new_tokens`` for a progress line) and returns the
+    :class:`~specviz.analysis.PlainBaseline` (:func:`plain_baseline`). When ``known`` already
+    holds a baseline under :func:`baseline_key`, it yields nothing and returns that one. Warm up
+    first (:meth:`PreparedRun.warm_up`): the baseline is timed.
+    """
+    if known is not None and baseline_key(prepared) in known:
+        return known[baseline_key(prepared)]
+    plain = prepared.generation(speculative=False)
+    for _ in plain:
+        yield plain
+    return plain_baseline(plain)
+
+
+def drain(steps: Generator):
+    """Run a step generator (e.g. :func:`baseline_steps`) to its end; return what it returns."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            return finished.value

@@ -10,7 +10,9 @@ Both are teaching cases rather than speedups (see ``DRAFTER_KINDS`` in :mod:`spe
 The int8 copies are kept per target (a :class:`~specviz.models.LoadedModel`) in a weak cache:
 a copy dies with its target, and :mod:`specviz.models`' model cache drops it explicitly
 (:func:`drop_int8`) when it evicts the target, and counts its bytes against the cache's limit
-(:func:`int8_copy`). This module imports nothing from :mod:`specviz.models`.
+(:func:`int8_copy`). This module imports nothing from :mod:`specviz.models` (which imports it):
+``target`` below is a :class:`specviz.models.LoadedModel`, used through its ``model``,
+``device`` and ``name`` attributes only.
 """
 
 from __future__ import annotations
@@ -21,12 +23,8 @@ import threading
 import time
 import warnings
 import weakref
-from typing import TYPE_CHECKING
 
 import torch
-
-if TYPE_CHECKING:
-    from .models import LoadedModel
 
 __all__ = ["clear_int8", "drop_int8", "early_exit_draft", "int8_copy", "int8_draft", "num_layers"]
 
@@ -38,7 +36,7 @@ _INT8: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 # --------------------------------------------------------------------------- int8 copies
-def int8_draft(target: LoadedModel) -> torch.nn.Module:
+def int8_draft(target) -> torch.nn.Module:
     """A dynamically int8-quantized copy of the target (all ``nn.Linear`` layers, lm_head included).
 
     Built from a float32 deep copy with ``torch.ao.quantization.quantize_dynamic``; embeddings and
@@ -74,13 +72,13 @@ def int8_draft(target: LoadedModel) -> torch.nn.Module:
         return quantized
 
 
-def int8_copy(target: LoadedModel) -> torch.nn.Module | None:
+def int8_copy(target) -> torch.nn.Module | None:
     """The int8 copy :func:`int8_draft` built for ``target``, or None; never builds one."""
     with _LOCK:
         return _INT8.get(target)
 
 
-def drop_int8(target: LoadedModel) -> None:
+def drop_int8(target) -> None:
     """Forget ``target``'s int8 copy (freed once nothing else holds it)."""
     with _LOCK:
         _INT8.pop(target, None)
@@ -98,7 +96,7 @@ def num_layers(model: torch.nn.Module) -> int:
     return int(model.config.num_hidden_layers)
 
 
-def early_exit_draft(target: LoadedModel, n_layers: int) -> torch.nn.Module:
+def early_exit_draft(target, n_layers: int) -> torch.nn.Module:
     """The target truncated to its first ``n_layers`` decoder layers, sharing the target's weights.
 
     The returned model is of the target's class, with a config copy whose ``num_hidden_layers``

@@ -2,15 +2,17 @@
 
 A sweep takes a base :class:`~specviz.request.RunRequest` and a list of values for one setting
 (``temperature``, ``k`` or ``draft``). For each value it builds the request (through
-:func:`specviz.request.validate_request`, the one check the app and the CLI use), loads the pair
-(:func:`specviz.runner.load_pair`, which reuses the model cache), warms up, runs the speculative
+:func:`specviz.request.validate_request`, the one check the app and the CLI use), prepares it
+(:func:`specviz.runner.prepare_run`: the pair from the model cache, the prompt under the one
+chat-template policy, the end-of-text ids), warms up, runs the speculative
 generation and a plain baseline of the same target, prompt and settings, and reports the row:
 the setting plus :meth:`specviz.analysis.RunAnalysis.scalars` (per-token ``alpha`` = accepted ÷
 tested, ``acceptance_rate`` = accepted ÷ proposed, ``tokens_per_pass``, measured ``speedup``,
 ``theoretical_speedup`` = (1 − α^(K+1)) / ((1 − α)(K·c + v)), and the rest).
 
 :func:`sweep` is a generator of :class:`SweepStep` s, one after each round of each run, so a UI
-can show progress and stop within one round (closing the generator stops the experiment);
+can show progress and stop within one round (closing the generator stops the experiment; a
+``max_run_s`` wall-time cap stops it too, keeping the finished rows);
 :func:`sweep_rows` keeps only the finished rows for the command line. :func:`write_csv` writes
 rows with the :mod:`csv` module.
 """
@@ -19,8 +21,9 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .request import Limits, DEFAULT_LIMITS, RequestError, RunRequest, validate_request
 from .trace import spreadsheet_safe
@@ -32,9 +35,9 @@ __all__ = ["CSV_FIELDS", "PARAMETERS", "SweepStep", "alpha_trend", "sweep", "swe
 PARAMETERS = ("temperature", "k", "draft")
 
 #: Columns of the CSV (and the keys a row always has), setting first, then the figures.
-CSV_FIELDS = ("temperature", "k", "draft", "drafter", "target", "max_new_tokens", "seed", "prompt_tokens",
-              "alpha", "acceptance_rate", "tokens_per_pass", "predicted_tokens_per_pass", "speedup", "speedup_low",
-              "speedup_high", "theoretical_speedup", "theoretical_speedup_actual_drafts", "cost_ratio_c",
+CSV_FIELDS = ("temperature", "k", "draft", "branches", "tree_nodes", "drafter", "target", "max_new_tokens", "seed",
+              "prompt_tokens", "alpha", "acceptance_rate", "tokens_per_pass", "predicted_tokens_per_pass", "speedup",
+              "speedup_low", "speedup_high", "theoretical_speedup", "theoretical_speedup_actual_drafts", "cost_ratio_c",
               "verify_cost_v", "tokens_per_s", "plain_tokens_per_s", "plain_step_ms", "target_passes", "proposed", "tested",
               "accepted", "emitted", "finish_reason", "text")
 
@@ -46,12 +49,15 @@ class SweepStep:
     Attributes:
         index: the setting being run (0-based).
         total: how many settings there are.
-        phase: ``"speculative"``, ``"plain"`` (the baseline) or ``"done"`` (this setting finished).
+        phase: ``"speculative"``, ``"plain"`` (the baseline), ``"done"`` (this setting finished)
+            or ``"stopped"`` (the last step when the sweep's time cap ended it early).
         tokens: tokens emitted so far by the run in progress.
         max_new_tokens: that run's length limit.
         row: the finished row (``phase == "done"`` only), else None.
         run: the speculative :class:`~specviz.engine.Generation` of this setting (its rounds
             give the coloured tokens), or None before it starts.
+        stop_ids: the target's end-of-text ids (what a view of the tokens marks as the end).
+        note: why the sweep stopped (``phase == "stopped"`` only), else "".
     """
 
     index: int
@@ -61,10 +67,14 @@ class SweepStep:
     max_new_tokens: int
     row: dict | None = None
     run: object = None
+    stop_ids: frozenset[int] = field(default_factory=frozenset)
+    note: str = ""
 
     @property
     def message(self) -> str:
         """One line for a progress bar."""
+        if self.phase == "stopped":
+            return self.note
         what = {"speculative": "speculative run", "plain": "plain baseline", "done": "done"}[self.phase]
         return f"setting {self.index + 1}/{self.total}: {what}, {self.tokens}/{self.max_new_tokens} tokens"
 
@@ -93,76 +103,105 @@ def sweep_requests(base: RunRequest, parameter: str, values: Sequence, limits: L
     s = base.sampling
     held = dict(prompt=base.prompt, target=base.target, draft=base.draft, k=base.k, temperature=s.temperature,
                 top_k=s.top_k, top_p=s.top_p, max_new_tokens=base.max_new_tokens, seed=base.seed, chat=base.chat,
-                device=base.device, dtype=base.dtype)
+                device=base.device, dtype=base.dtype, branches=base.branches, tree_nodes=base.tree_nodes)
     return [validate_request(**{**held, parameter: value}, limits=limits) for value in values]
 
 
-def _row(request: RunRequest, target, drafter, spec, analysis, prompt_tokens: int) -> dict:
+def _row(prepared, spec, analysis) -> dict:
     """A sweep row: the setting, then every figure of the run's analysis (names as there)."""
+    request, target = prepared.request, prepared.target
     return {
         "temperature": request.sampling.temperature,
         "k": request.k,
         "draft": request.draft,
-        "drafter": getattr(drafter, "name", "plain decoding"),
+        "branches": request.branches,
+        "tree_nodes": request.tree_nodes,
+        "drafter": getattr(prepared.drafter, "name", "plain decoding"),
         "target": target.name,
         "max_new_tokens": request.max_new_tokens,
         "seed": request.seed,
-        "prompt_tokens": prompt_tokens,
+        "prompt_tokens": len(prepared.prompt_ids),
         **analysis.scalars(),
         "finish_reason": spec.finish_reason,
         "text": target.decode(spec.token_ids),
+        "notes": prepared.notes + list(spec.notes),
     }
 
 
+class _TimeUp(Exception):
+    """The sweep's wall-time cap passed."""
+
+
 def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None] | None = None,
-          load=None) -> Iterator[SweepStep]:
+          prepare=None, max_run_s: float | None = None) -> Iterator[SweepStep]:
     """Run each request speculatively and plainly; yield a :class:`SweepStep` after every round.
 
-    For each request: load the pair (the model cache makes repeats free), encode the prompt
-    (chat template when asked and the target has one), warm up once per pair and kind of
-    sampling (:func:`specviz.runner.warm_up` with ``once=True``), run the speculative generation,
-    then plain decoding of the same target with the same settings and seed as its baseline (skipped
-    for ``draft = "none"``: it *is* the baseline, and its speedup is 1 by definition, left None).
+    For each request: prepare it (:func:`specviz.runner.prepare_run`: the model cache makes
+    repeats free; a missing chat template gives plain text and a note, as everywhere), warm up
+    once per pair, kind of sampling and tree shape (``once=True``), run the speculative generation
+    with the request's K, B and N, then plain decoding of the same target with the same settings
+    and seed as its baseline (skipped for ``draft = "none"``: it *is* the baseline, and its
+    speedup is 1 by definition, left None).
 
     Args:
         requests: from :func:`sweep_requests`.
         progress: optional ``(fraction, message)`` callback for model loading.
-        load: the loader, default :func:`specviz.runner.load_pair` (tests may pass their own).
+        prepare: ``(request, progress) -> PreparedRun``, default :func:`specviz.runner.prepare_run`
+            (which checks the prompt's tokens against the limits the requests were validated with).
+        max_run_s: wall-time cap of the whole sweep (s), loading, warm-ups and baselines
+            included; checked after every round. Past it the sweep ends with the rows it finished
+            and a last step of phase ``"stopped"`` that says so. None: no cap.
 
     Yields:
         SweepStep: one per round; the step with ``phase == "done"`` carries the row.
 
     Raises:
         specviz.models.ModelLoadError, IncompatiblePairError, ContextLengthError,
-        NonFiniteLogitsError, ValueError: from loading and running, as the run command raises them.
+        NonFiniteLogitsError, RequestError, ValueError: from preparing and running, as the run
+        command raises them.
     """
-    from .runner import load_pair, make_generation, plain_baseline, warm_up
+    from .runner import prepare_run
 
-    load = load or load_pair
-    total = len(requests)
-    for index, request in enumerate(requests):
-        target, drafter = load(request.target, request.draft, request.device, request.dtype, progress)
-        chat = request.chat and target.has_chat_template
-        prompt_ids = target.encode(request.prompt, chat=chat)
-        if not prompt_ids:
-            raise ValueError("the prompt is empty")
-        warm_up(target, drafter, prompt_ids, request.k, request.sampling, once=True)
+    prepare = prepare or prepare_run
+    deadline = None if max_run_s is None else time.perf_counter() + max_run_s
+    finished = 0
+    try:
+        for index, request in enumerate(requests):
+            yield from _setting(prepare(request, progress), index, len(requests), deadline)
+            finished += 1
+    except _TimeUp:
+        note = (f"Stopped at the time limit of {max_run_s:g} s: {finished} of {len(requests)} settings finished, "
+                "the rest did not run.")
+        yield SweepStep(finished, len(requests), "stopped", 0, 0, note=note)
 
-        def generation(d):
-            return make_generation(target, d, prompt_ids, request.k, request.sampling, request.max_new_tokens,
-                                   request.seed)
 
-        spec = generation(drafter)
-        for _ in spec:
-            yield SweepStep(index, total, "speculative", len(spec.tokens), request.max_new_tokens, run=spec)
-        baseline = None
-        if drafter is not None:
-            plain = generation(None)
-            for _ in plain:
-                yield SweepStep(index, total, "plain", len(plain.tokens), request.max_new_tokens, run=spec)
-            baseline = plain_baseline(plain)
-        row = _row(request, target, drafter, spec, spec.analysis(baseline), len(prompt_ids))
-        yield SweepStep(index, total, "done", len(spec.tokens), request.max_new_tokens, row=row, run=spec)
+def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterator[SweepStep]:
+    """The steps of one setting: speculative run, plain baseline, then the row (``_TimeUp`` past
+    ``deadline``)."""
+    from .runner import baseline_steps
+
+    def step(phase, tokens, run, row=None):
+        if deadline is not None and time.perf_counter() > deadline and phase != "done":
+            raise _TimeUp
+        return SweepStep(index, total, phase, tokens, prepared.request.max_new_tokens, row=row, run=run,
+                         stop_ids=prepared.stop_ids)
+
+    prepared.warm_up(once=True)
+    step("speculative", 0, None)  # the warm-up and loading count against the cap
+    spec = prepared.generation()
+    for _ in spec:
+        yield step("speculative", len(spec.tokens), spec)
+    baseline = None
+    if prepared.drafter is not None:
+        plain = baseline_steps(prepared)
+        while True:
+            try:
+                run = next(plain)
+            except StopIteration as done:
+                baseline = done.value
+                break
+            yield step("plain", len(run.tokens), spec)
+    yield step("done", len(spec.tokens), spec, row=_row(prepared, spec, spec.analysis(baseline)))
 
 
 def sweep_rows(steps: Iterable[SweepStep]) -> list[dict]:

@@ -374,13 +374,26 @@ def _settings(value, path: str):
     return value
 
 
+#: A saved plain baseline's fields (:meth:`specviz.analysis.PlainBaseline.to_dict`): the first two
+#: always, the timed samples and the prefill since the speedup got its range (older traces lack them).
+_BASELINE_REQUIRED = {"step_ms", "tokens_per_s"}
+_BASELINE_OPTIONAL = {"sample_ms_per_token", "sample_tokens", "prefill_ms"}
+
+
 def _baseline(value, path: str):
     if value is None:
         return None
-    if not isinstance(value, dict) or set(value) != {"step_ms", "tokens_per_s"}:
-        _fail(path, value, "is not {\"step_ms\": ..., \"tokens_per_s\": ...}")
+    if not isinstance(value, dict) or not _BASELINE_REQUIRED <= set(value) <= _BASELINE_REQUIRED | _BASELINE_OPTIONAL:
+        _fail(path, value, "is not {\"step_ms\": ..., \"tokens_per_s\": ...} (with optional "
+              "\"sample_ms_per_token\", \"sample_tokens\", \"prefill_ms\")")
     for key in ("step_ms", "tokens_per_s"):
         _real(value[key], f"{path}.{key}")
+    if value.get("prefill_ms") is not None:
+        _real(value["prefill_ms"], f"{path}.prefill_ms")
+    for j, ms in enumerate(_list(value.get("sample_ms_per_token") or [], f"{path}.sample_ms_per_token", MAX_META_ITEMS)):
+        _real(ms, f"{path}.sample_ms_per_token[{j}]")
+    for j, n in enumerate(_list(value.get("sample_tokens") or [], f"{path}.sample_tokens", MAX_META_ITEMS)):
+        _int(n, f"{path}.sample_tokens[{j}]")
     return value
 
 

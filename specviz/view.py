@@ -19,8 +19,9 @@ import time
 from .analysis import RunAnalysis, draft_depth, format_speedup, health_notes, is_tree_round
 from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, EmittedToken, Round, token_label, visible_text
 
-__all__ = ["CSS", "KIND_LABELS", "TREE_BONUS_LABEL", "inspector_markdown", "kind_label", "legend_html",
-           "render_round", "render_rounds", "round_tree_html", "summary_markdown", "wrap_output"]
+__all__ = ["CSS", "DONE_MARK", "KIND_LABELS", "PANEL_OPEN", "TREE_BONUS_LABEL", "inspector_markdown", "kind_label",
+           "legend_html", "render_round", "render_rounds", "round_tree_html", "sent_mark", "stream_head",
+           "stream_tail", "summary_markdown", "wrap_output"]
 
 KIND_LABELS = {
     ACCEPTED: "accepted draft token",
@@ -45,12 +46,20 @@ CSS = """
 .sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
           white-space: pre-wrap; word-break: break-word; padding: 10px; min-height: 120px;
           border: 1px solid var(--border-color-primary); border-radius: 8px; }
+:root { --sv-accepted: #2e9e5b; --sv-resampled: #e8833a; --sv-bonus: #3b6fd8; --sv-plain: #8c8c8c;
+        --sv-rejected: #d64545; }
+:root.sv-cb { --sv-accepted: #0072b2; --sv-resampled: #e69f00; --sv-bonus: #cc79a7; --sv-plain: #8c8c8c;
+              --sv-rejected: #d55e00; }  /* Okabe & Ito (2008), safe for colour-blind readers */
 .sv-tok { border-radius: 3px; padding: 1px 0; }
-.sv-accepted { background: #2e9e5b2e; border-bottom: 2px solid #2e9e5b; }
-.sv-resampled { background: #e8833a38; border-bottom: 2px solid #e8833a; }
-.sv-bonus { background: #3b6fd833; border-bottom: 2px solid #3b6fd8; }
-.sv-plain { background: #8c8c8c22; border-bottom: 2px solid #8c8c8c; }
-.sv-rejected { color: #d64545; text-decoration: line-through; font-size: 0.85em; opacity: 0.9; }
+.sv-accepted { background: color-mix(in srgb, var(--sv-accepted) 18%, transparent);
+               border-bottom: 2px solid var(--sv-accepted); }
+.sv-resampled { background: color-mix(in srgb, var(--sv-resampled) 22%, transparent);
+                border-bottom: 2px solid var(--sv-resampled); }
+.sv-bonus { background: color-mix(in srgb, var(--sv-bonus) 20%, transparent);
+            border-bottom: 2px solid var(--sv-bonus); }
+.sv-plain { background: color-mix(in srgb, var(--sv-plain) 13%, transparent);
+            border-bottom: 2px solid var(--sv-plain); }
+.sv-rejected { color: var(--sv-rejected); text-decoration: line-through; font-size: 0.85em; opacity: 0.9; }
 .sv-special { color: #777; font-size: 0.8em; }
 .sv-legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin-bottom: 6px; font-size: 0.9em; }
 .sv-legend > span { white-space: nowrap; }
@@ -61,6 +70,15 @@ CSS = """
 .sv-tree ul { list-style: none; margin: 0 0 0 1.2em; padding-left: 0.6em; border-left: 1px dotted #9a9a9a; }
 .sv-tree li { margin: 2px 0; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }
 .sv-untested { color: #999; }
+/* The Run tab's token box: a fixed height (resizable) that scrolls, so a long run does not push the
+   charts off the screen; the legend stays at its top. */
+#sv-tokens { height: 360px; min-height: 160px; overflow-y: auto !important; resize: vertical; }
+#sv-tokens .sv-legend { position: sticky; top: 0; z-index: 1; padding: 4px 0;
+                        background: var(--block-background-fill, #fff); }
+.sv-out:not(:has(.sv-tok, .sv-rejected))::before { content: "output appears here"; font-style: italic;
+                                                   opacity: 0.6; }
+/* Table headers (gr.Dataframe's too) wrap between words, never inside one. */
+table th, table th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: manual; }
 """
 
 
@@ -126,7 +144,10 @@ def render_rounds(rounds: list[Round], eos_ids: set[int]) -> str:
     return "".join(render_round(r, eos_ids) for r in rounds)
 
 
-def legend_html() -> str:
+def legend_html(clickable: bool = True) -> str:
+    """The colour key above a token panel; ``clickable``: the panel opens the inspector on a click
+    (the Run tab's does, the side-by-side tab's does not, so only the first promises it)."""
+    click = " click it to open its story in the inspector." if clickable else ""
     return (
         '<div class="sv-legend">'
         '<span><span class="sv-tok sv-accepted">accepted</span> draft token passed min(1, p_target/p_draft)</span>'
@@ -135,18 +156,44 @@ def legend_html() -> str:
         '<span><span class="sv-tok sv-bonus">bonus</span> every draft accepted (in a tree: the accepted path '
         'reached a leaf): one more from the target</span>'
         '<span><span class="sv-tok sv-plain">plain</span> target step with nothing drafted</span>'
-        "<span>Hover a token for its probabilities; click it to open its story in the inspector. A dotted line "
-        "starts each verify pass.</span></div>"
+        f"<span>Hover a token for its probabilities{';' + click if click else '.'} A dotted line starts each "
+        "verify pass.</span></div>"
     )
 
 
-def wrap_output(body: str, done: bool = False, generated_at: float | None = None) -> str:
-    """Legend plus the token panel. ``data-sent`` is the server's clock (``time.time()``, s) when
-    the newest token in ``body`` was generated (default: now), so a browser on the same machine
-    can measure how far the page lags behind generation (``scripts/stream_latency.py``)."""
+#: Opens the token panel; a streamed panel stays open until its run ends, so every update only
+#: appends to the previous one (gradio sends a string that extends the last one as an "append"
+#: of the new part, issue 17 item 11: resending the whole panel made a long run O(n²) bytes).
+PANEL_OPEN = '<div class="sv-out">'
+#: Appended once a run has ended (finished, stopped or loaded whole): scripts and tests wait for it.
+DONE_MARK = '<i hidden class="sv-done"></i>'
+
+
+def sent_mark(generated_at: float | None = None) -> str:
+    """A hidden marker carrying the server's clock (``time.time()``, s; default: now) when the
+    newest token before it was generated, so a browser on the same machine can measure how far
+    the page lags behind generation (``scripts/stream_latency.py`` reads the last one)."""
     stamp = time.time() if generated_at is None else generated_at
-    return (legend_html() + f'<div class="sv-out" data-sent="{stamp:.3f}" data-done="{int(done)}">'
-            f'{body or "<i>output appears here</i>"}</div>')
+    return f'<i hidden class="sv-sent" data-t="{stamp:.3f}"></i>'
+
+
+def stream_head() -> str:
+    """The start of a streamed token panel: the legend and the panel's opening tag, which
+    :func:`stream_tail` closes. Between them go rounds (:func:`render_round`) and
+    :func:`sent_mark` markers, each update the previous one plus what is new."""
+    return legend_html() + PANEL_OPEN
+
+
+def stream_tail(generated_at: float | None = None) -> str:
+    """What ends a streamed panel: the last :func:`sent_mark`, :data:`DONE_MARK` and the closing tag."""
+    return sent_mark(generated_at) + DONE_MARK + "</div>"
+
+
+def wrap_output(body: str, done: bool = False, generated_at: float | None = None) -> str:
+    """Legend plus a whole token panel holding ``body`` (rendered rounds), in the same shape as a
+    streamed one (:func:`stream_head`): a :func:`sent_mark` after the tokens and, when ``done``,
+    :data:`DONE_MARK`; for a replay, a saved trace and the empty panel before a run."""
+    return stream_head() + body + (stream_tail(generated_at) if done else sent_mark(generated_at) + "</div>")
 
 
 # ----------------------------------------------------------------------------- numbers

@@ -47,17 +47,31 @@ def test_load_last_run_reads_alpha_k_c_v_from_the_state():
     row = {"alpha": 0.734, "k": 4, "cost_ratio_c": 0.012, "verify_cost_v": 1.07}
     alpha, k, c, v, note = analysis_for_playground(row)
     assert (alpha["value"], k["value"], c["value"], v["value"]) == (0.73, 4, 0.012, 1.07)
-    assert "per-token α = 0.734" in note
+    assert "per-token α = 0.734" in note and "outside" not in note
+    # A busy CPU's v = 4.4 fits the slider; v = 7.5 does not, and the note says so.
+    assert analysis_for_playground({**row, "verify_cost_v": 4.4})[3]["value"] == 4.4
+    *_, v, note = analysis_for_playground({**row, "verify_cost_v": 7.5})
+    assert v["value"] == 6.0 and "The measured v = 7.5 is outside the slider's 0.5–6: set to 6." in note
     with pytest.raises(gr.Error, match="No real run"):
         analysis_for_playground(None)
 
 
 def test_a_lesson_sets_up_the_run_tab_and_says_what_to_notice():
     outputs = apply_lesson("A misaligned draft (early exit)")
-    assert len(outputs) == len(LESSON_FIELDS) + 2
+    assert len(outputs) == len(LESSON_FIELDS) + 3
     values = dict(zip(LESSON_FIELDS, outputs))
     assert values["drafter_kind"]["value"] == "early-exit" and values["early_exit_layers"]["value"] == 4
-    assert "α near 0" in outputs[-2]["value"] and outputs[-2]["visible"] is True
+    assert "α near 0" in outputs[-3]["value"] and outputs[-3]["visible"] is True
+    assert outputs[-2] == 0  # the runs since the lesson: its note hides on the second
+
+
+def test_every_lesson_note_is_whole_sentences():
+    """The Lessons tab shows each note as written: it starts with a capital and ends a sentence."""
+    from specviz.ui.lessons_tab import LESSONS, lesson_note
+
+    for name in LESSONS:
+        note = lesson_note(name)
+        assert note[0].isupper() and note.endswith("."), (name, note[:40])
 
 
 def test_sweep_refuses_bad_values_before_loading_a_model():
@@ -127,6 +141,7 @@ def test_side_by_side_shows_one_coloured_output_per_drafter(tiny_target, one_tor
     for draft in ("ngram", "early-exit:1", "none"):
         assert f'data-draft="{draft}"' in html
     assert html.count('class="sv-out"') == 3 and "per-token α" in html
+    assert "inspector" not in html  # these outputs open no inspector, so they promise none
     with pytest.raises(gr.Error, match="Tick at least one drafter"):
         next(run_side_by_side([], 6, **_held(tiny_target), progress=_NoProgress()))
 

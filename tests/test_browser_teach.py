@@ -27,6 +27,7 @@ def test_playground_sliders_move_the_figures_to_the_closed_form(page):
     figures = page.locator("#sv-pg-figures")
     first = playground.closed_form(0.7, 4, 0.05, 1.0)
     assert f"{first.tokens_per_pass:.3f}" in figures.inner_text(timeout=30_000)
+    page.locator("#sv-pg-show").click()  # the best K shows once guessed or asked for
     for elem_id, value in (("sv-pg-alpha", 0.9), ("sv-pg-k", 6), ("sv-pg-c", 0.1), ("sv-pg-v", 1.2)):
         _set_slider(page, elem_id, value)
     cf = playground.closed_form(0.9, 6, 0.1, 1.2)

@@ -322,6 +322,15 @@ def test_lossless_figure_groups_two_histograms_against_target_markers():
     assert list(spec.x) == ["␣the", "␣a", "↵"]  # whitespace made visible
 
 
+def test_lossless_figure_shows_p_draft_bars_when_given():
+    """The draft's distribution, which the broken control case follows, beside the two histograms."""
+    fig = charts.lossless_figure(["a", "b"], [0.6, 0.4], [0.6, 0.4], [0.6, 0.4], p_draft=[0.9, 0.1])
+    draft = trace(fig, "p_draft (draft's p)")
+    assert draft.type == "bar" and list(draft.y) == [0.9, 0.1]
+    with pytest.raises(ValueError):
+        charts.lossless_figure(["a", "b"], [0.6, 0.4], [0.6, 0.4], [0.6, 0.4], p_draft=[1.0])
+
+
 def test_lossless_figure_keeps_tokens_with_the_same_text_apart():
     fig = charts.lossless_figure(["a", "a", ""], [0.4, 0.3, 0.3], [0.4, 0.3, 0.3], [0.4, 0.3, 0.3])
     labels = list(trace(fig, "speculative").x)

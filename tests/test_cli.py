@@ -68,6 +68,13 @@ def tiny(tmp_path_factory) -> dict[str, str]:
     }
 
 
+def _smollm2_prepared() -> bool:
+    sys.path.insert(0, str(REPO))
+    from specviz.models import cache_dir
+
+    return (cache_dir() / "models" / "smollm2-135m-instruct" / "specviz-prepared.json").is_file()
+
+
 def run_json(*args: str) -> dict:
     done = specviz("run", *args, "--json")
     assert done.returncode == 0, done.stderr
@@ -143,18 +150,16 @@ def test_bad_arguments_fail_with_one_line(tiny, name):
     assert_one_line_error(specviz("run", *args))
 
 
-@pytest.mark.parametrize("case", ["incompatible-pair", "context-too-long", "non-finite-logits", "chat-without-template"])
+@pytest.mark.parametrize("case", ["incompatible-pair", "context-too-long", "non-finite-logits"])
 def test_model_errors_fail_with_one_line(tiny, case):
     args = {
         "incompatible-pair": ["--target", tiny["target"], "--draft", tiny["other"]],
         "context-too-long": ["--target", tiny["short"], "--draft", "ngram", "--max-new-tokens", "40"],
         "non-finite-logits": ["--target", tiny["nan"], "--draft", "none"],
-        "chat-without-template": ["--target", tiny["nochat"], "--chat"],
     }[case]
     done = specviz("run", "--prompt", "the quick brown fox", *args)
     assert_one_line_error(done)
-    expected = {"incompatible-pair": "tokenizer", "context-too-long": "context", "non-finite-logits": "NaN",
-                "chat-without-template": "chat template"}[case]
+    expected = {"incompatible-pair": "tokenizer", "context-too-long": "context", "non-finite-logits": "NaN"}[case]
     assert expected in done.stderr
 
 
@@ -243,14 +248,64 @@ def test_bench_runs_tree_beside_chain(tiny, tmp_path):
     assert "tree/chain" in done.stdout and "as plain, as chain" in done.stdout
 
 
+def test_chat_without_a_template_runs_on_plain_text_with_a_note(tiny):
+    """The one chat-template policy (specviz.runner.encode_prompt): plain text and a note, as in
+    the app and a sweep, never an error."""
+    chat = run_json("--target", tiny["nochat"], "--prompt", "the quick brown fox", "--max-new-tokens", "4",
+                    "--chat", "--no-baseline")
+    plain = run_json("--target", tiny["nochat"], "--prompt", "the quick brown fox", "--max-new-tokens", "4",
+                     "--no-baseline")
+    assert chat["notes"][0].endswith("has no chat template: the prompt was used as plain text.")
+    assert chat["prompt_tokens"] == plain["prompt_tokens"] and chat["text"] == plain["text"]
+    assert not plain["notes"]
+
+
+# --------------------------------------------------------------------------- one way to a run
+def _front_ends_agree(target: str, chat: bool, monkeypatch) -> None:
+    """The CLI's run, a sweep's row and prepare_run build the same prompt ids and stop ids."""
+    from specviz import cli, runner
+    from specviz.request import validate_request
+    from specviz.sweep import sweep, sweep_requests
+
+    seen = []
+    real = runner.make_generation
+
+    def spy(target_, drafter, prompt_ids, *args, **kwargs):
+        run = real(target_, drafter, prompt_ids, *args, **kwargs)
+        seen.append((list(run.prompt_ids), frozenset(run.eos_token_ids)))
+        return run
+
+    prompt = "Fix the typos: teh quick brwn fox"
+    settings = dict(prompt=prompt, target=target, draft="ngram", k=2, temperature=0.0, top_k=0, top_p=1.0,
+                    max_new_tokens=3, seed=0, chat=chat, device="cpu", dtype="float32")
+    prepared = runner.prepare_run(validate_request(**settings))
+    expected = (prepared.prompt_ids, prepared.stop_ids)
+    monkeypatch.setattr(runner, "make_generation", spy)
+    argv = ["run", "--target", target, "--prompt", prompt, "--draft", "ngram", "-k", "2", "--temperature", "0",
+            "--max-new-tokens", "3", "--device", "cpu", "--dtype", "float32", "--no-baseline"] + (["--chat"] * chat)
+    result = cli.run_once(cli.build_parser().parse_args(argv))
+    assert seen[-1] == expected and result["prompt_tokens"] == len(prepared.prompt_ids)
+    assert result["notes"][: len(prepared.notes)] == prepared.notes
+    steps = list(sweep(sweep_requests(validate_request(**settings), "k", [2])))
+    assert {(tuple(s.run.prompt_ids), s.stop_ids) for s in steps if s.run is not None} == {
+        (tuple(expected[0]), expected[1])}
+    row = steps[-1].row
+    assert row["prompt_tokens"] == len(expected[0]) and row["notes"][: len(prepared.notes)] == prepared.notes
+    assert seen[-1] == expected  # the sweep's plain baseline too
+
+
+@pytest.mark.parametrize("which,chat", [("target", True), ("target", False), ("nochat", True)])
+def test_cli_sweep_and_prepare_run_build_the_same_prompt(tiny, which, chat, monkeypatch):
+    _front_ends_agree(tiny[which], chat, monkeypatch)
+
+
+@pytest.mark.skipif(not _smollm2_prepared(), reason="run `python -m specviz prepare smollm2-135m-instruct` first")
+@pytest.mark.parametrize("chat", [True, False])
+def test_cli_sweep_and_prepare_run_build_the_same_prompt_on_smollm2(chat, monkeypatch):
+    _front_ends_agree("smollm2-135m-instruct", chat, monkeypatch)
+
+
 # --------------------------------------------------------------------------- the real model
-def _smollm2_prepared() -> bool:
-    sys.path.insert(0, str(REPO))
-    from specviz.models import cache_dir
-
-    return (cache_dir() / "models" / "smollm2-135m-instruct" / "specviz-prepared.json").is_file()
-
-
 @pytest.mark.skipif(not _smollm2_prepared(), reason="run `python -m specviz prepare smollm2-135m-instruct` first")
 def test_smollm2_greedy_prompt_lookup_equals_plain_in_float32():
     common = ("--target", "smollm2-135m-instruct", "--temperature", "0", "--max-new-tokens", "48",

@@ -357,8 +357,37 @@ def test_a_draft_hub_id_that_is_not_cached_fails_fast_offline(target, monkeypatc
 def test_every_drafter_kind_is_described_once():
     from specviz.drafters import DRAFTER_KINDS
 
-    assert list(DRAFTER_KINDS) == ["ngram", "suffix", "model", "int8", "early-exit", "none"]
+    assert list(DRAFTER_KINDS) == ["ngram", "suffix", "model", "int8", "early-exit", "eagle", "none"]
     assert all(len(kind.note) > 40 and kind.label for kind in DRAFTER_KINDS.values())
+    assert [k.spec for k in DRAFTER_KINDS.values() if k.needs_model] == ["model", "eagle"]
+    assert [k.spec for k in DRAFTER_KINDS.values() if not k.can_branch] == ["none"]
+
+
+def test_a_new_drafter_kind_is_one_registry_entry(target, monkeypatch):
+    """Spec parsing, building, public mode's allowed list and --draft's help all read the entry."""
+    from specviz import drafters
+    from specviz.cli import build_parser
+    from specviz.request import check_public_models
+
+    built = []
+
+    def build(target_, spec, device, dtype, progress, load):
+        built.append(spec)
+        return PromptLookupDrafter(len(target_.tokenizer), max_ngram=int(spec.split(":")[1]))
+
+    kind = drafters.DrafterKind("lookup-n", "Prompt lookup, n-grams up to N", "A test kind." * 5,
+                                "lookup-n:N (prompt lookup with n-grams up to N)", build, aliases=(),
+                                pattern=r"lookup-n:(\d+)")
+    monkeypatch.setitem(drafters.DRAFTER_KINDS, "lookup-n", kind)
+    assert drafters.parse_drafter_spec(" Lookup-N:05 ") == "lookup-n:5"
+    with pytest.raises(ValueError, match="write lookup-n:N"):
+        drafters.parse_drafter_spec("lookup-n")
+    drafter = build_drafter("lookup-n:2", target)
+    assert built == ["lookup-n:2"] and drafter.max_ngram == 2
+    check_public_models("t", "lookup-n:2", ["t"], [])  # loads no model of its own: allowed
+    assert "lookup-n:N (prompt lookup with n-grams up to N)" in build_parser().format_help() + " ".join(
+        a.help for p in build_parser()._subparsers._group_actions[0].choices.values() for a in p._actions
+        if a.dest == "draft")
 
 
 # --------------------------------------------------------------------------- devices and dtypes

@@ -151,7 +151,7 @@ def test_a_run_past_the_time_limit_stops_with_its_tokens(monkeypatch, caplog):
                             prompt="Count: one two three four five six seven eight nine ten eleven twelve")
     html, summary = updates[-1][:2]
     assert "**Stopped** at the public time limit of 0.5 s" in summary, summary
-    assert "sv-tok" in html and 'data-done="1"' in html
+    assert "sv-tok" in html and html.endswith('<i hidden class="sv-done"></i></div>')
     shown = int(summary.split(" tokens")[0].rsplit("· ", 1)[1].split("/")[0])
     assert 1 <= shown < 200 and html.count('class="sv-tok') >= shown
     lines = [r.getMessage() for r in caplog.records if r.name == "specviz.app"]

@@ -142,3 +142,77 @@ def test_alpha_trend_says_what_was_measured():
     assert "did not move in one direction" in text and "fewer than 20 drafts were tested at 2.0" in text
     assert "could not be compared" in alpha_trend([{"k": 1, "alpha": None, "tested": 0},
                                                    {"k": 2, "alpha": 0.5, "tested": 9}], "k")
+
+
+TREE_PROMPT = "the cat sat on the mat. the dog ran to the fox. the cat ran to the dog. the"
+
+
+def _is_tree(round_) -> bool:
+    """True when a round's draft branched (some node's parent is not the node before it)."""
+    return any(d.parent != i - 1 for i, d in enumerate(round_.drafted))
+
+
+def test_sweep_keeps_the_tree_settings_and_records_them(tiny_target):
+    base = _base(tiny_target, prompt=TREE_PROMPT, branches=3, tree_nodes=12, max_new_tokens=12)
+    requests = sweep_requests(base, "k", [2, 4])
+    assert {(r.branches, r.tree_nodes) for r in requests} == {(3, 12)}
+    steps = list(sweep(requests))
+    rows = [s.row for s in steps if s.row is not None]
+    assert [(r["k"], r["branches"], r["tree_nodes"]) for r in rows] == [(2, 3, 12), (4, 3, 12)]
+    runs = {id(s.run): s.run for s in steps if s.run is not None}.values()
+    assert all(run.branches == 3 and run.tree_nodes == 12 for run in runs)
+    assert any(_is_tree(r) for run in runs for r in run.rounds), "no round drafted a tree"
+    chains = sweep_rows(sweep(sweep_requests(_base(tiny_target, prompt=TREE_PROMPT, max_new_tokens=12), "k", [2])))
+    assert chains[0]["branches"] == 1 and chains[0]["tree_nodes"] is None
+    table = list(csv.DictReader(io.StringIO(write_csv(rows))))
+    assert [(t["branches"], t["tree_nodes"]) for t in table] == [("3", "12"), ("3", "12")]
+
+
+def test_sweep_steps_carry_the_stop_ids(tiny_target):
+    from specviz.runner import prepare_run
+
+    stop_ids = prepare_run(_base(tiny_target)).stop_ids
+    steps = list(sweep(sweep_requests(_base(tiny_target), "draft", ["ngram", "none"])))
+    assert stop_ids and all(s.stop_ids == stop_ids for s in steps)
+
+
+def test_sweep_stops_at_its_time_cap_with_the_rows_it_finished(tiny_target):
+    requests = sweep_requests(_base(tiny_target), "temperature", [0.0, 1.0, 1.5])
+    steps = list(sweep(requests, max_run_s=1e-6))
+    assert [s.phase for s in steps] == ["stopped"] and not sweep_rows(steps)
+    assert steps[-1].message.startswith("Stopped at the time limit of 1e-06 s: 0 of 3 settings finished")
+    # A cap the first setting fits in (a tiny model, 8 tokens) and the second's loading passes:
+    # the finished row is kept and nothing runs after the cap.
+    import time
+
+    from specviz.runner import prepare_run
+
+    cap = 3.0
+
+    def slow_second(request, report):
+        if request is requests[1]:
+            time.sleep(cap)
+        return prepare_run(request, report)
+
+    steps = list(sweep(requests, prepare=slow_second, max_run_s=cap))
+    assert [s.phase for s in steps][-2:] == ["done", "stopped"] and len(sweep_rows(steps)) == 1
+    assert {s.index for s in steps[:-1]} == {0} and "1 of 3 settings finished" in steps[-1].message
+
+
+def test_cli_sweep_runs_trees_and_says_so(tiny_target, tmp_path):
+    out = tmp_path / "tree.json"
+    done = specviz("sweep", "--target", tiny_target, "--draft", "ngram", "-k", "2", "4", "--branches", "3",
+                   "--tree-nodes", "12", "--max-new-tokens", "8", "--device", "cpu", "--dtype", "float32",
+                   "--prompt", TREE_PROMPT, "--json", str(out), "--threads", "1")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["k"], r["branches"], r["tree_nodes"]) for r in rows] == [(2, 3, 12), (4, 3, 12)]
+    assert "k=2 (tree B=3, N=12): per-token α" in done.stdout
+
+
+def test_cli_sweep_refuses_trees_without_a_drafter(tiny_target):
+    done = specviz("sweep", "--target", tiny_target, "--draft", "none", "-k", "2", "4", "--branches", "3",
+                   "--prompt", PROMPT)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert "--branches > 1 needs a drafter that drafts trees (ngram, suffix, a draft model, int8, early-exit:N)" \
+        in done.stderr

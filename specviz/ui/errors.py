@@ -8,6 +8,7 @@ line saying what is wrong, never a traceback.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 
 import gradio as gr
@@ -17,6 +18,8 @@ from ..errors import IncompatiblePairError, ModelLoadError
 from ..request import RequestError
 from ..sampling import NonFiniteLogitsError
 
+logger = logging.getLogger("specviz.app")
+
 #: The errors a visitor's input or choice of models can cause (RequestError, ContextLengthError and
 #: NonFiniteLogitsError are ValueErrors; they are listed for the reader).
 USER_ERRORS = (RequestError, ModelLoadError, NonFiniteLogitsError, ContextLengthError, ValueError, OSError)
@@ -25,6 +28,13 @@ USER_ERRORS = (RequestError, ModelLoadError, NonFiniteLogitsError, ContextLength
 def sentence(text: str) -> str:
     """``text`` with a capital first letter and a final full stop."""
     return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def refused(message: str) -> gr.Error:
+    """The ``gr.Error`` to raise for a visitor's mistake: logged as one line ("refused: …"), and
+    marked so that gradio prints no traceback for it (a traceback is for the app's own faults)."""
+    logger.info("refused: %s", message)
+    return gr.Error(message, print_exception=False)
 
 
 @contextlib.contextmanager
@@ -43,6 +53,6 @@ def user_errors(hint: Callable[[Exception], str] | None = None) -> Iterator[None
     except gr.Error:  # already a sentence for the visitor (gr.Error is a ValueError too)
         raise
     except IncompatiblePairError as err:
-        raise gr.Error(f"These models cannot be paired: {err}") from None
+        raise refused(f"These models cannot be paired: {err}") from None
     except USER_ERRORS as err:
-        raise gr.Error(sentence(str(err)) + (hint(err) if hint else "")) from None
+        raise refused(sentence(str(err)) + (hint(err) if hint else "")) from None

@@ -70,6 +70,29 @@ def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis, 
                *_results(rows, parameter), last_analysis)
 
 
+#: The learner's prediction of a temperature sweep, and the words :func:`specviz.sweep.alpha_trend`
+#: uses for each outcome.
+PREDICTIONS = {"rises": "rose with the setting", "falls": "fell as the setting rose",
+               "stays": "did not move in one direction"}
+
+
+def prediction_verdict(status: str, parameter: str, guess: str | None):
+    """The finished sweep's status with a line on the learner's prediction of α (``guess``: a key
+    of :data:`PREDICTIONS`) against the measured trend the status states
+    (:func:`specviz.sweep.alpha_trend`); skips unless a temperature sweep finished with a guess."""
+    if guess not in PREDICTIONS or SWEEP_LABELS.get(parameter) != "temperature" or not str(status).startswith(
+            "**Done**"):
+        return gr.skip()
+    outcome = next((word for word, phrase in PREDICTIONS.items() if phrase in status), None)
+    if outcome is None:
+        line = f"You predicted α {guess}; too few drafts were tested to say what it did."
+    elif outcome == guess:
+        line = f"**Your prediction matched:** you said α {guess} as T rises, and it did."
+    else:
+        line = f"**Not what you predicted:** you said α {guess} as T rises; it {PREDICTIONS[outcome]}."
+    return f"{status}\n\n{line}"
+
+
 def build(ctx: PageContext) -> None:
     """The sweep's controls, status, table, charts and CSV, and their events."""
     gr.Markdown(prose("experiments_intro"), latex_delimiters=LATEX)
@@ -81,6 +104,8 @@ def build(ctx: PageContext) -> None:
     with gr.Row():
         start = gr.Button("Run the experiment", variant="primary", elem_id="sv-exp-run")
         stop = gr.Button("Stop", variant="stop", elem_id="sv-exp-stop")
+    guess = gr.Radio(list(PREDICTIONS), value=None, label="Predict first: what will α do as T rises?",
+                     elem_id="sv-exp-guess")
     status = gr.Markdown("Press **Run the experiment**.", elem_id="sv-exp-status")
     table = gr.Dataframe(headers=SWEEP_HEADERS, interactive=False, wrap=True, elem_id="sv-exp-table")
     with gr.Row():
@@ -89,8 +114,13 @@ def build(ctx: PageContext) -> None:
     csv_file = gr.File(label="Results as CSV", elem_id="sv-exp-csv")
     parameter.change(lambda p: SWEEP_DEFAULTS[SWEEP_LABELS[p]], parameter, values, api_name=False,
                      concurrency_id="playground", concurrency_limit=None)
+    # The prediction is about temperature: it shows only for a temperature sweep.
+    parameter.change(lambda p: gr.update(visible=SWEEP_LABELS.get(p) == "temperature"), parameter, guess,
+                     api_name=False, concurrency_id="playground", concurrency_limit=None, show_progress="hidden")
     inputs = [parameter, values, tokens] + ctx.run_inputs(SHARED) + [ctx.last_analysis]
     event = start.click(functools.partial(run_sweep_ui, public=ctx.public), inputs,
                         [status, table, *plots, csv_file, ctx.last_analysis], api_name="sweep",
                         concurrency_id="generation", concurrency_limit=1, preprocess=False)
     stop.click(None, cancels=[event])
+    event.then(prediction_verdict, [status, parameter, guess], status, api_name=False,
+               concurrency_id="playground", concurrency_limit=None, show_progress="hidden")

@@ -7,10 +7,13 @@ import functools
 
 import gradio as gr
 
+from .. import links
 from .context import PageContext
+from .errors import refused
 from .fields import NAMES
 from .prose import prose
 from .settings import EXAMPLES, FREE_TEXT_PROMPT
+from .share import copy_link
 
 #: One-click scenarios: the Run tab's settings they set (by field name; ``check_temperature`` and
 #: ``control`` are the lossless check's), and the slug of their note.
@@ -42,22 +45,26 @@ def lesson_note(name: str) -> str:
 
 
 def apply_lesson(name: str):
-    """Updates for the Run tab's controls, its lesson note and the selected tab (the Run tab)."""
+    """Updates for the Run tab's controls, its lesson note, the runs since the lesson (0) and the
+    selected tab (the Run tab)."""
     if name not in LESSONS:
-        raise gr.Error(f"Unknown lesson {name!r}.")
+        raise refused(f"Unknown lesson {name!r}.")
     lesson = LESSONS[name]
     updates = [gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS]
     note = gr.update(value=f"**Lesson: {name}.** {lesson_note(name)}", visible=True)
-    return (*updates, note, gr.Tabs(selected="run"))
+    return (*updates, note, 0, gr.Tabs(selected="run"))
 
 
 def build(ctx: PageContext) -> None:
     """One button per lesson beside its note."""
     gr.Markdown("### Lessons\nEach button sets up the **Run** tab for one scenario and says what to notice there.")
-    targets = ctx.run_inputs(LESSON_FIELDS) + [ctx.lesson_note, ctx.tabs]
+    targets = ctx.run_inputs(LESSON_FIELDS) + [ctx.lesson_note, ctx.lesson_runs, ctx.tabs]
     for name in LESSONS:
         with gr.Row():
             button = gr.Button(name, scale=1, min_width=280)
-            gr.Markdown(lesson_note(name).replace("Press **Run**: ", "").replace("Press **Run** ", ""), scale=3)
+            with gr.Column(scale=3):
+                gr.Markdown(lesson_note(name))
+                slug = LESSONS[name]["slug"]
+                copy_link("Copy link", f"sv-lesson-copy-{slug}", functools.partial(links.lesson_link, slug), None)
         button.click(functools.partial(apply_lesson, name), None, targets, api_name=False,
                      concurrency_id="playground", concurrency_limit=None)

@@ -13,7 +13,7 @@ from ..lossless import first_token_experiment, lossless_notes
 from ..request import to_int
 from ..trace import token_label
 from . import settings
-from .errors import user_errors
+from .errors import refused, user_errors
 from .fields import SHARED, flag_value, request_from, spread
 from .gpu import gpu
 from .runs import load_and_encode
@@ -49,6 +49,17 @@ def lossless_markdown(report, seconds: float, temperature: float, control: str, 
     return text
 
 
+#: What the check's panel says once its prompt, models or temperature changed.
+STALE = "Settings changed: run the check again."
+
+
+def settings_changed(shown):
+    """Clear the check's result when a setting it used changed (``shown``: its text on screen)."""
+    if not shown or shown == STALE:
+        return gr.skip(), gr.skip()
+    return None, STALE
+
+
 @gpu
 @spread(SHARED)
 def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, public: bool | None = None):
@@ -63,7 +74,7 @@ def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, publ
         n_draws = to_int("draws", n_draws, 100, settings.PUBLIC_POLICY.max_draws if public else 100_000)
         control = "accept_all" if flag_value("control", control) else "none"
     if request.plain:
-        raise gr.Error("Pick a drafter: with plain decoding there is nothing to compare.")
+        raise refused("Pick a drafter: with plain decoding there is nothing to compare.")
     started = time.perf_counter()
     target, drafter, prompt_ids = load_and_encode(request, progress)
     max_run_s = settings.PUBLIC_POLICY.max_run_s if public else None
@@ -81,7 +92,8 @@ def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, publ
     t0 = time.perf_counter()
     report = experiment(n_draws)
     labels = [token_label(target.decode([t]) if t >= 0 else "", t) for t in report.token_ids]
-    fig = charts.lossless_figure(labels, report.p_target, report.freq_speculative, report.freq_direct)
+    fig = charts.lossless_figure(labels, report.p_target, report.freq_speculative, report.freq_direct,
+                                 p_draft=report.p_draft)
     text = lossless_markdown(report, time.perf_counter() - t0, request.sampling.temperature, control,
                              lookup=request.draft == "ngram")
     if n_draws < asked:

@@ -1,4 +1,4 @@
-"""The page: header, then the six tabs in display order (Run, Playground, Experiments, Drafters
+"""The page: header, then the seven tabs in display order (Run, Watch a pass, Playground, Experiments, Drafters
 side by side, Lessons, The maths), each built by its module's ``build(ctx)`` with the shared
 :class:`~specviz.ui.context.PageContext`. No model is loaded until a run starts."""
 
@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import experiments_tab, lessons_tab, maths_tab, playground_tab, run_tab, settings, side_by_side_tab, visitors
+from . import experiments_tab, lessons_tab, links, maths_tab, playground_tab, run_tab, settings, side_by_side_tab
+from . import visitors, watch_tab
 from .context import PageContext
+from .tour import tour_js
+
+#: The colour-blind-safe palette: a class on the page's root switches the token colours' CSS
+#: variables (specviz.view.CSS) to Okabe–Ito's.
+PALETTE_JS = "(on) => { document.documentElement.classList.toggle('sv-cb', !!on); return []; }"
 
 
 def _header(public: bool) -> None:
@@ -21,6 +27,16 @@ def _header(public: bool) -> None:
         gr.Markdown(f"*Public demo: pick a model pair from the presets; runs are capped at "
                     f"{limits.max_new_tokens} new tokens, K ≤ {limits.max_k} and "
                     f"{settings.PUBLIC_POLICY.max_run_s:g} s. Run it locally for any model.*")
+
+
+def _classroom_bar() -> tuple[gr.Markdown, gr.Checkbox]:
+    """The tour button, the palette switch and the note a classroom link leaves (hidden until then)."""
+    with gr.Row(equal_height=True):
+        gr.Button("Take the tour", size="sm", elem_id="sv-tour-btn", scale=0, min_width=140)
+        palette = gr.Checkbox(False, label="Colour-blind-safe colours", elem_id="sv-cb", scale=0, min_width=240,
+                              container=False)
+    note = gr.Markdown(visible=False, elem_id="sv-link-note")
+    return note, palette
 
 
 def build_page(public: bool) -> gr.Blocks:
@@ -38,13 +54,18 @@ def build_page(public: bool) -> gr.Blocks:
     with gr.Blocks(title="specviz — speculative sampling, live", delete_cache=settings.DELETE_CACHE) as demo:
         # Made outside the Tabs: a State among the Tabs' children would shift the tab labels.
         last_analysis = gr.State(None)
+        lesson_runs = gr.State(None)
         _header(public)
+        link_note, palette = _classroom_bar()
         with gr.Tabs(selected="run") as tabs:
             with gr.Tab("Run", id="run"):
                 # A lesson's "what to notice" shows here, above the controls it set.
                 lesson_note = gr.Markdown(visible=False, elem_id="sv-lesson-note")
-                ctx = PageContext(public=public, tabs=tabs, lesson_note=lesson_note, last_analysis=last_analysis)
+                ctx = PageContext(public=public, tabs=tabs, lesson_note=lesson_note, lesson_runs=lesson_runs,
+                                  last_analysis=last_analysis)
                 run_tab.build(ctx)
+            with gr.Tab("Watch a pass", id="watch"):
+                watch_tab.build(ctx)
             with gr.Tab("Playground", id="playground"):
                 playground_tab.build(ctx)
             with gr.Tab("Experiments", id="experiments"):
@@ -57,6 +78,9 @@ def build_page(public: bool) -> gr.Blocks:
                 maths_tab.build(ctx)
         _your_data()
         demo.unload(visitors.end_session)
+        links.wire(demo, ctx, link_note)
+        palette.change(None, palette, None, js=PALETTE_JS, api_name=False)
+        demo.load(None, None, None, js=tour_js(), api_name=False)
     if public:
         visitors.one_generation(demo)
     return demo

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import charts, playground, theory
+from .. import charts, links, playground, theory
 from ..analysis import RunAnalysis
 from ..request import to_float, to_int
 from .context import PageContext
-from .errors import user_errors
+from .errors import refused, user_errors
+from .share import copy_link
 from .prose import LATEX, prose
 from .views import monte_carlo_markdown, playground_figures_markdown
 
 PG_ALPHAS = [i / 40 for i in range(41)]
 PG_KS = list(range(1, playground.BEST_K_MAX + 1))
 PG_CS = [i / 40 for i in range(41)]  # c from 0 to 1: a draft from free to as dear as the target
+C_RANGE = links.PLAYGROUND_RANGES["c"][1:3]  # the c slider's range
+V_RANGE = links.PLAYGROUND_RANGES["v"][1:3]  # the v slider's
 
 
 def _checked(alpha, k, c, v, map_axes, rounds, seed) -> tuple:
@@ -24,7 +27,7 @@ def _checked(alpha, k, c, v, map_axes, rounds, seed) -> tuple:
         values = (to_float("per-token α", alpha, 0.0, 1.0), to_int("lookahead K", k, 1, playground.BEST_K_MAX),
                   to_float("cost ratio c", c, 0.0, 10.0), to_float("verify cost v", v, 0.0, 10.0, lo_open=True))
         if map_axes not in ("α and K", "α and c"):
-            raise gr.Error(f"The map is over 'α and K' or 'α and c', got {map_axes!r}.")
+            raise refused(f"The map is over 'α and K' or 'α and c', got {map_axes!r}.")
         return (*values, map_axes, to_int("passes per simulated run", rounds, 1, 1000),
                 to_int("seed", seed, 0, 2**31 - 1))
 
@@ -58,14 +61,80 @@ def analysis_for_playground(state):
     scalars = state.scalars() if isinstance(state, RunAnalysis) else state if isinstance(state, dict) else None
     point = playground.from_analysis(scalars)
     if point is None:
-        raise gr.Error("No real run with a measured α and c yet: run a generation with a drafter (or an experiment), "
+        raise refused("No real run with a measured α and c yet: run a generation with a drafter (or an experiment), "
                        "then load its figures.")
     k = min(point["k"], playground.BEST_K_MAX)
+    c, v = min(max(point["c"], 0.0), C_RANGE[1]), min(max(point["v"], V_RANGE[0]), V_RANGE[1])
     note = (f"Loaded from the last real run: per-token α = {point['alpha']:.3f} (accepted ÷ tested), K = {k}, "
             f"c = {point['c']:.3f} and v = {point['v']:.3f} (measured against plain decoding). "
             "Now ask what if: halve c, or raise α.")
-    return (gr.update(value=round(point["alpha"], 2)), gr.update(value=k), gr.update(value=round(point["c"], 3)),
-            gr.update(value=round(min(max(point["v"], 0.5), 3.0), 2)), note)
+    # A measured value beyond a slider's range is said, never clamped silently.
+    for name, measured, shown, (lo, hi) in (("K", point["k"], k, (1, playground.BEST_K_MAX)),
+                                           ("c", point["c"], c, C_RANGE), ("v", point["v"], v, V_RANGE)):
+        if measured != shown:
+            note += f" **The measured {name} = {measured:.3g} is outside the slider's {lo:g}–{hi:g}: set to {shown:g}.**"
+    return (gr.update(value=round(point["alpha"], 2)), gr.update(value=k), gr.update(value=round(c, 3)),
+            gr.update(value=round(v, 2)), note)
+
+
+BEST_K_HIDDEN = ("**Best K**: hidden until you guess it. Which K gives the largest speedup at this α, c and v? "
+                 "Type your guess below and press **Reveal**, or press **Just show it**.")
+
+
+def shown_figures(alpha, k, c, v, revealed) -> str:
+    """The closed-form figures as the page shows them: a headline (E[N] and the speedup to two
+    decimals), then :func:`~specviz.ui.views.playground_figures_markdown`, with its best-K
+    paragraph hidden until the learner has guessed or asked to see it (``revealed``)."""
+    try:
+        cf = playground.closed_form(float(alpha), int(k), float(c), float(v))
+    except (TypeError, ValueError):
+        return gr.skip()
+    paragraphs = playground_figures_markdown(cf).split("\n\n")
+    if not revealed:
+        paragraphs = [BEST_K_HIDDEN if p.startswith("**Best K**") else p for p in paragraphs]
+    headline = (f"**{cf.tokens_per_pass:.2f}** expected tokens per pass · "
+                f"**{cf.speedup:.2f}×** expected speedup")
+    return "\n\n".join([headline, *paragraphs])
+
+
+def score_guess(guess, alpha, c, v) -> str:
+    """How good a guessed best K is: its expected speedup against the best one's (Leviathan et
+    al. 2023, Theorem 3.8, searched over K = 1…16 by :func:`specviz.playground.best_k`).
+
+    Raises:
+        gr.Error: if the guess is not a whole number in 1…16."""
+    with user_errors():
+        guess = to_int("your guess of the best K", guess, 1, playground.BEST_K_MAX)
+        alpha, c, v = float(alpha), float(c), float(v)
+    best, best_speedup = playground.best_k(alpha, c, v)
+    mine = theory.expected_speedup(alpha, guess, c, v)
+    share = mine / best_speedup if best_speedup > 0 else 1.0
+    if guess == best:
+        verdict = "**Spot on.**"
+    elif share >= 0.97:
+        verdict = "**Close enough** to make no real difference."
+    else:
+        verdict = "**Off**: the speedup is flat near its best, but not that flat."
+    return (f"{verdict} Your K = {guess} gives {mine:.3f}× against the best {best_speedup:.3f}× at K = {best}: "
+            f"{share:.0%} of the best speedup, {abs(guess - best)} away.")
+
+
+def _prediction(alpha, k, c, v, figures) -> None:
+    """The guess of the best K, its score, and the events that reveal it in ``figures``."""
+    revealed = gr.State(False)
+    with gr.Row(equal_height=True):
+        # No minimum on the box: an empty one shows 0, which would be marked invalid before any guess.
+        guess = gr.Number(None, precision=0, label=f"Your guess of the best K (1…{playground.BEST_K_MAX})",
+                          elem_id="sv-pg-guess", min_width=120)
+        reveal = gr.Button("Reveal", size="sm", elem_id="sv-pg-reveal", min_width=80)
+        show = gr.Button("Just show it", size="sm", elem_id="sv-pg-show", min_width=80)
+    score = gr.Markdown(elem_id="sv-pg-score")
+    free = dict(api_name=False, concurrency_id="playground", concurrency_limit=None, show_progress="hidden")
+    values = [alpha, k, c, v, revealed]
+    reveal.click(lambda g, a, c_, v_: (score_guess(g, a, c_, v_), True), [guess, alpha, c, v], [score, revealed],
+                 **free).success(shown_figures, values, figures, **free)
+    show.click(lambda: True, None, revealed, **free).then(shown_figures, values, figures, **free)
+    return revealed
 
 
 def build(ctx: PageContext) -> None:
@@ -73,36 +142,51 @@ def build(ctx: PageContext) -> None:
     gr.Markdown("### What if? The closed form, live\nMove α, K, c and v and watch the expected tokens per pass and "
                 "the expected speedup (Leviathan et al. 2023, eq. 1 and Theorem 3.8). No model runs here.")
     with gr.Row():
-        with gr.Column(scale=1, min_width=320):
-            alpha = gr.Slider(0.0, 1.0, value=0.7, step=0.01, label="per-token α (chance a tested draft is accepted)",
-                              elem_id="sv-pg-alpha")
-            k = gr.Slider(1, playground.BEST_K_MAX, value=4, step=1, label="lookahead K (drafts per round)",
-                          elem_id="sv-pg-k")
-            c = gr.Slider(0.0, 1.5, value=0.05, step=0.005, label="cost ratio c (one draft step ÷ one plain step)",
-                          elem_id="sv-pg-c")
-            v = gr.Slider(0.5, 3.0, value=1.0, step=0.01, label="verify cost v (one verify pass ÷ one plain step)",
-                          elem_id="sv-pg-v")
+        with gr.Column(scale=1, min_width=300):
+            alpha, k, c, v = _sliders()
             map_axes = gr.Radio(["α and K", "α and c"], value="α and K", label="Map over")
             with gr.Row():
                 rounds = gr.Slider(1, 200, value=24, step=1, label="passes per simulated run")
                 seed = gr.Number(0, precision=0, minimum=0, label="simulation seed")
             load_btn = gr.Button("Load α, c, v of the last real run")
             load_note = gr.Markdown()
+            copy_link("Copy link", "sv-pg-copy", links.playground_link, [alpha, k, c, v])
             # Pure and instant: the first figures are computed while the page is built.
             first = playground_update(0.7, 4, 0.05, 1.0, "α and K", 24, 0)
-            figures = gr.Markdown(first[0], latex_delimiters=LATEX, elem_id="sv-pg-figures")
-        with gr.Column(scale=2):
+            # The /playground endpoint's figures (all of them); the page shows them through
+            # shown_figures, which keeps the best K back until the learner has guessed.
+            figures_api = gr.Markdown(first[0], visible=False)
+            figures = gr.Markdown(shown_figures(0.7, 4, 0.05, 1.0, False), latex_delimiters=LATEX,
+                                  elem_id="sv-pg-figures")
+            revealed = _prediction(alpha, k, c, v, figures)
+        with gr.Column(scale=2, min_width=300):
             map_plot = gr.Plot(first[1], show_label=False, elem_id="sv-pg-map")
             with gr.Row():
                 mc_plot = gr.Plot(first[3], show_label=False, elem_id="sv-pg-mc")
                 mc_text = gr.Markdown(first[2], elem_id="sv-pg-mc-text")
     gr.Markdown(prose("playground_notes"), latex_delimiters=LATEX)
+    ctx.playground.update(alpha=alpha, k=k, c=c, v=v)
     inputs = [alpha, k, c, v, map_axes, rounds, seed]
     # Model-free: its own queue with no limit, so it never waits behind a generation.
     shared = dict(concurrency_id="playground", concurrency_limit=None, preprocess=False)
     # One listener for every control, "always_last": a drag fires many changes, and separate listeners
     # running at once could answer out of order and leave a stale figure on screen.
-    gr.on([control.change for control in inputs], playground_update, inputs, [figures, map_plot, mc_text, mc_plot],
-          api_name="playground", show_progress="hidden", trigger_mode="always_last", **shared)
+    gr.on([control.change for control in inputs], playground_update, inputs,
+          [figures_api, map_plot, mc_text, mc_plot], api_name="playground", show_progress="hidden",
+          trigger_mode="always_last", **shared
+          ).then(shown_figures, [alpha, k, c, v, revealed], figures, api_name=False, show_progress="hidden", **shared)
     load_btn.click(analysis_for_playground, ctx.last_analysis, [alpha, k, c, v, load_note],
                    api_name="playground_load_run", **shared)
+
+
+def _sliders() -> tuple:
+    """α, K, c and v, over :data:`specviz.links.PLAYGROUND_RANGES` (a link's values fit them)."""
+    r = links.PLAYGROUND_RANGES
+    alpha = gr.Slider(*r["alpha"][1:3], value=0.7, step=0.01, label="per-token α (chance a tested draft is accepted)",
+                      elem_id="sv-pg-alpha")
+    k = gr.Slider(*r["k"][1:3], value=4, step=1, label="lookahead K (drafts per round)", elem_id="sv-pg-k")
+    c = gr.Slider(*r["c"][1:3], value=0.05, step=0.005, label="cost ratio c (one draft step ÷ one plain step)",
+                  elem_id="sv-pg-c")
+    v = gr.Slider(*r["v"][1:3], value=1.0, step=0.01, label="verify cost v (one verify pass ÷ one plain step)",
+                  elem_id="sv-pg-v")
+    return alpha, k, c, v

@@ -11,12 +11,12 @@ import threading
 
 import gradio as gr
 
-from .. import charts
+from .. import charts, race
 from ..request import to_int
 from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from ..view import inspector_markdown, round_tree_html
 from . import settings, visitors
-from .errors import sentence, user_errors
+from .errors import refused, sentence, user_errors
 from .state import RunState
 
 FIELD_PATH = re.compile(r"[a-z_]+(\[\d+\]|\.[a-z_]+)*: ")
@@ -40,14 +40,40 @@ def inspect_token(state, evt: gr.EventData):
         return INSPECTOR_HINT, gr.skip(), gr.skip()
 
 
+def reset_inspector():
+    """The inspector as before any click (a new run, a replayed pass or a loaded trace shows no
+    earlier token's story)."""
+    return INSPECTOR_HINT, None, ""
+
+
 def replay(upto, state):
     """The run as it stood after pass ``upto``: tokens, summary and charts (no model runs)."""
     if not _has_rounds(state):
-        raise gr.Error("Nothing to replay yet: run something or load a saved trace.")
+        raise refused("Nothing to replay yet: run something or load a saved trace.")
     with user_errors():
         upto = to_int("pass", upto, 0, len(state.rounds))
     n = len(state.rounds)
     return state.view(upto, f"**Replay** · after pass {upto} of {n} · {state.label}", upto == n)
+
+
+def race_view(state, first, last, upto=None):
+    """The race lanes (:func:`specviz.race.race_figure`) of the run up to pass ``upto`` (None: every
+    pass) against its plain baseline, passes ``first``…``last`` highlighted (1-based; one end alone
+    runs to the start or the end; neither, or below 1: no highlight). Skips when there is no run;
+    bad values are ignored."""
+    if not _has_rounds(state):
+        return gr.skip()
+    n = len(state.rounds)
+    try:
+        n = min(max(int(upto), 0), n) if upto is not None else n
+        ends = [int(x) if x not in (None, "") and int(x) >= 1 else None for x in (first, last)]
+    except (TypeError, ValueError):
+        ends = [None, None]
+    lanes = race.race_lanes(state.rounds[:n], state.baseline.step_ms if state.baseline else None)
+    if ends == [None, None]:
+        return race.race_figure(lanes)
+    lo, hi = ends[0] or 1, ends[1] or n
+    return race.race_figure(lanes, (min(lo, hi), max(lo, hi)))
 
 
 def last_run_figures(state) -> dict | None:
@@ -86,7 +112,7 @@ def export_run(state):
     written into this visitor's export folder (:func:`specviz.ui.visitors.export_folder`),
     overwriting the previous export: the disk used stays bounded however often one exports."""
     if not _has_rounds(state):
-        raise gr.Error("Nothing to export yet: run something first.")
+        raise refused("Nothing to export yet: run something first.")
     folder = visitors.export_folder()
     trace = json.dumps(trace_to_dict(state.rounds, **state.meta), ensure_ascii=False)
     return [_write(os.path.join(folder, "specviz-trace.json"), trace),
@@ -112,11 +138,11 @@ def load_trace(path, *, public: bool | None = None):
             one line naming the limit or the wrong field.
     """
     if not path or not isinstance(path, (str, os.PathLike)):
-        raise gr.Error("Choose a trace file (.json) first.")
+        raise refused("Choose a trace file (.json) first.")
     try:
         rounds, meta = load_trace_file(path, max_bytes=settings.max_upload_bytes(settings.is_public(public)))
     except TraceError as err:
-        raise gr.Error(f"Could not load that trace: {_trace_problem(err)}") from None
+        raise refused(f"Could not load that trace: {_trace_problem(err)}") from None
     with user_errors():
         state = RunState.from_rounds(rounds, meta)
     n = len(state.rounds)

@@ -9,15 +9,16 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from .. import charts
+from .. import charts, race
 from ..view import wrap_output
 from . import settings
 from .context import PageContext
 from .fields import NAMES, SHARED
-from .lossless_check import run_lossless
+from .lossless_check import run_lossless, settings_changed
 from .prose import LATEX, prose
-from .replay import INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, replay, step_replay
-from .runs import run_demo
+from .replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view, replay,
+                     reset_inspector, step_replay)
+from .runs import run_demo, stop_run
 from .settings import DEFAULT_PRESET, DRAFTER_NOTES, DRAFTERS, EXAMPLE_LABELS, EXAMPLES, PRESETS
 
 TOKENS_JS = """
@@ -27,6 +28,38 @@ element.addEventListener('click', (event) => {
   trigger('click', {round: Number(token.dataset.r), slot: Number(token.dataset.i),
                     rejected: token.dataset.rej === '1'});
 });
+// Keyboard: every token is a button reachable by Tab; Enter or Space opens it like a click.
+const mark = () => element.querySelectorAll('[data-r]:not([tabindex])').forEach((token) => {
+  token.tabIndex = 0;
+  token.setAttribute('role', 'button');
+});
+new MutationObserver(mark).observe(element, {childList: true, subtree: true});
+mark();
+element.addEventListener('keydown', (event) => {
+  const token = event.target.closest('[data-r]');
+  if (!token || (event.key !== 'Enter' && event.key !== ' ')) return;
+  event.preventDefault();
+  token.click();
+});
+// The box (#sv-tokens, a fixed height) follows the newest tokens unless the visitor scrolled up.
+const box = element.closest('#sv-tokens') || element;
+let follow = true;
+box.addEventListener('scroll', () => { follow = box.scrollTop + box.clientHeight >= box.scrollHeight - 40; });
+new MutationObserver(() => { if (follow) box.scrollTop = box.scrollHeight; })
+  .observe(element, {childList: true, subtree: true});
+"""
+
+#: Marks the verify passes from…to (1-based; one end alone runs to the run's start or end) in the
+#: token panel, as race_view highlights them in the race lanes.
+STRETCH_JS = """
+(first, last) => {
+  const lo = first || 1, hi = last || Infinity;
+  document.querySelectorAll('#sv-tokens .sv-round').forEach((span) => {
+    const pass = Number(span.dataset.round) + 1;
+    span.classList.toggle('sv-stretch', Boolean(first || last) && pass >= Math.min(lo, hi) && pass <= Math.max(lo, hi));
+  });
+  return [];
+}
 """
 
 #: Model-free views never wait behind a generation.
@@ -47,12 +80,26 @@ def on_drafter_change(kind: str):
     return (gr.update(visible=kind == "model"), gr.update(visible=kind == "early-exit"), DRAFTER_NOTES[kind])
 
 
+# Run pressed: a lesson's note stays for the run it set up and hides on the next one (no
+# docstring, as above). ``runs``: runs since the lesson was chosen (None: no lesson shown).
+def lesson_run(runs):
+    if runs is None:
+        return gr.skip(), None
+    return (gr.skip(), runs + 1) if runs < 1 else (gr.update(visible=False), None)
+
+
+# The prompt edited by hand: the lesson's note no longer describes what is on screen.
+def hide_lesson():
+    return gr.update(visible=False), None
+
+
 def build(ctx: PageContext) -> None:
     """The Run tab's components and events; fills ``ctx.inputs``."""
     c = SimpleNamespace()
     with gr.Row():
         with gr.Column(scale=1, min_width=340):
             _settings(c, settings.limits(ctx.public), ctx.public)
+        # The token box has a fixed height and the charts follow it, so a long run stays on one screen.
         with gr.Column(scale=2):
             _outputs(c)
     _charts_and_replay(c)
@@ -98,14 +145,16 @@ def _settings(c, limits, public: bool) -> None:
         c.dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="Dtype",
                               info="auto: bf16 on GPUs and CPUs that run it natively, else fp32")
     with gr.Row():
-        c.run_btn = gr.Button("Run", variant="primary")
+        c.run_btn = gr.Button("Run", variant="primary", elem_id="sv-run-btn")
         c.stop_btn = gr.Button("Stop", variant="stop")
     gr.Examples(EXAMPLES, [c.prompt, c.chat], label="Example prompts", example_labels=EXAMPLE_LABELS)
 
 
 def _outputs(c) -> None:
-    """The right column: the token stream, the summary and the token inspector."""
+    """The right column: the token stream (a fixed-height box), the three main charts, the summary
+    and the token inspector."""
     c.tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
+    _main_charts(c)
     c.summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
     with gr.Accordion("Token inspector: why was this token emitted?", open=True):
         c.inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
@@ -114,27 +163,36 @@ def _outputs(c) -> None:
         c.inspector_tree = gr.HTML("", elem_id="sv-inspector-tree")
 
 
-def _charts_and_replay(c) -> None:
-    """The five charts, then replay, export and saved traces."""
+def _main_charts(c) -> None:
+    """Acceptance, tokens per pass and the speedup, right under the token box."""
     with gr.Row():
         c.alpha_plot = gr.Plot(charts.alpha_figure([]), label="Acceptance", show_label=False, elem_id="sv-alpha")
         c.tpp_plot = gr.Plot(charts.tokens_per_pass_figure([], 4, None), label="Tokens per target pass",
                              show_label=False, elem_id="sv-tpp")
         c.speedup_plot = gr.Plot(charts.speedup_figure([], None), label="Speedup vs plain decoding",
                                  show_label=False, elem_id="sv-speedup")
+
+
+def _charts_and_replay(c) -> None:
+    """The other two charts, then replay, export and saved traces."""
     with gr.Row():
         c.position_plot = gr.Plot(charts.per_position_figure(None), label="Acceptance by draft position",
                                   show_label=False, elem_id="sv-positions")
         c.time_plot = gr.Plot(charts.time_split_figure(None), label="Time per round", show_label=False,
                               elem_id="sv-time")
+    c.race_plot = gr.Plot(race.race_figure(race.race_lanes([], None)), label="Race", show_label=False,
+                          elem_id="sv-race")
+    with gr.Row():
+        c.race_from = gr.Number(None, precision=0, label="Highlight from pass", elem_id="sv-race-from")
+        c.race_to = gr.Number(None, precision=0, label="to pass", elem_id="sv-race-to")
     with gr.Accordion("Replay, export and saved traces", open=False):
         gr.Markdown("Go back over the run pass by pass: tokens, summary and charts as they stood after pass r. "
                     "Export the run (trace JSON, rounds CSV, charts HTML), or load a saved trace (from here or "
                     "`python -m specviz run --trace FILE`) to replay it without the models.")
         with gr.Row():
-            c.replay_back = gr.Button("◀ pass", size="sm", min_width=80)
+            c.replay_back = gr.Button("◀ pass", size="sm", min_width=80, elem_id="sv-replay-back")
             c.replay_slider = gr.Slider(0, 1, value=0, step=1, label="After pass", elem_id="sv-replay")
-            c.replay_next = gr.Button("pass ▶", size="sm", min_width=80)
+            c.replay_next = gr.Button("pass ▶", size="sm", min_width=80, elem_id="sv-replay-next")
         with gr.Row():
             c.export_btn = gr.Button("Export this run", elem_id="sv-export")
             c.export_files = gr.File(label="Exported files", file_count="multiple", interactive=False,
@@ -151,7 +209,7 @@ def _lossless_panel(c, public: bool) -> None:
                     "(only the random draws differ), and compares both histograms with p_target.")
         with gr.Row():
             c.n_draws = gr.Slider(500, settings.PUBLIC_POLICY.max_draws if public else 20000, value=4000, step=500,
-                                  label="Draws of each kind")
+                                  label="Draws of each kind", elem_id="sv-check-draws")
             c.check_temperature = gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Check's temperature",
                                             info="1 samples the model's own distribution; at 0 there is "
                                                  "nothing to sample", elem_id="sv-check-temperature")
@@ -159,8 +217,8 @@ def _lossless_panel(c, public: bool) -> None:
                                     elem_id="sv-check-control")
             c.lossless_btn = gr.Button("Run the check")
         gr.Markdown(prose("lossless_formula"), latex_delimiters=LATEX)
-        c.lossless_plot = gr.Plot(label="First-token histograms", elem_id="sv-lossless")
-        c.lossless_text = gr.Markdown()
+        c.lossless_plot = gr.Plot(label="First-token histograms", show_label=False, elem_id="sv-lossless")
+        c.lossless_text = gr.Markdown(elem_id="sv-lossless-text")
 
 
 def _wire(c, ctx: PageContext) -> None:
@@ -169,7 +227,7 @@ def _wire(c, ctx: PageContext) -> None:
     c.preset.change(apply_preset, c.preset, [c.target_id, c.drafter_kind, c.draft_model, c.chat, c.drafter_note])
     c.drafter_kind.change(on_drafter_change, c.drafter_kind, [c.draft_model, c.early_exit_layers, c.drafter_note])
     baselines = gr.State({})  # this visitor's measured plain baselines, by settings
-    run_state = gr.State(None)  # this visitor's RunState
+    run_state = ctx.run_state = gr.State(None)  # this visitor's RunState (the Watch tab reads it too)
     view = [c.tokens_html, c.summary, c.alpha_plot, c.tpp_plot, c.speedup_plot, c.position_plot, c.time_plot]
     run_event = c.run_btn.click(functools.partial(run_demo, public=ctx.public), ctx.run_inputs(NAMES) + [baselines],
                                 view + [baselines, run_state, c.replay_slider],
@@ -178,7 +236,16 @@ def _wire(c, ctx: PageContext) -> None:
                                 # component's own preprocessing would answer a bad API value with
                                 # gradio's generic error instead of the setting's message.
                                 preprocess=False)
-    c.stop_btn.click(None, cancels=[run_event])
+    # Stop cancels the run and sets the status from the run as it stood (the generator cannot: it is cancelled).
+    c.stop_btn.click(stop_run, run_state, view + [run_state, c.replay_slider], cancels=[run_event], api_name=False,
+                     **FREE)
+    inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
+    c.run_btn.click(reset_inspector, None, inspector, api_name=False, **FREE)
+    c.run_btn.click(lesson_run, ctx.lesson_runs, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
+    c.prompt.input(hide_lesson, None, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
+    for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat):
+        setting.change(settings_changed, c.lossless_text, [c.lossless_plot, c.lossless_text], api_name=False,
+                       **FREE)
     # The check's own temperature stands in for the run's.
     lossless_inputs = [c.check_temperature if name == "temperature" else c_ for name, c_ in
                        zip(SHARED, ctx.run_inputs(SHARED))] + [c.n_draws, c.control]
@@ -187,10 +254,34 @@ def _wire(c, ctx: PageContext) -> None:
                          concurrency_limit=1, preprocess=False)
     c.tokens_html.click(inspect_token, run_state, [c.inspector_md, c.inspector_plot, c.inspector_tree],
                         api_name=False, **FREE)
-    c.replay_slider.release(replay, [c.replay_slider, run_state], view, api_name="replay", preprocess=False, **FREE)
+    replayed = [c.replay_slider.release(replay, [c.replay_slider, run_state], view, api_name="replay",
+                                        preprocess=False, **FREE)]
+    # A replayed pass shows nothing after it: the inspector starts over.
+    c.replay_slider.release(reset_inspector, None, inspector, api_name=False, **FREE)
     for button, delta in ((c.replay_back, -1), (c.replay_next, 1)):
-        button.click(functools.partial(step_replay, delta=delta), [c.replay_slider, run_state], c.replay_slider,
-                     api_name=False, **FREE).then(replay, [c.replay_slider, run_state], view, api_name=False, **FREE)
+        replayed.append(button.click(functools.partial(step_replay, delta=delta), [c.replay_slider, run_state],
+                                     c.replay_slider, api_name=False, **FREE).then(
+            replay, [c.replay_slider, run_state], view, api_name=False, **FREE))
+        button.click(reset_inspector, None, inspector, api_name=False, **FREE)
     c.export_btn.click(export_run, run_state, c.export_files, api_name="export", **FREE)
-    c.trace_file.upload(functools.partial(load_trace, public=ctx.public), c.trace_file, view + [run_state, c.replay_slider], api_name="load_trace", **FREE)
+    loaded = c.trace_file.upload(functools.partial(load_trace, public=ctx.public), c.trace_file,
+                                 view + [run_state, c.replay_slider], api_name="load_trace", **FREE)
+    c.trace_file.upload(reset_inspector, None, inspector, api_name=False, **FREE)
     run_event.then(last_run_figures, run_state, ctx.last_analysis, api_name=False, **FREE)
+    _wire_race(c, run_state, [run_event, loaded], replayed)
+
+
+def _wire_race(c, run_state, whole, replayed) -> None:
+    """The race lanes follow the run's end and a loaded trace (``whole``: every pass) and the
+    replay (``replayed``: up to the slider's pass); the stretch's passes are highlighted there and
+    in the token panel."""
+    race_inputs = [run_state, c.race_from, c.race_to, c.replay_slider]
+    every_pass = functools.partial(race_view, upto=None)
+    for events, fn, inputs in ((whole, every_pass, [run_state, c.race_from, c.race_to]),
+                               (replayed, race_view, race_inputs)):
+        for event in events:
+            event.then(fn, inputs, c.race_plot, api_name=False, **FREE).then(
+                None, [c.race_from, c.race_to], None, js=STRETCH_JS, api_name=False)
+    gr.on([c.race_from.change, c.race_to.change], race_view, race_inputs, c.race_plot, api_name=False,
+          trigger_mode="always_last", **FREE).then(None, [c.race_from, c.race_to], None, js=STRETCH_JS,
+                                                   api_name=False)

@@ -11,12 +11,13 @@ import time
 
 import gradio as gr
 
-from ..analysis import RunAnalysis
+from .. import baseline as plain_timing
+from ..analysis import RunAnalysis, baseline_still_valid
 from ..request import RunRequest
-from ..runner import make_generation, plain_baseline, saved_trace, warm_up
-from ..view import _escape, _fmt, wrap_output
+from ..runner import load_pair, make_generation, saved_trace, warm_up
+from ..view import _escape, _fmt, sent_mark, stream_head, stream_tail, wrap_output
 from . import settings, visitors
-from .errors import user_errors
+from .errors import refused, user_errors
 from .fields import NAMES, request_from, spread
 from .gpu import gpu
 from .state import RunState, RunView, waiting_view
@@ -24,10 +25,15 @@ from .state import RunState, RunView, waiting_view
 logger = logging.getLogger("specviz.app")
 
 CHART_INTERVAL_S = 1.0  # the browser lags behind if Plotly redraws on every round
-# Token updates resend the whole panel (tens of kB for a few hundred tokens with their hover
-# text); coalescing rounds that finish within this interval keeps the browser and the server's
-# event loop from competing with generation on a small CPU. The final update is always sent.
+# Coalescing rounds that finish within this interval into one token update keeps the browser
+# (which re-renders the panel on each update) from competing with generation on a small CPU. The
+# final update is always sent.
 TOKEN_INTERVAL_S = 0.25
+#: Stop's handler waits this long before showing the stopped run (see :func:`stop_run`).
+STOP_SETTLE_S = 0.5
+#: Plain runs timed for the speedup's baseline (:func:`specviz.baseline.measure_baseline`): one full
+#: and two short ones, so one slow moment moves the median little and shows in the range.
+BASELINE_SAMPLES = 3
 
 
 def load_and_encode(request: RunRequest, progress) -> tuple:
@@ -45,8 +51,8 @@ def load_and_encode(request: RunRequest, progress) -> tuple:
         progress(fraction, desc=message)
 
     with user_errors():
-        target, drafter = visitors.load_pair(request.target, request.draft, request.device, request.dtype, report,
-                                             history=visitors.visitor_history())
+        target, drafter = load_pair(request.target, request.draft, request.device, request.dtype, report,
+                                    history=visitors.visitor_history())
     chat = request.chat
     if chat and not target.has_chat_template:
         gr.Warning(f"{target.name} has no chat template: using the prompt as plain text.")
@@ -54,25 +60,68 @@ def load_and_encode(request: RunRequest, progress) -> tuple:
     return target, drafter, target.encode(request.prompt, chat=chat)
 
 
+def _baseline_key(target, prompt_ids, request: RunRequest) -> str:
+    return repr((target.source, str(target.device), str(target.dtype), prompt_ids, request.sampling,
+                 request.max_new_tokens, request.seed))
+
+
 def measure_baseline(target, drafter, prompt_ids, request: RunRequest, baselines: dict):
-    """Warm up once per pair, then the plain baseline of these settings (measured here, or reused
-    from this visitor's earlier run): yields progress lines, returns (baseline, baselines)."""
+    """Warm up once per pair, then the plain baseline of these settings: reused from this
+    visitor's earlier run, or timed :data:`BASELINE_SAMPLES` times
+    (:func:`specviz.baseline.measure_baseline`). The warm-up comes first so that no sample times
+    a cold model (a first run once timed plain decoding at 192 ms/token against 53–69 later).
+    Yields progress lines; returns (baseline, baselines)."""
     warm_up(target, drafter, prompt_ids, request.k, request.sampling, once=True, branches=request.branches,
             tree_nodes=request.tree_nodes)
-    key = repr((target.source, str(target.device), str(target.dtype), prompt_ids, request.sampling,
-                request.max_new_tokens, request.seed))
+    key = _baseline_key(target, prompt_ids, request)
     if key in baselines:
         return baselines[key], baselines
-    plain = make_generation(target, None, prompt_ids, request.k, request.sampling, request.max_new_tokens,
-                            request.seed)
-    last = 0.0
-    for _ in plain:
-        if time.perf_counter() - last > 0.5:
-            last = time.perf_counter()
-            yield (f"Measuring plain decoding of the target for the speedup baseline: "
-                   f"{len(plain.tokens)}/{request.max_new_tokens} tokens…")
-    baseline = plain_baseline(plain)
-    return baseline, {**baselines, key: baseline}
+
+    def plain_run():
+        return make_generation(target, None, prompt_ids, request.k, request.sampling, request.max_new_tokens,
+                               request.seed)
+
+    baseline = yield from plain_timing.measure_baseline(plain_run, samples=BASELINE_SAMPLES)
+    return baseline, ({**baselines, key: baseline} if baseline is not None else baselines)
+
+
+def drop_if_contradicted(state: RunState, baselines: dict) -> dict:
+    """``baselines`` without the run's baseline when the finished run's own timings contradict it
+    (:func:`specviz.analysis.baseline_still_valid`); ``state.remeasure`` then says so."""
+    if state.baseline is None or baseline_still_valid(state.baseline, state.rounds):
+        return baselines
+    state.remeasure = True
+    return {key: b for key, b in baselines.items() if b != state.baseline}
+
+
+class TokenPanel:
+    """The token panel of a streamed run, append-only: the legend and the panel's opening tag,
+    then each update adds the rounds since the last one and a :func:`~specviz.view.sent_mark`;
+    the last one adds :func:`~specviz.view.stream_tail`. Gradio sends a string output that
+    extends its previous value as an "append" of the new part (``gradio.utils.diff``), so a
+    round costs its own bytes, not the whole panel's (issue 17 item 11).
+
+    ``whole=True`` is the behaviour before: the whole panel on each update and ``gr.skip()``
+    between them (kept for ``scripts/stream_bytes.py``'s comparison)."""
+
+    def __init__(self, state: RunState, whole: bool = False):
+        self.state, self.whole = state, whole
+        self.html = wrap_output("") if whole else stream_head()
+        self.shown = 0
+
+    def current(self):
+        """The panel as last sent (unchanged: gradio sends no bytes for it)."""
+        return gr.skip() if self.whole else self.html
+
+    def update(self, generated_at: float, done: bool = False) -> str:
+        """The panel with every round so far; ``done`` closes it."""
+        if self.whole:
+            self.html = wrap_output("".join(self.state.html), done, generated_at)
+            return self.html
+        self.html += "".join(self.state.html[self.shown:]) + (stream_tail(generated_at) if done
+                                                             else sent_mark(generated_at))
+        self.shown = len(self.state.html)
+        return self.html
 
 
 def log_run(request: RunRequest, label: str, analysis: RunAnalysis, outcome: str) -> None:
@@ -105,15 +154,20 @@ def _status(run, request: RunRequest, label: str, done: bool, over: bool, max_ru
     return f"Generating · {label} · {len(run.tokens)}/{request.max_new_tokens} tokens"
 
 
-def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of, max_run_s: float | None = None):
+def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of, max_run_s: float | None = None,
+           panel: TokenPanel | None = None):
     """Run the speculative generation, yielding the page's outputs: tokens often, charts and the
-    summary about once a second, and everything at the end. Every round yields (skipped outputs
-    in between), so Stop ends the run within one round. With ``max_run_s`` (public mode) a run
-    whose generation time passes it stops there: its tokens stay on screen, the status says so,
-    and no error is raised."""
+    summary about once a second, and everything at the end. Every round yields (the token panel
+    as it stands, other outputs skipped in between), so Stop ends the run within one round. With
+    ``max_run_s`` (public mode) a run whose generation time passes it stops there: its tokens
+    stay on screen, the status says so, and no error is raised. ``panel``: the token panel
+    (:class:`TokenPanel`; default: a new append-only one)."""
+    panel = panel if panel is not None else TokenPanel(state)
     last_chart = last_tokens = 0.0
     try:
         for round_ in run:
+            if state.finished:
+                return  # Stop was pressed: its handler (stop_run) has shown the run as it stood
             generated_at = time.time()
             state.add(round_, run)
             done = run.finish_reason is not None
@@ -122,22 +176,46 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                 last_chart = last_tokens = time.perf_counter()
                 state.meta = trace_of(run)
                 analysis = state.analysis()
+                if done or over:
+                    state.finished = True
+                    baselines = drop_if_contradicted(state, baselines)
+                    log_run(request, state.label, analysis, run.finish_reason or "time-limit")
                 status = _status(run, request, state.label, done, over, max_run_s)
                 view = state.view(None, status, done or over, generated_at, analysis=analysis)
-                if done or over:
-                    log_run(request, state.label, analysis, run.finish_reason or "time-limit")
-                yield (*view, baselines, state, _slider(state) if done or over else gr.skip())
+                if state.finished and not (done or over):
+                    return  # stopped while the charts were drawn
+                yield (*view._replace(tokens=panel.update(generated_at, done or over)), baselines, state,
+                       _slider(state) if done or over else gr.skip())
                 if over:
                     break
             elif time.perf_counter() - last_tokens > TOKEN_INTERVAL_S:
                 last_tokens = time.perf_counter()
-                body = wrap_output("".join(state.html), generated_at=generated_at)
-                yield *_skipped(tokens=body), baselines, state, gr.skip()
+                yield *_skipped(tokens=panel.update(generated_at)), baselines, state, gr.skip()
             else:
-                yield *_skipped(), baselines, state, gr.skip()
+                yield *_skipped(tokens=panel.current()), baselines, state, gr.skip()
     except ValueError as err:  # NonFiniteLogitsError among them: keep what was generated, say why it stopped
-        yield (*state.view(None, f"**Stopped:** {_escape(str(err))}", True), baselines, state, _slider(state))
-        raise gr.Error(str(err)) from None
+        state.finished = True
+        view = state.view(None, f"**Stopped:** {_escape(str(err))}", True)
+        yield (*view._replace(tokens=panel.update(time.time(), True)), baselines, state, _slider(state))
+        raise refused(str(err)) from None
+
+
+def stop_run(state):
+    """Stop pressed: the run as it stood, with the status "**Stopped** by you at N/M tokens" and
+    one log line; nothing changes when no run is going (``state`` None or finished)."""
+    if not isinstance(state, RunState) or state.finished:
+        return (*_skipped(), gr.skip(), gr.skip())
+    state.finished = True  # the same object the stream holds: it yields nothing more
+    # An update the stream sent just before Stop is still on its way to the page; let it land
+    # first, or it would overwrite this status with "Generating".
+    time.sleep(STOP_SETTLE_S)
+    tokens = sum(len(r.emitted) for r in state.rounds)
+    status = f"**Stopped** by you at {tokens}/{state.max_new_tokens} tokens · {state.label}"
+    logger.info("run stopped by the visitor · %s | tokens=%d/%d passes=%d", state.label, tokens,
+                state.max_new_tokens, len(state.rounds))
+    if not state.rounds:
+        return (*_skipped(summary=status), state, gr.skip())
+    return (*state.view(None, status, True), state, _slider(state))
 
 
 def _trace_meta(run, request, target, drafter, baseline) -> dict:
@@ -161,7 +239,8 @@ def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | N
     target, drafter, prompt_ids = load_and_encode(request, progress)
     label = f"{target.name} ← {drafter.name}" if drafter else f"{target.name}, plain decoding"
     state = RunState.new(request, target, drafter, label)
-    yield *waiting_view(wrap_output(""), f"Warming up {label}…", request.k), baselines, state, gr.skip()
+    panel = TokenPanel(state)
+    yield *waiting_view(panel.html, f"Warming up {label}…", request.k), baselines, state, gr.skip()
     with user_errors():
         steps = measure_baseline(target, drafter, prompt_ids, request, baselines)
         while True:
@@ -170,10 +249,12 @@ def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | N
             except StopIteration as finished:
                 state.baseline, baselines = finished.value
                 break
-            yield *_skipped(tokens=wrap_output(""), summary=line), baselines, state, gr.skip()
+            if state.finished:
+                return  # stopped while the baseline was timed
+            yield *_skipped(tokens=panel.current(), summary=line), baselines, state, gr.skip()
     run = make_generation(target, drafter, prompt_ids, request.k, request.sampling, request.max_new_tokens,
                           request.seed, branches=request.branches, tree_nodes=request.tree_nodes)
     trace_of = functools.partial(_trace_meta, request=request, target=target, drafter=drafter,
                                  baseline=state.baseline)
     yield from stream(run, request, state, baselines, trace_of,
-                      max_run_s=settings.PUBLIC_POLICY.max_run_s if public else None)
+                      max_run_s=settings.PUBLIC_POLICY.max_run_s if public else None, panel=panel)

@@ -11,7 +11,7 @@ import gradio as gr
 from ..runner import load_pair
 from . import settings
 from .context import PageContext
-from .errors import user_errors
+from .errors import refused, user_errors
 from .fields import SHARED, drafter_spec, spread
 from .gpu import gpu
 from .prose import prose
@@ -28,7 +28,7 @@ def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *
     """Stream the same prompt and settings run with each chosen drafter: (HTML, status)."""
     public = settings.is_public(public)
     if not isinstance(drafters, list) or not drafters:
-        raise gr.Error("Tick at least one drafter to compare.")
+        raise refused("Tick at least one drafter to compare.")
     with user_errors():
         specs = [drafter_spec(SIDE_BY_SIDE.get(d, d), values["draft_model"], values["early_exit_layers"])
                  for d in drafters]

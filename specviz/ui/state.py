@@ -14,6 +14,11 @@ from ..trace import Round, trace_from_dict
 from ..view import render_round, summary_markdown, wrap_output
 
 
+#: The summary's sentence when a finished run's own timings contradict its plain baseline.
+REMEASURE_NOTE = ("This run's own timings disagree with the plain baseline, or its samples scatter, so it is not "
+                  "kept: the next run with these settings times plain decoding again.")
+
+
 class RunView(NamedTuple):
     """The Run tab's outputs that show a run: token panel, summary and the five charts."""
 
@@ -40,7 +45,10 @@ class RunState:
     ``prefill_ms`` the prompt's prefill time (ms); ``baseline`` the plain decoding it is compared
     with; ``eos`` the target's end-of-sequence ids; ``lookup`` whether prompt lookup drafted and
     ``low_precision_greedy`` whether a greedy run used bf16/fp16 (both select health notes);
-    ``meta`` the saved trace's fields other than the rounds; ``notes`` the engine's notes.
+    ``meta`` the saved trace's fields other than the rounds; ``notes`` the engine's notes;
+    ``max_new_tokens`` the run's token limit; ``finished`` whether it has ended (done, stopped or
+    loaded); ``remeasure`` whether its baseline was dropped from the visitor's cache
+    (:data:`REMEASURE_NOTE`).
     """
 
     label: str = ""
@@ -54,6 +62,9 @@ class RunState:
     low_precision_greedy: bool = False
     meta: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    max_new_tokens: int = 0
+    finished: bool = False
+    remeasure: bool = False
 
     @classmethod
     def new(cls, request, target, drafter, label: str) -> RunState:
@@ -61,7 +72,8 @@ class RunState:
         ``drafter`` its drafter (None: plain decoding)."""
         low_precision = str(target.dtype) in ("torch.bfloat16", "torch.float16")
         return cls(label=label, k=request.k if drafter is not None else 0, eos=sorted(target.eos_token_ids),
-                   lookup=request.draft == "ngram", low_precision_greedy=low_precision and request.sampling.greedy)
+                   lookup=request.draft == "ngram", low_precision_greedy=low_precision and request.sampling.greedy,
+                   max_new_tokens=request.max_new_tokens)
 
     @classmethod
     def from_trace(cls, data: dict) -> RunState:
@@ -82,10 +94,10 @@ class RunState:
         return cls(label=f"{meta.get('target', '?')} ← {meta.get('drafter') or 'plain decoding'} (saved trace)",
                    k=int(meta.get("k") or 0), eos=sorted(eos), rounds=rounds,
                    html=[render_round(r, eos) for r in rounds], prefill_ms=float(meta.get("prefill_ms") or 0.0),
-                   baseline=PlainBaseline(**base) if base else None, lookup=settings.get("draft") == "ngram",
+                   baseline=PlainBaseline.from_dict(base) if base else None, lookup=settings.get("draft") == "ngram",
                    low_precision_greedy=meta.get("dtype") in ("bfloat16", "float16")
                    and not settings.get("temperature"),
-                   meta=meta)
+                   meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True)
 
     def add(self, round_: Round, run) -> None:
         """Record a finished round of ``run`` (a Generation): the round, its HTML, the prefill and notes."""
@@ -109,6 +121,8 @@ class RunState:
         rounds = self.rounds[:upto]
         a = analysis if analysis is not None else self.analysis(upto)
         notes = self.notes + health_notes(a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
+        if self.remeasure and upto is None:
+            notes.append(REMEASURE_NOTE)
         return RunView(wrap_output("".join(self.html[: len(rounds)]), done, generated_at),
                        summary_markdown(a, status, notes),
                        charts.alpha_figure(rounds), charts.tokens_per_pass_figure(rounds, self.k, a.alpha),

@@ -5,14 +5,12 @@ with its errors as one clear line and public mode's time limit (:class:`SweepSte
 from __future__ import annotations
 
 import functools
-import time
-
-import gradio as gr
 
 from ..request import check_public_models, to_int
+from ..runner import prepare_run
 from ..sweep import sweep, sweep_requests
 from . import settings, visitors
-from .errors import user_errors
+from .errors import refused, user_errors
 from .fields import request_from
 
 SWEEP_DEFAULTS = {"temperature": "0 0.3 0.7 1.0 1.5", "k": "1 2 3 4 6 8", "draft": "ngram int8 early-exit:4 none"}
@@ -23,7 +21,7 @@ PUBLIC_MAX_SETTINGS = 6  # a public experiment runs at most this many settings (
 def sweep_values(parameter: str, text) -> list[str]:
     """The values typed for a sweep, split on commas and spaces (validated by specviz.sweep)."""
     if not isinstance(text, str) or not text.replace(",", " ").split():
-        raise gr.Error(f"Type the {parameter} values to sweep, e.g. {SWEEP_DEFAULTS[parameter]}.")
+        raise refused(f"Type the {parameter} values to sweep, e.g. {SWEEP_DEFAULTS[parameter]}.")
     return text.replace(",", " ").split()
 
 
@@ -36,10 +34,10 @@ def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: boo
     """
     parameter = SWEEP_LABELS.get(parameter, parameter)
     if parameter not in SWEEP_DEFAULTS:
-        raise gr.Error(f"Sweep one of {', '.join(SWEEP_LABELS)}, got {parameter!r}.")
+        raise refused(f"Sweep one of {', '.join(SWEEP_LABELS)}, got {parameter!r}.")
     swept = replace if replace is not None else sweep_values(parameter, values_text)
     if public and len(swept) > PUBLIC_MAX_SETTINGS:
-        raise gr.Error(f"Public mode: at most {PUBLIC_MAX_SETTINGS} settings per experiment, got {len(swept)}.")
+        raise refused(f"Public mode: at most {PUBLIC_MAX_SETTINGS} settings per experiment, got {len(swept)}.")
     limits = settings.limits(public)
     with user_errors():
         tokens = to_int("tokens per setting", max_new_tokens, 1, limits.max_new_tokens)
@@ -55,10 +53,9 @@ def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: boo
 class SweepSteps:
     """:func:`specviz.sweep.sweep`'s steps for the visitor the callback serves: a suffix drafter
     searches only their own earlier outputs (:func:`specviz.ui.visitors.visitor_history`), loading
-    and run errors become one clear gr.Error line, and with ``max_run_s`` (public mode) the
-    iteration stops once that many seconds have passed since the first step (model loading is not
-    counted, as in the Run tab), after yielding the step in hand, so finished rows are kept;
-    :attr:`stopped` then says so.
+    and run errors become one clear gr.Error line, and with ``max_run_s`` (public mode) the sweep
+    stops at that wall time (its own cap: loading, warm-ups and baselines count) with the rows it
+    finished; its "stopped" step is not passed on, :attr:`stopped` says so instead.
 
     Args:
         requests: from :func:`sweep_plan`.
@@ -76,19 +73,13 @@ class SweepSteps:
         def report(fraction, message):
             self.progress(fraction, desc=message)
 
-        load = functools.partial(visitors.load_pair, history=visitors.visitor_history())
-        steps = sweep(self.requests, progress=report, load=load)
-        started = None
-        try:
-            with user_errors():
-                for step in steps:
-                    started = started if started is not None else time.perf_counter()
-                    yield step
-                    if self.max_run_s is not None and time.perf_counter() - started > self.max_run_s:
-                        self.stopped = True
-                        return
-        finally:
-            steps.close()
+        prepare = functools.partial(prepare_run, history=visitors.visitor_history())
+        with user_errors():
+            for step in sweep(self.requests, progress=report, prepare=prepare, max_run_s=self.max_run_s):
+                if step.phase == "stopped":
+                    self.stopped = True
+                    return
+                yield step
 
     def stopped_note(self) -> str:
         """The status line's words for a stop at the time limit ("" if it did not stop)."""

@@ -23,8 +23,10 @@ def playground_figures_markdown(cf: playground.ClosedForm) -> str:
         f"**Expected speedup** S = **{cf.speedup:.3f}×** ({verdict})\n\n"
         f"$$S = \\frac{{E[N]}}{{K c + v}} = \\frac{{{cf.tokens_per_pass:.3f}}}{{{k}\\cdot{c:.3f} + {v:.3f}}}$$\n\n"
         f"**Best K** for α = {a:.2f}, c = {c:.3f}, v = {v:.3f}: **K = {cf.best_k}**, "
-        f"speedup **{cf.best_speedup:.3f}×** (searched over K = 1…{playground.BEST_K_MAX})\n\n"
-        f"Ceiling at this K (every draft accepted, α = 1): (K + 1)/(K·c + v) = {cf.ceiling:.3f}×"
+        f"speedup **{cf.best_speedup:.3f}×** at the best K (searched over K = 1…{playground.BEST_K_MAX}). "
+        "The search holds v constant across K, while a real verify pass of K + 1 positions costs more as K grows, "
+        "so a large best K is optimistic.\n\n"
+        f"Ceiling at this K = {k} (every draft accepted, α = 1): (K + 1)/(K·c + v) = {cf.ceiling:.3f}×"
     )
 
 
@@ -61,7 +63,7 @@ def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> st
     """One coloured output per drafter, one above the other, each headed by its figures.
 
     ``rows_runs``: (sweep row, its Generation) per drafter; ``eos``: the target's end-of-sequence ids."""
-    blocks = [legend_html()]
+    blocks = [legend_html(clickable=False)]
     for row, run in rows_runs:
         speed = ("the baseline itself (plain decoding)" if row["draft"] == "none" else
                  f"speedup <b>{_f(row['speedup'], '.2f')}×</b> (measured ÷ plain decoding; theory "

@@ -21,7 +21,6 @@ from collections import OrderedDict
 
 import gradio as gr
 
-from .. import models
 from ..drafters import SESSION_HISTORY_MAX_SEQUENCES, SESSION_HISTORY_MAX_TOKENS, SuffixHistory
 
 logger = logging.getLogger("specviz.app")
@@ -114,17 +113,6 @@ def visitor_history(request: gr.Request | None = None) -> SuffixHistory:
     """The history of the visitor the running callback serves, or a fresh one without a session."""
     session = session_of(request)
     return HISTORIES.get(session) if session else new_history()
-
-
-def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: str = "auto", progress=None, *,
-              history: SuffixHistory):
-    """:func:`specviz.runner.load_pair` for a visitor: a suffix drafter searches and extends
-    ``history`` (the visitor's own), never the process-wide one. Same arguments, errors and
-    return value ``(target, drafter or None)``; the signature fits :func:`specviz.sweep.sweep`'s ``load``."""
-    target = models.load_model(target_spec, device=device, dtype=dtype, progress=progress)
-    drafter = models.build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress,
-                                   history=history)
-    return target, drafter
 
 
 def forget(request: gr.Request) -> str:

@@ -1,0 +1,159 @@
+"""Race lanes: plain decoding and a speculative run on one wall-clock axis, from measured timings.
+
+The speculative lane lays the run's rounds end to end: each round's draft time (``Round.draft_ms``,
+split into the share of the drafts that were accepted and the share wasted on rejected or never
+tested drafts), then its verify pass (``Round.verify_ms``) and its bookkeeping (``Round.other_ms``).
+The plain lane is what plain decoding would have spent on the same number of tokens: one step of
+the measured baseline's ``step_ms`` per token (:class:`specviz.analysis.PlainBaseline`). Both
+start at 0 after the prompt's prefill (which both pay), so the finish markers differ by exactly
+what speculation saved or cost. Times are milliseconds.
+
+Waste is counted by the drafts' share: a round that drafted n tokens of which a were accepted
+spent (n − a)/n of its draft time on guesses that were thrown away. (For a tree round n counts
+every node drafted.)
+
+:func:`race_lanes` is pure data (tested without plotly); :func:`race_figure` draws it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import plotly.graph_objects as go
+
+from .trace import Round
+
+__all__ = ["COLOURS", "Lanes", "Segment", "race_figure", "race_lanes", "stretch"]
+
+#: Okabe–Ito colours (safe for colour-blind readers): the segments by kind.
+COLOURS = {"draft": "#56b4e9", "wasted": "#d55e00", "verify": "#0072b2", "other": "#999999", "plain": "#e69f00"}
+LABELS = {"draft": "drafting (accepted share)", "wasted": "drafting wasted on rejected drafts",
+          "verify": "verify pass (target)", "other": "bookkeeping", "plain": "plain decoding step"}
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One bar of a lane: ``kind`` (a key of :data:`COLOURS`), ``start_ms`` and ``ms`` on the
+    shared clock, the verify pass it belongs to (``pass_``, 1-based) and the tokens it emitted
+    (``tokens``: set on the round's verify segment and on each plain step)."""
+
+    kind: str
+    start_ms: float
+    ms: float
+    pass_: int
+    tokens: int = 0
+
+
+@dataclass
+class Lanes:
+    """Both lanes of one run.
+
+    Attributes:
+        speculative: the speculative run's segments, in time order.
+        plain: plain decoding's steps, one per token (``pass_`` is the speculative pass that
+            emitted that token, so a stretch of passes maps to a stretch of plain steps).
+        speculative_ms, plain_ms: where each lane finishes (ms).
+        tokens: tokens emitted (the same in both lanes).
+        step_ms: the plain baseline's step time (ms), None when the run has no baseline.
+    """
+
+    speculative: list[Segment] = field(default_factory=list)
+    plain: list[Segment] = field(default_factory=list)
+    speculative_ms: float = 0.0
+    plain_ms: float = 0.0
+    tokens: int = 0
+    step_ms: float | None = None
+
+
+def _round_segments(r: Round, t: float, pass_: int) -> list[Segment]:
+    out = []
+    drafted = r.n_proposed
+    if r.draft_ms > 0 and drafted:
+        kept = r.draft_ms * r.n_accepted / drafted
+        out += [Segment("draft", t, kept, pass_), Segment("wasted", t + kept, r.draft_ms - kept, pass_)]
+        t += r.draft_ms
+    out.append(Segment("verify", t, r.verify_ms, pass_, tokens=len(r.emitted)))
+    if r.other_ms > 0:
+        out.append(Segment("other", t + r.verify_ms, r.other_ms, pass_))
+    return [s for s in out if s.ms > 0 or s.kind == "verify"]
+
+
+def race_lanes(rounds: Sequence[Round], step_ms: float | None) -> Lanes:
+    """The two lanes of ``rounds`` (a run's :class:`~specviz.trace.Round` list) against plain
+    decoding at ``step_ms`` per token (ms; the baseline's ``PlainBaseline.step_ms``, None or ≤ 0
+    for no plain lane).
+
+    Raises:
+        ValueError: if a round has a negative time.
+    """
+    lanes = Lanes(step_ms=step_ms if step_ms and step_ms > 0 else None)
+    t = 0.0
+    for n, r in enumerate(rounds, start=1):
+        if min(r.draft_ms, r.verify_ms, r.other_ms) < 0:
+            raise ValueError(f"round {r.index} has a negative time")
+        lanes.speculative += _round_segments(r, t, n)
+        t += r.draft_ms + r.verify_ms + r.other_ms
+        if lanes.step_ms is not None:
+            for _ in r.emitted:
+                lanes.plain.append(Segment("plain", lanes.tokens * lanes.step_ms, lanes.step_ms, n, tokens=1))
+                lanes.tokens += 1
+        else:
+            lanes.tokens += len(r.emitted)
+    lanes.speculative_ms = t
+    lanes.plain_ms = lanes.tokens * lanes.step_ms if lanes.step_ms is not None else 0.0
+    return lanes
+
+
+def stretch(lanes: Lanes, first: int, last: int, lane: str = "speculative") -> tuple[float, float] | None:
+    """The time span (start, end in ms) that passes ``first``…``last`` (1-based, inclusive)
+    take in ``lane`` (``"speculative"`` or ``"plain"``), or None when none of them is there."""
+    segments = [s for s in getattr(lanes, lane) if first <= s.pass_ <= last]
+    if not segments:
+        return None
+    return segments[0].start_ms, segments[-1].start_ms + segments[-1].ms
+
+
+def _bars(fig, segments: list[Segment], y: str, highlight: tuple[int, int] | None) -> None:
+    for kind in COLOURS:
+        mine = [s for s in segments if s.kind == kind]
+        if not mine:
+            continue
+        lit = [highlight is None or highlight[0] <= s.pass_ <= highlight[1] for s in mine]
+        fig.add_trace(go.Bar(
+            y=[y] * len(mine), x=[s.ms for s in mine], base=[s.start_ms for s in mine], orientation="h",
+            name=LABELS[kind], marker=dict(color=COLOURS[kind], opacity=[1.0 if on else 0.3 for on in lit],
+                                           line=dict(width=0.5, color="white"),
+                                           pattern_shape="/" if kind == "wasted" else ""),
+            customdata=[[s.pass_, s.tokens] for s in mine],
+            hovertemplate=f"{LABELS[kind]}<br>pass %{{customdata[0]}}<br>%{{base:.1f}} ms + %{{x:.2f}} ms"
+                          "<extra></extra>"))
+
+
+def race_figure(lanes: Lanes, highlight: tuple[int, int] | None = None):
+    """The race as a Plotly figure: two horizontal lanes on a time axis (ms), each with a finish
+    marker; ``highlight`` (first, last pass, 1-based) dims every other round and shades that
+    stretch's span in both lanes."""
+    fig = go.Figure()
+    spec, plain = "speculative", "plain decoding"
+    _bars(fig, lanes.speculative, spec, highlight)
+    _bars(fig, lanes.plain, plain, highlight)
+    finishes = [(spec, lanes.speculative_ms)] + ([(plain, lanes.plain_ms)] if lanes.step_ms else [])
+    fig.add_trace(go.Scatter(x=[ms for _, ms in finishes], y=[lane for lane, _ in finishes], mode="markers+text",
+                             marker=dict(symbol="line-ns-open", size=28, color="black", line=dict(width=3)),
+                             text=[f"finish {ms:.0f} ms" for _, ms in finishes], textposition="top center",
+                             name="finish", hovertemplate="%{y} finishes at %{x:.1f} ms<extra></extra>"))
+    if highlight is not None:
+        for lane, row in (("speculative", 1), ("plain", 0)):  # a category's row sits at its index
+            span = stretch(lanes, *highlight, lane=lane)
+            if span:
+                fig.add_shape(type="rect", x0=span[0], x1=span[1], y0=row - 0.45, y1=row + 0.45, layer="below",
+                              fillcolor="#ffd54a", opacity=0.45, line_width=0)
+    saved = (f"plain decoding would take {lanes.plain_ms:.0f} ms for the same {lanes.tokens} tokens"
+             if lanes.step_ms else "no plain baseline to race against")
+    fig.update_layout(barmode="overlay", height=260, margin=dict(l=10, r=10, t=40, b=40),
+                      title=dict(text=f"Race on one clock: speculative {lanes.speculative_ms:.0f} ms; {saved}",
+                                 font=dict(size=13)),
+                      xaxis_title="time since prefill (ms)", legend=dict(orientation="h", y=-0.35),
+                      yaxis=dict(categoryorder="array", categoryarray=[plain, spec]))
+    return fig

@@ -1,0 +1,432 @@
+"""Train an EAGLE-style head for a target: ``python -m specviz train-draft``.
+
+Self-distillation in four steps, each cached in the output directory so a resumed run
+(``--resume``) neither regenerates nor re-encodes:
+
+1. **Teacher data** (:func:`generate_answers`): the target's own sampled answers (T = 0.8) to the
+   bundled prompts (``assets/draft_prompts.txt``, cycled in a seeded order), by batched
+   ``generate()`` with left padding, until ``tokens`` answer tokens. Training on the target's
+   own outputs is EAGLE's and Medusa-2's self-distillation (Li et al. 2024, Section 4; Cai et al.
+   2024): the head learns the target's distribution on the text it actually writes.
+2. **Features** (:func:`teacher_features`): one teacher-forced forward pass per sequence
+   (prompt + answer) records the target's last-layer features before the final norm
+   (:class:`~specviz.drafttree.LastLayerFeatures`), stored in float16.
+3. **Vocabulary**: the ``vocab`` most frequent tokens of the answers (draws from the target, so
+   their counts estimate its probability mass); the head proposes only those.
+4. **Training** (:func:`rollout_loss`): at each position, soft cross-entropy against the target's
+   distribution (T = 1) on the head's vocabulary, plus ``feature_weight`` × a smooth-L1
+   regression of the predicted feature on the target's (EAGLE's two losses), over ``rollout``
+   draft depths: step s feeds the head its own predicted features from step s − 1, and each
+   query attends to the target-feature keys up to where drafting would start plus the keys of
+   its own earlier draft steps (:func:`rollout_mask`): the "training-time test" of EAGLE-3 (Li et
+   al. 2025) and HASS's harmonized context alignment (Zhang et al. 2024), so depths 2..R are
+   trained on what drafting feeds them.
+
+At the end: validation top-1 and expected acceptance per draft depth (Σ min(p_draft, p_target),
+the per-token acceptance probability at T = 1, Leviathan et al. 2023, Section 3.1) printed and
+saved to ``training_log.json``; the head to the directory (:func:`specviz.eagle.save_head`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from .drafttree import LastLayerFeatures
+from .eagle import EagleHead, load_head, save_head, tree_mask
+
+__all__ = ["PROMPTS_FILE", "TrainConfig", "evaluate", "format_summary", "frequent_tokens", "generate_answers", "load_prompts",
+           "prepare_data", "rollout_loss", "rollout_mask", "teacher_features", "train"]
+
+#: The bundled prompts the teacher answers.
+PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "draft_prompts.txt"
+DATA_FILE = "teacher_data.pt"
+CHECKPOINT_DIR = "checkpoint"
+LOG_FILE = "training_log.json"
+
+
+@dataclass
+class TrainConfig:
+    """Settings of one training run (the command's options).
+
+    Attributes:
+        target: the target (offline name, directory or hub id).
+        out: the output directory (head, data cache, checkpoints, log).
+        tokens: answer tokens of teacher data to generate.
+        steps: optimiser steps.
+        rollout: draft depths trained (R >= 1).
+        batch: sequences per step.
+        seed: seed of the data order, the sampling and the initialisation.
+        resume: continue from ``out``'s checkpoint (and cached data).
+        lr: AdamW learning rate.
+        vocab: size of the head's frequent-token vocabulary (0 = the whole vocabulary).
+        feature_weight: weight of the feature regression term.
+        temperature: the teacher's sampling temperature.
+        max_new_tokens: longest teacher answer (tokens).
+        gen_batch: prompts per ``generate()`` call.
+        max_len: longest training sequence (tokens; longer ones are cut).
+        val_fraction: share of the sequences held out for validation.
+        checkpoint_every: save a checkpoint every this many steps.
+    """
+
+    target: str
+    out: str
+    tokens: int = 200_000
+    steps: int = 2_000
+    rollout: int = 3
+    batch: int = 8
+    seed: int = 0
+    resume: bool = False
+    lr: float = 3e-4
+    vocab: int = 8_192
+    feature_weight: float = 0.1
+    temperature: float = 0.8
+    max_new_tokens: int = 192
+    gen_batch: int = 32
+    max_len: int = 384
+    val_fraction: float = 0.05
+    checkpoint_every: int = 100
+
+    def check(self) -> None:
+        """Raises ValueError for out-of-range settings."""
+        for name in ("tokens", "steps", "rollout", "batch", "max_new_tokens", "gen_batch", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.vocab < 0 or not 0 < self.val_fraction < 1 or self.lr <= 0 or self.temperature <= 0:
+            raise ValueError("need --vocab >= 0, 0 < val_fraction < 1, lr > 0 and temperature > 0")
+
+
+def load_prompts(path: str | Path = PROMPTS_FILE) -> list[str]:
+    """The prompts of ``path``, one a line (blank lines and ``#`` comments skipped)."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _progress(total: int, desc: str):
+    """A tqdm bar when tqdm is installed, else plain lines every 10%."""
+    try:
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit="it", dynamic_ncols=True)
+    except ImportError:
+        return _PlainProgress(total, desc)
+
+
+class _PlainProgress:
+    def __init__(self, total: int, desc: str) -> None:
+        self.total, self.desc, self.done, self.shown = total, desc, 0, -1
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        tenth = int(10 * self.done / max(self.total, 1))
+        if tenth != self.shown:
+            self.shown = tenth
+            print(f"{self.desc}: {self.done}/{self.total}", flush=True)
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@torch.inference_mode()
+def generate_answers(model, tokenizer, prompt_ids: list[list[int]], tokens: int, gen_batch: int,
+                     temperature: float, max_new_tokens: int, seed: int) -> list[tuple[list[int], int]]:
+    """The target's sampled answers to the prompts, cycled, until ``tokens`` answer tokens.
+
+    Batched ``generate()`` with left padding (a batch of 64 ran about 10× faster than one at a time
+    on a 2-core CPU); each answer is cut after its first EOS.
+
+    Args:
+        model: the target causal LM; tokenizer: its tokenizer (for the pad and EOS ids).
+        prompt_ids: the prompts' token ids (chat template applied), in the order to answer them.
+        tokens: answer tokens to collect (at least).
+        gen_batch: prompts per ``generate()`` call.
+        temperature: sampling temperature (top-k and top-p off).
+        max_new_tokens: longest answer (tokens).
+        seed: torch's seed for batch i is ``seed + i``.
+
+    Returns:
+        ``(prompt + answer ids, prompt length)`` per sequence.
+    """
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    device = next(model.parameters()).device
+    sequences, collected, start = [], 0, 0
+    bar = _progress(tokens, "teacher answers (tokens)")
+    while collected < tokens:
+        chunk = [prompt_ids[(start + j) % len(prompt_ids)] for j in range(gen_batch)]
+        start += gen_batch
+        width = max(len(p) for p in chunk)
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=device)
+        torch.manual_seed(seed + start // gen_batch)
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=temperature, top_k=0,
+                             top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=eos)
+        for prompt, row in zip(chunk, out[:, width:].tolist()):
+            answer = row[: row.index(eos) + 1] if eos in row else row
+            if answer:
+                sequences.append((prompt + answer, len(prompt)))
+                collected += len(answer)
+                bar.update(len(answer))
+    bar.close()
+    return sequences
+
+
+@torch.inference_mode()
+def teacher_features(model, sequences: list[tuple[list[int], int]]) -> list[torch.Tensor]:
+    """The target's last-layer features (before the final norm) of every position, by one
+    teacher-forced forward pass per sequence: ``(T, H)`` float16 each, on the CPU."""
+    recorder = LastLayerFeatures(model)
+    device = next(model.parameters()).device
+    features = []
+    bar = _progress(len(sequences), "teacher features (sequences)")
+    for ids, _ in sequences:
+        with recorder:
+            model(input_ids=torch.tensor([ids], device=device), logits_to_keep=1)
+        features.append(recorder.features[0].to("cpu", torch.float16))
+        bar.update(1)
+    bar.close()
+    return features
+
+
+def frequent_tokens(sequences: list[tuple[list[int], int]], count: int) -> torch.Tensor:
+    """The ``count`` most frequent answer tokens (ties: lower id first), ``(F,)`` int64 sorted;
+    fewer when the answers hold fewer distinct tokens."""
+    counts = Counter(t for ids, prompt_len in sequences for t in ids[prompt_len:])
+    ranked = sorted(counts, key=lambda t: (-counts[t], t))[:count]
+    return torch.tensor(sorted(ranked), dtype=torch.long)
+
+
+def rollout_mask(length: int, step: int, device=None) -> torch.Tensor:
+    """Which keys each query of draft step ``step`` (1-based) may attend to: ``(L, step·L)`` bool.
+
+    The keys are the ``step`` passes' keys side by side (pass r's key at position j in column
+    ``(r − 1)·L + j``). A query at position i of step s stands for drafting depth s from the
+    last target feature at ``t = i − s + 1``: it sees pass 1 (target features) up to ``t`` and
+    pass r's key at position ``t + r − 1`` for r = 2..s, its own earlier draft steps, exactly
+    what the head's cache holds while drafting (EAGLE-3's training-time test).
+    """
+    i = torch.arange(length, device=device).view(-1, 1)
+    j = torch.arange(length, device=device).view(1, -1)
+    blocks = [j <= i - step + 1] + [j == i - step + r for r in range(2, step + 1)]
+    return torch.cat(blocks, dim=1)
+
+
+def _batch(data: dict, indices: list[int], max_len: int, device) -> dict:
+    """Right-padded tensors of the sequences ``indices``: features ``(B, T, H)`` float32, ids
+    ``(B, T)``, and ``target_rows`` ``(B, T − 1)`` bool, True where position i's output is
+    trained (the target's distribution at i + 1 predicts an answer token at i + 2 or the end)."""
+    seqs = [data["sequences"][i] for i in indices]
+    feats = [data["features"][i][:max_len] for i in indices]
+    width = max(f.shape[0] for f in feats)
+    hidden = feats[0].shape[1]
+    features = torch.zeros(len(seqs), width, hidden)
+    ids = torch.zeros(len(seqs), width, dtype=torch.long)
+    rows = torch.zeros(len(seqs), width - 1, dtype=torch.bool)
+    for b, ((seq, prompt_len), feat) in enumerate(zip(seqs, feats)):
+        n = feat.shape[0]
+        features[b, :n] = feat.float()
+        ids[b, :n] = torch.tensor(seq[:n])
+        rows[b, max(prompt_len - 2, 0) : n - 1] = True
+    return {"features": features.to(device), "ids": ids.to(device), "rows": rows.to(device)}
+
+
+@torch.no_grad()
+def _target_distribution(head: EagleHead, features: torch.Tensor, chunk: int = 256):
+    """The target's distribution at T = 1 from its features ``(M, H)``: probabilities on the
+    head's vocabulary ``(M, F)`` (not renormalised: mass outside is what the head cannot propose)
+    and the argmax over the whole vocabulary ``(M,)`` as a head-vocabulary index (−1 outside)."""
+    _, norm, lm_head = head._target
+    probs, best = [], []
+    ids = head.frequent_ids
+    for start in range(0, features.shape[0], chunk):
+        logits = lm_head(norm(features[start : start + chunk].to(lm_head.weight.dtype))).float()
+        full = torch.softmax(logits, dim=-1)
+        probs.append(full.index_select(-1, ids) if ids.numel() else full)
+        best.append(full.argmax(dim=-1))
+    top = torch.cat(best)
+    if ids.numel():
+        lookup = torch.full((int(max(ids.max(), top.max())) + 1,), -1, dtype=torch.long, device=top.device)
+        lookup[ids] = torch.arange(ids.numel(), device=top.device)
+        top = lookup[top]
+    return torch.cat(probs), top
+
+
+def rollout_loss(head: EagleHead, batch: dict, rollout: int, feature_weight: float) -> tuple[torch.Tensor, list[dict]]:
+    """The training loss of one batch over ``rollout`` draft depths, and per-depth figures.
+
+    Step 1 reads the target's features; step s > 1 reads, at position i, the head's step s − 1
+    prediction of the feature at i, with :func:`rollout_mask`'s attention. At each trained row
+    (``batch["rows"]``, and ``i >= s − 1`` so that a target feature precedes the draft) the loss
+    is the soft cross-entropy ``−Σ_F p_target log p_draft`` plus ``feature_weight`` × smooth-L1 of
+    the predicted feature against the target's.
+
+    Returns:
+        ``(mean loss over depths, [{"loss", "top1", "acceptance", "rows"} per depth])``: top-1 =
+        the head's argmax equals the target's; acceptance = Σ min(p_draft, p_target).
+    """
+    from transformers import DynamicCache
+
+    features, ids, rows = batch["features"], batch["ids"], batch["rows"]
+    length = features.shape[1] - 1
+    positions = torch.arange(length, device=features.device).view(1, -1)
+    p_target, top = _target_distribution(head, features[:, 1:][rows])
+    next_features = features[:, 1:][rows].float()
+    inputs, cache, total, figures = features[:, :-1], DynamicCache(), 0.0, []
+    dtype = head.fuse.weight.dtype
+    for step in range(1, rollout + 1):
+        mask = tree_mask(rollout_mask(length, step, features.device), dtype)
+        out = head(inputs, ids[:, 1:], positions, mask, cache=cache)
+        inputs = torch.cat([inputs[:, :1], out[:, :-1]], dim=1)
+        keep = (positions >= step - 1).expand_as(rows)[rows]
+        if not keep.any():
+            break
+        predicted = out[rows][keep]
+        log_q = torch.log_softmax(head.sub_logits(predicted), dim=-1)
+        p = p_target[keep]
+        loss = -(p * log_q).sum(-1).mean()
+        loss = loss + feature_weight * torch.nn.functional.smooth_l1_loss(predicted.float(), next_features[keep])
+        total = total + loss
+        with torch.no_grad():
+            q = log_q.exp()
+            figures.append({"loss": float(loss), "top1": float((q.argmax(-1) == top[keep]).float().mean()),
+                            "acceptance": float(torch.minimum(q, p).sum(-1).mean()), "rows": int(keep.sum())})
+    return total / max(len(figures), 1), figures
+
+
+@torch.no_grad()
+def evaluate(head: EagleHead, data: dict, indices: list[int], cfg: TrainConfig, device) -> list[dict]:
+    """Validation top-1 and expected acceptance per draft depth over the sequences ``indices``
+    (row-weighted means over batches of ``cfg.batch``): ``[{"depth", "top1", "acceptance", "rows"}]``."""
+    sums: dict[int, list[float]] = {}
+    for start in range(0, len(indices), cfg.batch):
+        batch = _batch(data, indices[start : start + cfg.batch], cfg.max_len, device)
+        _, figures = rollout_loss(head, batch, cfg.rollout, cfg.feature_weight)
+        for depth, f in enumerate(figures, start=1):
+            acc = sums.setdefault(depth, [0.0, 0.0, 0])
+            acc[0] += f["top1"] * f["rows"]
+            acc[1] += f["acceptance"] * f["rows"]
+            acc[2] += f["rows"]
+    return [{"depth": d, "top1": round(s[0] / s[2], 4), "acceptance": round(s[1] / s[2], 4), "rows": s[2]}
+            for d, s in sorted(sums.items()) if s[2]]
+
+
+def prepare_data(cfg: TrainConfig, loaded, out: Path) -> dict:
+    """The teacher data (sequences, features, frequent ids), read from ``out`` when a resumed
+    run cached it for the same target, else generated and cached there (``teacher_data.pt``)."""
+    path = out / DATA_FILE
+    if cfg.resume and path.is_file():
+        data = torch.load(path, weights_only=False)
+        if data.get("target") == cfg.target:
+            print(f"teacher data: {len(data['sequences'])} sequences read from {path}", flush=True)
+            return data
+    prompts = load_prompts()
+    random.Random(cfg.seed).shuffle(prompts)
+    prompt_ids = [loaded.encode(p, chat=loaded.has_chat_template) for p in prompts]
+    sequences = generate_answers(loaded.model, loaded.tokenizer, prompt_ids, cfg.tokens, cfg.gen_batch,
+                                 cfg.temperature, cfg.max_new_tokens, cfg.seed)
+    data = {"target": cfg.target, "sequences": sequences, "features": teacher_features(loaded.model, sequences),
+            "frequent_ids": frequent_tokens(sequences, cfg.vocab) if cfg.vocab else torch.empty(0, dtype=torch.long)}
+    torch.save(data, path)
+    return data
+
+
+def _split(n: int, cfg: TrainConfig) -> tuple[list[int], list[int]]:
+    order = list(range(n))
+    random.Random(cfg.seed).shuffle(order)
+    n_val = max(1, round(n * cfg.val_fraction)) if n > 1 else 0
+    return order[n_val:] or order, order[:n_val] or order
+
+
+def _start(cfg: TrainConfig, loaded, data: dict, out: Path):
+    """The head, its optimiser and the first step: from ``out``'s checkpoint on ``--resume``."""
+    head = EagleHead(loaded.model, data["frequent_ids"].to(loaded.device))
+    optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
+    checkpoint, step, history = out / CHECKPOINT_DIR, 0, []
+    if cfg.resume and (checkpoint / "state.pt").is_file():
+        head = load_head(checkpoint, loaded.model).float()
+        optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
+        state = torch.load(checkpoint / "state.pt", weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        step, history = state["step"], state["history"]
+        torch.set_rng_state(state["rng"])
+        print(f"resuming at step {step} from {checkpoint}", flush=True)
+    return head.train(), optimizer, step, history
+
+
+def _checkpoint(head, optimizer, step: int, history: list, cfg: TrainConfig, out: Path) -> None:
+    directory = save_head(head, out / CHECKPOINT_DIR, {"target": cfg.target, "step": step})
+    torch.save({"optimizer": optimizer.state_dict(), "step": step, "history": history,
+                "rng": torch.get_rng_state()}, directory / "state.pt")
+
+
+def train(cfg: TrainConfig, loaded=None) -> dict:
+    """Run the whole training (module docstring) and return the summary written to
+    ``training_log.json``: the settings, the loss history, validation figures per depth, seconds.
+
+    Args:
+        cfg: the settings.
+        loaded: the target as a :class:`~specviz.models.LoadedModel` (default: loaded from
+            ``cfg.target`` in float32 on the CPU).
+
+    Raises:
+        ValueError: for out-of-range settings; ModelLoadError: if the target cannot be loaded.
+    """
+    cfg.check()
+    t0 = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    if loaded is None:
+        from .models import load_model
+
+        loaded = load_model(cfg.target, device="cpu", dtype="float32")
+    out = Path(cfg.out).expanduser()
+    out.mkdir(parents=True, exist_ok=True)
+    data = prepare_data(cfg, loaded, out)
+    train_ids, val_ids = _split(len(data["sequences"]), cfg)
+    head, optimizer, step, history = _start(cfg, loaded, data, out)
+    rng = random.Random(cfg.seed * 1_000_003 + step)
+    bar = _progress(cfg.steps, "training (steps)")
+    bar.update(step)
+    while step < cfg.steps:
+        batch = _batch(data, rng.sample(train_ids, min(cfg.batch, len(train_ids))), cfg.max_len, loaded.device)
+        loss, figures = rollout_loss(head, batch, cfg.rollout, cfg.feature_weight)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
+        optimizer.step()
+        step += 1
+        history.append({"step": step, "loss": round(loss.item(), 5),
+                        "acceptance": [round(f["acceptance"], 4) for f in figures]})
+        bar.set_postfix_str(f"loss {history[-1]['loss']:.3f}")
+        bar.update(1)
+        if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+            _checkpoint(head, optimizer, step, history, cfg, out)
+    bar.close()
+    head.eval()
+    validation = evaluate(head, data, val_ids, cfg, loaded.device)
+    meta = {"target": cfg.target, "steps": step, "validation": validation}
+    save_head(head, out, meta)
+    summary = {"config": asdict(cfg), "sequences": len(data["sequences"]), "validation_sequences": len(val_ids),
+               "answer_tokens": sum(len(s) - p for s, p in data["sequences"]),
+               "vocabulary": int(data["frequent_ids"].numel()), "validation": validation, "history": history,
+               "seconds": round(time.perf_counter() - t0, 1)}
+    (out / LOG_FILE).write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    return summary
+
+
+def format_summary(summary: dict) -> str:
+    """The summary's validation figures as lines of text, one per draft depth."""
+    lines = [f"{summary['sequences']} sequences ({summary['answer_tokens']} answer tokens), "
+             f"vocabulary {summary['vocabulary'] or 'all'}, {summary['config']['steps']} steps in "
+             f"{summary['seconds']} s; final loss {summary['history'][-1]['loss'] if summary['history'] else 'n/a'}",
+             "validation (T = 1): depth  top-1  expected acceptance Σ min(p_draft, p_target)"]
+    lines += [f"  {v['depth']:>5}  {v['top1']:.3f}  {v['acceptance']:.3f}" for v in summary["validation"]]
+    return "\n".join(lines)

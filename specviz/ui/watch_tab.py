@@ -1,0 +1,394 @@
+"""The "Watch a pass" tab: one verify pass of a real run in slow motion, beat by beat (Space / → / ←,
+buttons or the scrubber), a guess scored before the reveal, and the accept/resample rule replayed
+at the position under the cursor. It reads traces (the bundled ones in ``assets/traces/``, or the
+visitor's last run or loaded trace from the Run tab), never a model, so it works in public mode on
+a CPU. The beats and the scoring live in :mod:`specviz.beats`, the figures in
+:mod:`specviz.beat_charts`.
+
+:func:`open_trace` opens a bundled trace at a pass and a beat; ``ctx.watch`` holds it with its
+outputs for a URL router.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gradio as gr
+
+from .. import beat_charts
+from ..beats import (DRAFT, TEST, Beat, beats, depths, is_chain, position_distributions, quoted, score_guess,
+                     simulate_draws)
+from ..request import to_int
+from ..trace import Round, trace_from_dict, visible_text
+from .context import PageContext
+from .errors import user_errors
+from .state import RunState
+
+TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
+#: Bundled traces: file stem → the name the dropdown shows (see assets/traces/README.md).
+BUNDLED = {
+    "poem_int8": "A poem at T = 1, int8 self-draft (real draft distributions)",
+    "early_exit_rejection": "Rejections with a wide residual (T = 1, early-exit draft)",
+    "copy_lookup": "Copy-heavy prompt, prompt lookup, T = 0",
+    "tree_lookup_t0": "Tree rounds, prompt lookup, T = 0 (siblings tested in order)",
+    "tree_lookup_t1": "Tree rounds, prompt lookup, T = 1 (siblings against the residual)",
+}
+LAST_RUN = "Your last run or loaded trace (Run tab)"
+DEFAULT = "poem_int8"
+DRAWS = 4000
+FREE = dict(concurrency_limit=None, show_progress="hidden", api_name=False)
+
+STAGE_CSS = """
+.sv-watch { font-size: 15px; }
+.sv-watch-progress { color: #666; font-size: 0.9em; margin-bottom: 4px; }
+.sv-watch-context { color: #888; font-family: ui-monospace, Menlo, monospace; white-space: pre-wrap; }
+.sv-watch-strip { display: flex; flex-wrap: wrap; gap: 6px; margin: 6px 0; min-height: 2.2em;
+  font-family: ui-monospace, Menlo, monospace; }
+.sv-chip { border: 2px solid #8c8c8c; border-radius: 4px; padding: 2px 6px; background: #8c8c8c14;
+  transition: background-color 200ms ease-out, border-color 200ms ease-out, opacity 200ms ease-out; }
+.sv-chip small { color: #777; margin-left: 4px; }
+.sv-chip.sv-w-pending { visibility: hidden; }
+.sv-chip.sv-w-accepted { border-color: #2e9e5b; background: #2e9e5b2e; }
+.sv-chip.sv-w-rejected { border-color: #d64545; background: #d645451f; text-decoration: line-through; }
+.sv-chip.sv-w-untested { opacity: 0.45; }
+.sv-chip.sv-w-resampled { border-color: #e8833a; background: #e8833a38; }
+.sv-chip.sv-w-bonus { border-color: #3b6fd8; background: #3b6fd833; }
+.sv-chip.sv-w-plain { border-color: #8c8c8c; background: #8c8c8c22; }
+.sv-chip.sv-w-current { outline: 3px solid #111; outline-offset: 1px; }
+.sv-chip.sv-w-new { animation: sv-pop 250ms ease-out; }
+@keyframes sv-pop { from { opacity: 0; transform: translateY(-4px); } to { opacity: 1; transform: none; } }
+.sv-watch-sentence { font-size: 1.05em; margin: 6px 0 0 0; }
+.sv-still .sv-chip { transition: none; animation: none; }
+@media (prefers-reduced-motion: reduce) { .sv-chip { transition: none; animation: none; } }
+"""
+
+#: Space / → step forward, ← back, while the tab is visible and no field has the focus (Space on a
+#: focused button presses it); the plot gets the beat's sentence as its text alternative.
+STAGE_JS = """
+const describe = () => {
+  const plot = document.querySelector('#sv-watch-plot');
+  const text = element.querySelector('.sv-watch-sentence');
+  if (plot && text) { plot.setAttribute('role', 'img'); plot.setAttribute('aria-label', text.textContent); }
+};
+describe();
+watch('value', describe);
+if (!window.svWatchKeys) {
+  window.svWatchKeys = true;
+  document.addEventListener('keydown', (event) => {
+    const stage = document.querySelector('#sv-watch-stage');
+    if (!stage || stage.offsetParent === null || event.altKey || event.ctrlKey || event.metaKey) return;
+    const tag = (event.target.tagName || '').toLowerCase();
+    if (['input', 'textarea', 'select'].includes(tag) || event.target.isContentEditable) return;
+    const id = {'ArrowRight': 'sv-watch-next', ' ': 'sv-watch-next', 'ArrowLeft': 'sv-watch-back'}[event.key];
+    if (!id || (tag === 'button' && event.key === ' ')) return;  // Space on a button presses that button
+    event.preventDefault();
+    document.getElementById(id)?.click();
+  });
+}
+"""
+
+
+@dataclass
+class Watched:
+    """The run being watched (kept in a ``gr.State``): its label and rounds."""
+
+    label: str = ""
+    rounds: list[Round] = field(default_factory=list)
+
+
+@functools.cache
+def _bundled_data(stem: str) -> dict:
+    return json.loads((TRACES / f"{stem}.json").read_text(encoding="utf-8"))
+
+
+def bundled(name: str) -> Watched:
+    """A bundled trace by file stem or by its dropdown name.
+
+    Raises:
+        ValueError: for a name that is not a bundled trace (the message lists them).
+    """
+    stem = next((s for s, label in BUNDLED.items() if name in (s, label)), None)
+    if stem is None:
+        raise ValueError(f"no bundled trace {name!r}; choose one of: {', '.join(BUNDLED)}")
+    rounds, _ = trace_from_dict(_bundled_data(stem))
+    return Watched(BUNDLED[stem], rounds)
+
+
+# --------------------------------------------------------------------------- page-only views
+def _chip(text: str, classes: str, note: str = "") -> str:
+    small = f"<small>{html.escape(note)}</small>" if note else ""
+    return f'<span class="sv-chip {classes}">{html.escape(visible_text(text))}{small}</span>'
+
+
+
+
+def _node_class(i: int, played: list[Beat], final: bool) -> str:
+    drafted = {b.node for b in played if b.kind == DRAFT}
+    verdicts = {b.node: b.accepted for b in played if b.kind == TEST}
+    beat = played[-1]
+    if i not in drafted:
+        return "sv-w-pending"
+    cls = ("sv-w-accepted" if verdicts.get(i) else "sv-w-rejected" if i in verdicts
+           else "sv-w-untested" if final else "")
+    if i == beat.node:
+        cls += " sv-w-current" + (" sv-w-new" if beat.kind == DRAFT else "")
+    return cls
+
+
+def stage_html(w: Watched, pass_index: int, beat_index: int, still: bool) -> str:
+    """The stage: where we are, the output so far, the drafted tokens as chips coloured by what the
+    beats so far revealed, the pass's own token once drawn, and the beat's sentence (a live region,
+    also the picture's text alternative)."""
+    round_ = w.rounds[pass_index]
+    all_beats = beats(round_)
+    played = all_beats[: beat_index + 1]
+    beat = played[-1]
+    final = beat is all_beats[-1]
+    before = "".join(t.text for r in w.rounds[:pass_index] for t in r.emitted)[-160:]
+    chips = [_chip(t.text, _node_class(i, played, final), "" if is_chain(round_) else
+                   f"pos {depths(round_)[i] + 1}") for i, t in enumerate(round_.drafted)]
+    if final and round_.emitted and round_.emitted[-1].kind != "accepted":
+        last = round_.emitted[-1]
+        chips.append("→ " + _chip(last.text, f"sv-w-{last.kind} sv-w-current sv-w-new", last.kind))
+    return (f'<div class="sv-watch{" sv-still" if still else ""}">'
+            f'<div class="sv-watch-progress">{html.escape(w.label)} · pass {pass_index + 1} of {len(w.rounds)} · '
+            f'beat {beat_index + 1} of {len(all_beats)} ({beat.kind})</div>'
+            f'<div class="sv-watch-context">…{html.escape(before)}</div>'
+            f'<div class="sv-watch-strip">{"".join(chips)}</div>'
+            f'<p class="sv-watch-sentence" role="status" aria-live="polite">{html.escape(beat.sentence)}</p></div>')
+
+
+def _cursor_node(round_: Round, beat: Beat) -> int | None:
+    """The drafted node under the cursor: the beat's own, the first for the verify beat, the
+    rejected one for a resample; None when the pass drafted nothing."""
+    if beat.node is not None:
+        return beat.node
+    if beat.kind == "residual":
+        drafted = round_.drafted_for(len(round_.emitted) - 1)
+        return round_.drafted.index(drafted) if drafted is not None else None
+    return 0 if round_.drafted else None
+
+
+def _lossless_views(round_: Round, beat: Beat):
+    """The stacked bar at the cursor's position and its text (an empty figure when nothing was drafted)."""
+    node = _cursor_node(round_, beat)
+    if node is None or not round_.drafted[node].top_target:
+        return (beat_charts.empty_figure("nothing drafted at this pass"),
+                "Nothing was drafted in this pass (or its distributions were not recorded): no position to check.")
+    t = round_.drafted[node]
+    dists = position_distributions(t)
+    text = (f"**Position of {quoted(t.text)}** (draft {node + 1}): each bar is p_target, split into "
+            f"min(p_draft, p_target), what an accepted draft contributes, and max(0, p_target − p_draft), what a "
+            f"rejection's resample contributes. The trace records each distribution's 10 most likely tokens; the "
+            f"rest of each side is the **other tokens** bucket ({dists.other_target:.4f} of p_target, "
+            f"{dists.other_draft:.4f} of p_draft). Press **Draw** to run the rule many times here.")
+    title = f"Draft {node + 1} {quoted(t.text)}: accepted mass + residual mass = p_target"
+    return beat_charts.stack_figure(dists, title), text
+
+
+def _beat_views(w: Watched, pass_index: int, beat_index: int, still: bool):
+    """Scrubber, stage, beat figure, stacked bar and its text for one beat (clamped to the pass)."""
+    round_ = w.rounds[pass_index]
+    all_beats = beats(round_)
+    beat_index = min(max(beat_index, 0), len(all_beats) - 1)
+    label = f"Pass {pass_index + 1} · "
+    stack, stack_text = _lossless_views(round_, all_beats[beat_index])
+    return (gr.update(maximum=len(all_beats) - 1, value=beat_index),
+            stage_html(w, pass_index, beat_index, still),
+            beat_charts.beat_figure(round_, all_beats[: beat_index + 1], label), stack, stack_text)
+
+
+def _pass_views(w: Watched, pass_index: int, beat_index: int, still: bool):
+    """:func:`_beat_views` plus the guess controls reset for this pass's drafts."""
+    round_ = w.rounds[pass_index]
+    choices = [(label, str(i)) for i, label in enumerate(beat_charts.node_labels(round_))]
+    return (*_beat_views(w, pass_index, beat_index, still),
+            gr.update(choices=choices, value=[], interactive=bool(choices)), gr.update(value=0),
+            "Guess before the tests play: tick the drafts you expect to be accepted, say how many tokens the pass "
+            "will emit, and lock it in." if choices else "Nothing drafted in this pass: nothing to guess.")
+
+
+def _index(w: Watched, pass_no) -> int:
+    if not isinstance(w, Watched) or not w.rounds:
+        raise gr.Error("Choose a trace first.")
+    with user_errors():
+        return to_int("pass", pass_no, 1, len(w.rounds)) - 1
+
+
+def _first_pass(w: Watched) -> int:
+    """A pass worth watching first: the first with an accepted draft and at least two tests."""
+    for i, r in enumerate(w.rounds):
+        if r.n_accepted and sum(t.tested for t in r.drafted) >= 2:
+            return i
+    return 0
+
+
+# --------------------------------------------------------------------------- callbacks
+def _watched(source: str, run_state) -> Watched:
+    if source == LAST_RUN:
+        if not isinstance(run_state, RunState) or not run_state.rounds:
+            raise gr.Error("Nothing run yet: run something in the Run tab (or load a saved trace there), "
+                           "or pick a bundled trace.")
+        return Watched(run_state.label, list(run_state.rounds))
+    with user_errors():
+        return bundled(source)
+
+
+def load(source: str, run_state, still: bool):
+    """A trace chosen: keep it and show its first pass worth watching, at its first beat."""
+    w = _watched(source, run_state)
+    p = _first_pass(w)
+    return (w, gr.update(maximum=max(len(w.rounds), 2), value=p + 1), *_pass_views(w, p, 0, still))
+
+
+def on_pass(w: Watched, pass_no, still: bool):
+    """The pass slider moved: that pass at its first beat, guesses reset."""
+    return _pass_views(w, _index(w, pass_no), 0, bool(still))
+
+
+def on_beat(w: Watched, pass_no, beat_no, still: bool):
+    """The scrubber (or the reduced-motion box) moved: that beat of the current pass."""
+    return _beat_views(w, _index(w, pass_no), int(beat_no or 0), bool(still))
+
+
+def step(w: Watched, pass_no, beat_no, still: bool, delta: int):
+    """One beat forward or back; past a pass's last beat, the next pass's first (and back)."""
+    i = _index(w, pass_no)
+    b = int(beat_no or 0) + delta
+    n = len(beats(w.rounds[i]))
+    if b >= n and i + 1 < len(w.rounds):
+        return (gr.update(value=i + 2), *_pass_views(w, i + 1, 0, bool(still)))
+    if b < 0 and i > 0:
+        return (gr.update(value=i), *_pass_views(w, i - 1, len(beats(w.rounds[i - 1])) - 1, bool(still)))
+    return (gr.skip(), *_beat_views(w, i, b, bool(still)), gr.skip(), gr.skip(), gr.skip())
+
+
+def new_score() -> dict:
+    """A visitor's running score: expected points, the best possible, items and passes scored."""
+    return {"points": 0.0, "best": 0.0, "possible": 0, "passes": 0, "scored": []}
+
+
+def lock_guess(w: Watched, pass_no, beat_no, picks, count, score: dict, still: bool):
+    """Score the guess against the pass's real acceptance probabilities (before the tests have
+    played), add it to the running score, and jump to the first test to watch the reveal."""
+    i = _index(w, pass_no)
+    round_ = w.rounds[i]
+    all_beats = beats(round_)
+    first = next(k for k, b in enumerate(all_beats) if b.reveals)
+    key = f"{w.label}#{i}"
+    skip = (gr.skip(),) * 5
+    if not round_.drafted:
+        return "Nothing drafted in this pass: nothing to guess.", score, *skip
+    if key in score["scored"]:
+        return f"Pass {i + 1} is already scored; pick another pass.", score, *skip
+    if int(beat_no or 0) >= first:
+        return (f"The decisions of pass {i + 1} are already showing: go back to its verify beat (beat {first}) "
+                "or pick another pass, then guess.", score, *skip)
+    with user_errors():
+        guess = None if count in (None, "") else to_int("tokens emitted", count, 0, 10_000) or None
+    result = score_guess(round_, {int(p): True for p in picks or []}, guess)
+    score = {"points": score["points"] + result.points, "best": score["best"] + result.best,
+             "possible": score["possible"] + result.possible, "passes": score["passes"] + 1,
+             "scored": [*score["scored"], key]}
+    lines = "\n".join(f"- {line}" for line in result.lines)
+    text = (f"**Pass {i + 1}: {result.points:.2f} expected points out of {result.possible}** (the best guess "
+            f"would have earned {result.best:.2f}). A guess earns the probability that it is right: "
+            f"min(1, p_target/p_draft) for *accept*, 1 − that for *reject*.\n\n{lines}\n\n"
+            f"**Running score**: {score['points']:.2f} of {score['possible']} over {score['passes']} pass(es) "
+            f"(best possible {score['best']:.2f}). Now watch the tests play.")
+    return text, score, *_beat_views(w, i, first, bool(still))
+
+
+def draw(w: Watched, pass_no, beat_no, n_draws):
+    """Simulate the accept/resample rule (and the accept-every-draft control) at the cursor's position."""
+    i = _index(w, pass_no)
+    round_ = w.rounds[i]
+    all_beats = beats(round_)
+    node = _cursor_node(round_, all_beats[min(max(int(beat_no or 0), 0), len(all_beats) - 1)])
+    if node is None or not round_.drafted[node].top_target:
+        raise gr.Error("No drafted position here to draw at: pick a pass that drafted something.")
+    with user_errors():
+        n = to_int("draws", n_draws, 1, 100_000)
+        dists = position_distributions(round_.drafted[node])
+    speculative, control = simulate_draws(dists, n, seed=None)
+    return beat_charts.draws_figure(dists, speculative, control)
+
+
+def open_trace(name: str, pass_: int, beat: int):
+    """A bundled trace opened at pass ``pass_`` (1-based) and beat ``beat`` (0-based, clamped to the
+    pass): the values of ``ctx.watch[1]``'s outputs (source, state, pass slider, then the pass's
+    views), for a deep link such as ``?trace=poem_int8&pass=2&beat=5``.
+
+    Raises:
+        gr.Error: for an unknown trace or a pass outside the trace (one sentence).
+    """
+    with user_errors():
+        w = bundled(name)
+    i = _index(w, pass_)
+    return (gr.update(value=w.label), w, gr.update(maximum=max(len(w.rounds), 2), value=i + 1),
+            *_pass_views(w, i, int(beat or 0), False))
+
+
+# --------------------------------------------------------------------------- the tab
+INTRO = ("Watch **one verify pass** decide, beat by beat, from a real run's trace: the drafts appear, one target "
+         "pass scores them all, each test draws its recorded u against min(1, p_target/p_draft), and the pass ends "
+         "with a resample from the residual or a bonus token. Step with **Space** or **→** (back: **←**), the "
+         "buttons, or the scrubber. Guess first, then watch.")
+
+
+def build(ctx: PageContext) -> None:
+    """The tab's components and events; sets ``ctx.watch`` to ``(open_trace, its outputs)``."""
+    w0 = bundled(DEFAULT)
+    p0 = _first_pass(w0)
+    views = _pass_views(w0, p0, 0, False)
+    gr.Markdown(INTRO)
+    with gr.Row():
+        source = gr.Dropdown([*BUNDLED.values(), LAST_RUN], value=w0.label, label="Trace", scale=3,
+                             elem_id="sv-watch-source")
+        load_btn = gr.Button("Load", scale=0, min_width=80, elem_id="sv-watch-load")
+        still = gr.Checkbox(False, label="Reduced motion", scale=1, elem_id="sv-watch-still")
+    pass_slider = gr.Slider(1, max(len(w0.rounds), 2), value=p0 + 1, step=1, label="Pass", elem_id="sv-watch-pass")
+    with gr.Row():
+        back = gr.Button("◀ beat", size="sm", min_width=80, elem_id="sv-watch-back")
+        beat_slider = gr.Slider(0, views[0]["maximum"], value=0, step=1, label="Beat", elem_id="sv-watch-beat")
+        nxt = gr.Button("beat ▶", size="sm", min_width=80, elem_id="sv-watch-next")
+    stage = gr.HTML(views[1], css_template=STAGE_CSS, js_on_load=STAGE_JS, elem_id="sv-watch-stage")
+    plot = gr.Plot(views[2], show_label=False, elem_id="sv-watch-plot")
+    with gr.Accordion("Predict, then reveal", open=True):
+        with gr.Row():
+            picks = gr.CheckboxGroup(views[5]["choices"], label="Drafts you expect to be accepted (unticked: rejected)",
+                                     scale=3, elem_id="sv-watch-picks")
+            count = gr.Number(0, precision=0, minimum=0, label="Tokens this pass will emit (0: no guess)", scale=1,
+                              elem_id="sv-watch-count")
+            lock = gr.Button("Lock in my guess", scale=0, min_width=140, elem_id="sv-watch-lock")
+        score_md = gr.Markdown(views[7], elem_id="sv-watch-score")
+    with gr.Accordion("Losslessness at this position", open=False):
+        stack = gr.Plot(views[3], show_label=False, elem_id="sv-watch-stack")
+        stack_md = gr.Markdown(views[4], elem_id="sv-watch-stack-text")
+        with gr.Row():
+            n_draws = gr.Slider(100, 20000, value=DRAWS, step=100, label="Draws", elem_id="sv-watch-draws-n")
+            draw_btn = gr.Button("Draw", elem_id="sv-watch-draw")
+        draws_plot = gr.Plot(show_label=False, elem_id="sv-watch-draws")
+    state, score = gr.State(w0), gr.State(new_score())
+    beat_out = [beat_slider, stage, plot, stack, stack_md]
+    pass_out = beat_out + [picks, count, score_md]
+    run_state = ctx.run_state if ctx.run_state is not None else gr.State(None)
+    for event in (source.input, load_btn.click):
+        event(load, [source, run_state, still], [state, pass_slider, *pass_out], **FREE)
+    # .input: the visitor's drags and typed numbers, not this tab's own updates (a step to the next
+    # pass sets the pass slider, which must not reset the beat); always_last skips a drag's middle.
+    pass_slider.input(on_pass, [state, pass_slider, still], pass_out, trigger_mode="always_last", **FREE)
+    beat_slider.input(on_beat, [state, pass_slider, beat_slider, still], beat_out, trigger_mode="always_last",
+                      **FREE)
+    still.input(on_beat, [state, pass_slider, beat_slider, still], beat_out, **FREE)
+    for button, delta in ((back, -1), (nxt, 1)):
+        button.click(functools.partial(step, delta=delta), [state, pass_slider, beat_slider, still],
+                     [pass_slider, *pass_out], **FREE)
+    lock.click(lock_guess, [state, pass_slider, beat_slider, picks, count, score, still],
+               [score_md, score, *beat_out], **FREE)
+    draw_btn.click(draw, [state, pass_slider, beat_slider, n_draws], draws_plot, **FREE)
+    ctx.watch = (open_trace, [source, state, pass_slider, *pass_out])

@@ -1,0 +1,128 @@
+"""The classroom in a real browser (headless Debian Chromium, see tests/test_browser.py): a
+Playground link opens those values (2.38 tokens per pass, 1.19×), the guided tour moves on when the
+learner does the step's action, and the colour-blind-safe switch changes the accepted colour."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from test_browser import CHROMIUM, LAUNCH_ARGS, app_url  # noqa: F401  (fixture: the app started once)
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]
+
+_HAS_TEXT = "([sel, want]) => document.querySelector(sel) && document.querySelector(sel).innerText.includes(want)"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def fresh(browser, app_url):  # noqa: F811
+    """A new page (its own sessionStorage) opening the app at a query: fresh("?tab=…")."""
+    pages = []
+
+    def open_(query: str = ""):
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        pages.append(page)
+        page.goto(app_url + "/" + query, wait_until="domcontentloaded")
+        page.wait_for_selector("#sv-tour-btn", timeout=60_000)
+        return page
+
+    yield open_
+    for page in pages:
+        page.close()
+
+
+def test_a_playground_link_opens_those_values(fresh):
+    page = fresh("?tab=playground&alpha=0.6&k=5&c=0.2&v=1")
+    page.wait_for_function(_HAS_TEXT, arg=["#sv-pg-figures", "expected speedup"], timeout=30_000)
+    page.wait_for_function(_HAS_TEXT, arg=["#sv-pg-figures", "1.19×"], timeout=30_000)
+    text = page.inner_text("#sv-pg-figures")
+    assert "2.38 expected tokens per pass · 1.19× expected speedup" in text, text
+    assert page.get_by_role("tab", name="Playground").get_attribute("aria-selected") == "true"
+    assert page.locator("#sv-pg-alpha input[type=number]").input_value() == "0.6"
+    # The page gives the same link back.
+    page.locator("#sv-pg-copy").click()
+    box = page.locator("#sv-pg-copy-box textarea, #sv-pg-copy-box input").first
+    page.wait_for_function("(el) => el.value.startsWith('http')", arg=box.element_handle(), timeout=30_000)
+    assert box.input_value().endswith("/?tab=playground&alpha=0.6&k=5&c=0.2&v=1")
+
+
+def test_a_bad_link_is_ignored_with_a_note(fresh):
+    page = fresh("?tab=nowhere&k=lots")
+    page.wait_for_function(_HAS_TEXT, arg=["#sv-link-note", "is not a tab here"], timeout=30_000)
+    assert "k='lots' is not a number" in page.inner_text("#sv-link-note")
+    assert page.get_by_role("tab", name="Run").get_attribute("aria-selected") == "true"
+
+
+def test_the_tour_moves_on_when_the_learner_does_the_action(fresh):
+    page = fresh()
+    page.locator("#sv-tour-btn").click()
+    page.wait_for_selector("#sv-tour[data-step='0']", timeout=10_000)
+    assert "press Run" in page.inner_text("#sv-tour")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#sv-tour", state="hidden")
+    # Jump to the step "open the Playground tab" (as Skip would), then do its action and the next.
+    page.evaluate("() => window.svTour.go(5)")
+    assert "open the Playground tab" in page.inner_text("#sv-tour")
+    page.get_by_role("tab", name="Playground").click()
+    page.wait_for_selector("#sv-tour[data-step='6']", timeout=10_000)
+    box = page.locator("#sv-pg-alpha input[type=number]")
+    box.fill("0.8")
+    box.press("Enter")
+    page.wait_for_selector("#sv-tour[data-step='7']", timeout=10_000)
+    # Its place survives a reload (sessionStorage).
+    page.reload(wait_until="domcontentloaded")
+    page.wait_for_selector("#sv-tour[data-step='7']", timeout=60_000)
+
+
+def test_the_colour_blind_switch_changes_the_accepted_colour(fresh):
+    page = fresh()
+    token = page.locator(".sv-legend .sv-accepted").first
+    colour = "(el) => getComputedStyle(el).borderBottomColor"
+    assert token.evaluate(colour) == "rgb(46, 158, 91)"  # green
+    page.locator("#sv-cb input").check()
+    page.wait_for_function("() => document.documentElement.classList.contains('sv-cb')", timeout=10_000)
+    assert token.evaluate(colour) == "rgb(0, 114, 178)"  # Okabe–Ito blue
+
+
+def test_a_lesson_link_sets_up_the_run_tab(fresh):
+    page = fresh("?lesson=early_exit")
+    page.wait_for_selector("#sv-lesson-note >> text=almost never guess", timeout=30_000)
+    assert page.get_by_role("tab", name="Run").get_attribute("aria-selected") == "true"
+    assert "Write a short poem" in page.locator("#sv-prompt textarea").input_value()
+
+
+def test_after_a_run_the_race_lanes_fill_and_a_stretch_is_highlighted_by_keyboard(fresh):
+    page = fresh()
+    box = page.locator("#sv-max-new input[type=number]")
+    box.fill("16")
+    box.press("Enter")
+    page.locator("#sv-run-btn").click()
+    page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
+    names = "() => (document.querySelector('#sv-race .js-plotly-plot').data || []).map(t => t.name)"
+    page.wait_for_function(f"() => ({names})().includes('plain decoding step')", timeout=30_000)
+    assert {"verify pass (target)", "finish"} <= set(page.evaluate(names))
+    first, last = page.locator("#sv-race-from input"), page.locator("#sv-race-to input")
+    first.fill("2")
+    first.press("Enter")
+    last.fill("3")
+    last.press("Enter")
+    page.wait_for_function("() => document.querySelectorAll('#sv-tokens .sv-stretch').length === 2", timeout=30_000)
+    marked = page.evaluate("[...document.querySelectorAll('#sv-tokens .sv-stretch')].map(s => s.dataset.round)")
+    assert marked == ["1", "2"]  # passes 2 and 3 are rounds 1 and 2
+    # A token reached from the keyboard opens the inspector with Enter.
+    token = page.locator("#sv-tokens [data-r]").first
+    assert token.get_attribute("tabindex") == "0" and token.get_attribute("role") == "button"
+    token.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#sv-inspector >> text=Verify pass 1", timeout=30_000)

@@ -1,0 +1,214 @@
+"""The EAGLE-style head and its drafter: features with no extra pass, greedy equality, save/load,
+the registry entry and the training command's pieces, on tiny models built from a config."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from helpers import bpe_tokenizer, tiny_llama
+
+from specviz import drafters
+from specviz.drafttree import LastLayerFeatures
+from specviz.eagle import EagleDrafter, EagleHead, load_head, save_head, shipped_head_dir
+from specviz.engine import Generation
+from specviz.models import LoadedModel
+from specviz.sampling import SamplingConfig
+from specviz.train_draft import TrainConfig, load_prompts, rollout_mask, train
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+GREEDY = SamplingConfig(temperature=0.0)
+VOCAB = 32
+PROMPT = [1, 2, 3]
+
+
+def agreeing_head(target) -> EagleHead:
+    """A head that reads only the next token's embedding through the target's last layer: on a
+    tiny random target (whose next token depends mostly on the current one) it agrees with the
+    target often, so runs mix long accepted blocks with rejections."""
+    head = EagleHead(target)
+    hidden = head.hidden_size
+    with torch.no_grad():
+        head.fuse.weight.zero_()
+        head.fuse.weight[:, hidden:] = torch.eye(hidden)
+    return head
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_llama(0, vocab_size=VOCAB, lm_head_scale=4.0)
+
+
+class CountingDrafter(EagleDrafter):
+    """The real drafter, also keeping every feature block the engine hands it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.received: list[torch.Tensor] = []
+
+    def extend_features(self, features: torch.Tensor) -> None:
+        self.received.append(features.clone())
+        super().extend_features(features)
+
+
+@pytest.mark.parametrize("branches", [1, 3], ids=["chain", "tree"])
+def test_features_are_the_targets_last_layer_states_with_no_extra_pass(target, branches):
+    calls = []
+    handle = target.register_forward_pre_hook(lambda module, args: calls.append(1))
+    try:
+        plain = Generation(target, PROMPT, None, sampling=GREEDY, max_new_tokens=20).run()
+        plain_calls = len(calls)
+        drafter = CountingDrafter(agreeing_head(target), VOCAB)
+        gen = Generation(target, PROMPT, drafter, k=3, sampling=GREEDY, max_new_tokens=20, branches=branches).run()
+        spec_calls = len(calls) - plain_calls
+    finally:
+        handle.remove()
+    assert plain_calls == 20  # the prefill, then one pass per further token
+    # The prefill, then one verify pass per round (the first round's only when it drafted something).
+    assert spec_calls == 1 + len(gen.rounds) - (not gen.rounds[0].drafted)
+    assert any(r.n_accepted >= 2 for r in gen.rounds)
+    assert gen.token_ids == plain.token_ids
+    # The features handed over are those of the committed tokens the target's cache holds, in order.
+    committed = PROMPT + gen.token_ids
+    handed = torch.cat(drafter.received)
+    recorder = LastLayerFeatures(target)
+    with recorder, torch.inference_mode():
+        target(input_ids=torch.tensor([committed[: handed.shape[0]]]))
+    assert handed.shape[0] == len(committed) - 1
+    torch.testing.assert_close(handed, recorder.features[0], atol=1e-4, rtol=1e-4)
+
+
+def test_last_layer_features_are_before_the_final_norm(target):
+    recorder = LastLayerFeatures(target)
+    with recorder, torch.inference_mode():
+        out = target(input_ids=torch.tensor([PROMPT]), output_hidden_states=True)
+    normed = target.model.norm(recorder.features)
+    torch.testing.assert_close(normed, out.hidden_states[-1])
+    assert not torch.allclose(recorder.features, out.hidden_states[-1])
+    hooks = target.model.layers[-1]._forward_hooks.values()
+    assert all(getattr(hook, "__self__", None) is not recorder for hook in hooks)  # ours is gone after the block
+
+
+@pytest.mark.parametrize("branches,k", [(1, 1), (1, 4), (2, 3), (3, 5)])
+def test_greedy_equals_plain_decoding(target, branches, k):
+    plain = Generation(target, PROMPT, None, sampling=GREEDY, max_new_tokens=40).run()
+    gen = Generation(target, PROMPT, EagleDrafter(agreeing_head(target), VOCAB), k=k, sampling=GREEDY,
+                     max_new_tokens=40, branches=branches).run()
+    assert gen.token_ids == plain.token_ids
+    accepted = [r.n_accepted for r in gen.rounds]
+    assert max(accepted) >= min(k, 2) and 0 in accepted  # long blocks and rejections both happen
+
+
+def test_restricted_head_gives_no_mass_outside_its_vocabulary(target):
+    head = EagleHead(target, torch.tensor([3, 5, 8]))
+    features = torch.randn(1, 2, head.hidden_size)
+    out = head(features, torch.tensor([[1, 2]]), torch.arange(2).view(1, -1))
+    probs = torch.softmax(head.logits(out, VOCAB), dim=-1)
+    assert torch.all(probs[..., [i for i in range(VOCAB) if i not in (3, 5, 8)]] == 0)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(1, 2))
+
+
+def test_tree_children_are_distinct_and_within_budget(target):
+    drafter = EagleDrafter(EagleHead(target), VOCAB)
+    gen = Generation(target, PROMPT, drafter, k=4, sampling=SamplingConfig(temperature=1.0), max_new_tokens=30,
+                     branches=3, tree_nodes=9)
+    for round_ in gen:
+        assert len(round_.drafted) <= 9
+        by_parent = {}
+        for node in round_.drafted:
+            by_parent.setdefault(node.parent, []).append(node.id)
+        assert all(len(ids) == len(set(ids)) <= 3 for ids in by_parent.values())
+
+
+def test_save_and_load_keep_only_the_heads_weights(target, tmp_path):
+    head = EagleHead(target, torch.tensor([0, 4, 9]))
+    save_head(head, tmp_path, {"target": "tiny"})
+    loaded = load_head(tmp_path, target)
+    from safetensors.torch import load_file
+
+    names = set(load_file(str(tmp_path / "model.safetensors")))
+    assert not any(name.startswith(("embed", "norm", "lm_head", "model.")) for name in names)
+    assert names >= {"fuse.weight", "frequent_ids"}
+    assert loaded.meta["target"] == "tiny"
+    features = torch.randn(1, 3, head.hidden_size)
+    args = (features, torch.tensor([[1, 2, 3]]), torch.arange(3).view(1, -1))
+    torch.testing.assert_close(loaded.logits(loaded(*args), VOCAB), head.logits(head(*args), VOCAB))
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    narrower = LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                            num_attention_heads=2, num_key_value_heads=2))
+    with pytest.raises(ValueError, match="hidden size 64, the target 32"):
+        load_head(tmp_path, narrower)
+    with pytest.raises(ValueError, match="not an EAGLE head directory"):
+        load_head(tmp_path / "missing", target)
+
+
+def test_registry_entry_and_the_message_without_a_shipped_head():
+    assert drafters.parse_drafter_spec("eagle") == "eagle"
+    assert drafters.parse_drafter_spec("eagle:/tmp/My Head") == "eagle:/tmp/My Head"
+    assert drafters.drafter_kind("eagle:/tmp/x").spec == "eagle"
+    assert "eagle" in drafters.DRAFTER_KINDS and "eagle[:DIR]" in drafters.spec_forms()
+    with pytest.raises(ValueError, match="train-draft --target no-such-target"):
+        shipped_head_dir("no-such-target")
+
+
+def test_rollout_mask_matches_what_drafting_sees():
+    mask = rollout_mask(5, 3)
+    # Position 4 at depth 3 drafts from the target's feature at 2: pass 1 up to 2, pass 2 at 3, pass 3 at 4.
+    expected = torch.zeros(15, dtype=torch.bool)
+    expected[[0, 1, 2, 5 + 3, 10 + 4]] = True
+    assert torch.equal(mask[4], expected)
+    assert torch.equal(rollout_mask(4, 1), torch.ones(4, 4, dtype=torch.bool).tril())
+
+
+def test_prompts_are_varied():
+    prompts = load_prompts()
+    assert len(prompts) >= 200 and len(set(prompts)) == len(prompts)
+
+
+@pytest.fixture(scope="module")
+def tiny_loaded():
+    corpus = load_prompts()[:120]
+    tokenizer = bpe_tokenizer(corpus, chat=True, vocab_size=300)
+    model = tiny_llama(0, vocab_size=len(tokenizer), lm_head_scale=12.0)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return LoadedModel(model, tokenizer, "tiny", "tiny", torch.device("cpu"), torch.float32)
+
+
+def test_training_lowers_the_loss_and_resumes(tiny_loaded, tmp_path):
+    cfg = TrainConfig(target="tiny", out=str(tmp_path), tokens=1_500, steps=60, rollout=2, batch=4, lr=3e-3,
+                      vocab=120, max_new_tokens=24, gen_batch=16, max_len=64, checkpoint_every=30)
+    summary = train(cfg, tiny_loaded)
+    history = summary["history"]
+    assert len(history) == 60
+
+    def mean(rows, key):
+        return sum(r[key] if key == "loss" else r[key][0] for r in rows) / len(rows)
+
+    # The loss includes the target's own entropy, which no head can remove: a fall of 15% is learning.
+    assert mean(history[-10:], "loss") < 0.85 * mean(history[:10], "loss")
+    assert mean(history[-10:], "acceptance") > mean(history[:10], "acceptance") + 0.1
+    log = json.loads((tmp_path / "training_log.json").read_text())
+    assert [v["depth"] for v in log["validation"]] == [1, 2]
+    assert all(0 <= v["acceptance"] <= 1 and 0 <= v["top1"] <= 1 for v in log["validation"])
+    head = load_head(tmp_path, tiny_loaded.model)
+    assert 0 < head.frequent_ids.numel() <= 120
+    # Resuming continues from the checkpoint and reads the cached teacher data.
+    resumed = train(TrainConfig(**{**cfg.__dict__, "steps": 65, "resume": True}), tiny_loaded)
+    assert len(resumed["history"]) == 65 and resumed["history"][:60] == history
+    assert resumed["sequences"] == summary["sequences"]
+
+
+def test_train_draft_command_line_and_public_mode():
+    from specviz.cli import build_parser
+    from specviz.request import RequestError, check_public_models
+
+    args = build_parser().parse_args(["train-draft", "--out", "/tmp/h", "--steps", "7", "--rollout", "2", "--resume"])
+    assert (args.target, args.out, args.steps, args.rollout, args.resume) == ("smollm2-135m-instruct", "/tmp/h", 7, 2,
+                                                                             True)
+    assert args.func.__name__ == "cmd_train_draft"
+    # A head directory is read from the server's disk: public mode allows only the presets' drafters.
+    with pytest.raises(RequestError, match="not allowed"):
+        check_public_models("t", "eagle:/tmp/h", ["t"], [])

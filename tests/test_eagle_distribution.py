@@ -1,0 +1,126 @@
+"""With an EAGLE head as the drafter, the first two emitted tokens follow the target's distribution.
+
+Each run is a real :class:`~specviz.engine.Generation` with an
+:class:`~specviz.eagle.EagleDrafter` around an untrained head on a tiny target, sampling at
+T = 1, K = 2: a chain (B = 1, each draft token sampled from the head's distribution) or an
+EAGLE-2 tree (B = 2, children sampled without replacement, N = 4 nodes). The head is restricted to
+6 of the 8 token ids, so two tokens have p_draft = 0 and can only come from residual resamples:
+the restriction must keep sampling exact. The first two emitted tokens ``(x1, x2)`` are recorded
+(the first round's accepted path and next token, or, after a rejection at depth 1, the second
+round's first token); seeds 0..N−1 give N independent runs.
+
+Design (checked by ``test_sample_size_catches_total_variation_0_05``):
+
+* **Cells.** The 64 pairs ``(x1, x2)``, with exact probabilities
+  ``p_target(x1) · p_target(x2 | x1)`` from the target's forward passes in float64. Pairs whose
+  expected count is below 5 are pooled into one cell (Pearson's approximation), giving C cells and
+  df = C − 1. Pooling can only hide a fault inside the pooled cell, whose total expectation is
+  small; the bound below is stated over the cells.
+* **Level.** p > 0.01: an exact sampler fails in 1% of seed ranges; the seeds are fixed, so the
+  test is deterministic.
+* **Power.** If the emitted pair distribution p' has total-variation distance δ from p over the
+  cells, Pearson's X² is approximately noncentral χ²(df, λ) with λ = N Σ (p'ᵢ − pᵢ)²/pᵢ ≥ 4Nδ²
+  (Cauchy–Schwarz: 2δ = Σ |p'ᵢ − pᵢ|/√pᵢ · √pᵢ ≤ √(Σ (p'ᵢ − pᵢ)²/pᵢ)). With N = 20,000 and
+  δ = 0.05, λ ≥ 200, and P(ncx2(df, 200) > χ²₀.₉₉(df)) > 0.99 for any df ≤ 63.
+* **Every branch carries weight.** The untrained head differs from the target, so depth-1 drafts
+  are rejected (residual resample) in a large share of runs and accepted (then depth 2 is tested
+  against ``p_target(· | x1)``) in another; the test asserts at least 15% and 20%. In the tree a
+  second child, drawn without replacement and tested against the residual its elder sibling left,
+  is accepted in at least 5% of runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from helpers import tiny_llama
+from scipy import stats
+
+from specviz.eagle import EagleDrafter, EagleHead
+from specviz.engine import Generation
+from specviz.sampling import SamplingConfig, logits_to_probs
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+VOCAB = 8
+PROMPT = [1, 2]
+SAMPLED = SamplingConfig(temperature=1.0)
+N = 20_000  #: runs per histogram
+DELTA = 0.05
+LEVEL = 0.01
+POWER = 0.99
+FREQUENT = [0, 1, 2, 3, 5, 6]  #: the head's restricted vocabulary: ids 4 and 7 get p_draft = 0
+
+
+@pytest.fixture(scope="module")
+def setup():
+    """Target, head and the exact ``(8, 8)`` float64 pair distribution of the first two tokens."""
+    target = tiny_llama(0, vocab_size=VOCAB, lm_head_scale=8.0)
+    head = EagleHead(target, torch.tensor(FREQUENT))
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(3)
+        for parameter in head.parameters():  # far enough from the target that drafts get rejected
+            parameter.add_(torch.randn_like(parameter) * 0.2)
+    with torch.inference_mode():
+        first = logits_to_probs(target(input_ids=torch.tensor([PROMPT])).logits[0, -1], SAMPLED).double()
+        ids = torch.tensor([PROMPT + [x] for x in range(VOCAB)])
+        second = logits_to_probs(target(input_ids=ids).logits[:, -1], SAMPLED).double()
+    pairs = first[:, None] * second
+    return target, head, pairs / pairs.sum()
+
+
+def first_pairs(target, head, branches: int, seeds) -> tuple[np.ndarray, int, int, int]:
+    """Histogram ``(8, 8)`` of the first two emitted tokens over one run per seed, and how many
+    runs rejected every depth-1 draft of the first round, accepted one, and accepted a later
+    sibling (a tree's second child, tested against the residual)."""
+    counts = np.zeros((VOCAB, VOCAB), dtype=np.int64)
+    rejected = accepted = sibling = 0
+    for seed in seeds:
+        gen = Generation(target, PROMPT, EagleDrafter(head, VOCAB), k=2, sampling=SAMPLED, max_new_tokens=3,
+                         seed=seed, branches=branches, instrument=False)
+        emitted: list[int] = []
+        for round_ in gen:
+            if not emitted:
+                accepted += round_.n_accepted > 0
+                rejected += round_.n_accepted == 0
+                roots = [node for node in round_.drafted if node.parent == -1]
+                sibling += any(node.accepted for node in roots[1:])
+            emitted += [t.id for t in round_.emitted]
+            if len(emitted) >= 2:
+                break
+        counts[emitted[0], emitted[1]] += 1
+    return counts, rejected, accepted, sibling
+
+
+def pooled_chi_square(counts: np.ndarray, p: np.ndarray) -> tuple[float, int]:
+    """Pearson's test of ``counts`` against ``p`` with the cells expecting < 5 pooled: (p-value, df)."""
+    expected = p.ravel() * counts.sum()
+    observed = counts.ravel().astype(float)
+    small = expected < 5
+    exp_cells = np.append(expected[~small], expected[small].sum())
+    obs_cells = np.append(observed[~small], observed[small].sum())
+    if exp_cells[-1] == 0:
+        exp_cells, obs_cells = exp_cells[:-1], obs_cells[:-1]
+    return float(stats.chisquare(obs_cells, exp_cells).pvalue), len(exp_cells) - 1
+
+
+def test_sample_size_catches_total_variation_0_05(setup):
+    _, _, pairs = setup
+    _, df = pooled_chi_square(np.ones((VOCAB, VOCAB)), pairs.numpy())
+    critical = stats.chi2.ppf(1 - LEVEL, df)
+    assert df <= 63
+    assert stats.ncx2.sf(critical, df, 4 * N * DELTA**2) > POWER
+
+
+@pytest.mark.parametrize("branches", [1, 2], ids=["chain", "tree"])
+def test_first_two_tokens_follow_the_target(setup, branches):
+    target, head, pairs = setup
+    counts, rejected, accepted, sibling = first_pairs(target, head, branches, range(N))
+    assert rejected >= 0.15 * N and accepted >= 0.2 * N, (rejected, accepted)
+    assert (sibling >= 0.05 * N) if branches > 1 else sibling == 0, sibling
+    p_value, df = pooled_chi_square(counts, pairs.numpy())
+    assert p_value > LEVEL, (p_value, df)
+    # Ids outside the head's vocabulary are emitted (by resampling) about as often as the target says.
+    outside = [4, 7]
+    assert counts[outside].sum() > 0.5 * pairs[outside].sum().item() * N

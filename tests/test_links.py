@@ -1,0 +1,110 @@
+"""Classroom links: parsing keeps the valid values and notes each bad one (never raises), the
+builders write queries that parse back to the same values, and the Playground link of the README
+(α 0.6, K 5, c 0.2, v 1) shows the closed form's 2.38 tokens per pass and 1.19× speedup."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import pytest
+
+from specviz import links, playground
+
+SLUGS = ("copy_heavy", "early_exit")
+
+
+def _params(query: str) -> dict:
+    return dict(parse_qsl(query.lstrip("?"), keep_blank_values=True))
+
+
+def test_the_readme_playground_link_opens_those_values():
+    link = links.parse(_params("?tab=playground&alpha=0.6&k=5&c=0.2&v=1"), SLUGS)
+    assert link.tab == "playground" and not link.notes
+    assert link.playground == {"alpha": 0.6, "k": 5, "c": 0.2, "v": 1.0}
+    assert isinstance(link.playground["k"], int)
+    cf = playground.closed_form(**link.playground)
+    # E[N] = (1 − 0.6⁶)/(1 − 0.6) = 2.38336; S = 2.38336/(5·0.2 + 1) = 1.19168
+    assert cf.tokens_per_pass == pytest.approx((1 - 0.6**6) / 0.4)
+    assert f"{cf.tokens_per_pass:.2f}" == "2.38" and f"{cf.speedup:.2f}" == "1.19"
+
+
+@pytest.mark.parametrize("query, note", [
+    ("?alpha=1.5", "alpha='1.5' is not a number in [0.0, 1.0]"),
+    ("?alpha=abc", "alpha='abc' is not a number"),
+    ("?k=2.5", "k='2.5' is not a whole number"),
+    ("?k=0", "k='0' is not a whole number in [1, 16]"),
+    ("?c=nan", "c='nan' is not a number in"),
+    ("?v=0", "v='0' is not a number in [0.5, 6.0]"),
+    ("?tab=nowhere", "tab='nowhere' is not a tab here"),
+    ("?lesson=nope", "lesson='nope' is not a lesson here"),
+    ("?trace=a/b", "trace='a/b' is not a trace name"),
+    ("?trace=demo&pass=0", "pass='0' is not a whole number ≥ 1"),
+    ("?trace=demo&pass=2&beat=-1", "beat='-1' is not a whole number ≥ 0"),
+])
+def test_bad_values_are_ignored_with_a_note(query, note):
+    link = links.parse(_params(query), SLUGS)
+    assert link.playground == {} and link.lesson is None and link.trace is None
+    assert any(note in n for n in link.notes), link.notes
+
+
+def test_good_values_survive_beside_bad_ones():
+    link = links.parse(_params("?alpha=0.9&k=lots&c=0.1"), SLUGS)
+    assert link.playground == {"alpha": 0.9, "c": 0.1} and len(link.notes) == 1 and link.tab == "playground"
+
+
+def test_unknown_parameters_are_ignored_silently_and_nothing_is_asked():
+    assert links.parse({"utm_source": "mail"}, SLUGS) == links.Link()
+
+
+def test_lesson_trace_and_tab_links():
+    assert links.parse({"lesson": "early_exit"}, SLUGS) == links.Link(tab="run", lesson="early_exit")
+    assert links.parse({"trace": "greedy-copy", "pass": "3", "beat": "2"}, SLUGS).trace == ("greedy-copy", 3, 2)
+    assert links.parse({"trace": "greedy-copy"}, SLUGS) == links.Link(tab="watch", trace=("greedy-copy", 1, 0))
+    assert links.parse({"tab": "maths", "alpha": "0.5"}, SLUGS).tab == "maths"  # an explicit tab wins
+
+
+def test_without_the_watch_tab_its_links_are_noted_not_followed():
+    link = links.parse({"trace": "x", "tab": "watch"}, SLUGS, watch=False)
+    assert link.trace is None and link.tab is None and len(link.notes) == 2
+
+
+@pytest.mark.parametrize("query", [
+    links.playground_link(0.6, 5, 0.2, 1.0), links.playground_link(0.725, 16, 0.005, 2.5),
+    links.lesson_link("copy_heavy"), links.watch_link("greedy-copy", 4, 1), links.tab_link("experiments"),
+])
+def test_built_links_parse_back_without_notes(query):
+    link = links.parse(_params(query), SLUGS)
+    assert not link.notes and link.tab is not None
+
+
+def test_builders_write_short_readable_queries():
+    assert links.playground_link(0.6, 5.0, 0.2, 1.0) == "?tab=playground&alpha=0.6&k=5&c=0.2&v=1"
+    assert links.watch_link("greedy-copy", 4, 1) == "?trace=greedy-copy&pass=4&beat=1"
+    with pytest.raises(ValueError):
+        links.tab_link("nowhere")
+
+
+def test_lesson_slugs_are_url_safe_and_unique():
+    from specviz.ui.lessons_tab import LESSONS
+
+    slugs = [lesson["slug"] for lesson in LESSONS.values()]
+    assert len(set(slugs)) == len(slugs)
+    assert all(s == links.slug(s) for s in slugs)
+    assert links.slug("A misaligned draft (early exit)") == "a_misaligned_draft_early_exit"
+
+
+def test_the_router_updates_the_playground_and_notes_bad_values():
+    import gradio as gr
+
+    from specviz.ui.links import route
+
+    out = route({"alpha": "0.6", "k": "5", "c": "0.2", "v": "1", "lesson": "x"}, None, ("alpha", "k", "c", "v"))
+    tab, note, *sliders = out[:6]
+    assert tab.selected == "playground"
+    assert [s["value"] for s in sliders] == [0.6, 5, 0.2, 1.0]
+    assert "lesson='x'" in note["value"] and note["visible"]
+    seen = []
+    out = route({"trace": "t", "pass": "2"}, (lambda *a: seen.append(a) or ("opened",), [None]), ("alpha",))
+    assert seen == [("t", 2, 0)] and out[-1] == "opened" and out[0].selected == "watch"
+    out = route({}, None, ("alpha",))
+    assert all(isinstance(u, type(gr.skip())) for u in out[:3])

@@ -1,0 +1,67 @@
+"""Race lanes: the speculative lane is the rounds' measured times end to end (draft split into
+the accepted share and the wasted share, then the verify pass), the plain lane one baseline step
+per emitted token, and a stretch of passes maps to a span in each lane."""
+
+from __future__ import annotations
+
+import pytest
+from test_charts import make_round
+
+from specviz import race
+
+
+def _rounds():
+    # 4 drafts (4 ms each), 3 accepted → 16 ms drafting, 4 ms of it wasted; 4 tokens; verify 20 ms.
+    a = make_round(0, 4, 3)
+    b = make_round(1, 4, 4)  # all accepted: 5 tokens, nothing wasted
+    b.other_ms = 1.5
+    c = make_round(2, 0, 0)  # nothing drafted: a verify pass only
+    return [a, b, c]
+
+
+def test_the_speculative_lane_lays_rounds_end_to_end_with_the_waste_split_off():
+    lanes = race.race_lanes(_rounds(), step_ms=15.0)
+    kinds = [(s.kind, s.start_ms, s.ms, s.pass_) for s in lanes.speculative]
+    assert kinds == [("draft", 0.0, 12.0, 1), ("wasted", 12.0, 4.0, 1), ("verify", 16.0, 20.0, 1),
+                     ("draft", 36.0, 16.0, 2), ("verify", 52.0, 20.0, 2), ("other", 72.0, 1.5, 2),
+                     ("verify", 73.5, 20.0, 3)]
+    assert lanes.speculative_ms == pytest.approx(93.5)
+    assert [s.tokens for s in lanes.speculative if s.kind == "verify"] == [4, 5, 1]
+
+
+def test_the_plain_lane_is_one_baseline_step_per_token():
+    lanes = race.race_lanes(_rounds(), step_ms=15.0)
+    assert lanes.tokens == 10 and len(lanes.plain) == 10
+    assert [s.start_ms for s in lanes.plain] == [15.0 * i for i in range(10)]
+    assert lanes.plain_ms == pytest.approx(150.0)
+    assert [s.pass_ for s in lanes.plain] == [1] * 4 + [2] * 5 + [3]
+
+
+def test_no_baseline_no_plain_lane():
+    lanes = race.race_lanes(_rounds(), step_ms=None)
+    assert lanes.plain == [] and lanes.plain_ms == 0.0 and lanes.tokens == 10
+
+
+def test_a_stretch_of_passes_is_a_span_in_each_lane():
+    lanes = race.race_lanes(_rounds(), step_ms=15.0)
+    assert race.stretch(lanes, 2, 2) == (36.0, 73.5)
+    assert race.stretch(lanes, 2, 3, lane="plain") == (60.0, 150.0)
+    assert race.stretch(lanes, 7, 9) is None
+
+
+def test_negative_times_are_refused():
+    r = make_round(0, 2, 1)
+    r.verify_ms = -1.0
+    with pytest.raises(ValueError, match="negative"):
+        race.race_lanes([r], 10.0)
+
+
+def test_the_figure_has_two_lanes_finish_markers_and_dims_outside_the_stretch():
+    fig = race.race_figure(race.race_lanes(_rounds(), step_ms=15.0), highlight=(2, 2))
+    bars = {t.name: t for t in fig.data if t.type == "bar"}
+    assert set(bars) == {race.LABELS[k] for k in ("draft", "wasted", "verify", "other", "plain")}
+    assert list(bars[race.LABELS["verify"]].marker.opacity) == [0.3, 1.0, 0.3]
+    finish = next(t for t in fig.data if t.name == "finish")
+    assert list(finish.x) == pytest.approx([93.5, 150.0])
+    assert len(fig.layout.shapes) == 2  # the stretch shaded in both lanes
+    assert race.race_figure(race.race_lanes([], None)).layout.title.text.startswith("Race")

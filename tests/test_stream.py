@@ -1,0 +1,54 @@
+"""The Run tab's stream costs bytes per round, not per run (issue 17 item 11): the token panel is
+append-only while a run streams, so gradio sends each update as an "append" of the new part."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from specviz.view import DONE_MARK, legend_html, stream_head, wrap_output
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+SENT = re.compile(r'<i hidden class="sv-sent" data-t="[0-9.]+"></i>')
+
+
+def test_a_whole_panel_has_the_streamed_shape():
+    """A replay or a loaded trace renders like the end of a stream: legend, the tokens, a time
+    marker and, when the run has ended, the done marker and the closing tag."""
+    body = '<span class="sv-round" data-round="0"><span class="sv-tok sv-plain">hi</span></span>'
+    done = wrap_output(body, done=True, generated_at=12.5)
+    assert done == stream_head() + body + '<i hidden class="sv-sent" data-t="12.500"></i>' + DONE_MARK + "</div>"
+    assert done.startswith(legend_html())
+    assert DONE_MARK not in wrap_output(body) and wrap_output(body).endswith("</i></div>")
+
+
+def test_the_token_panel_streams_as_small_appends_to_the_end_of_a_1024_token_run():
+    """The page's stream generator, its postprocessing and gradio's own diff, as the server runs
+    them (scripts/stream_bytes.py): after the first update every panel update is an append, the
+    appends stay a few kB while the panel grows past 400 kB, and the appends rebuild the panel."""
+    from scripts.stream_bytes import _changes, stream_updates
+
+    panel, appends = None, []
+    for data in stream_updates(1024, whole=False):
+        edit = data[0]
+        if panel is None:
+            panel = edit  # the first update of a run is the whole value
+            continue
+        if not _changes(edit):
+            continue
+        assert len(edit) == 1 and edit[0][0] == "append" and edit[0][1] == [], edit[:1]
+        appends.append(edit[0][2])
+        panel += edit[0][2]
+    sizes = [len(a.encode()) for a in appends]
+    assert len(panel.encode()) > 400_000
+    assert sizes[-1] < 4_000 and max(sizes) < 10_000, (sizes[-5:], max(sizes))
+    assert panel.endswith(DONE_MARK + "</div>") and panel.count(DONE_MARK) == 1
+    assert panel.startswith(stream_head()) and len(SENT.findall(panel)) == len(appends)
+    assert panel.count('class="sv-tok ') - legend_html().count('class="sv-tok ') == 1024

@@ -311,3 +311,14 @@ def test_a_new_visitors_export_right_after_its_run_finds_the_run(app):
         client = _client(app)
         client.predict(**_run(drafter_kind="ngram", max_new_tokens=2, seed=seed), api_name="/run")
         assert len(client.predict(api_name="/export")) == 3  # not "Nothing to export yet"
+
+
+# ----------------------------------------------------------------------------- prompt tokens
+def test_a_long_cjk_prompt_is_refused_by_its_token_count(app):
+    prompt = ("東京の天気は晴れです。" * 260)[:2600]  # 2,600 characters, thousands of tokens
+    for endpoint, args in (("/run", _run(prompt=prompt, drafter_kind="ngram", max_new_tokens=2)),
+                           ("/lossless", dict(_shared(prompt=prompt, drafter_kind="int8"), n_draws=100,
+                                              control=False))):
+        with pytest.raises(Exception) as err:
+            _client(app).predict(**args, api_name=endpoint)
+        assert "tokens long (2600 characters); the limit is 1024 tokens" in str(err.value), str(err.value)

@@ -14,7 +14,7 @@ import gradio as gr
 from .. import baseline as plain_timing
 from ..analysis import RunAnalysis, baseline_still_valid
 from ..request import RunRequest
-from ..runner import load_pair, make_generation, saved_trace, warm_up
+from ..runner import check_prompt_tokens, load_pair, make_generation, saved_trace, warm_up
 from ..view import _escape, _fmt, sent_mark, stream_head, stream_tail, wrap_output
 from . import settings, visitors
 from .errors import refused, user_errors
@@ -45,7 +45,8 @@ def load_and_encode(request: RunRequest, progress) -> tuple:
     (:func:`specviz.ui.visitors.visitor_history`), in every mode.
 
     Raises:
-        gr.Error: the models cannot load or cannot be paired.
+        gr.Error: the models cannot load or cannot be paired, or the prompt has more tokens (chat
+            template included) than the request's limits allow.
     """
     def report(fraction, message):
         progress(fraction, desc=message)
@@ -57,7 +58,10 @@ def load_and_encode(request: RunRequest, progress) -> tuple:
     if chat and not target.has_chat_template:
         gr.Warning(f"{target.name} has no chat template: using the prompt as plain text.")
         chat = False
-    return target, drafter, target.encode(request.prompt, chat=chat)
+    prompt_ids = target.encode(request.prompt, chat=chat)
+    with user_errors():  # the limit on prompt tokens (public mode's), where the count is known
+        check_prompt_tokens(len(prompt_ids), len(request.prompt), request.max_prompt_tokens)
+    return target, drafter, prompt_ids
 
 
 def _baseline_key(target, prompt_ids, request: RunRequest) -> str:

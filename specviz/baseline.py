@@ -21,6 +21,9 @@ __all__ = ["MIN_SHORT_TOKENS", "measure_baseline", "short_sample_tokens"]
 
 #: The fewest tokens a later (shorter) sample covers: enough steps that one held-up step does not
 #: decide its per-token time.
+#: Plain runs timed for a speedup's baseline: one full and two short ones, so one slow moment
+#: moves the median little and shows in the range.
+DEFAULT_SAMPLES = 3
 MIN_SHORT_TOKENS = 32
 
 
@@ -42,7 +45,7 @@ def _ms_per_token_upto(run, tokens: int) -> tuple[float, int]:
     return (last * 1e3 - run.prefill_ms) / max(covered, 1), covered
 
 
-def measure_baseline(build_plain_run: Callable[[], object], samples: int = 3, progress_every: int = 8
+def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAULT_SAMPLES, progress_every: int = 8
                      ) -> Generator[str, None, PlainBaseline | None]:
     """Time plain decoding ``samples`` times; yield progress lines, return the baseline.
 

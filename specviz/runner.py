@@ -20,6 +20,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
 from .analysis import PlainBaseline
+from .baseline import DEFAULT_SAMPLES, measure_baseline
 from .request import RequestError, RunRequest
 
 __all__ = ["WARMUP_TOKENS", "PreparedRun", "baseline_key", "baseline_steps", "check_prompt_tokens", "default_warmup_tokens", "drain", "encode_prompt",
@@ -298,22 +299,21 @@ def baseline_key(prepared: PreparedRun) -> str:
     return repr((t.source, str(t.device), str(t.dtype), prepared.prompt_ids, r.sampling, r.max_new_tokens, r.seed))
 
 
-def baseline_steps(prepared: PreparedRun, known: Mapping[str, PlainBaseline] | None = None
-                   ) -> Generator[object, None, PlainBaseline]:
-    """Plain decoding of the prepared run's target, prompt and settings, as its speedup baseline.
+def baseline_steps(prepared: PreparedRun, known: Mapping[str, PlainBaseline] | None = None,
+                   samples: int = DEFAULT_SAMPLES) -> Generator[str, None, PlainBaseline | None]:
+    """Plain decoding of the prepared run's target, prompt and settings, timed ``samples`` times,
+    as its speedup baseline (:func:`specviz.baseline.measure_baseline`: one full run, then short
+    ones; the speedup's range comes from their spread). The app, the CLI's ``run`` and the sweeps
+    all measure their baseline here.
 
-    A generator: it yields the plain :class:`~specviz.engine.Generation` after each of its rounds
-    (``len(run.tokens)`` of ``request.max_new_tokens`` for a progress line) and returns the
-    :class:`~specviz.analysis.PlainBaseline` (:func:`plain_baseline`). When ``known`` already
-    holds a baseline under :func:`baseline_key`, it yields nothing and returns that one. Warm up
-    first (:meth:`PreparedRun.warm_up`): the baseline is timed.
+    A generator: it yields one-line progress messages and returns the
+    :class:`~specviz.analysis.PlainBaseline` (None when no plain step was timed). When ``known``
+    already holds a baseline under :func:`baseline_key`, it yields nothing and returns that one.
+    Warm up first (:meth:`PreparedRun.warm_up`): the baseline is timed.
     """
     if known is not None and baseline_key(prepared) in known:
         return known[baseline_key(prepared)]
-    plain = prepared.generation(speculative=False)
-    for _ in plain:
-        yield plain
-    return plain_baseline(plain)
+    return (yield from measure_baseline(lambda: prepared.generation(speculative=False), samples=samples))
 
 
 def drain(steps: Generator):

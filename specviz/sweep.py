@@ -57,7 +57,8 @@ class SweepStep:
         run: the speculative :class:`~specviz.engine.Generation` of this setting (its rounds
             give the coloured tokens), or None before it starts.
         stop_ids: the target's end-of-text ids (what a view of the tokens marks as the end).
-        note: why the sweep stopped (``phase == "stopped"`` only), else "".
+        note: why the sweep stopped (``phase == "stopped"``), or the baseline's progress line
+            (``phase == "plain"``), else "".
     """
 
     index: int
@@ -75,6 +76,8 @@ class SweepStep:
         """One line for a progress bar."""
         if self.phase == "stopped":
             return self.note
+        if self.phase == "plain" and self.note:
+            return f"setting {self.index + 1}/{self.total}: {self.note}"
         what = {"speculative": "speculative run", "plain": "plain baseline", "done": "done"}[self.phase]
         return f"setting {self.index + 1}/{self.total}: {what}, {self.tokens}/{self.max_new_tokens} tokens"
 
@@ -180,11 +183,11 @@ def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterat
     ``deadline``)."""
     from .runner import baseline_steps
 
-    def step(phase, tokens, run, row=None):
+    def step(phase, tokens, run, row=None, note=""):
         if deadline is not None and time.perf_counter() > deadline and phase != "done":
             raise _TimeUp
         return SweepStep(index, total, phase, tokens, prepared.request.max_new_tokens, row=row, run=run,
-                         stop_ids=prepared.stop_ids)
+                         stop_ids=prepared.stop_ids, note=note)
 
     prepared.warm_up(once=True)
     step("speculative", 0, None)  # the warm-up and loading count against the cap
@@ -196,11 +199,11 @@ def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterat
         plain = baseline_steps(prepared)
         while True:
             try:
-                run = next(plain)
+                line = next(plain)
             except StopIteration as done:
                 baseline = done.value
                 break
-            yield step("plain", len(run.tokens), spec)
+            yield step("plain", len(spec.tokens), spec, note=line)
     yield step("done", len(spec.tokens), spec, row=_row(prepared, spec, spec.analysis(baseline)))
 
 

@@ -262,8 +262,10 @@ def test_chat_without_a_template_runs_on_plain_text_with_a_note(tiny):
 
 # --------------------------------------------------------------------------- one way to a run
 def _front_ends_agree(target: str, chat: bool, monkeypatch) -> None:
-    """The CLI's run, a sweep's row and prepare_run build the same prompt ids and stop ids."""
+    """The app's /run, the CLI's run, a sweep's row and prepare_run build the same prompt ids and
+    stop ids (each front-end's runs are caught where every run is built, runner.make_generation)."""
     from specviz import cli, runner
+    from specviz.ui.runs import run_demo
     from specviz.request import validate_request
     from specviz.sweep import sweep, sweep_requests
 
@@ -292,16 +294,22 @@ def _front_ends_agree(target: str, chat: bool, monkeypatch) -> None:
     row = steps[-1].row
     assert row["prompt_tokens"] == len(expected[0]) and row["notes"][: len(prepared.notes)] == prepared.notes
     assert seen[-1] == expected  # the sweep's plain baseline too
+    seen.clear()
+    list(run_demo(prompt=prompt, target_id=target, drafter_kind="ngram", draft_model="", early_exit_layers=1, k=2,
+                  temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=3, seed=0, chat=chat, device="cpu",
+                  dtype="float32", baselines={}, progress=lambda *a, **k: None, public=False))
+    full = [built for built in seen if len(built[0]) == len(expected[0])]  # a warm-up may take the prompt's end
+    assert len(full) >= 4 and all(built == expected for built in full)  # three baseline samples and the run
 
 
 @pytest.mark.parametrize("which,chat", [("target", True), ("target", False), ("nochat", True)])
-def test_cli_sweep_and_prepare_run_build_the_same_prompt(tiny, which, chat, monkeypatch):
+def test_app_cli_sweep_and_prepare_run_build_the_same_prompt(tiny, which, chat, monkeypatch):
     _front_ends_agree(tiny[which], chat, monkeypatch)
 
 
 @pytest.mark.skipif(not _smollm2_prepared(), reason="run `python -m specviz prepare smollm2-135m-instruct` first")
 @pytest.mark.parametrize("chat", [True, False])
-def test_cli_sweep_and_prepare_run_build_the_same_prompt_on_smollm2(chat, monkeypatch):
+def test_app_cli_sweep_and_prepare_run_build_the_same_prompt_on_smollm2(chat, monkeypatch):
     _front_ends_agree("smollm2-135m-instruct", chat, monkeypatch)
 
 

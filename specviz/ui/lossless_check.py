@@ -76,7 +76,8 @@ def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, publ
     if request.plain:
         raise refused("Pick a drafter: with plain decoding there is nothing to compare.")
     started = time.perf_counter()
-    target, drafter, prompt_ids = load_and_encode(request, progress)
+    prepared = load_and_encode(request, progress)
+    target, drafter, prompt_ids = prepared.target, prepared.drafter, prepared.prompt_ids
     max_run_s = settings.PUBLIC_POLICY.max_run_s if public else None
     if max_run_s is not None and time.perf_counter() - started > max_run_s:
         return None, (f"**Stopped** at the public time limit of {max_run_s:g} s: loading the models took "

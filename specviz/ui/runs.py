@@ -11,10 +11,9 @@ import time
 
 import gradio as gr
 
-from .. import baseline as plain_timing
 from ..analysis import RunAnalysis, baseline_still_valid
 from ..request import RunRequest
-from ..runner import check_prompt_tokens, load_pair, make_generation, saved_trace, warm_up
+from ..runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
 from ..view import _escape, _fmt, sent_mark, stream_head, stream_tail, wrap_output
 from . import settings, visitors
 from .errors import refused, user_errors
@@ -31,17 +30,14 @@ CHART_INTERVAL_S = 1.0  # the browser lags behind if Plotly redraws on every rou
 TOKEN_INTERVAL_S = 0.25
 #: Stop's handler waits this long before showing the stopped run (see :func:`stop_run`).
 STOP_SETTLE_S = 0.5
-#: Plain runs timed for the speedup's baseline (:func:`specviz.baseline.measure_baseline`): one full
-#: and two short ones, so one slow moment moves the median little and shows in the range.
-BASELINE_SAMPLES = 3
 
 
-def load_and_encode(request: RunRequest, progress) -> tuple:
-    """(target, drafter, prompt_ids) for a request, with loading progress on the page.
-
-    ``drafter`` is None for plain decoding; ``prompt_ids`` the prompt's token ids, through the
-    target's chat template when the request asks for it (a warning on the page, and plain text,
-    when the target has none). A suffix drafter searches only this visitor's own earlier outputs
+def load_and_encode(request: RunRequest, progress) -> PreparedRun:
+    """The request prepared for a run (:func:`specviz.runner.prepare_run`, the one way the app, the
+    CLI and the sweeps take): the pair loaded with progress on the page, the prompt encoded under
+    the one chat-template policy (a target without a template reads it as plain text, said here as
+    a warning) and its tokens checked against the request's limit, the stop ids and the pair's
+    label. A suffix drafter searches only this visitor's own earlier outputs
     (:func:`specviz.ui.visitors.visitor_history`), in every mode.
 
     Raises:
@@ -52,40 +48,21 @@ def load_and_encode(request: RunRequest, progress) -> tuple:
         progress(fraction, desc=message)
 
     with user_errors():
-        target, drafter = load_pair(request.target, request.draft, request.device, request.dtype, report,
-                                    history=visitors.visitor_history())
-    chat = request.chat
-    if chat and not target.has_chat_template:
-        gr.Warning(f"{target.name} has no chat template: using the prompt as plain text.")
-        chat = False
-    prompt_ids = target.encode(request.prompt, chat=chat)
-    with user_errors():  # the limit on prompt tokens (public mode's), where the count is known
-        check_prompt_tokens(len(prompt_ids), len(request.prompt), request.max_prompt_tokens)
-    return target, drafter, prompt_ids
+        prepared = prepare_run(request, report, history=visitors.visitor_history())
+    for note in prepared.notes:
+        gr.Warning(note)
+    return prepared
 
 
-def _baseline_key(target, prompt_ids, request: RunRequest) -> str:
-    return repr((target.source, str(target.device), str(target.dtype), prompt_ids, request.sampling,
-                 request.max_new_tokens, request.seed))
-
-
-def measure_baseline(target, drafter, prompt_ids, request: RunRequest, baselines: dict):
+def measure_baseline(prepared: PreparedRun, baselines: dict):
     """Warm up once per pair, then the plain baseline of these settings: reused from this
-    visitor's earlier run, or timed :data:`BASELINE_SAMPLES` times
-    (:func:`specviz.baseline.measure_baseline`). The warm-up comes first so that no sample times
-    a cold model (a first run once timed plain decoding at 192 ms/token against 53–69 later).
+    visitor's earlier run, or timed by :func:`specviz.runner.baseline_steps` (three samples, the
+    CLI's and the sweeps' measurement too). The warm-up comes first so that no sample times a cold
+    model (a first run once timed plain decoding at 192 ms/token against 53–69 later).
     Yields progress lines; returns (baseline, baselines)."""
-    warm_up(target, drafter, prompt_ids, request.k, request.sampling, once=True, branches=request.branches,
-            tree_nodes=request.tree_nodes)
-    key = _baseline_key(target, prompt_ids, request)
-    if key in baselines:
-        return baselines[key], baselines
-
-    def plain_run():
-        return make_generation(target, None, prompt_ids, request.k, request.sampling, request.max_new_tokens,
-                               request.seed)
-
-    baseline = yield from plain_timing.measure_baseline(plain_run, samples=BASELINE_SAMPLES)
+    prepared.warm_up(once=True)
+    key = baseline_key(prepared)
+    baseline = yield from baseline_steps(prepared, baselines)
     return baseline, ({**baselines, key: baseline} if baseline is not None else baselines)
 
 
@@ -240,13 +217,13 @@ def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | N
     public = settings.is_public(public)
     request = request_from(values, public)
     baselines = baselines if isinstance(baselines, dict) else {}
-    target, drafter, prompt_ids = load_and_encode(request, progress)
-    label = f"{target.name} ← {drafter.name}" if drafter else f"{target.name}, plain decoding"
+    prepared = load_and_encode(request, progress)
+    target, drafter, label = prepared.target, prepared.drafter, prepared.label
     state = RunState.new(request, target, drafter, label)
     panel = TokenPanel(state)
     yield *waiting_view(panel.html, f"Warming up {label}…", request.k), baselines, state, gr.skip()
     with user_errors():
-        steps = measure_baseline(target, drafter, prompt_ids, request, baselines)
+        steps = measure_baseline(prepared, baselines)
         while True:
             try:
                 line = next(steps)
@@ -256,8 +233,7 @@ def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | N
             if state.finished:
                 return  # stopped while the baseline was timed
             yield *_skipped(tokens=panel.current(), summary=line), baselines, state, gr.skip()
-    run = make_generation(target, drafter, prompt_ids, request.k, request.sampling, request.max_new_tokens,
-                          request.seed, branches=request.branches, tree_nodes=request.tree_nodes)
+    run = prepared.generation()
     trace_of = functools.partial(_trace_meta, request=request, target=target, drafter=drafter,
                                  baseline=state.baseline)
     yield from stream(run, request, state, baselines, trace_of,

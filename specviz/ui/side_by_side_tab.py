@@ -8,7 +8,6 @@ import time
 
 import gradio as gr
 
-from ..runner import load_pair
 from . import settings
 from .context import PageContext
 from .errors import refused, user_errors
@@ -39,10 +38,7 @@ def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *
     steps = sweep_steps(requests, progress, public)
     for step in steps:
         if step.row is not None:
-            request = requests[step.index]
-            # The sweep loaded the target, so this is the cache's copy: for its end-of-sequence ids.
-            target, _ = load_pair(request.target, "none", request.device, request.dtype)
-            eos = set(target.eos_token_ids)
+            eos = set(step.stop_ids)
             done.append((step.row, step.run))
             yield side_by_side_html(done, eos), f"Finished {len(done)}/{len(requests)} drafters."
         elif time.perf_counter() - last > 0.3:

@@ -219,7 +219,8 @@ def test_the_tab_registers_its_deep_link_and_watches_the_visitors_last_run():
     from specviz.ui.state import RunState
 
     with gr.Blocks():
-        ctx = PageContext(public=True, tabs=None, lesson_note=None, last_analysis=None, run_state=gr.State(None))
+        ctx = PageContext(public=True, tabs=None, lesson_note=None, last_analysis=None, lesson_runs=None,
+                          run_state=gr.State(None))
         watch_tab.build(ctx)
     open_fn, outputs = ctx.watch
     assert open_fn is watch_tab.open_trace and len(open_fn("copy_lookup", 1, 0)) == len(outputs)
@@ -228,3 +229,11 @@ def test_the_tab_registers_its_deep_link_and_watches_the_visitors_last_run():
     assert w.rounds == run.rounds and "saved trace" in w.label and pass_slider["maximum"] == len(run.rounds)
     with pytest.raises(gr.Error, match="Nothing run yet"):
         watch_tab.load(watch_tab.LAST_RUN, None, False)
+
+
+def test_the_watch_tabs_link_names_a_bundled_trace_and_not_a_visitors_own_run():
+    from specviz.ui import watch_tab
+
+    assert watch_tab.watch_query(watch_tab.BUNDLED["poem_int8"], 2, 3) == "?trace=poem_int8&pass=2&beat=3"
+    assert watch_tab.watch_query("copy_lookup", None, None) == "?trace=copy_lookup&pass=1&beat=0"
+    assert not watch_tab.watch_query(watch_tab.LAST_RUN, 2, 3).startswith("?")

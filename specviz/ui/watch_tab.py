@@ -19,13 +19,14 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import beat_charts
+from .. import beat_charts, links
 from ..beats import (DRAFT, TEST, Beat, beats, depths, is_chain, position_distributions, quoted, score_guess,
                      simulate_draws)
 from ..request import to_int
 from ..trace import Round, trace_from_dict, visible_text
 from .context import PageContext
 from .errors import user_errors
+from .share import copy_link
 from .state import RunState
 
 TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
@@ -333,6 +334,15 @@ def open_trace(name: str, pass_: int, beat: int):
             *_pass_views(w, i, int(beat or 0), False))
 
 
+def watch_query(source: str, pass_: int, beat: int) -> str:
+    """The link's query for the bundled trace on screen at this pass and beat
+    (:func:`specviz.links.watch_link`); a visitor's own run has no link (it lives in their session)."""
+    stem = next((s for s, label in BUNDLED.items() if source in (s, label)), None)
+    if stem is None:
+        return "Only a bundled trace has a link: your own run lives in your session. Export it to share it."
+    return links.watch_link(stem, int(pass_ or 1), int(beat or 0))
+
+
 # --------------------------------------------------------------------------- the tab
 INTRO = ("Watch **one verify pass** decide, beat by beat, from a real run's trace: the drafts appear, one target "
          "pass scores them all, each test draws its recorded u against min(1, p_target/p_draft), and the pass ends "
@@ -391,4 +401,5 @@ def build(ctx: PageContext) -> None:
     lock.click(lock_guess, [state, pass_slider, beat_slider, picks, count, score, still],
                [score_md, score, *beat_out], **FREE)
     draw_btn.click(draw, [state, pass_slider, beat_slider, n_draws], draws_plot, **FREE)
+    copy_link("Copy link", "sv-watch-copy", watch_query, [source, pass_slider, beat_slider])
     ctx.watch = (open_trace, [source, state, pass_slider, *pass_out])

@@ -141,8 +141,11 @@ def plotly_text(text: str) -> str:
 
     Plotly reads those strings as a small HTML subset (``<b>``, ``<i>``, ``<sup>``, ``<br>``, …),
     so a token like ``<b>`` would be formatted instead of shown; escaping ``& < >`` makes Plotly
-    show the characters themselves (it turns the entities back into them)."""
-    return html.escape(str(text), quote=False)
+    show the characters themselves (it turns the entities back into them). A string that begins
+    and ends with ``$`` is LaTeX to Plotly (typeset where MathJax is loaded, else left blank): a
+    zero-width space in front of a leading ``$`` keeps such a token plain text."""
+    text = html.escape(str(text), quote=False)
+    return "\u200b" + text if text.startswith("$") else text
 
 
 def _finite(x) -> bool:

@@ -90,6 +90,7 @@ def test_a_rejected_whitespace_draft_is_struck_visibly_not_as_a_line_break():
 
 def test_every_plotly_label_with_token_text_is_escaped():
     assert plotly_text("<b>bold</b> & <br>") == "&lt;b&gt;bold&lt;/b&gt; &amp; &lt;br&gt;"
+    assert plotly_text("$x$") == "\u200b$x$" and plotly_text("a $5 note") == "a $5 note"  # not LaTeX to Plotly
     fig = lossless_figure(["<b>", "<sup>2", " <i>"], [0.5, 0.3, 0.2], [0.5, 0.3, 0.2], [0.5, 0.3, 0.2])
     assert list(fig.data[0].x) == ["&lt;b&gt;", "&lt;sup&gt;2", "␣&lt;i&gt;"]
     rows = [{"draft": "<b>evil</b>", "alpha": 0.5, "acceptance_rate": 0.4}]

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from .drafttree import LastLayerFeatures
 from .eagle import EagleHead, load_head, save_head, tree_mask
@@ -109,34 +110,10 @@ def load_prompts(path: str | Path = PROMPTS_FILE) -> list[str]:
 
 
 def _progress(total: int, desc: str):
-    """A tqdm bar when tqdm is installed, else plain lines every 10%."""
-    try:
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, unit="it", dynamic_ncols=True)
-    except ImportError:
-        return _PlainProgress(total, desc)
+    """A tqdm bar (tqdm comes with transformers)."""
+    return tqdm(total=total, desc=desc, unit="it", dynamic_ncols=True)
 
 
-class _PlainProgress:
-    def __init__(self, total: int, desc: str) -> None:
-        self.total, self.desc, self.done, self.shown = total, desc, 0, -1
-
-    def update(self, n: int = 1) -> None:
-        self.done += n
-        tenth = int(10 * self.done / max(self.total, 1))
-        if tenth != self.shown:
-            self.shown = tenth
-            print(f"{self.desc}: {self.done}/{self.total}", flush=True)
-
-    def set_postfix_str(self, text: str) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-@torch.inference_mode()
 def generate_answers(model, tokenizer, prompt_ids: list[list[int]], tokens: int, gen_batch: int,
                      temperature: float, max_new_tokens: int, seed: int) -> list[tuple[list[int], int]]:
     """The target's sampled answers to the prompts, cycled, until ``tokens`` answer tokens.
@@ -326,7 +303,7 @@ def prepare_data(cfg: TrainConfig, loaded, out: Path) -> dict:
     if cfg.resume and path.is_file():
         data = torch.load(path, weights_only=False)
         if data.get("target") == cfg.target:
-            print(f"teacher data: {len(data['sequences'])} sequences read from {path}", flush=True)
+            tqdm.write(f"teacher data: {len(data['sequences'])} sequences read from {path}")
             return data
     prompts = load_prompts()
     random.Random(cfg.seed).shuffle(prompts)
@@ -358,7 +335,7 @@ def _start(cfg: TrainConfig, loaded, data: dict, out: Path):
         optimizer.load_state_dict(state["optimizer"])
         step, history = state["step"], state["history"]
         torch.set_rng_state(state["rng"])
-        print(f"resuming at step {step} from {checkpoint}", flush=True)
+        tqdm.write(f"resuming at step {step} from {checkpoint}")
     return head.train(), optimizer, step, history
 
 

@@ -68,21 +68,3 @@ def test_no_import_cycles_in_specviz():
     graph = {_module_name(p): _imports(p, modules) - {_module_name(p)} for p in paths}
     assert graph["models"] >= {"drafters", "selfdraft", "offline"}  # the reader sees the imports
     assert _cycle(graph) is None, " → ".join(_cycle(graph))
-
-
-#: The developers' guide's bound on a function's length (lines, docstring included).
-MAX_FUNCTION_LINES = 80
-
-
-def test_no_function_in_the_library_is_over_80_lines():
-    """The page (specviz/ui) is built in long declarative functions and is left out."""
-    long = []
-    for path in PACKAGE.rglob("*.py"):
-        if "ui" in path.relative_to(PACKAGE).parts[:-1]:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                lines = node.end_lineno - node.lineno + 1
-                if lines > MAX_FUNCTION_LINES:
-                    long.append(f"{_module_name(path)}.{node.name}: {lines} lines")
-    assert not long, "; ".join(long)

@@ -1,6 +1,7 @@
 """The house rules of the code's layout, read from the source with ``ast`` (nothing is imported):
-only ``app.py`` and ``specviz/ui/`` import gradio, the page's tabs never import each other, the
-``specviz`` package has no import cycle, and no function is longer than 80 lines."""
+only ``app.py`` and ``specviz/ui/`` import gradio, the page's tabs never import each other, and no
+function is longer than 80 lines (that the ``specviz`` package has no import cycle, counting every
+import statement, is tests/test_imports.py's)."""
 
 from __future__ import annotations
 
@@ -79,50 +80,10 @@ def test_the_tabs_never_import_each_other():
         assert not others, f"{path.name} imports the tab(s) {sorted(others)}: share through ctx or a piece below"
 
 
-def _graph() -> dict[str, set[str]]:
-    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    return {name: {m for m in _imports(path) if m in modules and m != name} for name, path in modules.items()}
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One import cycle of ``graph`` as a path of module names, or None (depth-first search)."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        path.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return None
-
-
-def test_the_package_has_no_import_cycle():
-    graph = _graph()
-    assert "specviz.ui.page" in graph and "specviz.ui.run_tab" in graph["specviz.ui.page"]
-    cycle = _cycle(graph)
-    assert cycle is None, " → ".join(cycle)
-
-
 def test_the_import_reader_skips_type_checking_blocks_and_resolves_relative_imports():
     names = _imports(PACKAGE / "selfdraft.py")
     assert "specviz.models" not in names and "torch" in names  # its LoadedModel import is for type checkers
     assert {"specviz.ui.fields", "specviz.request"} <= _imports(UI / "runs.py")
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
-    assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
 def _long_functions() -> list[tuple[str, int]]:

@@ -1,5 +1,6 @@
-"""README screenshots: the run page, the inspector on a rejection, a tree round, the playground
-and a sweep (assets/screenshot.png, inspector.png, tree.png, playground.png, sweep.png).
+"""README screenshots: the run page, the inspector on a rejection, a tree round, the playground,
+a sweep and a verify pass mid-beat (assets/screenshot.png, inspector.png, tree.png, playground.png,
+sweep.png, watch_pass.png).
 
 Starts ``python app.py`` on a free loopback port, opens it in headless Chromium (Debian's
 ``/usr/bin/chromium`` driven by Playwright; never ``playwright install``), then
@@ -11,11 +12,12 @@ Starts ``python app.py`` on a free loopback port, opens it in headless Chromium 
 * Playground: sets α = 0.8, K = 4, c = 0.1, v = 1.05 and captures the tab;
 * Experiments: sets the Run tab's drafter and prompt (default: the int8 self-draft on the free-text
   poem prompt), runs a temperature sweep (0 0.3 0.7 1.0 1.5, ``--tokens`` each) and captures the
-  tab when it is done.
+  tab when it is done;
+* Watch a pass: its default trace (the poem at T = 1, int8 self-draft), six beats into pass 2.
 
 Usage::
 
-    python -m scripts.screenshots [--only run tree playground sweep] [--tokens 24] [--draft int8] [--out assets]
+    python -m scripts.screenshots [--only run tree playground sweep watch] [--tokens 24] [--draft int8] [--out assets]
 """
 
 from __future__ import annotations
@@ -90,6 +92,23 @@ def shoot_tree(page, out: Path) -> None:
     _number(page, "sv-branches", 1)
 
 
+def shoot_watch(page, out: Path, beats: int = 6) -> None:
+    """The Watch a pass tab on its default trace, ``beats`` beats into its first pass (watch_pass.png)."""
+    page.get_by_role("tab", name="Watch a pass").click()
+    page.wait_for_selector("#sv-watch-stage .sv-watch-sentence", timeout=60_000)
+    page.locator("#sv-watch-stage .sv-watch-context").click()  # focus on the page, not in a field
+    for k in range(beats):
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("(want) => document.querySelector('#sv-watch-stage .sv-watch-progress')"
+                               "?.innerText.includes(want)", arg=f"beat {k + 2} of", timeout=30_000)
+    time.sleep(1.5)
+    top = page.locator("#sv-watch-source").bounding_box()
+    bottom = page.locator("#sv-watch-plot").bounding_box()
+    page.screenshot(path=str(out / "watch_pass.png"), full_page=True,
+                    clip={"x": 0, "y": top["y"] - 10, "width": 1400,
+                          "height": bottom["y"] + bottom["height"] - top["y"] + 20})
+
+
 def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -104,6 +123,9 @@ def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None
             shoot_tree(page, out)
         if "playground" in only:
             shoot_teaching(page, out, tokens, draft, "sweep" in only)
+        if "watch" in only:
+            page.set_viewport_size({"width": 1400, "height": 1400})
+            shoot_watch(page, out)
         browser.close()
 
 
@@ -136,8 +158,8 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", type=int, default=24)
     p.add_argument("--draft", default="int8", choices=["int8", "ngram"])
     p.add_argument("--out", default=str(ROOT / "assets"))
-    p.add_argument("--only", nargs="+", default=["run", "tree", "playground", "sweep"],
-                   choices=["run", "tree", "playground", "sweep"])
+    p.add_argument("--only", nargs="+", default=["run", "tree", "playground", "sweep", "watch"],
+                   choices=["run", "tree", "playground", "sweep", "watch"])
     args = p.parse_args(argv)
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from helpers import tiny_llama
 
+from specviz.runner import drain  # a step generator run to its end
 from specviz.analysis import (PlainBaseline, analyse, baseline_still_valid, format_speedup, health_notes,
                               speedup_with_spread)
 from specviz.baseline import MIN_SHORT_TOKENS, measure_baseline, short_sample_tokens
@@ -163,13 +164,6 @@ def test_measure_baseline_short_runs_and_bad_arguments(target):
     def build():
         return Generation(target, [1, 5, 9, 2], None, sampling=SamplingConfig(0.0), max_new_tokens=12)
 
-    def drain(gen):
-        try:
-            while True:
-                next(gen)
-        except StopIteration as stop:
-            return stop.value
-
     baseline = drain(measure_baseline(build, samples=2))
     # A run shorter than the short-sample floor is repeated whole.
     assert short_sample_tokens(12) == 12 and baseline.sample_tokens == (12, 12) and MIN_SHORT_TOKENS == 32
@@ -200,13 +194,6 @@ def test_a_measured_baseline_gives_a_real_run_its_speedup_range(target):
 
     prompt = [1, 5, 9, 2, 5, 9, 2, 5, 9, 2, 5]
     greedy = SamplingConfig(0.0)
-
-    def drain(gen):
-        try:
-            while True:
-                next(gen)
-        except StopIteration as stop:
-            return stop.value
 
     baseline = drain(measure_baseline(lambda: Generation(target, prompt, None, sampling=greedy, max_new_tokens=48)))
     spec = Generation(target, prompt, PromptLookupDrafter(64), k=4, sampling=greedy, max_new_tokens=48).run()

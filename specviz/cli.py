@@ -161,6 +161,13 @@ def _add_train_parser(sub) -> None:
                        help="prompts per generate() call (default: %(default)s)")
     train.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, dest="checkpoint_every",
                        help="steps between checkpoints (default: %(default)s)")
+    train.add_argument("--dtype", choices=("float32", "bfloat16"), default=d.dtype,
+                       help="the target's dtype for the teacher data and training (default: %(default)s)")
+    train.add_argument("--head-dtype", choices=("float32", "bfloat16"), default=d.head_dtype, dest="head_dtype",
+                       help="dtype of the written head's weights; bfloat16 halves the file (default: %(default)s)")
+    train.add_argument("--data", default="", metavar="FILE",
+                       help="train on the teacher_data.pt of an earlier run instead of generating; --tokens then "
+                            "limits how much of it is used")
     train.add_argument("--seed", type=int, default=0, help="default: %(default)s")
     train.add_argument("--resume", action="store_true", help="continue from DIR's checkpoint and cached data")
     train.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
@@ -338,7 +345,7 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
 
     _check_threads(args)
     names = ("target", "out", "tokens", "steps", "rollout", "batch", "lr", "vocab", "max_new_tokens", "gen_batch",
-             "checkpoint_every", "seed", "resume")
+             "checkpoint_every", "seed", "resume", "dtype", "data", "head_dtype")
     summary = train(TrainConfig(**{name: getattr(args, name) for name in names}))
     print(format_summary(summary))
     print(f"head written to {args.out}; use it with --draft eagle:{args.out}")

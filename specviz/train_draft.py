@@ -42,8 +42,8 @@ from tqdm import tqdm
 from .drafttree import LastLayerFeatures
 from .eagle import EagleHead, load_head, save_head, tree_mask
 
-__all__ = ["PROMPTS_FILE", "TrainConfig", "evaluate", "format_summary", "frequent_tokens", "generate_answers", "load_prompts",
-           "prepare_data", "rollout_loss", "rollout_mask", "teacher_features", "train"]
+__all__ = ["PROMPTS_FILE", "TrainConfig", "evaluate", "format_summary", "frequent_tokens", "generate_answers",
+           "load_prompts", "lr_factor", "prepare_data", "rollout_loss", "rollout_mask", "teacher_features", "train"]
 
 #: The bundled prompts the teacher answers.
 PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "draft_prompts.txt"
@@ -65,7 +65,7 @@ class TrainConfig:
         batch: sequences per step.
         seed: seed of the data order, the sampling and the initialisation.
         resume: continue from ``out``'s checkpoint (and cached data).
-        lr: AdamW learning rate.
+        lr: AdamW's peak learning rate (:func:`lr_factor` gives the schedule).
         vocab: size of the head's frequent-token vocabulary (0 = the whole vocabulary).
         feature_weight: weight of the feature regression term.
         temperature: the teacher's sampling temperature.
@@ -74,6 +74,13 @@ class TrainConfig:
         max_len: longest training sequence (tokens; longer ones are cut).
         val_fraction: share of the sequences held out for validation.
         checkpoint_every: save a checkpoint every this many steps.
+        dtype: the target's dtype for the teacher data and training (``"float32"`` or
+            ``"bfloat16"``; bfloat16 ran generation 1.9× faster on a 2-core AVX-512-BF16 CPU, and it
+            is the dtype the bench runs the target in). The head's weights stay float32.
+        data: a ``teacher_data.pt`` written by an earlier run to train on instead of generating
+            (then ``tokens`` limits how much of it is used: the learning curve's knob).
+        head_dtype: the dtype of the written head's weights (``"bfloat16"`` halves the file;
+            checkpoints stay float32).
     """
 
     target: str
@@ -93,6 +100,9 @@ class TrainConfig:
     max_len: int = 384
     val_fraction: float = 0.05
     checkpoint_every: int = 100
+    dtype: str = "float32"
+    data: str = ""
+    head_dtype: str = "float32"
 
     def check(self) -> None:
         """Raises ValueError for out-of-range settings."""
@@ -101,6 +111,11 @@ class TrainConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if self.vocab < 0 or not 0 < self.val_fraction < 1 or self.lr <= 0 or self.temperature <= 0:
             raise ValueError("need --vocab >= 0, 0 < val_fraction < 1, lr > 0 and temperature > 0")
+        for name in ("dtype", "head_dtype"):
+            if getattr(self, name) not in ("float32", "bfloat16"):
+                raise ValueError(f"--{name.replace('_', '-')} must be float32 or bfloat16, got {getattr(self, name)!r}")
+        if self.data and not Path(self.data).expanduser().is_file():
+            raise ValueError(f"--data {self.data}: no such file (a teacher_data.pt of an earlier run)")
 
 
 def load_prompts(path: str | Path = PROMPTS_FILE) -> list[str]:
@@ -147,29 +162,42 @@ def generate_answers(model, tokenizer, prompt_ids: list[list[int]], tokens: int,
         torch.manual_seed(seed + start // gen_batch)
         out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=temperature, top_k=0,
                              top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=eos)
+        before = collected
         for prompt, row in zip(chunk, out[:, width:].tolist()):
             answer = row[: row.index(eos) + 1] if eos in row else row
             if answer:
                 sequences.append((prompt + answer, len(prompt)))
                 collected += len(answer)
-                bar.update(len(answer))
+        bar.update(collected - before)  # once a batch: tqdm's display keeps up with what is done
     bar.close()
     return sequences
 
 
 @torch.inference_mode()
-def teacher_features(model, sequences: list[tuple[list[int], int]]) -> list[torch.Tensor]:
-    """The target's last-layer features (before the final norm) of every position, by one
-    teacher-forced forward pass per sequence: ``(T, H)`` float16 each, on the CPU."""
+def teacher_features(model, sequences: list[tuple[list[int], int]], batch: int = 16) -> list[torch.Tensor]:
+    """The target's last-layer features (before the final norm) of every position, by
+    teacher-forced forward passes over batches of similar-length sequences (right padding, which
+    a causal model's real positions never see): ``(T, H)`` float16 each, on the CPU, in the
+    order of ``sequences``."""
     recorder = LastLayerFeatures(model)
     device = next(model.parameters()).device
-    features = []
+    features: list[torch.Tensor | None] = [None] * len(sequences)
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i][0]))
     bar = _progress(len(sequences), "teacher features (sequences)")
-    for ids, _ in sequences:
+    for start in range(0, len(order), batch):
+        chunk = order[start : start + batch]
+        width = max(len(sequences[i][0]) for i in chunk)
+        ids = torch.zeros(len(chunk), width, dtype=torch.long)
+        mask = torch.zeros(len(chunk), width, dtype=torch.long)
+        for row, i in enumerate(chunk):
+            seq = sequences[i][0]
+            ids[row, : len(seq)] = torch.tensor(seq)
+            mask[row, : len(seq)] = 1
         with recorder:
-            model(input_ids=torch.tensor([ids], device=device), logits_to_keep=1)
-        features.append(recorder.features[0].to("cpu", torch.float16))
-        bar.update(1)
+            model(input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=1)
+        for row, i in enumerate(chunk):
+            features[i] = recorder.features[row, : len(sequences[i][0])].to("cpu", torch.float16).clone()
+        bar.update(len(chunk))
     bar.close()
     return features
 
@@ -297,8 +325,19 @@ def evaluate(head: EagleHead, data: dict, indices: list[int], cfg: TrainConfig, 
 
 
 def prepare_data(cfg: TrainConfig, loaded, out: Path) -> dict:
-    """The teacher data (sequences, features, frequent ids), read from ``out`` when a resumed
-    run cached it for the same target, else generated and cached there (``teacher_data.pt``)."""
+    """The teacher data (sequences, features, frequent ids): read from ``cfg.data`` when given,
+    or from ``out`` when a resumed run cached it for the same target, else generated and cached
+    there (``teacher_data.pt``).
+
+    Raises:
+        ValueError: if ``cfg.data`` was made for another target.
+    """
+    if cfg.data:
+        data = torch.load(Path(cfg.data).expanduser(), weights_only=False)
+        if data.get("target") != cfg.target:
+            raise ValueError(f"--data {cfg.data} was made for {data.get('target')!r}, not {cfg.target!r}")
+        tqdm.write(f"teacher data: {len(data['sequences'])} sequences read from {cfg.data}")
+        return data
     path = out / DATA_FILE
     if cfg.resume and path.is_file():
         data = torch.load(path, weights_only=False)
@@ -316,11 +355,22 @@ def prepare_data(cfg: TrainConfig, loaded, out: Path) -> dict:
     return data
 
 
-def _split(n: int, cfg: TrainConfig) -> tuple[list[int], list[int]]:
-    order = list(range(n))
+def _split(sequences: list[tuple[list[int], int]], cfg: TrainConfig) -> tuple[list[int], list[int]]:
+    """Training and validation sequence indices. Validation: a seeded ``val_fraction`` of all
+    the data's sequences, the same whatever ``tokens`` is (so learning-curve points are compared
+    on one held-out set); training: the rest, in the seeded order, until ``cfg.tokens`` answer
+    tokens."""
+    order = list(range(len(sequences)))
     random.Random(cfg.seed).shuffle(order)
-    n_val = max(1, round(n * cfg.val_fraction)) if n > 1 else 0
-    return order[n_val:] or order, order[:n_val] or order
+    n_val = max(1, round(len(order) * cfg.val_fraction)) if len(order) > 1 else 0
+    val, rest = order[:n_val] or order, order[n_val:] or order
+    train_ids, answer_tokens = [], 0
+    for i in rest:
+        if answer_tokens >= cfg.tokens:
+            break
+        train_ids.append(i)
+        answer_tokens += len(sequences[i][0]) - sequences[i][1]
+    return train_ids, val
 
 
 def _start(cfg: TrainConfig, loaded, data: dict, out: Path):
@@ -337,6 +387,27 @@ def _start(cfg: TrainConfig, loaded, data: dict, out: Path):
         torch.set_rng_state(state["rng"])
         tqdm.write(f"resuming at step {step} from {checkpoint}")
     return head.train(), optimizer, step, history
+
+
+def lr_factor(step: int, steps: int, warmup: int = 50) -> float:
+    """The learning rate's multiplier at optimiser step ``step`` (0-based) of ``steps``: a linear
+    warm-up over ``warmup`` steps, then a cosine decay to 0.1 (the schedule of most LM training
+    recipes, e.g. EAGLE's and HASS's). A pure function of the step, so a resumed run continues the
+    same schedule."""
+    import math
+
+    warmup = min(warmup, max(steps // 10, 1))
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min((step - warmup) / max(steps - warmup, 1), 1.0)
+    return 0.1 + 0.45 * (1 + math.cos(math.pi * progress))
+
+
+def _autocast(loaded):
+    """bfloat16 autocast of the head's matrix products when the target runs in bfloat16 (the
+    weights and the optimiser stay float32: mixed-precision training); a no-op otherwise."""
+    dtype = next(loaded.model.parameters()).dtype
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16)
 
 
 def _checkpoint(head, optimizer, step: int, history: list, cfg: TrainConfig, out: Path) -> None:
@@ -363,18 +434,21 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
     if loaded is None:
         from .models import load_model
 
-        loaded = load_model(cfg.target, device="cpu", dtype="float32")
+        loaded = load_model(cfg.target, device="cpu", dtype=cfg.dtype)
     out = Path(cfg.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     data = prepare_data(cfg, loaded, out)
-    train_ids, val_ids = _split(len(data["sequences"]), cfg)
+    train_ids, val_ids = _split(data["sequences"], cfg)
     head, optimizer, step, history = _start(cfg, loaded, data, out)
     rng = random.Random(cfg.seed * 1_000_003 + step)
     bar = _progress(cfg.steps, "training (steps)")
     bar.update(step)
     while step < cfg.steps:
         batch = _batch(data, rng.sample(train_ids, min(cfg.batch, len(train_ids))), cfg.max_len, loaded.device)
-        loss, figures = rollout_loss(head, batch, cfg.rollout, cfg.feature_weight)
+        with _autocast(loaded):
+            loss, figures = rollout_loss(head, batch, cfg.rollout, cfg.feature_weight)
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.lr * lr_factor(step, cfg.steps)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
@@ -390,9 +464,9 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
     head.eval()
     validation = evaluate(head, data, val_ids, cfg, loaded.device)
     meta = {"target": cfg.target, "steps": step, "validation": validation}
-    save_head(head, out, meta)
-    summary = {"config": asdict(cfg), "sequences": len(data["sequences"]), "validation_sequences": len(val_ids),
-               "answer_tokens": sum(len(s) - p for s, p in data["sequences"]),
+    save_head(head, out, meta, dtype=getattr(torch, cfg.head_dtype))
+    summary = {"config": asdict(cfg), "sequences": len(train_ids), "validation_sequences": len(val_ids),
+               "answer_tokens": sum(len(data["sequences"][i][0]) - data["sequences"][i][1] for i in train_ids),
                "vocabulary": int(data["frequent_ids"].numel()), "validation": validation, "history": history,
                "seconds": round(time.perf_counter() - t0, 1)}
     (out / LOG_FILE).write_text(json.dumps(summary, indent=1), encoding="utf-8")

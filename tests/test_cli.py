@@ -1,4 +1,5 @@
-"""The command line, run as users run it: ``python -m specviz ...`` in a subprocess.
+"""The command line, run as users run it: ``python -m specviz ...`` (its ``main`` in this process,
+and in a subprocess for the tests of the real entry point and its exit codes).
 
 Most tests use tiny random Llama checkpoints (2 layers, hidden 64) saved to a temporary directory
 with a small byte-level BPE tokenizer trained on the spot, so they need no network and no
@@ -9,11 +10,14 @@ greedy prompt lookup returns exactly the text of plain greedy decoding in float3
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from helpers import bpe_tokenizer
@@ -26,7 +30,32 @@ TYPO_PROMPT = (
 KINDS = {"accepted", "resampled", "bonus", "plain"}
 
 
-def specviz(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+class Done(NamedTuple):
+    """What a command left: its exit status and what it wrote (subprocess.CompletedProcess's names)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def specviz(*args: str, timeout: float = 300) -> Done:
+    """``python -m specviz ARGS`` run in this process: :func:`specviz.cli.main`, the function the
+    module's ``__main__`` calls, with stdout and stderr captured (not a terminal, as when piped).
+    A subprocess per call cost about 3 s of imports each; :func:`specviz_subprocess` keeps the real
+    entry point tested. ``timeout`` is accepted for the subprocess form's sake."""
+    from specviz.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's usage errors
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return Done(code, out.getvalue(), err.getvalue())
+
+
+def specviz_subprocess(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m specviz ARGS`` in a subprocess, as a user runs it."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
     return subprocess.run([sys.executable, "-m", "specviz", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=REPO, env=env)
@@ -75,8 +104,8 @@ def _smollm2_prepared() -> bool:
     return (cache_dir() / "models" / "smollm2-135m-instruct" / "specviz-prepared.json").is_file()
 
 
-def run_json(*args: str) -> dict:
-    done = specviz("run", *args, "--json")
+def run_json(*args: str, in_subprocess: bool = False) -> dict:
+    done = (specviz_subprocess if in_subprocess else specviz)("run", *args, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -177,11 +206,20 @@ def test_compile_flag_parses_its_modes():
     assert exit_info.value.code == 2
 
 
+def test_the_module_entry_point_exits_0_or_1_with_one_line(tiny):
+    done = specviz_subprocess("run", "--target", tiny["target"], "--prompt", "hello", "--max-new-tokens", "4",
+                              "-k", "0")
+    assert done.returncode == 1
+    assert_one_line_error(done)
+    usage = specviz_subprocess("run", "--no-such-flag")
+    assert usage.returncode == 2 and "usage:" in usage.stderr
+
+
 def test_prepare_unknown_name_fails_with_one_line():
     assert_one_line_error(specviz("prepare", "not-an-offline-model"))
 
 
-def assert_one_line_error(done: subprocess.CompletedProcess) -> None:
+def assert_one_line_error(done: Done | subprocess.CompletedProcess) -> None:
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
@@ -318,7 +356,7 @@ def test_app_cli_sweep_and_prepare_run_build_the_same_prompt_on_smollm2(chat, mo
 def test_smollm2_greedy_prompt_lookup_equals_plain_in_float32():
     common = ("--target", "smollm2-135m-instruct", "--temperature", "0", "--max-new-tokens", "48",
               "--dtype", "float32", "--chat", "--prompt", TYPO_PROMPT)
-    spec = run_json(*common, "--draft", "ngram")
+    spec = run_json(*common, "--draft", "ngram", in_subprocess=True)  # the entry point a user runs
     plain = run_json(*common, "--draft", "none", "--no-baseline")
     assert spec["text"] == plain["text"]
     assert spec["proposed"] > 0 and 0 <= spec["alpha"] <= 1

@@ -145,6 +145,52 @@ def test_save_and_load_keep_only_the_heads_weights(target, tmp_path):
         load_head(tmp_path / "missing", target)
 
 
+def test_a_head_saved_in_bfloat16_is_half_the_file_and_drafts_the_same(target, tmp_path):
+    head = EagleHead(target, torch.tensor([0, 4, 9]))
+    save_head(head, tmp_path / "f32")
+    save_head(head, tmp_path / "bf16", dtype=torch.bfloat16)
+    sizes = [(tmp_path / d / "model.safetensors").stat().st_size for d in ("f32", "bf16")]
+    assert sizes[1] < 0.55 * sizes[0], sizes
+    loaded = load_head(tmp_path / "bf16", target)
+    assert loaded.meta["weights_dtype"] == "bfloat16" and loaded.fuse.weight.dtype == torch.float32
+    torch.testing.assert_close(loaded.fuse.weight, head.fuse.weight.to(torch.bfloat16).float())
+    assert torch.equal(loaded.frequent_ids, head.frequent_ids)
+
+
+def test_batched_teacher_features_equal_one_sequence_at_a_time(target):
+    from specviz.train_draft import teacher_features
+
+    sequences = [([1, 2, 3, 4, 5, 6, 7], 2), ([8, 9], 1), ([3, 1, 4, 1, 5], 3)]
+    batched = teacher_features(target, sequences, batch=3)
+    alone = teacher_features(target, sequences, batch=1)
+    assert [f.shape[0] for f in batched] == [7, 2, 5]
+    for a, b in zip(batched, alone):
+        torch.testing.assert_close(a, b, atol=2e-3, rtol=2e-3)
+
+
+def test_the_learning_rate_warms_up_then_decays_to_a_tenth():
+    from specviz.train_draft import lr_factor
+
+    factors = [lr_factor(step, 1_000) for step in range(1_000)]
+    assert factors[0] < 0.05 and max(factors) == pytest.approx(1.0)
+    peak = factors.index(max(factors))
+    assert all(a <= b for a, b in zip(factors[:peak], factors[1 : peak + 1]))
+    assert all(a >= b for a, b in zip(factors[peak:], factors[peak + 1 :]))
+    assert factors[-1] == pytest.approx(0.1, abs=1e-3) and lr_factor(5_000, 1_000) == pytest.approx(0.1)
+
+
+def test_the_validation_set_is_the_same_whatever_the_training_tokens():
+    from specviz.train_draft import _split
+
+    sequences = [(list(range(10 + i % 7)), 4) for i in range(200)]
+    small_train, small_val = _split(sequences, TrainConfig(target="t", out="", tokens=100))
+    full_train, full_val = _split(sequences, TrainConfig(target="t", out="", tokens=10**9))
+    assert small_val == full_val and len(full_val) == 10
+    assert not set(full_train) & set(full_val) and len(full_train) == 190
+    assert small_train == full_train[: len(small_train)]
+    assert 100 <= sum(len(sequences[i][0]) - 4 for i in small_train) < 100 + 16
+
+
 def test_registry_entry_and_the_message_without_a_shipped_head():
     assert drafters.parse_drafter_spec("eagle") == "eagle"
     assert drafters.parse_drafter_spec("eagle:/tmp/My Head") == "eagle:/tmp/My Head"

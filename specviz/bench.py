@@ -11,7 +11,9 @@ rotates from repeat to repeat so no method always runs on a cold or warm cache):
 * ``assisted``: transformers assisted generation with the same draft: ``assistant_model=`` the
   drafter's model with ``num_assistant_tokens=K``, schedule ``"constant"`` and the confidence
   threshold off (so it drafts exactly K like we do), or ``prompt_lookup_num_tokens=K`` with
-  ``max_matching_ngram_size=3`` (our prompt-lookup's longest n-gram) for ``ngram``;
+  ``max_matching_ngram_size=3`` (our prompt-lookup's longest n-gram) for a drafter without a
+  model of its own (``ngram``, ``suffix``) or with one transformers cannot run (an EAGLE head):
+  :func:`transformers_counterpart`, named in the result's ``transformers_assisted``;
 * ``ours spec, instrument off``: the same loop with ``instrument=False`` and no per-token text
   decoding, to price the instrumentation;
 * ``ours tree`` (only with ``branches`` B > 1): the same loop drafting trees (at most B children
@@ -258,8 +260,7 @@ class _Methods:
         self.target, self.drafter, self.seed = target, drafter, seed
         self.branches, self.tree_nodes = branches, tree_nodes
         self.draft_model = getattr(drafter, "model", None)
-        hf_spec = transformers_baselines and drafter is not None and (self.draft_model is not None
-                                                                       or not drafter.uses_model)
+        hf_spec = transformers_baselines and transformers_counterpart(drafter) is not None
         self.list = [(OURS_PLAIN, None)] + ([(HF_PLAIN, None)] if transformers_baselines else [])
         if drafter is not None:
             for k in ks:
@@ -283,6 +284,18 @@ class _Methods:
             with _assistant_config(self.draft_model, k):
                 return time_hf(target, ids, sampling, n_tokens, seed, assistant=self.draft_model)
         return time_hf(target, ids, sampling, n_tokens, seed, lookup_k=k)
+
+
+def transformers_counterpart(drafter) -> str | None:
+    """Which transformers method the ``assisted`` rows time for ``drafter`` (None: no drafter):
+    assisted generation with the same draft model when the drafter has one (``.model``), else
+    prompt-lookup decoding, transformers' best option with no second model (the one it offers for
+    model-free drafters, and the one to beat for drafters it lacks, such as an EAGLE head)."""
+    if drafter is None:
+        return None
+    if getattr(drafter, "model", None) is not None:
+        return "assisted generation with the same draft model (assistant_model=, num_assistant_tokens=K)"
+    return "prompt-lookup decoding (prompt_lookup_num_tokens=K, max_matching_ngram_size=3)"
 
 
 def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=1.0, max_new_tokens=64,
@@ -514,8 +527,10 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         notes += [f"Prompt {p.name!r}: {note}" for note in prompt_notes]
     m = measure(target, drafter, prompts, encoded, ks, temperatures, top_k, top_p, max_new_tokens, repeats, seed,
                 transformers_baselines, instrument_check, report, warmup_tokens, branches, tree_nodes)
-    settings = {"draft": draft_spec, "max_new_tokens": max_new_tokens, "repeats": repeats, "top_k": top_k,
-                "top_p": top_p, "seed": seed, "branches": branches, "tree_nodes": tree_nodes}
+    assisted = transformers_counterpart(drafter) if transformers_baselines else None
+    settings = {"draft": draft_spec, "transformers_assisted": assisted, "max_new_tokens": max_new_tokens,
+                "repeats": repeats, "top_k": top_k, "top_p": top_p, "seed": seed, "branches": branches,
+                "tree_nodes": tree_nodes}
     return {**summarise(m, target, drafter, prompts, encoded, ks, temperatures, settings), "notes": notes}
 
 def _loadavg() -> float | None:
@@ -549,7 +564,9 @@ def format_report(result: dict) -> str:
             f"{result['max_new_tokens']} new tokens × {len(result['prompts'])} prompts × {result['repeats']} repeats, "
             f"torch {result['torch']}, transformers {result['transformers']}, "
             f"load average {_f(result.get('loadavg_before'), '{:.1f}')} → {_f(result.get('loadavg_after'), '{:.1f}')}"
-            + (f", torch.compile ({result['compile']})" if result.get("compile") else ""))
+            + (f", torch.compile ({result['compile']})" if result.get("compile") else "")
+            + (f"; 'assisted' = transformers' {result['transformers_assisted']}"
+               if result.get("transformers_assisted") else ""))
     plain = _table(
         ["T", "ours plain tok/s", "generate() tok/s", "ours/generate()", "same, by CPU time", "plain step ms",
          "same greedy text"],

@@ -11,7 +11,7 @@ from helpers import bpe_tokenizer, tiny_llama
 
 from specviz import drafters
 from specviz.drafttree import LastLayerFeatures
-from specviz.eagle import EagleDrafter, EagleHead, load_head, save_head, shipped_head_dir
+from specviz.eagle import EagleDrafter, EagleHead, LookupThenEagle, load_head, save_head, shipped_head_dir
 from specviz.engine import Generation
 from specviz.models import LoadedModel
 from specviz.sampling import SamplingConfig
@@ -99,6 +99,45 @@ def test_greedy_equals_plain_decoding(target, branches, k):
     assert gen.token_ids == plain.token_ids
     accepted = [r.n_accepted for r in gen.rounds]
     assert max(accepted) >= min(k, 2) and 0 in accepted  # long blocks and rejections both happen
+
+
+class Recording(LookupThenEagle):
+    """The real hybrid drafter, also keeping which of its two drafters proposed each round."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.turns: list[str] = []
+
+    def propose(self, *args, **kwargs):
+        tree = super().propose(*args, **kwargs)
+        self.turns.append(self.last)
+        return tree
+
+
+@pytest.mark.parametrize("branches", [1, 2], ids=["chain", "tree"])
+def test_lookup_then_eagle_copies_where_it_can_and_keeps_greedy_text(target, branches):
+    # The prompt repeats a trigram, so early rounds copy; the random target soon writes text
+    # with no repeated trigram behind it, where the head drafts.
+    prompt = [5, 6, 7, 8, 9, 10, 5, 6, 7]
+    plain = Generation(target, prompt, None, sampling=GREEDY, max_new_tokens=40).run()
+    drafter = Recording(EagleDrafter(agreeing_head(target), VOCAB))
+    gen = Generation(target, prompt, drafter, k=3, sampling=GREEDY, max_new_tokens=40, branches=branches).run()
+    assert gen.token_ids == plain.token_ids
+    assert drafter.turns[0] == "lookup" and "head" in drafter.turns, drafter.turns
+    for turn, round_ in zip(drafter.turns, gen.rounds):  # lookup drafts point masses, the head does not
+        assert all(node.p_draft == 1.0 for node in round_.drafted) or turn == "head"
+    assert drafters.parse_drafter_spec("Lookup+EAGLE:/tmp/h") == "lookup+eagle:/tmp/h"
+
+
+def test_the_bench_compares_a_head_with_transformers_prompt_lookup(target):
+    from specviz.bench import transformers_counterpart
+    from specviz.drafters import ModelDrafter, PromptLookupDrafter
+
+    head = EagleDrafter(EagleHead(target), VOCAB)
+    for drafter in (head, LookupThenEagle(head), PromptLookupDrafter(VOCAB)):
+        assert transformers_counterpart(drafter).startswith("prompt-lookup decoding")
+    assert transformers_counterpart(ModelDrafter(target, VOCAB)).startswith("assisted generation")
+    assert transformers_counterpart(None) is None
 
 
 def test_restricted_head_gives_no_mass_outside_its_vocabulary(target):

@@ -357,9 +357,9 @@ def test_a_draft_hub_id_that_is_not_cached_fails_fast_offline(target, monkeypatc
 def test_every_drafter_kind_is_described_once():
     from specviz.drafters import DRAFTER_KINDS
 
-    assert list(DRAFTER_KINDS) == ["ngram", "suffix", "model", "int8", "early-exit", "eagle", "none"]
+    assert list(DRAFTER_KINDS) == ["ngram", "suffix", "model", "int8", "early-exit", "eagle", "lookup+eagle", "none"]
     assert all(len(kind.note) > 40 and kind.label for kind in DRAFTER_KINDS.values())
-    assert [k.spec for k in DRAFTER_KINDS.values() if k.needs_model] == ["model", "eagle"]
+    assert [k.spec for k in DRAFTER_KINDS.values() if k.needs_model] == ["model", "eagle", "lookup+eagle"]
     assert [k.spec for k in DRAFTER_KINDS.values() if not k.can_branch] == ["none"]
 
 

@@ -77,9 +77,17 @@ def test_presets_and_model_free_drafters_are_allowed():
 
 def test_hub_presets_are_refused_on_a_machine_without_cuda():
     targets, drafts = settings.public_models(cuda=False)
-    assert targets == {"smollm2-135m-instruct", "gemma-3-270m"} and not drafts
+    assert targets == {"smollm2-135m-instruct", "gemma-3-270m"} and drafts == {"eagle"}
     with pytest.raises(RequestError, match="public mode"):
         check_public_models("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", targets, drafts)
+
+
+def test_the_shipped_head_is_allowed_and_a_head_directory_is_not():
+    targets, drafts = settings.public_models(cuda=False)
+    check_public_models("smollm2-135m-instruct", "eagle", targets, drafts)
+    for spec in ("eagle:/tmp/head", "eagle:specviz/heads/smollm2-135m-instruct"):
+        with pytest.raises(RequestError, match="not allowed"):
+            check_public_models("smollm2-135m-instruct", spec, targets, drafts)
 
 
 @pytest.mark.parametrize("target, draft, what", [

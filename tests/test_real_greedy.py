@@ -37,6 +37,7 @@ DRAFTERS = {
     "ngram": ((1, 3, 8), True),
     "int8": ((2, 8), True),
     "early-exit:6": ((1, 3), False),
+    "lookup+eagle": ((3,), True),  # the shipped head where lookup finds no trigram to copy
 }
 
 

@@ -30,6 +30,9 @@ LESSONS = {
     "A misaligned draft (early exit)": dict(
         slug="early_exit", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="early-exit", early_exit_layers=4, k=4,
         temperature=0.0, max_new_tokens=48),
+    "A learned draft at T = 1 (EAGLE head)": dict(
+        slug="learned_draft", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="eagle", k=3, temperature=1.0,
+        max_new_tokens=64),
     "Lossless check at T = 1": dict(
         slug="lossless_check", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=1.0,
         max_new_tokens=48, check_temperature=1.0, control=False),

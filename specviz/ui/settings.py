@@ -22,6 +22,8 @@ from ..request import DEFAULT_LIMITS, Limits, public_mode, public_policy
 PRESETS = {
     "SmolLM2-135M-Instruct · offline": dict(target="smollm2-135m-instruct", drafter="ngram", draft_model="",
                                             chat=True),
+    "SmolLM2-135M-Instruct + its learned head (EAGLE) · offline": dict(
+        target="smollm2-135m-instruct", drafter="eagle", draft_model="", chat=True),
     "Gemma-3-270M (base) · offline": dict(target="gemma-3-270m", drafter="ngram", draft_model="", chat=False),
     "SmolLM2-135M → SmolLM2-1.7B-Instruct · hub, GPU": dict(
         target="HuggingFaceTB/SmolLM2-1.7B-Instruct", drafter="model",
@@ -74,10 +76,13 @@ QUEUE_SIZE = 32
 def public_models(cuda: bool) -> tuple[frozenset, frozenset]:
     """(targets, draft models) public mode lets a visitor run: the offline presets always, the hub
     presets only on a CUDA machine (on a CPU Space they would download gigabytes for runs that
-    cannot finish in the time limit)."""
+    cannot finish in the time limit). A preset's drafter that loads weights of its own is allowed
+    as the preset names it: its draft model's id, or ``eagle`` (the head shipped for the target;
+    ``eagle:DIR`` would read a path on the server and stays refused)."""
     allowed = [p for p in PRESETS.values() if cuda or p["target"] in models.OFFLINE_MODELS]
-    return (frozenset(p["target"] for p in allowed),
-            frozenset(p["draft_model"] for p in allowed if p["drafter"] == "model"))
+    drafts = [p["draft_model"] if p["drafter"] == "model" else p["drafter"] for p in allowed
+              if DRAFTER_KINDS[p["drafter"]].needs_model]
+    return frozenset(p["target"] for p in allowed), frozenset(drafts)
 
 
 PUBLIC_TARGETS, PUBLIC_DRAFTS = public_models(cuda=torch.cuda.is_available())

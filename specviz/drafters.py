@@ -156,8 +156,9 @@ def _build_lookup_eagle(target, spec, device, dtype, progress, load):
     from .eagle import LookupThenEagle
 
     directory = spec.partition(":")[2]
-    return LookupThenEagle(_build_eagle(target, f"eagle:{directory}" if directory else "eagle", device, dtype,
-                                        progress, load))
+    head = _build_eagle(target, f"eagle:{directory}" if directory else "eagle", device, dtype, progress, load)
+    # Trigram matches only: on free text a shorter match is usually a common word, not a copy.
+    return LookupThenEagle(head, PromptLookupDrafter(_vocab(target), max_ngram=3, min_ngram=3))
 
 
 def _build_model(target, spec, device, dtype, progress, load):

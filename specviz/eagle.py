@@ -446,8 +446,8 @@ class EagleDrafter:
 class LookupThenEagle:
     """Prompt lookup where the context repeats itself, the learned head everywhere else.
 
-    Each round, a prompt-lookup drafter that needs a match of at least ``min_match`` tokens (a
-    trigram by default: a shorter match on free text is usually a common word, not a copy)
+    Each round, a prompt-lookup drafter that needs a match of at least three tokens (a shorter
+    match on free text is usually a common word, not a copy)
     proposes what followed the match, as point masses; when there is no such match, the
     :class:`EagleDrafter` drafts. Which of the two proposes is a function of the committed tokens
     alone, so each round is verified against exactly the distribution its tokens were drawn
@@ -457,17 +457,17 @@ class LookupThenEagle:
 
     Args:
         head: the :class:`EagleDrafter`.
-        min_match: the shortest context match (tokens) the lookup drafts from.
+        lookup: a :class:`~specviz.drafters.PromptLookupDrafter` that drafts only from long enough
+            matches (``min_ngram=3`` in the registry's ``lookup+eagle``); given, not built here, so
+            this module does not import the drafters module that builds it.
     """
 
     uses_model = True
     wants_features = True
 
-    def __init__(self, head: EagleDrafter, min_match: int = 3) -> None:
-        from .drafters import PromptLookupDrafter
-
+    def __init__(self, head: EagleDrafter, lookup) -> None:
         self.head = head
-        self.lookup = PromptLookupDrafter(head.vocab_size, max_ngram=max(3, min_match), min_ngram=min_match)
+        self.lookup = lookup
         self.vocab_size = head.vocab_size
         self.device = head.device
         self.name = f"prompt lookup, else the {head.name}"

@@ -10,6 +10,7 @@ import torch
 from helpers import bpe_tokenizer, tiny_llama
 
 from specviz import drafters
+from specviz.drafters import PromptLookupDrafter
 from specviz.drafttree import LastLayerFeatures
 from specviz.eagle import EagleDrafter, EagleHead, LookupThenEagle, load_head, save_head, shipped_head_dir
 from specviz.engine import Generation
@@ -120,7 +121,7 @@ def test_lookup_then_eagle_copies_where_it_can_and_keeps_greedy_text(target, bra
     # with no repeated trigram behind it, where the head drafts.
     prompt = [5, 6, 7, 8, 9, 10, 5, 6, 7]
     plain = Generation(target, prompt, None, sampling=GREEDY, max_new_tokens=40).run()
-    drafter = Recording(EagleDrafter(agreeing_head(target), VOCAB))
+    drafter = Recording(EagleDrafter(agreeing_head(target), VOCAB), PromptLookupDrafter(VOCAB, min_ngram=3))
     gen = Generation(target, prompt, drafter, k=3, sampling=GREEDY, max_new_tokens=40, branches=branches).run()
     assert gen.token_ids == plain.token_ids
     assert drafter.turns[0] == "lookup" and "head" in drafter.turns, drafter.turns
@@ -131,10 +132,10 @@ def test_lookup_then_eagle_copies_where_it_can_and_keeps_greedy_text(target, bra
 
 def test_the_bench_compares_a_head_with_transformers_prompt_lookup(target):
     from specviz.bench import transformers_counterpart
-    from specviz.drafters import ModelDrafter, PromptLookupDrafter
+    from specviz.drafters import ModelDrafter
 
     head = EagleDrafter(EagleHead(target), VOCAB)
-    for drafter in (head, LookupThenEagle(head), PromptLookupDrafter(VOCAB)):
+    for drafter in (head, LookupThenEagle(head, PromptLookupDrafter(VOCAB)), PromptLookupDrafter(VOCAB)):
         assert transformers_counterpart(drafter).startswith("prompt-lookup decoding")
     assert transformers_counterpart(ModelDrafter(target, VOCAB)).startswith("assisted generation")
     assert transformers_counterpart(None) is None

@@ -1,6 +1,6 @@
 """README screenshots: the run page, the inspector on a rejection, a tree round, the playground,
 a sweep and a verify pass mid-beat (assets/screenshot.png, inspector.png, tree.png, playground.png,
-sweep.png, watch_pass.png).
+sweep.png, watch_pass.png, learned_draft.png).
 
 Starts ``python app.py`` on a free loopback port, opens it in headless Chromium (Debian's
 ``/usr/bin/chromium`` driven by Playwright; never ``playwright install``), then
@@ -13,11 +13,13 @@ Starts ``python app.py`` on a free loopback port, opens it in headless Chromium 
 * Experiments: sets the Run tab's drafter and prompt (default: the int8 self-draft on the free-text
   poem prompt), runs a temperature sweep (0 0.3 0.7 1.0 1.5, ``--tokens`` each) and captures the
   tab when it is done;
-* Watch a pass: its default trace (the poem at T = 1, int8 self-draft), six beats into pass 2.
+* Watch a pass: its default trace (the poem at T = 1, int8 self-draft), six beats into pass 2;
+* Learned draft: the lesson "A learned draft at T = 1" run with the shipped EAGLE head, the
+  inspector open on an accepted draft with a fractional acceptance probability (learned_draft.png).
 
 Usage::
 
-    python -m scripts.screenshots [--only run tree playground sweep watch] [--tokens 24] [--draft int8] [--out assets]
+    python -m scripts.screenshots [--only run tree playground sweep watch learned] [--tokens 24] [--draft int8] [--out assets]
 """
 
 from __future__ import annotations
@@ -109,6 +111,23 @@ def shoot_watch(page, out: Path, beats: int = 6) -> None:
                           "height": bottom["y"] + bottom["height"] - top["y"] + 20})
 
 
+def shoot_learned(page, out: Path) -> None:
+    """The lesson "A learned draft at T = 1": the shipped EAGLE head on the poem, then the
+    inspector on its first accepted draft whose acceptance probability is a fraction
+    (learned_draft.png)."""
+    page.get_by_role("tab", name="Lessons").click()
+    page.get_by_role("button", name="A learned draft at T = 1 (EAGLE head)").click()
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
+    for token in page.locator("#sv-tokens .sv-out .sv-accepted").all():
+        token.click()
+        page.locator("#sv-inspector >> text=pass").first.wait_for(timeout=60_000)
+        if "= 1.0000" not in page.inner_text("#sv-inspector"):
+            break
+    time.sleep(1.5)
+    page.screenshot(path=str(out / "learned_draft.png"), full_page=True)
+
+
 def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -126,6 +145,8 @@ def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None
         if "watch" in only:
             page.set_viewport_size({"width": 1400, "height": 1400})
             shoot_watch(page, out)
+        if "learned" in only:
+            shoot_learned(page, out)
         browser.close()
 
 
@@ -158,8 +179,8 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", type=int, default=24)
     p.add_argument("--draft", default="int8", choices=["int8", "ngram"])
     p.add_argument("--out", default=str(ROOT / "assets"))
-    p.add_argument("--only", nargs="+", default=["run", "tree", "playground", "sweep", "watch"],
-                   choices=["run", "tree", "playground", "sweep", "watch"])
+    p.add_argument("--only", nargs="+", default=["run", "tree", "playground", "sweep", "watch", "learned"],
+                   choices=["run", "tree", "playground", "sweep", "watch", "learned"])
     args = p.parse_args(argv)
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",

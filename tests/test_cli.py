@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -43,14 +44,22 @@ def specviz(*args: str, timeout: float = 300) -> Done:
     module's ``__main__`` calls, with stdout and stderr captured (not a terminal, as when piped).
     A subprocess per call cost about 3 s of imports each; :func:`specviz_subprocess` keeps the real
     entry point tested. ``timeout`` is accepted for the subprocess form's sake."""
+    import torch
+
     from specviz.cli import main
 
     out, err = io.StringIO(), io.StringIO()
+    # main sets process-wide state a later test must not inherit: torch's threads (--threads) and
+    # a root log handler writing to this call's captured stderr.
+    threads, handlers = torch.get_num_threads(), logging.root.handlers[:]
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(list(args))
         except SystemExit as exit_:  # argparse's usage errors
             code = exit_.code if isinstance(exit_.code, int) else 1
+        finally:
+            torch.set_num_threads(threads)
+            logging.root.handlers[:] = handlers
     return Done(code, out.getvalue(), err.getvalue())
 
 

@@ -214,5 +214,5 @@ def test_cli_sweep_refuses_trees_without_a_drafter(tiny_target):
     done = specviz("sweep", "--target", tiny_target, "--draft", "none", "-k", "2", "4", "--branches", "3",
                    "--prompt", PROMPT)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
-    assert "--branches > 1 needs a drafter that drafts trees (ngram, suffix, a draft model, int8, early-exit:N, eagle[:DIR])" \
-        in done.stderr
+    assert ("--branches > 1 needs a drafter that drafts trees (ngram, suffix, a draft model, int8, early-exit:N, "
+            "eagle[:DIR], lookup+eagle[:DIR])") in done.stderr

@@ -114,7 +114,10 @@ def test_a_lesson_note_hides_on_the_second_run_and_on_a_prompt_edit(page):
 def test_the_lossless_result_clears_when_its_settings_change(page):
     page.get_by_role("tab", name="Lessons").click()
     page.get_by_role("button", name="Lossless check at T = 1").click()
-    page.locator("summary, button, span", has_text="Is it lossless?").first.click()
+    # The lesson's note (which names "Is it lossless?" too) shows once the Run tab is back.
+    page.locator("#sv-lesson-note").wait_for(state="visible", timeout=60_000)
+    page.locator("#sv-lossless-panel").get_by_role("button", name="Is it lossless?").click()
+    page.locator("#sv-check-draws input[type=number]").wait_for(state="visible", timeout=60_000)
     _set_number(page, "sv-check-draws", 500)
     page.get_by_role("button", name="Run the check").click()
     page.wait_for_selector("#sv-lossless-text >> text=draws each", timeout=300_000)

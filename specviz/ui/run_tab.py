@@ -203,7 +203,7 @@ def _charts_and_replay(c) -> None:
 
 def _lossless_panel(c, public: bool) -> None:
     """The "Is it lossless?" accordion: the check's own temperature, draws and control case."""
-    with gr.Accordion("Is it lossless?", open=False):
+    with gr.Accordion("Is it lossless?", open=False, elem_id="sv-lossless-panel"):
         gr.Markdown("Draws the **first token** many times for the current prompt and settings, with speculative "
                     "sampling and directly from the target, reusing one draft and one target forward pass "
                     "(only the random draws differ), and compares both histograms with p_target.")

@@ -20,7 +20,6 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 from specviz import models  # noqa: E402
 from specviz.ui.page import build_page  # noqa: E402
 from specviz.ui.settings import DEFAULT_PRESET, PRESETS, PUBLIC, QUEUE_SIZE, max_upload_bytes  # noqa: E402
-from specviz.view import CSS  # noqa: E402
 
 demo = build_page(PUBLIC)
 
@@ -48,4 +47,4 @@ if __name__ == "__main__":
     models.prepare_offline(PRESETS[DEFAULT_PRESET]["target"])
     # Uploads past the limit are refused by the server before they are stored (the trace loader
     # checks the same limit again).
-    demo.queue(max_size=QUEUE_SIZE).launch(css=CSS, max_file_size=max_upload_bytes(PUBLIC))
+    demo.queue(max_size=QUEUE_SIZE).launch(max_file_size=max_upload_bytes(PUBLIC))

@@ -6,8 +6,9 @@ the private and the public page, to diff before and after a change to the page.
     diff <(python -m json.tool --sort-keys before.json) <(python -m json.tool --sort-keys after.json)
 
 Unlabelled outputs are named after their component id (``value_165``), which counts every
-component built before them, so the two runs compare only if both build the page the same number
-of times (this script: once at import, then once per mode).
+component built before them: the dump writes each such label as ``value_#``, so a page that adds a
+component (a ``gr.State`` among them) before an endpoint's outputs still compares equal when the
+endpoint itself did not change.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -32,6 +34,15 @@ def build(public: bool):
     return app.build_demo(public=public) if hasattr(app, "build_demo") else app.build_page(public)
 
 
+def _without_component_ids(value):
+    """``value`` with every auto-generated label ``value_<component id>`` written ``value_#``."""
+    if isinstance(value, dict):
+        return {key: _without_component_ids(v) for key, v in value.items()}
+    if isinstance(value, list):
+        return [_without_component_ids(v) for v in value]
+    return "value_#" if isinstance(value, str) and re.fullmatch(r"value_\d+", value) else value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out", help="the JSON file to write")
@@ -46,7 +57,7 @@ def main() -> int:
         finally:
             demo.close()
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(api, f, indent=1, sort_keys=True, ensure_ascii=False)
+        json.dump(_without_component_ids(api), f, indent=1, sort_keys=True, ensure_ascii=False)
     print(f"wrote {args.out}: {', '.join(sorted(api['private']['named_endpoints']))}")
     return 0
 

@@ -2,10 +2,10 @@
 
 Issue 17 item 11: every token update used to resend the whole token panel (209 kB at the end of a
 1,024-token run, for a round that adds about 1 kB), so a long run sent O(n²) bytes. The panel is
-now append-only while it streams (:class:`specviz.ui.runs.TokenPanel`), and gradio sends a string
+now append-only while it streams (:class:`specviz.ui.run_stream.TokenPanel`), and gradio sends a string
 that extends the previous one as an "append" of the new part.
 
-How it is measured: the page's own stream generator (:func:`specviz.ui.runs.stream`) runs a tiny
+How it is measured: the page's own stream generator (:func:`specviz.ui.run_stream.stream`) runs a tiny
 random Llama (``tests/helpers.py``) with a noisy copy of itself as the draft model, greedy, K = 4.
 Each yielded update goes through the page's own postprocessing (``Blocks.postprocess_data`` of the
 /run event) and gradio's own streaming diff (``Blocks.handle_streaming_diffs``, i.e.
@@ -76,7 +76,7 @@ def stream_updates(tokens: int, whole: bool, round_ms: float = 60.0, seed: int =
     from specviz.engine import Generation
     from specviz.request import RunRequest
     from specviz.sampling import SamplingConfig
-    from specviz.ui import runs
+    from specviz.ui import run_stream
     from specviz.ui.page import build_page
     from specviz.ui.state import RunState
 
@@ -92,19 +92,19 @@ def stream_updates(tokens: int, whole: bool, round_ms: float = 60.0, seed: int =
                          max_new_tokens=tokens, seed=seed)
     state = RunState(label="tiny Llama ← noisy copy", k=4, max_new_tokens=tokens)
     clock = _SimulatedClock(round_ms / 1e3)
-    runs_time, runs.time = runs.time, SimpleNamespace(perf_counter=clock.perf_counter, time=time.time)
+    runs_time, run_stream.time = run_stream.time, SimpleNamespace(perf_counter=clock.perf_counter, time=time.time)
     demo = build_page(public=False)
     block_fn = next(fn for fn in demo.fns.values() if fn.api_name == "run")
     session = __import__("gradio.state_holder", fromlist=["SessionState"]).SessionState(demo)
     loop = asyncio.new_event_loop()
     try:
-        generator = runs.stream(_PacedRun(run, clock), request, state, {}, lambda _: {},
-                                panel=runs.TokenPanel(state, whole=whole))
+        generator = run_stream.stream(_PacedRun(run, clock), request, state, {}, lambda _: {},
+                                panel=run_stream.TokenPanel(state, whole=whole))
         for outputs in generator:
             data = loop.run_until_complete(demo.postprocess_data(block_fn, list(outputs), session))
             yield demo.handle_streaming_diffs(block_fn, data, "bench", "run", final=False)
     finally:
-        runs.time = runs_time
+        run_stream.time = runs_time
         loop.close()
 
 

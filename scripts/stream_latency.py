@@ -6,7 +6,7 @@ new tokens, presses Run and waits for the run to finish.
 
 How lag is measured: every token update the app sends ends with a hidden ``<i class="sv-sent"
 data-t="…">`` marker, the server's ``time.time()`` when the newest token before it was generated
-(``specviz.view.sent_mark``; the panel is append-only while it streams, so the last marker is the
+(``specviz.ui.draw.run_views.sent_mark``; the panel is append-only while it streams, so the last marker is the
 newest). A ``MutationObserver`` in the page records, for each update, ``Date.now()`` when the DOM
 changed and again at the next animation frame (when the browser paints it). Browser and server
 share one clock here, so ``frame time - data-t`` is the lag from generation to the screen. The

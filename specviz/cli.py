@@ -336,7 +336,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print(f"{parameter}={row[parameter]}{tree}: per-token α {_num(row['alpha'])}, tokens/pass "
                   f"{row['tokens_per_pass']:.2f} (theory {_num(row['predicted_tokens_per_pass'])}), speedup "
                   f"{_num(row['speedup'])}× (theory {_num(row['theoretical_speedup'])}×)")
-        print(alpha_trend(rows, parameter))
+        print(alpha_trend(rows, parameter).sentence)
     return 0
 
 

@@ -1,8 +1,8 @@
 """The draft tree every drafter returns, and the two small helpers drafters share.
 
-Kept apart from :mod:`specviz.drafters` so that drafters living in their own modules
-(:mod:`specviz.eagle`) can build a :class:`DraftTree` while the registry in
-:mod:`specviz.drafters` builds them, without an import cycle.
+Kept outside the :mod:`specviz.drafters` package, which it serves: every drafter family there
+builds a :class:`DraftTree`, and the engine (:mod:`specviz.engine`) and the head's training
+(:mod:`specviz.train_draft`) use this module too.
 """
 
 from __future__ import annotations

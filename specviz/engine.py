@@ -4,7 +4,7 @@ One round of speculative sampling (Chen et al. 2023, Algorithm 2; Leviathan et a
 Algorithm 1):
 
 1. the drafter proposes a tree of tokens (depth <= K, at most N nodes; a chain when B = 1) and
-   the distributions they were drawn from (:class:`~specviz.drafters.DraftTree`);
+   the distributions they were drawn from (:class:`~specviz.drafttree.DraftTree`);
 2. the target scores the pending token and every node in **one** forward pass (the verify pass):
    a tree attention mask lets each node see the committed context and its own ancestors, with
    position ids by depth (SpecInfer, Miao et al. 2024), giving N + 1 distributions;
@@ -54,8 +54,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .analysis import PlainBaseline, RunAnalysis, analyse
-from .drafters import Drafter, DraftTree, crop_cache, default_tree_nodes
-from .drafttree import LastLayerFeatures
+from .drafters import Drafter
+from .drafttree import DraftTree, LastLayerFeatures, crop_cache, default_tree_nodes
 from .recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
 from .sampling import SamplingConfig, logits_to_probs, verify_tree
 from .trace import EmittedToken, Round
@@ -180,7 +180,7 @@ class Generation:
             the benchmark measures their cost by turning them off).
         branches: B, the most children a draft node may have; 1 (the default) drafts chains.
         tree_nodes: N, the most nodes of a draft tree (>= K; default
-            :func:`specviz.drafters.default_tree_nodes`, 2·K); ignored for chains.
+            :func:`specviz.drafttree.default_tree_nodes`, 2·K); ignored for chains.
 
     :attr:`notes` lists plain sentences about the run the UI should show (e.g. a tree run that
     fell back to chains because the target's attention cannot take a tree mask).

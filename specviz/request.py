@@ -25,7 +25,7 @@ from .sampling import SamplingConfig
 
 __all__ = ["DEFAULT_LIMITS", "MODEL_FREE_DRAFTERS", "PUBLIC_LIMITS", "Limits", "PublicPolicy", "RequestError",
            "RunRequest", "check_public_models", "public_mode", "public_policy", "to_float", "to_int",
-           "validate_request", "validate_sampling"]
+           "validate_draft", "validate_request", "validate_sampling"]
 
 
 class RequestError(ValueError):
@@ -82,7 +82,7 @@ class RunRequest:
         dtype: ``"auto"``, ``"float32"``, ``"bfloat16"`` or ``"float16"``.
         branches: B, most children per draft-tree node, 1..``max_branches`` (1: chains).
         tree_nodes: N, most nodes per draft tree, K..``max_tree_nodes``, or None for the
-            default (:func:`specviz.drafters.default_tree_nodes`).
+            default (:func:`specviz.drafttree.default_tree_nodes`).
         max_prompt_tokens: the limits' ``max_prompt_tokens``, carried so that
             :func:`specviz.runner.prepare_run` checks the encoded prompt against the limits the
             request was validated with (None: no cap but the model's context).
@@ -105,11 +105,36 @@ class RunRequest:
     @property
     def plain(self) -> bool:
         """True when nothing is drafted (plain decoding)."""
-        return self.draft == "none"
+        return drafter_kind(self.draft).plain
 
     def with_(self, **changes) -> RunRequest:
         """A copy with some fields replaced (not re-validated: pass validated values)."""
         return replace(self, **changes)
+
+    def varied(self, setting: str, value, limits: Limits = DEFAULT_LIMITS) -> RunRequest:
+        """A copy with one setting as a user typed it, checked as :func:`validate_request` checks
+        it (an experiment varies one setting of a validated request).
+
+        Args:
+            setting: ``"temperature"``, ``"k"`` or ``"draft"``.
+            value: the new value, of any type.
+            limits: the bounds (the app's public mode passes tighter ones).
+
+        Raises:
+            RequestError: naming the setting, for a malformed value or a setting that cannot vary
+                (a K above the held tree node budget among them).
+        """
+        if setting == "temperature":
+            s = self.sampling
+            return self.with_(sampling=validate_sampling(value, s.top_k, s.top_p, limits))
+        if setting == "k":
+            k = to_int("lookahead K", value, 1, limits.max_k)
+            nodes = self.tree_nodes
+            return self.with_(k=k, tree_nodes=None if nodes is None else to_int("tree nodes", nodes, k,
+                                                                                 limits.max_tree_nodes))
+        if setting == "draft":
+            return self.with_(draft=validate_draft(value))
+        raise RequestError(f"one of temperature, k or draft can vary, got {_describe(setting)}")
 
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -214,6 +239,20 @@ def validate_sampling(temperature, top_k, top_p, limits: Limits = DEFAULT_LIMITS
         raise RequestError(str(err)) from None
 
 
+def validate_draft(draft) -> str:
+    """A drafter spec as typed, normalised (:func:`specviz.drafters.parse_drafter_spec`).
+
+    Raises:
+        RequestError: for a value that is not text or not a drafter spec.
+    """
+    if not isinstance(draft, str):
+        raise RequestError(f"the drafter must be text such as ngram or none, got {_describe(draft)}")
+    try:
+        return parse_drafter_spec(draft)
+    except ValueError as err:
+        raise RequestError(str(err)) from None
+
+
 def validate_request(
     *,
     prompt,
@@ -248,12 +287,7 @@ def validate_request(
     """
     prompt = _text("prompt", prompt, limits.max_prompt_chars)
     target = _text("target model", target, 500).strip()
-    if not isinstance(draft, str):
-        raise RequestError(f"the drafter must be text such as ngram or none, got {_describe(draft)}")
-    try:
-        draft = parse_drafter_spec(draft)
-    except ValueError as err:
-        raise RequestError(str(err)) from None
+    draft = validate_draft(draft)
     k = to_int("lookahead K", k, 1, limits.max_k)
     return RunRequest(
         prompt=prompt,

@@ -1,8 +1,9 @@
 """Experiments on real models: one setting varied, everything else held, one row per setting.
 
 A sweep takes a base :class:`~specviz.request.RunRequest` and a list of values for one setting
-(``temperature``, ``k`` or ``draft``). For each value it builds the request (through
-:func:`specviz.request.validate_request`, the one check the app and the CLI use), prepares it
+(``temperature``, ``k`` or ``draft``). For each value it derives the request from the base one
+(:meth:`specviz.request.RunRequest.varied`: that one setting checked as
+:func:`specviz.request.validate_request` checks it, the one check the app and the CLI use), prepares it
 (:func:`specviz.runner.prepare_run`: the pair from the model cache, the prompt under the one
 chat-template policy, the end-of-text ids), warms up, runs the speculative
 generation and a plain baseline of the same target, prompt and settings, and reports the row:
@@ -25,11 +26,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .request import Limits, DEFAULT_LIMITS, RequestError, RunRequest, validate_request
+from .request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
 from .trace import spreadsheet_safe
 
-__all__ = ["CSV_FIELDS", "PARAMETERS", "SweepStep", "alpha_trend", "sweep", "sweep_requests", "sweep_rows",
-           "write_csv"]
+__all__ = ["CSV_FIELDS", "PARAMETERS", "TREND_WORDS", "AlphaTrend", "SweepStep", "alpha_trend", "sweep",
+           "sweep_requests", "sweep_rows", "write_csv"]
 
 #: The settings a sweep can vary, as the request names them.
 PARAMETERS = ("temperature", "k", "draft")
@@ -103,11 +104,7 @@ def sweep_requests(base: RunRequest, parameter: str, values: Sequence, limits: L
         raise RequestError(f"give at least one {parameter} value to sweep")
     if len(values) > 12:
         raise RequestError(f"a sweep takes at most 12 settings, got {len(values)}")
-    s = base.sampling
-    held = dict(prompt=base.prompt, target=base.target, draft=base.draft, k=base.k, temperature=s.temperature,
-                top_k=s.top_k, top_p=s.top_p, max_new_tokens=base.max_new_tokens, seed=base.seed, chat=base.chat,
-                device=base.device, dtype=base.dtype, branches=base.branches, tree_nodes=base.tree_nodes)
-    return [validate_request(**{**held, parameter: value}, limits=limits) for value in values]
+    return [base.varied(parameter, value, limits) for value in values]
 
 
 def _row(prepared, spec, analysis) -> dict:
@@ -243,23 +240,44 @@ def write_csv(rows: Iterable[dict], out: io.TextIOBase | None = None) -> str:
     return buffer.getvalue() if out is None else ""
 
 
-def alpha_trend(rows: Sequence[dict], parameter: str) -> str:
-    """One honest sentence on how the per-token α moved with the setting, with the tested counts
-    behind each value (α over a handful of tested drafts is noise), or "" for fewer than 2 rows."""
+#: How α moved across a sweep, by :attr:`AlphaTrend.direction`, in the words of its sentence.
+TREND_WORDS = {"rises": "rose with the setting", "falls": "fell as the setting rose",
+               "stays": "did not move in one direction"}
+
+
+@dataclass(frozen=True)
+class AlphaTrend:
+    """How the per-token α moved across a sweep's settings, as data and as a sentence.
+
+    Attributes:
+        direction: ``"rises"``, ``"falls"`` (monotone, first and last differ), ``"stays"``
+            (neither), or None when fewer than two settings drafted anything.
+        sentence: one honest sentence saying so, with the tested counts behind each value;
+            ``""`` for fewer than two rows.
+    """
+
+    direction: str | None
+    sentence: str
+
+
+def alpha_trend(rows: Sequence[dict], parameter: str) -> AlphaTrend:
+    """How the per-token α moved with the setting (:class:`AlphaTrend`): its direction, and a
+    sentence with the tested counts behind each value (α over a handful of tested drafts is
+    noise)."""
     points = [(r[parameter], r["alpha"], r["tested"]) for r in rows]
     if len(points) < 2:
-        return ""
+        return AlphaTrend(None, "")
     measured = [(x, a, n) for x, a, n in points if a is not None]
     listing = ", ".join(f"{x}: {'n/a' if a is None else f'{a:.2f}'} ({n} tested)" for x, a, n in points)
     if len(measured) < 2:
-        return f"Per-token α could not be compared: too few settings drafted anything ({listing})."
+        return AlphaTrend(None, f"Per-token α could not be compared: too few settings drafted anything ({listing}).")
     alphas = [a for _, a, _ in measured]
     if all(a >= b for a, b in zip(alphas, alphas[1:])) and alphas[0] > alphas[-1]:
-        shape = "fell as the setting rose"
+        direction = "falls"
     elif all(a <= b for a, b in zip(alphas, alphas[1:])) and alphas[0] < alphas[-1]:
-        shape = "rose with the setting"
+        direction = "rises"
     else:
-        shape = "did not move in one direction"
+        direction = "stays"
     few = [x for x, _, n in measured if n < 20]
     caveat = f"; fewer than 20 drafts were tested at {', '.join(map(str, few))}, so those values are noisy" if few else ""
-    return f"Per-token α {shape} ({listing}){caveat}."
+    return AlphaTrend(direction, f"Per-token α {TREND_WORDS[direction]} ({listing}){caveat}.")

@@ -24,7 +24,7 @@ Self-distillation in four steps, each cached in the output directory so a resume
 
 At the end: validation top-1 and expected acceptance per draft depth (Σ min(p_draft, p_target),
 the per-token acceptance probability at T = 1, Leviathan et al. 2023, Section 3.1) printed and
-saved to ``training_log.json``; the head to the directory (:func:`specviz.eagle.save_head`).
+saved to ``training_log.json``; the head to the directory (:func:`specviz.drafters.eagle.save_head`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import torch
 from tqdm import tqdm
 
 from .drafttree import LastLayerFeatures
-from .eagle import EagleHead, load_head, save_head, tree_mask
+from .drafters.eagle import EagleHead, load_head, save_head, tree_mask
 
 __all__ = ["PROMPTS_FILE", "TrainConfig", "evaluate", "format_summary", "frequent_tokens", "generate_answers",
            "load_prompts", "lr_factor", "prepare_data", "rollout_loss", "rollout_mask", "teacher_features", "train"]

@@ -16,7 +16,7 @@ from specviz.engine import Generation
 from specviz.request import validate_request
 from specviz.sampling import SamplingConfig
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
-from specviz.view import summary_markdown
+from specviz.ui.draw.run_views import summary_markdown
 
 
 def drafted(n_proposed: int, n_accepted: int, parents: list[int] | None = None) -> list[DraftedToken]:

@@ -10,12 +10,12 @@ import pytest
 
 import app
 from specviz.trace import TRACE_VERSION, DraftedToken, EmittedToken, Round
-from specviz.ui import runs
+from specviz.ui import run_stream
+from specviz.ui.draw.run_views import inspector_markdown, render_round
 from specviz.ui.lossless_check import run_lossless
 from specviz.ui.replay import export_run, inspect_token, load_trace, replay
-from specviz.ui.runs import run_demo
+from specviz.ui.run_stream import run_demo
 from specviz.ui.settings import EXAMPLES
-from specviz.view import inspector_markdown, render_round
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_a_run_streams_coloured_tokens_a_summary_and_three_charts(offline_model)
 def test_the_same_settings_reuse_the_measured_baseline(offline_model, monkeypatch):
     # Reuse is the subject here: keep the baseline whatever this (possibly busy) machine's run says
     # of it (tests/test_run_speedup.py checks that a contradicted one is dropped).
-    monkeypatch.setattr(runs, "baseline_still_valid", lambda baseline, rounds: True)
+    monkeypatch.setattr(run_stream, "baseline_still_valid", lambda baseline, rounds: True)
     first = _run(max_new_tokens=8)
     assert any("Timing plain decoding" in str(update[1]) for update in first)
     baselines = first[-1][-3]
@@ -206,7 +206,7 @@ def test_an_exported_trace_loads_back_and_replays_to_the_same_tokens_and_figures
 
 
 def test_a_tree_round_draws_as_a_tree_with_the_path_and_the_struck_branch():
-    from specviz.view import round_tree_html
+    from specviz.ui.draw.run_views import round_tree_html
 
     round_ = Round(index=0, n_accepted=2, drafted=[
         DraftedToken(1, "a", 1.0, 0.1, 0.1, 0.5, accepted=False, tested=True, parent=-1),

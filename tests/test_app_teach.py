@@ -8,12 +8,12 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from specviz import playground
 from specviz.ui.experiments_tab import run_sweep_ui
 from specviz.ui.lessons_tab import LESSON_FIELDS, apply_lesson
 from specviz.ui.page import build_page
 from specviz.ui.playground_tab import analysis_for_playground, playground_update
 from specviz.ui.side_by_side_tab import run_side_by_side
+from specviz.ui.teach import playground
 
 gradio_client = pytest.importorskip("gradio_client")
 
@@ -125,8 +125,9 @@ class _NoProgress:
 def test_an_experiment_streams_rows_and_a_csv_and_fills_last_analysis(tiny_target, one_torch_thread):
     updates = list(run_sweep_ui("Temperature", "0, 1", 6, **_held(tiny_target), last_analysis=None,
                                     progress=_NoProgress()))
-    status, table, *figs, csv_path, last = updates[-1]
+    status, table, *figs, csv_path, last, trend = updates[-1]
     assert "**Done**: 2 settings of temperature" in status
+    assert trend in ("rises", "falls", "stays", None) and all(u[-1] is None for u in updates[:-1])
     assert [row[0] for row in table] == ["0.0", "1.0"]
     assert open(csv_path, encoding="utf-8").read().count("\n") == 3  # header and two rows
     assert last["temperature"] == 1.0 and "alpha" in last

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from specviz import beat_charts
-from specviz.beats import (BEAT_KINDS, count_distribution, guess_points, position_distributions, score_guess,
-                           simulate_draws, in_test_order, total_variation)
-from specviz.beats import beats as beats_of
 from specviz.sampling import verify_tree
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round, trace_from_dict
+from specviz.ui.draw import beat_charts
+from specviz.ui.teach.beats import (BEAT_KINDS, count_distribution, guess_points, in_test_order, position_distributions,
+                                   score_guess, simulate_draws, total_variation)
+from specviz.ui.teach.beats import beats as beats_of
 
 TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
 BUNDLED = sorted(TRACES.glob("*.json"))

@@ -10,7 +10,7 @@ import re
 import pytest
 from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the app started once, a Chromium page)
 
-from specviz import playground
+from specviz.ui.teach import playground
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]

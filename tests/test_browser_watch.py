@@ -10,8 +10,8 @@ import os
 import pytest
 from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the app started once, a Chromium page)
 
-from specviz.beats import beats, fmt, score_guess
 from specviz.trace import trace_from_dict
+from specviz.ui.teach.beats import beats, fmt, score_guess
 from specviz.ui.watch_tab import BUNDLED, TRACES
 
 pytestmark = [pytest.mark.browser,

@@ -1,4 +1,4 @@
-"""Plotly figures of specviz.charts, built from hand-made trace records."""
+"""Plotly figures of specviz.ui.draw.charts, built from hand-made trace records."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import random
 import plotly.graph_objects as go
 import pytest
 
-from specviz import charts, theory
+from specviz import theory
 from specviz.analysis import analyse
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.ui.draw import charts
 
 
 # --------------------------------------------------------------------------- helpers

@@ -7,11 +7,11 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from specviz import playground
 from specviz.sweep import alpha_trend
 from specviz.ui import tour
 from specviz.ui.experiments_tab import prediction_verdict
 from specviz.ui.playground_tab import BEST_K_HIDDEN, score_guess, shown_figures
+from specviz.ui.teach import playground
 
 SKIP = type(gr.skip())
 
@@ -45,17 +45,27 @@ def _rows(alphas):
     ((0.5, 0.7, 0.9), "rises", True), ((0.5, 0.9, 0.7), "stays", True), ((0.5, 0.9, 0.7), "falls", False),
 ])
 def test_the_sweep_status_says_whether_the_prediction_matched(alphas, guess, matched):
-    status = f"**Done**: 3 settings of temperature. {alpha_trend(_rows(alphas), 'temperature')}"
-    out = prediction_verdict(status, "Temperature", guess)
+    trend = alpha_trend(_rows(alphas), "temperature")
+    status = f"**Done**: 3 settings of temperature. {trend.sentence}"
+    out = prediction_verdict(status, "Temperature", guess, trend.direction)
     assert out.startswith(status)
     assert ("Your prediction matched" in out) == matched and ("Not what you predicted" in out) == (not matched)
 
 
 def test_no_verdict_without_a_guess_a_temperature_sweep_or_a_finished_one():
-    done = f"**Done**: 3 settings. {alpha_trend(_rows((0.9, 0.7, 0.5)), 'temperature')}"
-    assert isinstance(prediction_verdict(done, "Temperature", None), SKIP)
-    assert isinstance(prediction_verdict(done, "Lookahead K", "falls"), SKIP)
-    assert isinstance(prediction_verdict("Finished 1/3 settings…", "Temperature", "falls"), SKIP)
+    trend = alpha_trend(_rows((0.9, 0.7, 0.5)), "temperature")
+    done = f"**Done**: 3 settings. {trend.sentence}"
+    assert isinstance(prediction_verdict(done, "Temperature", None, trend.direction), SKIP)
+    assert isinstance(prediction_verdict(done, "Lookahead K", "falls", trend.direction), SKIP)
+    assert isinstance(prediction_verdict("Finished 1/3 settings…", "Temperature", "falls", None), SKIP)
+
+
+def test_the_verdict_reads_the_trend_as_data_not_from_the_status_words():
+    # The status words say "rose", the measured direction says "falls": the verdict follows the data.
+    status = "**Done**: 3 settings of temperature. Per-token α rose with the setting (made-up words)."
+    assert "Your prediction matched" in prediction_verdict(status, "Temperature", "falls", "falls")
+    unknown = prediction_verdict(status, "Temperature", "rises", None)
+    assert "too few drafts were tested" in unknown
 
 
 def test_the_tour_has_8_to_12_steps_each_with_an_action_but_the_last():

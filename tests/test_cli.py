@@ -312,7 +312,7 @@ def _front_ends_agree(target: str, chat: bool, monkeypatch) -> None:
     """The app's /run, the CLI's run, a sweep's row and prepare_run build the same prompt ids and
     stop ids (each front-end's runs are caught where every run is built, runner.make_generation)."""
     from specviz import cli, runner
-    from specviz.ui.runs import run_demo
+    from specviz.ui.run_stream import run_demo
     from specviz.request import validate_request
     from specviz.sweep import sweep, sweep_requests
 

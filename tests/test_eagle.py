@@ -12,7 +12,8 @@ from helpers import bpe_tokenizer, tiny_llama
 from specviz import drafters
 from specviz.drafters import PromptLookupDrafter
 from specviz.drafttree import LastLayerFeatures
-from specviz.eagle import EagleDrafter, EagleHead, LookupThenEagle, load_head, save_head, shipped_head_dir
+from specviz.drafters.combined import LookupThenEagle
+from specviz.drafters.eagle import EagleDrafter, EagleHead, load_head, save_head, shipped_head_dir
 from specviz.engine import Generation
 from specviz.models import LoadedModel
 from specviz.sampling import SamplingConfig

@@ -1,7 +1,7 @@
 """With an EAGLE head as the drafter, the first two emitted tokens follow the target's distribution.
 
 Each run is a real :class:`~specviz.engine.Generation` with an
-:class:`~specviz.eagle.EagleDrafter` around an untrained head on a tiny target, sampling at
+:class:`~specviz.drafters.eagle.EagleDrafter` around an untrained head on a tiny target, sampling at
 T = 1, K = 2: a chain (B = 1, each draft token sampled from the head's distribution) or an
 EAGLE-2 tree (B = 2, children sampled without replacement, N = 4 nodes). The head is restricted to
 6 of the 8 token ids, so two tokens have p_draft = 0 and can only come from residual resamples:
@@ -40,7 +40,7 @@ import torch
 from helpers import tiny_llama
 from scipy import stats
 
-from specviz.eagle import EagleDrafter, EagleHead
+from specviz.drafters.eagle import EagleDrafter, EagleHead
 from specviz.engine import Generation
 from specviz.sampling import SamplingConfig, logits_to_probs
 

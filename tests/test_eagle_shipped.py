@@ -9,7 +9,7 @@ import json
 import pytest
 
 from specviz import models
-from specviz.eagle import HEAD_FILE, shipped_head_dir
+from specviz.drafters.eagle import HEAD_FILE, shipped_head_dir
 from specviz.models import build_drafter
 from specviz.runner import make_generation
 from specviz.sampling import SamplingConfig

@@ -1,18 +1,29 @@
 """The house rules of the code's layout, read from the source with ``ast`` (nothing is imported):
-only ``app.py`` and ``specviz/ui/`` import gradio, the page's tabs never import each other, and no
-function is longer than 80 lines (that the ``specviz`` package has no import cycle, counting every
-import statement, is tests/test_imports.py's)."""
+
+* only ``app.py`` and ``specviz/ui/`` import gradio; the page's drawing (``specviz/ui/draw``) and its
+  teaching computations (``specviz/ui/teach``) import none, and the drawing no torch either;
+* the library (``specviz/`` outside ``ui/``) never imports the page, and is what the command line
+  reaches: a module only the page uses lives in the page's wing;
+* no file name repeats anywhere in the package; the page's tabs never import each other;
+* one palette: no colour is written outside ``specviz/ui/draw/palette.py``, and the stylesheet
+  reaches the page one way;
+* no function is longer than 80 lines.
+
+That the ``specviz`` package has no import cycle, counting every import statement, is
+tests/test_imports.py's."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "specviz"
 UI = PACKAGE / "ui"
+DRAW, TEACH = UI / "draw", UI / "teach"
+PALETTE = DRAW / "palette.py"
 MAX_FUNCTION_LINES = 80
 #: Functions allowed past the limit for now, as "path::name" (empty it as they are split).
 LONG_FUNCTIONS_TODO: set[str] = set()
@@ -72,6 +83,87 @@ def test_only_the_front_door_and_the_ui_package_import_gradio():
     assert _imports_gradio(UI / "page.py")  # the rule reads imports correctly
 
 
+def _library() -> list[Path]:
+    """The library's modules: ``specviz/`` outside the page's package."""
+    return [p for p in sorted(PACKAGE.rglob("*.py")) if UI not in p.parents]
+
+
+def test_the_drawing_and_the_teaching_modules_import_no_gradio_and_the_drawing_no_torch():
+    wing = sorted(DRAW.glob("*.py")) + sorted(TEACH.glob("*.py"))
+    assert len(wing) >= 10
+    offenders = [str(p.relative_to(ROOT)) for p in wing if _imports_gradio(p)]
+    assert not offenders, f"plain data in, HTML/CSS/Plotly out: no gradio in {offenders}"
+    torch_users = [p.name for p in DRAW.glob("*.py") if any(n == "torch" or n.startswith("torch.")
+                                                             for n in _imports(p))]
+    assert not torch_users, f"the drawing takes plain data, not tensors: {torch_users}"
+    assert "torch" in _imports(TEACH / "lossless.py")  # the reader sees torch where it is imported
+
+
+def test_the_library_never_imports_the_page():
+    offenders = {str(p.relative_to(ROOT)): sorted(n for n in _imports(p) if n == "specviz.ui"
+                                                  or n.startswith("specviz.ui."))
+                 for p in _library()}
+    offenders = {path: names for path, names in offenders.items() if names}
+    assert not offenders, f"the library must not import the page: {offenders}"
+
+
+def test_every_library_module_is_reached_from_the_command_line():
+    """What the page alone uses belongs under specviz/ui/: every library module is imported, directly
+    or not, by the command line (specviz/cli.py) or is one of the package's entry points."""
+    modules = {_module_name(p): p for p in _library()}
+    reached, todo = set(), ["specviz.cli"]
+    while todo:
+        name = todo.pop()
+        if name in reached or name not in modules:
+            continue
+        reached.add(name)
+        todo.extend(n for n in _imports(modules[name]) if n in modules)
+    unreached = sorted(set(modules) - reached - {"specviz", "specviz.__main__"})
+    assert not unreached, f"only the page uses these: move them under specviz/ui/ ({unreached})"
+    assert "specviz.sampling" in reached and "specviz.drafters.eagle" in reached
+
+
+def test_no_file_name_repeats_in_the_package():
+    stems: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            stems.setdefault(path.stem, []).append(str(path.relative_to(ROOT)))
+    repeated = {stem: paths for stem, paths in stems.items() if len(paths) > 1}
+    assert not repeated, f"one name, one file: {repeated}"
+
+
+#: A colour in source text: #rgb, #rgba, #rrggbb, #rrggbbaa (not an HTML entity such as &#8203;),
+#: rgb()/rgba(), or a quoted colour name.
+COLOUR = re.compile(r"(?<![&\w])#(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{6}|[0-9a-fA-F]{3,4})\b|\brgba?\(|"
+                    r"[\"'](?:white|black|red|green|blue|orange|grey|gray)[\"']")
+
+
+def test_one_palette_no_colour_is_written_outside_it():
+    offenders = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
+                 for p in [ROOT / "app.py", *sorted(UI.rglob("*.py"))] if p != PALETTE
+                 for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if COLOUR.search(line)]
+    assert not offenders, "colours live in specviz/ui/draw/palette.py:\n" + "\n".join(offenders)
+    assert COLOUR.search('color: "#2e9e5b"') and COLOUR.search("background: #fff;") and not COLOUR.search("#sv-tokens")
+    assert COLOUR.search('color="white"') and not COLOUR.search("&#8203;")
+
+
+def test_the_stylesheet_reaches_the_page_one_way():
+    """Every CSS rule is in specviz/ui/draw/styles.py (its colours the palette's variables), added by
+    the page's one style script: no css=/css_template=/css_paths= and no other <style>."""
+    ways = re.compile(r"\bcss(?:_template|_paths)?\s*=|createElement\(\s*['\"]style|<style")
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in [ROOT / "app.py", *sorted(PACKAGE.rglob("*.py"))]
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if ways.search(line)]
+    assert found == [f"specviz/ui/page.py:{_line_of(UI / 'page.py', 'createElement')}"], found
+    defined = re.compile(r"--sv-[\w-]+\s*:")
+    outside = [str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py") if p != PALETTE
+               and defined.search(p.read_text(encoding="utf-8"))]
+    assert not outside, f"CSS variables are the palette's (css_variables()): {outside}"
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if text in line)
+
+
 def test_the_tabs_never_import_each_other():
     tabs = {_module_name(p) for p in UI.glob("*_tab.py")}
     assert len(tabs) == 7, sorted(tabs)
@@ -81,9 +173,11 @@ def test_the_tabs_never_import_each_other():
 
 
 def test_the_import_reader_skips_type_checking_blocks_and_resolves_relative_imports():
-    names = _imports(PACKAGE / "selfdraft.py")
-    assert "specviz.models" not in names and "torch" in names  # its LoadedModel import is for type checkers
-    assert {"specviz.ui.fields", "specviz.request"} <= _imports(UI / "runs.py")
+    names = _imports(PACKAGE / "drafters" / "selfdraft.py")
+    assert "specviz.models" not in names and "torch" in names  # it names LoadedModel in prose only
+    registry = _imports(PACKAGE / "drafters" / "registry.py")  # relative imports from a subpackage
+    assert {"specviz.offline", "specviz.drafters.selfdraft", "specviz.drafters.lookup"} <= registry
+    assert {"specviz.ui.fields", "specviz.request"} <= _imports(UI / "run_stream.py")
 
 
 def _long_functions() -> list[tuple[str, int]]:
@@ -109,6 +203,37 @@ def test_app_py_is_only_the_front_door():
     assert len(lines) <= 60, len(lines)
 
 
-@pytest.mark.parametrize("module", ["page", "run_tab", "fields", "state", "errors", "runs"])
-def test_each_ui_module_says_what_it_holds(module):
-    assert ast.get_docstring(ast.parse((UI / f"{module}.py").read_text(encoding="utf-8")))
+def test_each_module_of_the_page_says_what_it_holds():
+    silent = [str(p.relative_to(ROOT)) for p in sorted(UI.rglob("*.py"))
+              if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
+    assert not silent, f"a module docstring says what each file holds: {silent}"
+
+
+def _drafter_specs() -> set[str]:
+    """The registry's drafter specs, read from its ``DrafterKind("spec", ...)`` entries."""
+    tree = ast.parse((PACKAGE / "drafters" / "registry.py").read_text(encoding="utf-8"))
+    return {node.args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) == "DrafterKind" and isinstance(node.args[0], ast.Constant)}
+
+
+def _compares_to_a_spec(node: ast.AST, specs: set[str]) -> bool:
+    if not isinstance(node, ast.Compare):
+        return False
+    sides = [node.left, *node.comparators]
+    literals = [s.value for s in sides if isinstance(s, ast.Constant)]
+    literals += [e.value for s in sides if isinstance(s, (ast.Tuple, ast.Set, ast.List))
+                 for e in s.elts if isinstance(e, ast.Constant)]
+    return any(isinstance(v, str) and v in specs for v in literals)
+
+
+def test_a_drafter_kind_is_told_by_a_registry_flag_not_by_its_spec_string():
+    """Code outside the registry asks a kind's flags (``field``, ``lookup``, ``plain``,
+    ``needs_model``, ``can_branch``), never ``spec == "model"``: a new kind is one registry entry."""
+    specs = _drafter_specs()
+    assert {"ngram", "model", "early-exit", "none", "eagle"} <= specs
+    registry = PACKAGE / "drafters" / "registry.py"
+    offenders = [f"{p.relative_to(ROOT)}:{node.lineno}" for p in [ROOT / "app.py", *sorted(PACKAGE.rglob("*.py"))]
+                 if p != registry for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                 if _compares_to_a_spec(node, specs)]
+    assert not offenders, f"read a flag of DRAFTER_KINDS instead: {offenders}"
+    assert _compares_to_a_spec(ast.parse('kind == "model"').body[0].value, specs)

@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from specviz import links, playground
+from specviz.ui.teach import link_query, playground
 
 SLUGS = ("copy_heavy", "early_exit")
 
@@ -18,7 +18,7 @@ def _params(query: str) -> dict:
 
 
 def test_the_readme_playground_link_opens_those_values():
-    link = links.parse(_params("?tab=playground&alpha=0.6&k=5&c=0.2&v=1"), SLUGS)
+    link = link_query.parse(_params("?tab=playground&alpha=0.6&k=5&c=0.2&v=1"), SLUGS)
     assert link.tab == "playground" and not link.notes
     assert link.playground == {"alpha": 0.6, "k": 5, "c": 0.2, "v": 1.0}
     assert isinstance(link.playground["k"], int)
@@ -42,46 +42,46 @@ def test_the_readme_playground_link_opens_those_values():
     ("?trace=demo&pass=2&beat=-1", "beat='-1' is not a whole number ≥ 0"),
 ])
 def test_bad_values_are_ignored_with_a_note(query, note):
-    link = links.parse(_params(query), SLUGS)
+    link = link_query.parse(_params(query), SLUGS)
     assert link.playground == {} and link.lesson is None and link.trace is None
     assert any(note in n for n in link.notes), link.notes
 
 
 def test_good_values_survive_beside_bad_ones():
-    link = links.parse(_params("?alpha=0.9&k=lots&c=0.1"), SLUGS)
+    link = link_query.parse(_params("?alpha=0.9&k=lots&c=0.1"), SLUGS)
     assert link.playground == {"alpha": 0.9, "c": 0.1} and len(link.notes) == 1 and link.tab == "playground"
 
 
 def test_unknown_parameters_are_ignored_silently_and_nothing_is_asked():
-    assert links.parse({"utm_source": "mail"}, SLUGS) == links.Link()
+    assert link_query.parse({"utm_source": "mail"}, SLUGS) == link_query.Link()
 
 
 def test_lesson_trace_and_tab_links():
-    assert links.parse({"lesson": "early_exit"}, SLUGS) == links.Link(tab="run", lesson="early_exit")
-    assert links.parse({"trace": "greedy-copy", "pass": "3", "beat": "2"}, SLUGS).trace == ("greedy-copy", 3, 2)
-    assert links.parse({"trace": "greedy-copy"}, SLUGS) == links.Link(tab="watch", trace=("greedy-copy", 1, 0))
-    assert links.parse({"tab": "maths", "alpha": "0.5"}, SLUGS).tab == "maths"  # an explicit tab wins
+    assert link_query.parse({"lesson": "early_exit"}, SLUGS) == link_query.Link(tab="run", lesson="early_exit")
+    assert link_query.parse({"trace": "greedy-copy", "pass": "3", "beat": "2"}, SLUGS).trace == ("greedy-copy", 3, 2)
+    assert link_query.parse({"trace": "greedy-copy"}, SLUGS) == link_query.Link(tab="watch", trace=("greedy-copy", 1, 0))
+    assert link_query.parse({"tab": "maths", "alpha": "0.5"}, SLUGS).tab == "maths"  # an explicit tab wins
 
 
 def test_without_the_watch_tab_its_links_are_noted_not_followed():
-    link = links.parse({"trace": "x", "tab": "watch"}, SLUGS, watch=False)
+    link = link_query.parse({"trace": "x", "tab": "watch"}, SLUGS, watch=False)
     assert link.trace is None and link.tab is None and len(link.notes) == 2
 
 
 @pytest.mark.parametrize("query", [
-    links.playground_link(0.6, 5, 0.2, 1.0), links.playground_link(0.725, 16, 0.005, 2.5),
-    links.lesson_link("copy_heavy"), links.watch_link("greedy-copy", 4, 1), links.tab_link("experiments"),
+    link_query.playground_link(0.6, 5, 0.2, 1.0), link_query.playground_link(0.725, 16, 0.005, 2.5),
+    link_query.lesson_link("copy_heavy"), link_query.watch_link("greedy-copy", 4, 1), link_query.tab_link("experiments"),
 ])
 def test_built_links_parse_back_without_notes(query):
-    link = links.parse(_params(query), SLUGS)
+    link = link_query.parse(_params(query), SLUGS)
     assert not link.notes and link.tab is not None
 
 
 def test_builders_write_short_readable_queries():
-    assert links.playground_link(0.6, 5.0, 0.2, 1.0) == "?tab=playground&alpha=0.6&k=5&c=0.2&v=1"
-    assert links.watch_link("greedy-copy", 4, 1) == "?trace=greedy-copy&pass=4&beat=1"
+    assert link_query.playground_link(0.6, 5.0, 0.2, 1.0) == "?tab=playground&alpha=0.6&k=5&c=0.2&v=1"
+    assert link_query.watch_link("greedy-copy", 4, 1) == "?trace=greedy-copy&pass=4&beat=1"
     with pytest.raises(ValueError):
-        links.tab_link("nowhere")
+        link_query.tab_link("nowhere")
 
 
 def test_lesson_slugs_are_url_safe_and_unique():
@@ -89,8 +89,8 @@ def test_lesson_slugs_are_url_safe_and_unique():
 
     slugs = [lesson["slug"] for lesson in LESSONS.values()]
     assert len(set(slugs)) == len(slugs)
-    assert all(s == links.slug(s) for s in slugs)
-    assert links.slug("A misaligned draft (early exit)") == "a_misaligned_draft_early_exit"
+    assert all(s == link_query.slug(s) for s in slugs)
+    assert link_query.slug("A misaligned draft (early exit)") == "a_misaligned_draft_early_exit"
 
 
 def test_the_router_updates_the_playground_and_notes_bad_values():

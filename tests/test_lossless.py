@@ -1,4 +1,4 @@
-"""The lossless check and its control case (specviz.lossless): the real verify step passes the
+"""The lossless check and its control case (specviz.ui.teach.lossless): the real verify step passes the
 chi-square test, a verify step that accepts every draft token fails it, and token labels can be
 told apart."""
 
@@ -9,7 +9,8 @@ import torch
 from helpers import tiny_llama
 
 from specviz.drafters import PromptLookupDrafter
-from specviz.lossless import (
+from specviz.sampling import SamplingConfig
+from specviz.ui.teach.lossless import (
     _binned,
     _chi_square_p,
     draw_first_tokens,
@@ -17,7 +18,6 @@ from specviz.lossless import (
     lossless_notes,
     token_label,
 )
-from specviz.sampling import SamplingConfig
 
 P_TARGET = torch.tensor([0.5, 0.3, 0.2])
 P_DRAFT = torch.tensor([0.2, 0.3, 0.5])

@@ -13,7 +13,8 @@ import weakref
 import pytest
 from helpers import bpe_tokenizer, tiny_llama
 
-from specviz import models, selfdraft
+from specviz import models
+from specviz.drafters import selfdraft
 from specviz.models import ModelCache, cache_info, clear_cache, load_model, module_bytes, set_cache_limits
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -1,5 +1,5 @@
 """Model loading, offline preparation, tokenizer pairing and self-drafts (``specviz.models``,
-``specviz.offline``, ``specviz.selfdraft``).
+``specviz.offline``, ``specviz.drafters.selfdraft``).
 
 Most tests use tiny random checkpoints (Llama, 2 layers, hidden 64) saved to a temporary directory
 with a small byte-level BPE tokenizer trained on the spot: no network, milliseconds each. The

@@ -1,4 +1,4 @@
-"""The what-if playground (specviz.playground): closed forms, best K, and a Monte-Carlo run of the
+"""The what-if playground (specviz.ui.teach.playground): closed forms, best K, and a Monte-Carlo run of the
 acceptance process that agrees with the closed form within a bound derived from its variance."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from specviz import playground, theory
+from specviz import theory
+from specviz.ui.teach import playground
 
 
 def test_closed_form_matches_the_papers_formulas():
@@ -98,7 +99,7 @@ def test_from_analysis_takes_alpha_k_c_v_of_a_run():
 def test_playground_charts_build_with_plotly_validation():
     import plotly.graph_objects as go
 
-    from specviz import charts
+    from specviz.ui.draw import charts
 
     alphas, ks = [0.0, 0.5, 1.0], [1, 2, 4]
     z = playground.speedup_grid(alphas, ks=ks, c=0.2)

@@ -11,10 +11,6 @@ import gradio as gr
 import pytest
 
 from specviz import models
-from specviz.ui import runs, settings
-from specviz.ui.fields import request_from
-from specviz.ui.lossless_check import run_lossless
-from specviz.ui.page import build_page
 from specviz.request import (
     DEFAULT_PUBLIC_MAX_RUN_S,
     PUBLIC_LIMITS,
@@ -24,6 +20,10 @@ from specviz.request import (
     public_policy,
     validate_request,
 )
+from specviz.ui import run_stream, settings
+from specviz.ui.fields import request_from
+from specviz.ui.lossless_check import run_lossless
+from specviz.ui.page import build_page
 
 TARGETS = settings.PUBLIC_TARGETS
 DRAFTS = settings.PUBLIC_DRAFTS
@@ -114,7 +114,7 @@ def test_outside_public_mode_a_local_directory_is_still_accepted(tmp_path):
 
 # ----------------------------------------------------------------------------- the callbacks
 def _run_demo(public=True, **overrides):
-    return list(runs.run_demo(**_args(**overrides), baselines={}, progress=lambda *a, **k: None, public=public))
+    return list(run_stream.run_demo(**_args(**overrides), baselines={}, progress=lambda *a, **k: None, public=public))
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -133,7 +133,7 @@ def test_run_demo_refuses_in_public_mode_before_loading(no_loading, overrides, m
 def test_the_module_flag_applies_when_no_mode_is_bound(no_loading, monkeypatch):
     monkeypatch.setattr(settings, "PUBLIC", True)
     with pytest.raises(gr.Error, match="Public mode"):
-        list(runs.run_demo(**_args(target_id="gpt2"), baselines={}, progress=lambda *a, **k: None))
+        list(run_stream.run_demo(**_args(target_id="gpt2"), baselines={}, progress=lambda *a, **k: None))
 
 
 def test_lossless_draws_are_capped_in_public_mode(no_loading):
@@ -153,7 +153,7 @@ def test_a_run_past_the_time_limit_stops_with_its_tokens(monkeypatch, caplog):
         return None, baselines
         yield  # a generator, like the real one
 
-    monkeypatch.setattr(runs, "measure_baseline", no_baseline)
+    monkeypatch.setattr(run_stream, "measure_baseline", no_baseline)
     with caplog.at_level(logging.INFO, logger="specviz.app"):
         updates = _run_demo(max_new_tokens=200, chat=False,
                             prompt="Count: one two three four five six seven eight nine ten eleven twelve")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from test_charts import make_round
 
-from specviz import race
+from specviz.ui.draw import race
 
 
 def _rounds():

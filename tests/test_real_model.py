@@ -1,7 +1,7 @@
 """Exactness on the real offline target, SmolLM2-135M-Instruct (float32, CPU).
 
 The first-token tests reuse one draft and one target forward pass and repeat only the random
-draws (``specviz.lossless.first_token_experiment``), so thousands of draws take seconds.
+draws (``specviz.ui.teach.lossless.first_token_experiment``), so thousands of draws take seconds.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from scipy import stats
 
 from specviz import models
 from specviz.drafters import ModelDrafter
-from specviz.lossless import first_token_experiment
 from specviz.sampling import SamplingConfig, logits_to_probs
+from specviz.ui.teach.lossless import first_token_experiment
 
 PROMPT = "Name a colour of the rainbow:"
 SAMPLING = SamplingConfig(temperature=1.0, top_k=20)

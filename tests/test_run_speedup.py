@@ -10,7 +10,7 @@ import pytest
 
 from specviz.analysis import PlainBaseline
 from specviz.trace import trace_to_dict
-from specviz.ui import runs
+from specviz.ui import run_stream
 from specviz.ui.settings import EXAMPLES
 from specviz.ui.state import REMEASURE_NOTE, RunState
 
@@ -30,7 +30,7 @@ def _args(**overrides):
 
 def _run(baselines: dict) -> tuple[str, dict, RunState, list[str]]:
     """One /run as the page does it: (final summary, baselines after it, the run's state, every status line)."""
-    updates = list(runs.run_demo(**_args(), baselines=baselines, progress=lambda *a, **k: None, public=False))
+    updates = list(run_stream.run_demo(**_args(), baselines=baselines, progress=lambda *a, **k: None, public=False))
     lines = [u[1] for u in updates if isinstance(u[1], str)]
     _, summary, _, _, _, _, _, baselines, state, _ = updates[-1]
     return summary, baselines, state, lines
@@ -77,7 +77,7 @@ def test_a_baseline_the_run_contradicts_is_dropped_and_the_summary_says_so():
     fair = state.baseline
     slow = PlainBaseline(fair.step_ms * 10, fair.tokens_per_s / 10)
     state.baseline, state.remeasure = slow, False
-    kept = runs.drop_if_contradicted(state, {"these settings": slow, "other settings": fair})
+    kept = run_stream.drop_if_contradicted(state, {"these settings": slow, "other settings": fair})
     assert kept == {"other settings": fair}
     assert state.remeasure
     assert REMEASURE_NOTE in state.view(None, "**Done**", True).summary

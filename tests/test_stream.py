@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.view import DONE_MARK, legend_html, stream_head, wrap_output
+from specviz.ui.draw.run_views import DONE_MARK, legend_html, stream_head, wrap_output
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

@@ -49,6 +49,16 @@ def test_sweep_requests_vary_one_setting_and_validate_it(tiny_target):
         sweep_requests(_base(tiny_target), "k", [])
 
 
+@pytest.mark.parametrize("setting, value, typed", [("temperature", 0.7, "0.7"), ("k", 5, "5"),
+                                                   ("draft", "early-exit:1", "early-exit:1")])
+def test_a_varied_request_equals_the_request_validated_with_that_setting(tiny_target, setting, value, typed):
+    base = _base(tiny_target, branches=2, tree_nodes=8)
+    expected = _base(tiny_target, branches=2, tree_nodes=8, **{setting: value})
+    assert sweep_requests(base, setting, [typed]) == [expected]
+    with pytest.raises(RequestError, match="tree nodes"):  # K above the held node budget, as validate_request says
+        sweep_requests(base, "k", [9])
+
+
 def test_temperature_sweep_gives_one_row_per_setting_with_the_figures(tiny_target):
     steps = list(sweep(sweep_requests(_base(tiny_target), "temperature", [0.0, 1.0])))
     rows = [s.row for s in steps if s.row is not None]
@@ -117,7 +127,7 @@ def test_cli_sweep_over_drafters_and_a_bad_value(tiny_target, tmp_path):
 def test_sweep_charts_plot_measured_and_theory_per_setting():
     import plotly.graph_objects as go
 
-    from specviz import charts
+    from specviz.ui.draw import charts
 
     rows = [{"temperature": t, "alpha": a, "acceptance_rate": a / 2, "tokens_per_pass": 1 + a,
              "predicted_tokens_per_pass": 1 + a, "speedup": 0.9 + a, "theoretical_speedup": 1 + a}
@@ -131,17 +141,21 @@ def test_sweep_charts_plot_measured_and_theory_per_setting():
 
 
 def test_alpha_trend_says_what_was_measured():
-    from specviz.sweep import alpha_trend
+    from specviz.sweep import AlphaTrend, alpha_trend
 
     rows = [{"temperature": 0.0, "alpha": 0.8, "tested": 50}, {"temperature": 1.5, "alpha": 0.3, "tested": 40}]
-    assert alpha_trend(rows, "temperature").startswith("Per-token α fell as the setting rose")
+    trend = alpha_trend(rows, "temperature")
+    assert trend.direction == "falls" and trend.sentence.startswith("Per-token α fell as the setting rose")
     rows[1]["alpha"] = 0.9
-    assert "rose with the setting" in alpha_trend(rows, "temperature")
+    trend = alpha_trend(rows, "temperature")
+    assert trend.direction == "rises" and "rose with the setting" in trend.sentence
     rows.append({"temperature": 2.0, "alpha": 0.1, "tested": 3})
-    text = alpha_trend(rows, "temperature")
-    assert "did not move in one direction" in text and "fewer than 20 drafts were tested at 2.0" in text
-    assert "could not be compared" in alpha_trend([{"k": 1, "alpha": None, "tested": 0},
-                                                   {"k": 2, "alpha": 0.5, "tested": 9}], "k")
+    trend = alpha_trend(rows, "temperature")
+    assert trend.direction == "stays"
+    assert "did not move in one direction" in trend.sentence and "fewer than 20 drafts were tested at 2.0" in trend.sentence
+    unknown = alpha_trend([{"k": 1, "alpha": None, "tested": 0}, {"k": 2, "alpha": 0.5, "tested": 9}], "k")
+    assert unknown.direction is None and "could not be compared" in unknown.sentence
+    assert alpha_trend(rows[:1], "temperature") == AlphaTrend(None, "")
 
 
 TREE_PROMPT = "the cat sat on the mat. the dog ran to the fox. the cat ran to the dog. the"

@@ -140,6 +140,6 @@ def test_out_of_domain_arguments_raise_value_error(call):
 
 
 def test_theory_analysis_and_charts_import_neither_torch_nor_gradio():
-    code = "import sys, specviz.theory, specviz.charts, specviz.analysis; print('torch' in sys.modules, 'gradio' in sys.modules)"
+    code = "import sys, specviz.theory, specviz.ui.draw.charts, specviz.analysis; print('torch' in sys.modules, 'gradio' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

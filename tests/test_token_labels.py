@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.charts import inspector_figure, lossless_figure, plotly_text, sweep_figure
 from specviz.trace import ACCEPTED, RESAMPLED, DraftedToken, EmittedToken, Round, TokenPieces, token_label
-from specviz.view import inspector_markdown, render_round, round_tree_html
+from specviz.ui.draw.charts import inspector_figure, lossless_figure, plotly_text, sweep_figure
+from specviz.ui.draw.run_views import inspector_markdown, render_round, round_tree_html
 
 EMOJI = "😀"  # F0 9F 98 80
 

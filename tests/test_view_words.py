@@ -14,7 +14,7 @@ from specviz.drafters import PromptLookupDrafter
 from specviz.engine import Generation
 from specviz.sampling import SamplingConfig
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
-from specviz.view import TREE_BONUS_LABEL, inspector_markdown, legend_html, render_round, summary_markdown
+from specviz.ui.draw.run_views import TREE_BONUS_LABEL, inspector_markdown, legend_html, render_round, summary_markdown
 
 
 def node(i: int, parent: int, accepted: bool, tested: bool = True) -> DraftedToken:
@@ -116,7 +116,7 @@ def test_a_real_tree_run_is_described_as_a_tree():
 
 
 def test_the_tokens_per_pass_theory_hover_says_it_is_a_chains_formula_for_a_tree_run():
-    from specviz import charts
+    from specviz.ui.draw import charts
 
     rounds = [tree_round(i) for i in range(4)]
     a = analyse(rounds, 8, wall_s=1.0)

@@ -9,15 +9,15 @@ import time
 
 import gradio as gr
 
-from .. import charts
-from ..sweep import alpha_trend, write_csv
+from ..sweep import TREND_WORDS, alpha_trend, write_csv
 from . import settings, visitors
 from .context import PageContext
+from .draw import charts
+from .draw.tab_views import SWEEP_HEADERS, sweep_table
 from .fields import SHARED, spread
 from .gpu import gpu
 from .prose import LATEX, prose
-from .sweeps import SWEEP_DEFAULTS, SWEEP_LABELS, sweep_plan, sweep_steps
-from .views import SWEEP_HEADERS, sweep_table
+from .sweep_steps import SWEEP_DEFAULTS, SWEEP_LABELS, sweep_plan, sweep_steps
 
 METRICS = ("alpha", "tokens_per_pass", "speedup")
 
@@ -41,55 +41,55 @@ def _results(rows: list[dict], parameter: str) -> tuple:
 @spread(SHARED)
 def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis, progress=gr.Progress(), *,
                  public: bool | None = None):
-    """Stream an experiment: (status, table, α chart, tokens/pass chart, speedup chart, CSV file, last_analysis).
+    """Stream an experiment: (status, table, α chart, tokens/pass chart, speedup chart, CSV file,
+    last_analysis, trend).
 
     The status line updates a few times a second; the table and charts when a setting finishes; the
     CSV (written with specviz.sweep.write_csv) after each finished setting, so a stopped sweep keeps
-    what it measured."""
+    what it measured. ``trend``: the finished sweep's :attr:`specviz.sweep.AlphaTrend.direction`
+    (None until every setting has finished), for :func:`prediction_verdict`."""
     public = settings.is_public(public)
     parameter, requests = sweep_plan(parameter, values_text, max_new_tokens, values, public)
     rows: list[dict] = []
     last = 0.0
     empty = [charts.sweep_figure([], parameter, m) for m in METRICS]
-    yield f"Starting: {len(requests)} settings of {parameter}…", [], *empty, None, last_analysis
+    yield f"Starting: {len(requests)} settings of {parameter}…", [], *empty, None, last_analysis, None
     steps = sweep_steps(requests, progress, public)
     for step in steps:
         if step.row is None:
             if time.perf_counter() - last > 0.3:
                 last = time.perf_counter()
-                yield f"Running {step.message}…", *[gr.skip()] * 5, last_analysis
+                yield f"Running {step.message}…", *[gr.skip()] * 5, last_analysis, None
             continue
         rows.append(step.row)
         last_analysis = step.row
-        status = (f"**Done**: {len(rows)} settings of {parameter}. {alpha_trend(rows, parameter)}"
-                  if len(rows) == len(requests) else
+        trend = alpha_trend(rows, parameter) if len(rows) == len(requests) else None
+        status = (f"**Done**: {len(rows)} settings of {parameter}. {trend.sentence}" if trend else
                   f"Finished {len(rows)}/{len(requests)} settings…")
-        yield status, *_results(rows, parameter), last_analysis
+        yield status, *_results(rows, parameter), last_analysis, trend.direction if trend else None
     if steps.stopped:  # every output again: an API caller reads the last message only
         yield (f"{steps.stopped_note()}: {len(rows)}/{len(requests)} settings of {parameter} finished.",
-               *_results(rows, parameter), last_analysis)
+               *_results(rows, parameter), last_analysis, None)
 
 
-#: The learner's prediction of a temperature sweep, and the words :func:`specviz.sweep.alpha_trend`
-#: uses for each outcome.
-PREDICTIONS = {"rises": "rose with the setting", "falls": "fell as the setting rose",
-               "stays": "did not move in one direction"}
+#: The learner's prediction of a temperature sweep: the directions of :class:`specviz.sweep.AlphaTrend`.
+PREDICTIONS = tuple(TREND_WORDS)
 
 
-def prediction_verdict(status: str, parameter: str, guess: str | None):
-    """The finished sweep's status with a line on the learner's prediction of α (``guess``: a key
-    of :data:`PREDICTIONS`) against the measured trend the status states
-    (:func:`specviz.sweep.alpha_trend`); skips unless a temperature sweep finished with a guess."""
+def prediction_verdict(status: str, parameter: str, guess: str | None, outcome: str | None):
+    """The finished sweep's status with a line on the learner's prediction of α (``guess``: one of
+    :data:`PREDICTIONS`) against the measured trend (``outcome``: the finished sweep's
+    :attr:`specviz.sweep.AlphaTrend.direction`, None when α could not be compared); skips unless a
+    temperature sweep finished with a guess."""
     if guess not in PREDICTIONS or SWEEP_LABELS.get(parameter) != "temperature" or not str(status).startswith(
             "**Done**"):
         return gr.skip()
-    outcome = next((word for word, phrase in PREDICTIONS.items() if phrase in status), None)
-    if outcome is None:
+    if outcome not in PREDICTIONS:
         line = f"You predicted α {guess}; too few drafts were tested to say what it did."
     elif outcome == guess:
         line = f"**Your prediction matched:** you said α {guess} as T rises, and it did."
     else:
-        line = f"**Not what you predicted:** you said α {guess} as T rises; it {PREDICTIONS[outcome]}."
+        line = f"**Not what you predicted:** you said α {guess} as T rises; it {TREND_WORDS[outcome]}."
     return f"{status}\n\n{line}"
 
 
@@ -118,9 +118,10 @@ def build(ctx: PageContext) -> None:
     parameter.change(lambda p: gr.update(visible=SWEEP_LABELS.get(p) == "temperature"), parameter, guess,
                      api_name=False, concurrency_id="playground", concurrency_limit=None, show_progress="hidden")
     inputs = [parameter, values, tokens] + ctx.run_inputs(SHARED) + [ctx.last_analysis]
+    trend = gr.State(None)  # the finished sweep's AlphaTrend.direction
     event = start.click(functools.partial(run_sweep_ui, public=ctx.public), inputs,
-                        [status, table, *plots, csv_file, ctx.last_analysis], api_name="sweep",
+                        [status, table, *plots, csv_file, ctx.last_analysis, trend], api_name="sweep",
                         concurrency_id="generation", concurrency_limit=1, preprocess=False)
     stop.click(None, cancels=[event])
-    event.then(prediction_verdict, [status, parameter, guess], status, api_name=False,
+    event.then(prediction_verdict, [status, parameter, guess, trend], status, api_name=False,
                concurrency_id="playground", concurrency_limit=None, show_progress="hidden")

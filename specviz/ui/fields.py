@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..drafters import DRAFTER_KINDS
 from ..request import RequestError, RunRequest, check_public_models, to_int, validate_request
 from . import settings
-from .errors import user_errors
+from .user_errors import user_errors
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,12 @@ def drafter_spec(drafter_kind, draft_model, early_exit_layers) -> str:
     """
     if drafter_kind not in DRAFTER_KINDS:
         raise RequestError(f"the drafter must be one of {', '.join(DRAFTER_KINDS)}, got {drafter_kind!r}")
-    if drafter_kind == "model":
+    field = DRAFTER_KINDS[drafter_kind].field
+    if field == "draft_model":
         if not isinstance(draft_model, str) or not draft_model.strip():
             raise RequestError("choose a draft model: give its hub id or local directory, or pick another drafter")
         return draft_model.strip()
-    if drafter_kind == "early-exit":
+    if field == "early_exit_layers":
         return f"early-exit:{to_int('early-exit layers', early_exit_layers, 1, 256)}"
     return drafter_kind
 

@@ -7,13 +7,13 @@ import functools
 
 import gradio as gr
 
-from .. import links
 from .context import PageContext
-from .errors import refused
 from .fields import NAMES
 from .prose import prose
 from .settings import EXAMPLES, FREE_TEXT_PROMPT
 from .share import copy_link
+from .teach import link_query
+from .user_errors import refused
 
 #: One-click scenarios: the Run tab's settings they set (by field name; ``check_temperature`` and
 #: ``control`` are the lossless check's), and the slug of their note.
@@ -68,6 +68,6 @@ def build(ctx: PageContext) -> None:
             with gr.Column(scale=3):
                 gr.Markdown(lesson_note(name))
                 slug = LESSONS[name]["slug"]
-                copy_link("Copy link", f"sv-lesson-copy-{slug}", functools.partial(links.lesson_link, slug), None)
+                copy_link("Copy link", f"sv-lesson-copy-{slug}", functools.partial(link_query.lesson_link, slug), None)
         button.click(functools.partial(apply_lesson, name), None, targets, api_name=False,
                      concurrency_id="playground", concurrency_limit=None)

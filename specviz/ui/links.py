@@ -1,19 +1,19 @@
 """Classroom links on the page: the router that opens what a link's query asks for when the page
-loads (parsing is :func:`specviz.links.parse`; the "Copy link" buttons are :mod:`.share`)."""
+loads (parsing is :func:`specviz.ui.teach.link_query.parse`; the "Copy link" buttons are :mod:`.share`)."""
 
 from __future__ import annotations
 
 import gradio as gr
 
-from .. import links
 from .context import PageContext
 from .lessons_tab import LESSON_FIELDS, LESSONS, apply_lesson
+from .teach import link_query
 
 #: The lessons by the slug a link names them with.
 LESSON_SLUGS = {lesson["slug"]: name for name, lesson in LESSONS.items()}
 
 
-def _watch_updates(watch, link: links.Link, notes: list[str]) -> list:
+def _watch_updates(watch, link: link_query.Link, notes: list[str]) -> list:
     """The Watch tab's updates for the link's trace (skips when it names none or cannot be opened)."""
     if watch is None:
         return []
@@ -30,7 +30,7 @@ def _watch_updates(watch, link: links.Link, notes: list[str]) -> list:
     return list(updates) if isinstance(updates, (tuple, list)) else [updates]
 
 
-def _lesson_updates(link: links.Link) -> list:
+def _lesson_updates(link: link_query.Link) -> list:
     if link.lesson is None:
         return [gr.skip()] * (len(LESSON_FIELDS) + 1)
     return list(apply_lesson(LESSON_SLUGS[link.lesson]))[:-1]  # the router selects the tab itself
@@ -41,7 +41,7 @@ def route(params, watch, playground_names: tuple[str, ...]) -> list:
     Playground's sliders (``playground_names`` in order), the lesson's Run-tab controls and note,
     and the Watch tab's outputs (``watch``: ``ctx.watch`` or None). Never raises: bad values are
     skipped and the note says so."""
-    link = links.parse(params, LESSON_SLUGS, watch=watch is not None)
+    link = link_query.parse(params, LESSON_SLUGS, watch=watch is not None)
     notes = list(link.notes)
     watch_updates = _watch_updates(watch, link, notes)
     sliders = [gr.update(value=link.playground[n]) if n in link.playground else gr.skip() for n in playground_names]

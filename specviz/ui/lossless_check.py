@@ -1,6 +1,6 @@
 """The Run tab's "Is it lossless?" check (the /lossless endpoint): first-token histograms drawn
 with speculative sampling and directly from the target, compared with p_target
-(:func:`specviz.lossless.first_token_experiment`)."""
+(:func:`specviz.ui.teach.lossless.first_token_experiment`)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import time
 
 import gradio as gr
 
-from .. import charts
-from ..lossless import first_token_experiment, lossless_notes
+from ..drafters import drafter_kind
 from ..request import to_int
 from ..trace import token_label
 from . import settings
-from .errors import refused, user_errors
+from .draw import charts
 from .fields import SHARED, flag_value, request_from, spread
 from .gpu import gpu
-from .runs import load_and_encode
-
+from .run_stream import load_and_encode
+from .teach.lossless import ACCEPT_ALL, REAL_VERIFY, first_token_experiment, lossless_notes
+from .user_errors import refused, user_errors
 
 PILOT_DRAWS = 100  # the fewest draws the check takes; in public mode, a pilot that times them
 
@@ -29,7 +29,7 @@ def _no_first_draft_hint(err: Exception) -> str:
 
 def lossless_markdown(report, seconds: float, temperature: float, control: str, lookup: bool) -> str:
     """The check's figures: total-variation distances and chi-square p-values, how to read them,
-    and the library's notes (:func:`specviz.lossless.lossless_notes`). ``seconds``: the draws' wall time."""
+    and the library's notes (:func:`specviz.ui.teach.lossless.lossless_notes`). ``seconds``: the draws' wall time."""
     text = (
         f"**{report.n} draws each** in {seconds:.1f} s at temperature "
         f"{temperature:g}, draft: {report.draft_label} "
@@ -72,7 +72,7 @@ def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, publ
     request = request_from(values, public)
     with user_errors():
         n_draws = to_int("draws", n_draws, 100, settings.PUBLIC_POLICY.max_draws if public else 100_000)
-        control = "accept_all" if flag_value("control", control) else "none"
+        control = ACCEPT_ALL if flag_value("control", control) else REAL_VERIFY
     if request.plain:
         raise refused("Pick a drafter: with plain decoding there is nothing to compare.")
     started = time.perf_counter()
@@ -96,7 +96,7 @@ def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, publ
     fig = charts.lossless_figure(labels, report.p_target, report.freq_speculative, report.freq_direct,
                                  p_draft=report.p_draft)
     text = lossless_markdown(report, time.perf_counter() - t0, request.sampling.temperature, control,
-                             lookup=request.draft == "ngram")
+                             lookup=drafter_kind(request.draft).lookup)
     if n_draws < asked:
         text = (f"**Fewer draws**: {n_draws} of the {asked} asked for, to stay within the public time limit of "
                 f"{max_run_s:g} s.\n\n{text}")
@@ -106,7 +106,7 @@ def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, publ
 def _draws_in_time(experiment, n_draws: int, started: float, max_run_s: float | None) -> int:
     """How many draws fit in what is left of the public time limit (all ``n_draws`` without one).
 
-    Each draw is one verify step in Python (:func:`specviz.lossless.draw_first_tokens`), about a
+    Each draw is one verify step in Python (:func:`specviz.ui.teach.lossless.draw_first_tokens`), about a
     millisecond or more: a pilot of :data:`PILOT_DRAWS` times them, forward passes included, so
     the estimate errs on the short side; never fewer than the pilot's count."""
     if max_run_s is None or n_draws <= PILOT_DRAWS:

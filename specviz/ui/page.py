@@ -4,16 +4,28 @@ side by side, Lessons, The maths), each built by its module's ``build(ctx)`` wit
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
-from . import experiments_tab, lessons_tab, links, maths_tab, playground_tab, run_tab, settings, side_by_side_tab
-from . import visitors, watch_tab
+from . import (experiments_tab, lessons_tab, links, maths_tab, playground_tab, run_tab, settings, side_by_side_tab,
+               visitors, watch_tab)
 from .context import PageContext
+from .draw.styles import page_css
 from .tour import tour_js
 
 #: The colour-blind-safe palette: a class on the page's root switches the token colours' CSS
-#: variables (specviz.view.CSS) to Okabe–Ito's.
+#: variables (:func:`specviz.ui.draw.palette.css_variables`) to Okabe–Ito's.
 PALETTE_JS = "(on) => { document.documentElement.classList.toggle('sv-cb', !!on); return []; }"
+
+
+def style_js() -> str:
+    """The page's one way to its stylesheet (:func:`specviz.ui.draw.styles.page_css`): added to the
+    document's head once when the page loads, so it holds however the page is served (``python
+    app.py``, a Space, an in-process test server)."""
+    return ("() => { if (document.getElementById('sv-style')) return [];"
+            " const style = document.createElement('style'); style.id = 'sv-style';"
+            f" style.textContent = {json.dumps(page_css())}; document.head.appendChild(style); return []; }}")
 
 
 def _header(public: bool) -> None:
@@ -80,6 +92,7 @@ def build_page(public: bool) -> gr.Blocks:
         demo.unload(visitors.end_session)
         links.wire(demo, ctx, link_note)
         palette.change(None, palette, None, js=PALETTE_JS, api_name=False)
+        demo.load(None, None, None, js=style_js(), api_name=False)
         demo.load(None, None, None, js=tour_js(), api_name=False)
     if public:
         visitors.one_generation(demo)

@@ -6,20 +6,22 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import charts, links, playground, theory
+from .. import theory
 from ..analysis import RunAnalysis
 from ..request import to_float, to_int
 from .context import PageContext
-from .errors import refused, user_errors
-from .share import copy_link
+from .draw import charts
+from .draw.tab_views import monte_carlo_markdown, playground_figures_markdown
 from .prose import LATEX, prose
-from .views import monte_carlo_markdown, playground_figures_markdown
+from .share import copy_link
+from .teach import link_query, playground
+from .user_errors import refused, user_errors
 
 PG_ALPHAS = [i / 40 for i in range(41)]
 PG_KS = list(range(1, playground.BEST_K_MAX + 1))
 PG_CS = [i / 40 for i in range(41)]  # c from 0 to 1: a draft from free to as dear as the target
-C_RANGE = links.PLAYGROUND_RANGES["c"][1:3]  # the c slider's range
-V_RANGE = links.PLAYGROUND_RANGES["v"][1:3]  # the v slider's
+C_RANGE = link_query.PLAYGROUND_RANGES["c"][1:3]  # the c slider's range
+V_RANGE = link_query.PLAYGROUND_RANGES["v"][1:3]  # the v slider's
 
 
 def _checked(alpha, k, c, v, map_axes, rounds, seed) -> tuple:
@@ -83,7 +85,7 @@ BEST_K_HIDDEN = ("**Best K**: hidden until you guess it. Which K gives the large
 
 def shown_figures(alpha, k, c, v, revealed) -> str:
     """The closed-form figures as the page shows them: a headline (E[N] and the speedup to two
-    decimals), then :func:`~specviz.ui.views.playground_figures_markdown`, with its best-K
+    decimals), then :func:`~specviz.ui.draw.tab_views.playground_figures_markdown`, with its best-K
     paragraph hidden until the learner has guessed or asked to see it (``revealed``)."""
     try:
         cf = playground.closed_form(float(alpha), int(k), float(c), float(v))
@@ -99,7 +101,7 @@ def shown_figures(alpha, k, c, v, revealed) -> str:
 
 def score_guess(guess, alpha, c, v) -> str:
     """How good a guessed best K is: its expected speedup against the best one's (Leviathan et
-    al. 2023, Theorem 3.8, searched over K = 1…16 by :func:`specviz.playground.best_k`).
+    al. 2023, Theorem 3.8, searched over K = 1…16 by :func:`specviz.ui.teach.playground.best_k`).
 
     Raises:
         gr.Error: if the guess is not a whole number in 1…16."""
@@ -150,7 +152,7 @@ def build(ctx: PageContext) -> None:
                 seed = gr.Number(0, precision=0, minimum=0, label="simulation seed")
             load_btn = gr.Button("Load α, c, v of the last real run")
             load_note = gr.Markdown()
-            copy_link("Copy link", "sv-pg-copy", links.playground_link, [alpha, k, c, v])
+            copy_link("Copy link", "sv-pg-copy", link_query.playground_link, [alpha, k, c, v])
             # Pure and instant: the first figures are computed while the page is built.
             first = playground_update(0.7, 4, 0.05, 1.0, "α and K", 24, 0)
             # The /playground endpoint's figures (all of them); the page shows them through
@@ -180,8 +182,8 @@ def build(ctx: PageContext) -> None:
 
 
 def _sliders() -> tuple:
-    """α, K, c and v, over :data:`specviz.links.PLAYGROUND_RANGES` (a link's values fit them)."""
-    r = links.PLAYGROUND_RANGES
+    """α, K, c and v, over :data:`specviz.ui.teach.link_query.PLAYGROUND_RANGES` (a link's values fit them)."""
+    r = link_query.PLAYGROUND_RANGES
     alpha = gr.Slider(*r["alpha"][1:3], value=0.7, step=0.01, label="per-token α (chance a tested draft is accepted)",
                       elem_id="sv-pg-alpha")
     k = gr.Slider(*r["k"][1:3], value=4, step=1, label="lookahead K (drafts per round)", elem_id="sv-pg-k")

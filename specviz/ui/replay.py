@@ -11,13 +11,13 @@ import threading
 
 import gradio as gr
 
-from .. import charts, race
 from ..request import to_int
 from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
-from ..view import inspector_markdown, round_tree_html
 from . import settings, visitors
-from .errors import refused, sentence, user_errors
-from .state import RunState
+from .draw import charts, race
+from .draw.run_views import inspector_markdown, round_tree_html
+from .state import SHOWN_OUTPUTS, RunState, RunUpdate
+from .user_errors import refused, sentence, user_errors
 
 FIELD_PATH = re.compile(r"[a-z_]+(\[\d+\]|\.[a-z_]+)*: ")
 
@@ -57,7 +57,7 @@ def replay(upto, state):
 
 
 def race_view(state, first, last, upto=None):
-    """The race lanes (:func:`specviz.race.race_figure`) of the run up to pass ``upto`` (None: every
+    """The race lanes (:func:`specviz.ui.draw.race.race_figure`) of the run up to pass ``upto`` (None: every
     pass) against its plain baseline, passes ``first``…``last`` highlighted (1-based; one end alone
     runs to the start or the end; neither, or below 1: no highlight). Skips when there is no run;
     bad values are ignored."""
@@ -117,7 +117,7 @@ def export_run(state):
     trace = json.dumps(trace_to_dict(state.rounds, **state.meta), ensure_ascii=False)
     return [_write(os.path.join(folder, "specviz-trace.json"), trace),
             _write(os.path.join(folder, "specviz-rounds.csv"), rounds_csv(state.rounds)),
-            _write(os.path.join(folder, "specviz-charts.html"), charts_html(state.view(None, "", True)[2:]))]
+            _write(os.path.join(folder, "specviz-charts.html"), charts_html(state.view(None, "", True).figures()))]
 
 
 def _trace_problem(err: TraceError) -> str:
@@ -147,4 +147,4 @@ def load_trace(path, *, public: bool | None = None):
         state = RunState.from_rounds(rounds, meta)
     n = len(state.rounds)
     view = state.view(None, f"**Loaded** a saved trace · {n} passes · {state.label}", True)
-    return (*view, state, gr.update(maximum=max(n, 1), value=n))
+    return RunUpdate(view, state=state, slider=gr.update(maximum=max(n, 1), value=n)).values(SHOWN_OUTPUTS)

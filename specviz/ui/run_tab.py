@@ -1,6 +1,6 @@
 """The Run tab: model pair, drafter, prompt and sampling settings; the token stream, summary and
 inspector; the five charts; replay, export and saved traces; the "Is it lossless?" check; and
-their events. The callbacks live in :mod:`.runs`, :mod:`.replay` and :mod:`.lossless_check`."""
+their events. The callbacks live in :mod:`.run_stream`, :mod:`.replay` and :mod:`.lossless_check`."""
 
 from __future__ import annotations
 
@@ -9,17 +9,19 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from .. import charts, race
-from ..view import wrap_output
+from ..drafters import DRAFTER_KINDS
 from . import settings
 from .context import PageContext
+from .draw import charts, race
+from .draw.run_views import wrap_output
 from .fields import NAMES, SHARED
 from .lossless_check import run_lossless, settings_changed
 from .prose import LATEX, prose
 from .replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view, replay,
                      reset_inspector, step_replay)
-from .runs import run_demo, stop_run
+from .run_stream import run_demo, stop_run
 from .settings import DEFAULT_PRESET, DRAFTER_NOTES, DRAFTERS, EXAMPLE_LABELS, EXAMPLES, PRESETS
+from .state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
 
 TOKENS_JS = """
 element.addEventListener('click', (event) => {
@@ -71,13 +73,16 @@ FREE = dict(concurrency_limit=None, show_progress="hidden")
 def apply_preset(name: str):
     p = PRESETS[name]
     return (gr.update(value=p["target"]), gr.update(value=p["drafter"]),
-            gr.update(value=p["draft_model"], visible=p["drafter"] == "model"), gr.update(value=p["chat"]),
+            gr.update(value=p["draft_model"], visible=DRAFTER_KINDS[p["drafter"]].field == "draft_model"),
+            gr.update(value=p["chat"]),
             DRAFTER_NOTES[p["drafter"]])
 
 
 # A drafter chosen: show the controls it needs, and its note (no docstring, as above).
 def on_drafter_change(kind: str):
-    return (gr.update(visible=kind == "model"), gr.update(visible=kind == "early-exit"), DRAFTER_NOTES[kind])
+    field = DRAFTER_KINDS[kind].field
+    return (gr.update(visible=field == "draft_model"), gr.update(visible=field == "early_exit_layers"),
+            DRAFTER_NOTES[kind])
 
 
 # Run pressed: a lesson's note stays for the run it set up and hides on the next one (no
@@ -228,17 +233,17 @@ def _wire(c, ctx: PageContext) -> None:
     c.drafter_kind.change(on_drafter_change, c.drafter_kind, [c.draft_model, c.early_exit_layers, c.drafter_note])
     baselines = gr.State({})  # this visitor's measured plain baselines, by settings
     run_state = ctx.run_state = gr.State(None)  # this visitor's RunState (the Watch tab reads it too)
-    view = [c.tokens_html, c.summary, c.alpha_plot, c.tpp_plot, c.speedup_plot, c.position_plot, c.time_plot]
+    out = _outputs_by_name(c, baselines, run_state)
+    view = out(VIEW_OUTPUTS)
     run_event = c.run_btn.click(functools.partial(run_demo, public=ctx.public), ctx.run_inputs(NAMES) + [baselines],
-                                view + [baselines, run_state, c.replay_slider],
+                                out(RUN_OUTPUTS),
                                 api_name="run", concurrency_id="generation", concurrency_limit=1,
                                 # Raw values reach the callback, which validates them itself: a
                                 # component's own preprocessing would answer a bad API value with
                                 # gradio's generic error instead of the setting's message.
                                 preprocess=False)
     # Stop cancels the run and sets the status from the run as it stood (the generator cannot: it is cancelled).
-    c.stop_btn.click(stop_run, run_state, view + [run_state, c.replay_slider], cancels=[run_event], api_name=False,
-                     **FREE)
+    c.stop_btn.click(stop_run, run_state, out(SHOWN_OUTPUTS), cancels=[run_event], api_name=False, **FREE)
     inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
     c.run_btn.click(reset_inspector, None, inspector, api_name=False, **FREE)
     c.run_btn.click(lesson_run, ctx.lesson_runs, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
@@ -265,10 +270,19 @@ def _wire(c, ctx: PageContext) -> None:
         button.click(reset_inspector, None, inspector, api_name=False, **FREE)
     c.export_btn.click(export_run, run_state, c.export_files, api_name="export", **FREE)
     loaded = c.trace_file.upload(functools.partial(load_trace, public=ctx.public), c.trace_file,
-                                 view + [run_state, c.replay_slider], api_name="load_trace", **FREE)
+                                 out(SHOWN_OUTPUTS), api_name="load_trace", **FREE)
     c.trace_file.upload(reset_inspector, None, inspector, api_name=False, **FREE)
     run_event.then(last_run_figures, run_state, ctx.last_analysis, api_name=False, **FREE)
     _wire_race(c, run_state, [run_event, loaded], replayed)
+
+
+def _outputs_by_name(c, baselines, run_state):
+    """The Run tab's output components by the names of :data:`specviz.ui.state.RUN_OUTPUTS`: a
+    function from a tuple of names to the event's outputs list."""
+    by_name = {**RunView(tokens=c.tokens_html, summary=c.summary, alpha=c.alpha_plot, tokens_per_pass=c.tpp_plot,
+                         speedup=c.speedup_plot, positions=c.position_plot, time=c.time_plot)._asdict(),
+               "baselines": baselines, "state": run_state, "slider": c.replay_slider}
+    return lambda names: [by_name[name] for name in names]
 
 
 def _wire_race(c, run_state, whole, replayed) -> None:

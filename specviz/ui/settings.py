@@ -80,8 +80,8 @@ def public_models(cuda: bool) -> tuple[frozenset, frozenset]:
     as the preset names it: its draft model's id, or ``eagle`` (the head shipped for the target;
     ``eagle:DIR`` would read a path on the server and stays refused)."""
     allowed = [p for p in PRESETS.values() if cuda or p["target"] in models.OFFLINE_MODELS]
-    drafts = [p["draft_model"] if p["drafter"] == "model" else p["drafter"] for p in allowed
-              if DRAFTER_KINDS[p["drafter"]].needs_model]
+    kinds = [(p, DRAFTER_KINDS[p["drafter"]]) for p in allowed]
+    drafts = [p["draft_model"] if kind.field == "draft_model" else p["drafter"] for p, kind in kinds if kind.needs_model]
     return frozenset(p["target"] for p in allowed), frozenset(drafts)
 
 

@@ -1,4 +1,4 @@
-"""The "Copy link" buttons of classroom links (:mod:`specviz.links` writes the queries): the link
+"""The "Copy link" buttons of classroom links (:mod:`specviz.ui.teach.link_query` writes the queries): the link
 goes to the clipboard where the browser allows it, and always into a textbox beside the button,
 so it can be copied by hand where clipboard access is denied."""
 
@@ -22,7 +22,7 @@ COPY_JS = """
 
 def copy_link(label: str, elem_id: str, query: Callable, inputs: list, size: str = "sm") -> gr.Textbox:
     """A "Copy link" button and the textbox that shows the link; ``query(*inputs)`` writes the
-    link's query (a :mod:`specviz.links` builder). Returns the textbox."""
+    link's query (a :mod:`specviz.ui.teach.link_query` builder). Returns the textbox."""
     with gr.Row(equal_height=True):
         button = gr.Button(label, size=size, elem_id=elem_id, scale=0, min_width=120)
         box = gr.Textbox(show_label=False, container=False, interactive=False, scale=3,

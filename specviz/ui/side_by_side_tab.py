@@ -10,12 +10,12 @@ import gradio as gr
 
 from . import settings
 from .context import PageContext
-from .errors import refused, user_errors
+from .draw.tab_views import side_by_side_html
 from .fields import SHARED, drafter_spec, spread
 from .gpu import gpu
 from .prose import prose
-from .sweeps import sweep_plan, sweep_steps
-from .views import side_by_side_html
+from .sweep_steps import sweep_plan, sweep_steps
+from .user_errors import refused, user_errors
 
 SIDE_BY_SIDE = {"Prompt lookup": "ngram", "Draft model (Run tab's)": "model", "int8 self-draft": "int8",
                 "Early-exit self-draft": "early-exit", "None (plain decoding)": "none"}

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .. import charts
 from ..analysis import PlainBaseline, RunAnalysis, analyse, health_notes, running_speedup
+from ..drafters import drafter_kind
 from ..trace import Round, trace_from_dict
-from ..view import render_round, summary_markdown, wrap_output
-
+from .draw import charts
+from .draw.run_views import render_round, summary_markdown, wrap_output
 
 #: The summary's sentence when a finished run's own timings contradict its plain baseline.
 REMEASURE_NOTE = ("This run's own timings disagree with the plain baseline, or its samples scatter, so it is not "
@@ -30,11 +30,50 @@ class RunView(NamedTuple):
     positions: object
     time: object
 
+    def figures(self) -> tuple:
+        """The five charts, in the page's order (what the export's charts page holds)."""
+        return tuple(getattr(self, name) for name in FIGURES)
+
+
+#: The view's charts, by field name.
+FIGURES = ("alpha", "tokens_per_pass", "speedup", "positions", "time")
+
+#: What each of the Run tab's events writes, by name and in order: the view's fields, then what
+#: travels with a run (``baselines``: the visitor's measured plain baselines; ``state``: the
+#: :class:`RunState`; ``slider``: the replay slider). The Run tab lists its components from these
+#: names and the callbacks their values (:meth:`RunUpdate.values`), so nothing is matched by
+#: position across files.
+RUN_OUTPUTS = (*RunView._fields, "baselines", "state", "slider")  # Run (/run)
+SHOWN_OUTPUTS = (*RunView._fields, "state", "slider")  # Stop, and a loaded trace (/load_trace)
+VIEW_OUTPUTS = RunView._fields  # a replayed pass (/replay)
+
+
+class RunUpdate(NamedTuple):
+    """One update of the Run tab: the view and what travels with it; a field the event does not
+    write is ignored, one it writes but should leave as it is holds ``gr.skip()``."""
+
+    view: RunView
+    baselines: object = None
+    state: object = None
+    slider: object = None
+
+    def values(self, names: tuple[str, ...]) -> tuple:
+        """The values for an event's outputs ``names`` (one of :data:`RUN_OUTPUTS`,
+        :data:`SHOWN_OUTPUTS`, :data:`VIEW_OUTPUTS`), in their order."""
+        fields = {**self.view._asdict(), "baselines": self.baselines, "state": self.state, "slider": self.slider}
+        return tuple(fields[name] for name in names)
+
 
 def waiting_view(tokens: str, status: str, k: int) -> RunView:
     """The view before the first round: an empty panel, a status line and empty charts at lookahead ``k``."""
-    return RunView(tokens, status, charts.alpha_figure([]), charts.tokens_per_pass_figure([], k, None),
-                   charts.speedup_figure([], None), charts.per_position_figure(None), charts.time_split_figure(None))
+    return RunView(tokens=tokens, summary=status, alpha=charts.alpha_figure([]),
+                   tokens_per_pass=charts.tokens_per_pass_figure([], k, None), speedup=charts.speedup_figure([], None),
+                   positions=charts.per_position_figure(None), time=charts.time_split_figure(None))
+
+
+def _looks_up(spec) -> bool:
+    """Whether a saved trace's drafter spec is a lookup drafter (a spec that is not text: no)."""
+    return isinstance(spec, str) and drafter_kind(spec).lookup
 
 
 @dataclass
@@ -72,7 +111,7 @@ class RunState:
         ``drafter`` its drafter (None: plain decoding)."""
         low_precision = str(target.dtype) in ("torch.bfloat16", "torch.float16")
         return cls(label=label, k=request.k if drafter is not None else 0, eos=sorted(target.eos_token_ids),
-                   lookup=request.draft == "ngram", low_precision_greedy=low_precision and request.sampling.greedy,
+                   lookup=drafter_kind(request.draft).lookup, low_precision_greedy=low_precision and request.sampling.greedy,
                    max_new_tokens=request.max_new_tokens)
 
     @classmethod
@@ -94,7 +133,7 @@ class RunState:
         return cls(label=f"{meta.get('target', '?')} ← {meta.get('drafter') or 'plain decoding'} (saved trace)",
                    k=int(meta.get("k") or 0), eos=sorted(eos), rounds=rounds,
                    html=[render_round(r, eos) for r in rounds], prefill_ms=float(meta.get("prefill_ms") or 0.0),
-                   baseline=PlainBaseline.from_dict(base) if base else None, lookup=settings.get("draft") == "ngram",
+                   baseline=PlainBaseline.from_dict(base) if base else None, lookup=_looks_up(settings.get("draft")),
                    low_precision_greedy=meta.get("dtype") in ("bfloat16", "float16")
                    and not settings.get("temperature"),
                    meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True)
@@ -123,8 +162,9 @@ class RunState:
         notes = self.notes + health_notes(a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
         if self.remeasure and upto is None:
             notes.append(REMEASURE_NOTE)
-        return RunView(wrap_output("".join(self.html[: len(rounds)]), done, generated_at),
-                       summary_markdown(a, status, notes),
-                       charts.alpha_figure(rounds), charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
-                       charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup),
-                       charts.per_position_figure(a), charts.time_split_figure(a))
+        return RunView(tokens=wrap_output("".join(self.html[: len(rounds)]), done, generated_at),
+                       summary=summary_markdown(a, status, notes),
+                       alpha=charts.alpha_figure(rounds),
+                       tokens_per_pass=charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
+                       speedup=charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup),
+                       positions=charts.per_position_figure(a), time=charts.time_split_figure(a))

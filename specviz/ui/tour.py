@@ -3,9 +3,7 @@ time (press Run, click a token, step a replay pass, move Î± in the Playground, â
 when the learner does the step's action, like the textbook of Transformer Explainer. It runs in
 the browser (:data:`TOUR_JS`, loaded once by the page), listening for clicks and inputs on the
 controls' elem_ids; its place is kept in sessionStorage, so a reload resumes it. Esc closes it.
-
-Also here: the page-wide CSS the tour, the stretch highlight and the phone layout need, which
-:data:`TOUR_JS` adds to the page (the token colours are :data:`specviz.view.CSS`)."""
+The panel's look is the page's stylesheet's (:data:`specviz.ui.draw.styles.TOUR_CSS`)."""
 
 from __future__ import annotations
 
@@ -51,40 +49,10 @@ STEPS = [
               "to tell apart. Every control works from the keyboard.", action="", selector="", events=[]),
 ]
 
-PAGE_CSS = """
-#sv-tour { position: fixed; right: 16px; bottom: 16px; z-index: 1000; width: min(360px, calc(100vw - 32px));
-  background: var(--background-fill-primary, #fff); color: var(--body-text-color, #111);
-  border: 2px solid var(--color-accent, #f97316); border-radius: 10px; padding: 12px 14px;
-  box-shadow: 0 6px 24px #0004; font-size: 0.95em; }
-#sv-tour[hidden] { display: none; }
-#sv-tour .sv-tour-count { font-size: 0.8em; opacity: 0.75; }
-#sv-tour .sv-tour-do { margin-top: 6px; font-weight: 600; }
-#sv-tour .sv-tour-buttons { display: flex; gap: 8px; margin-top: 10px; justify-content: flex-end; }
-#sv-tour button { border: 1px solid var(--border-color-primary, #999); border-radius: 6px; padding: 3px 10px;
-  background: var(--button-secondary-background-fill, #eee); color: inherit; cursor: pointer; }
-#sv-tour button:focus-visible, .sv-out [data-r]:focus-visible { outline: 3px solid var(--sv-bonus, #3b6fd8);
-  outline-offset: 1px; }
-.sv-round.sv-stretch { background: #ffd54a44; box-shadow: 0 0 0 1px #c9a100 inset; }
-@media (max-width: 600px) {
-  .gradio-container, .gradio-container .main { padding-left: 6px !important; padding-right: 6px !important; }
-  .gradio-container .row, .gradio-container .form { flex-wrap: wrap !important; }
-  .gradio-container .row > *, .gradio-container .column { min-width: min(100%, 160px) !important; }
-  .gradio-container .js-plotly-plot, .gradio-container .plot-container { max-width: 100% !important; }
-  .gradio-container .tab-wrapper, .gradio-container [role=tablist] { overflow-x: auto; }
-  .gradio-container table { display: block; overflow-x: auto; }
-  .sv-out { font-size: 14px !important; }
-  .sv-legend > span { white-space: normal !important; }
-  .katex-display { overflow-x: auto; overflow-y: hidden; }
-}
-"""
-
 _JS_BODY = """
   if (window.svTour) return [];
   const STEPS = __STEPS__;
   const KEY = 'sv-tour';
-  const style = document.createElement('style');
-  style.textContent = __CSS__;
-  document.head.appendChild(style);
   const load = () => { try { return JSON.parse(sessionStorage.getItem(KEY)) || {open: false, step: 0}; }
                        catch (err) { return {open: false, step: 0}; } };
   const save = (s) => { try { sessionStorage.setItem(KEY, JSON.stringify(s)); } catch (err) {} };
@@ -151,7 +119,7 @@ _JS_BODY = """
 
 
 def tour_js() -> str:
-    """The tour's browser code, a function for ``demo.load(None, js=...)``: adds :data:`PAGE_CSS`,
-    the panel and its listeners (once per page)."""
-    body = _JS_BODY.replace("__STEPS__", json.dumps(STEPS)).replace("__CSS__", json.dumps(PAGE_CSS))
+    """The tour's browser code, a function for ``demo.load(None, js=...)``: adds the panel and its
+    listeners (once per page)."""
+    body = _JS_BODY.replace("__STEPS__", json.dumps(STEPS))
     return "() => {" + body + "}"

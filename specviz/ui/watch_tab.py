@@ -2,8 +2,8 @@
 buttons or the scrubber), a guess scored before the reveal, and the accept/resample rule replayed
 at the position under the cursor. It reads traces (the bundled ones in ``assets/traces/``, or the
 visitor's last run or loaded trace from the Run tab), never a model, so it works in public mode on
-a CPU. The beats and the scoring live in :mod:`specviz.beats`, the figures in
-:mod:`specviz.beat_charts`.
+a CPU. The beats and the scoring live in :mod:`specviz.ui.teach.beats`, the figures in
+:mod:`specviz.ui.draw.beat_charts`.
 
 :func:`open_trace` opens a bundled trace at a pass and a beat; ``ctx.watch`` holds it with its
 outputs for a URL router.
@@ -19,15 +19,16 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import beat_charts, links
-from ..beats import (DRAFT, TEST, Beat, beats, depths, is_chain, position_distributions, quoted, score_guess,
-                     simulate_draws)
 from ..request import to_int
 from ..trace import Round, trace_from_dict, visible_text
 from .context import PageContext
-from .errors import user_errors
+from .draw import beat_charts
 from .share import copy_link
 from .state import RunState
+from .teach import link_query
+from .teach.beats import (DRAFT, TEST, Beat, beats, depths, is_chain, position_distributions, quoted, score_guess,
+                          simulate_draws)
+from .user_errors import user_errors
 
 TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
 #: Bundled traces: file stem → the name the dropdown shows (see assets/traces/README.md).
@@ -42,30 +43,6 @@ LAST_RUN = "Your last run or loaded trace (Run tab)"
 DEFAULT = "poem_int8"
 DRAWS = 4000
 FREE = dict(concurrency_limit=None, show_progress="hidden", api_name=False)
-
-STAGE_CSS = """
-.sv-watch { font-size: 15px; }
-.sv-watch-progress { color: #666; font-size: 0.9em; margin-bottom: 4px; }
-.sv-watch-context { color: #888; font-family: ui-monospace, Menlo, monospace; white-space: pre-wrap; }
-.sv-watch-strip { display: flex; flex-wrap: wrap; gap: 6px; margin: 6px 0; min-height: 2.2em;
-  font-family: ui-monospace, Menlo, monospace; }
-.sv-chip { border: 2px solid #8c8c8c; border-radius: 4px; padding: 2px 6px; background: #8c8c8c14;
-  transition: background-color 200ms ease-out, border-color 200ms ease-out, opacity 200ms ease-out; }
-.sv-chip small { color: #777; margin-left: 4px; }
-.sv-chip.sv-w-pending { visibility: hidden; }
-.sv-chip.sv-w-accepted { border-color: #2e9e5b; background: #2e9e5b2e; }
-.sv-chip.sv-w-rejected { border-color: #d64545; background: #d645451f; text-decoration: line-through; }
-.sv-chip.sv-w-untested { opacity: 0.45; }
-.sv-chip.sv-w-resampled { border-color: #e8833a; background: #e8833a38; }
-.sv-chip.sv-w-bonus { border-color: #3b6fd8; background: #3b6fd833; }
-.sv-chip.sv-w-plain { border-color: #8c8c8c; background: #8c8c8c22; }
-.sv-chip.sv-w-current { outline: 3px solid #111; outline-offset: 1px; }
-.sv-chip.sv-w-new { animation: sv-pop 250ms ease-out; }
-@keyframes sv-pop { from { opacity: 0; transform: translateY(-4px); } to { opacity: 1; transform: none; } }
-.sv-watch-sentence { font-size: 1.05em; margin: 6px 0 0 0; }
-.sv-still .sv-chip { transition: none; animation: none; }
-@media (prefers-reduced-motion: reduce) { .sv-chip { transition: none; animation: none; } }
-"""
 
 #: Space / → step forward, ← back, while the tab is visible and no field has the focus (Space on a
 #: focused button presses it); the plot gets the beat's sentence as its text alternative.
@@ -336,11 +313,11 @@ def open_trace(name: str, pass_: int, beat: int):
 
 def watch_query(source: str, pass_: int, beat: int) -> str:
     """The link's query for the bundled trace on screen at this pass and beat
-    (:func:`specviz.links.watch_link`); a visitor's own run has no link (it lives in their session)."""
+    (:func:`specviz.ui.teach.link_query.watch_link`); a visitor's own run has no link (it lives in their session)."""
     stem = next((s for s, label in BUNDLED.items() if source in (s, label)), None)
     if stem is None:
         return "Only a bundled trace has a link: your own run lives in your session. Export it to share it."
-    return links.watch_link(stem, int(pass_ or 1), int(beat or 0))
+    return link_query.watch_link(stem, int(pass_ or 1), int(beat or 0))
 
 
 # --------------------------------------------------------------------------- the tab
@@ -366,7 +343,7 @@ def build(ctx: PageContext) -> None:
         back = gr.Button("◀ beat", size="sm", min_width=80, elem_id="sv-watch-back")
         beat_slider = gr.Slider(0, views[0]["maximum"], value=0, step=1, label="Beat", elem_id="sv-watch-beat")
         nxt = gr.Button("beat ▶", size="sm", min_width=80, elem_id="sv-watch-next")
-    stage = gr.HTML(views[1], css_template=STAGE_CSS, js_on_load=STAGE_JS, elem_id="sv-watch-stage")
+    stage = gr.HTML(views[1], js_on_load=STAGE_JS, elem_id="sv-watch-stage")
     plot = gr.Plot(views[2], show_label=False, elem_id="sv-watch-plot")
     with gr.Accordion("Predict, then reveal", open=True):
         with gr.Row():

@@ -16,10 +16,10 @@ import dataclasses
 import html
 import time
 
-from .analysis import RunAnalysis, draft_depth, format_speedup, health_notes, is_tree_round
-from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, EmittedToken, Round, token_label, visible_text
+from ...analysis import RunAnalysis, draft_depth, format_speedup, health_notes, is_tree_round
+from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, EmittedToken, Round, token_label, visible_text
 
-__all__ = ["CSS", "DONE_MARK", "KIND_LABELS", "PANEL_OPEN", "TREE_BONUS_LABEL", "inspector_markdown", "kind_label",
+__all__ = ["DONE_MARK", "KIND_LABELS", "PANEL_OPEN", "TREE_BONUS_LABEL", "inspector_markdown", "kind_label",
            "legend_html", "render_round", "render_rounds", "round_tree_html", "sent_mark", "stream_head",
            "stream_tail", "summary_markdown", "wrap_output"]
 
@@ -40,47 +40,6 @@ def kind_label(kind: str, round_: Round) -> str:
     if kind == BONUS and is_tree_round(round_):
         return TREE_BONUS_LABEL
     return KIND_LABELS[kind]
-
-
-CSS = """
-.sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
-          white-space: pre-wrap; word-break: break-word; padding: 10px; min-height: 120px;
-          border: 1px solid var(--border-color-primary); border-radius: 8px; }
-:root { --sv-accepted: #2e9e5b; --sv-resampled: #e8833a; --sv-bonus: #3b6fd8; --sv-plain: #8c8c8c;
-        --sv-rejected: #d64545; }
-:root.sv-cb { --sv-accepted: #0072b2; --sv-resampled: #e69f00; --sv-bonus: #cc79a7; --sv-plain: #8c8c8c;
-              --sv-rejected: #d55e00; }  /* Okabe & Ito (2008), safe for colour-blind readers */
-.sv-tok { border-radius: 3px; padding: 1px 0; }
-.sv-accepted { background: color-mix(in srgb, var(--sv-accepted) 18%, transparent);
-               border-bottom: 2px solid var(--sv-accepted); }
-.sv-resampled { background: color-mix(in srgb, var(--sv-resampled) 22%, transparent);
-                border-bottom: 2px solid var(--sv-resampled); }
-.sv-bonus { background: color-mix(in srgb, var(--sv-bonus) 20%, transparent);
-            border-bottom: 2px solid var(--sv-bonus); }
-.sv-plain { background: color-mix(in srgb, var(--sv-plain) 13%, transparent);
-            border-bottom: 2px solid var(--sv-plain); }
-.sv-rejected { color: var(--sv-rejected); text-decoration: line-through; font-size: 0.85em; opacity: 0.9; }
-.sv-special { color: #777; font-size: 0.8em; }
-.sv-legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin-bottom: 6px; font-size: 0.9em; }
-.sv-legend > span { white-space: nowrap; }
-.sv-status { font-size: 0.95em; }
-.sv-round { border-left: 1px dotted #9a9a9a; padding-left: 1px; margin-left: 1px; }
-.sv-out [data-r] { cursor: pointer; }
-.sv-notes { color: #9a4d00; }
-.sv-tree ul { list-style: none; margin: 0 0 0 1.2em; padding-left: 0.6em; border-left: 1px dotted #9a9a9a; }
-.sv-tree li { margin: 2px 0; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }
-.sv-untested { color: #999; }
-/* The Run tab's token box: a fixed height (resizable) that scrolls, so a long run does not push the
-   charts off the screen; the legend stays at its top. */
-#sv-tokens { height: 360px; min-height: 160px; overflow-y: auto !important; resize: vertical; }
-#sv-tokens .sv-legend { position: sticky; top: 0; z-index: 1; padding: 4px 0;
-                        background: var(--block-background-fill, #fff); }
-.sv-out:not(:has(.sv-tok, .sv-rejected))::before { content: "output appears here"; font-style: italic;
-                                                   opacity: 0.6; }
-/* Table headers (gr.Dataframe's too) wrap between words, never inside one. */
-table th, table th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: manual; }
-"""
-
 
 # ----------------------------------------------------------------------------- token rendering
 def _escape(text: str) -> str:

@@ -9,7 +9,7 @@ tokens (plain decoding) gets a note that the acceptance rate α is undefined.
 Figures hold a handful of traces whatever the run's length (never one trace per token), so
 building one costs a few milliseconds.
 
-Colours are shared with the rest of the UI: :data:`KIND_COLORS` maps each token kind of
+Colours come from :mod:`.palette`: :data:`KIND_COLORS` maps each token kind of
 :mod:`specviz.trace` (plus ``"rejected"`` for a rejected draft) to its colour.
 """
 
@@ -23,9 +23,11 @@ import numbers
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from . import theory
-from .analysis import is_tree_round, running_acceptance
-from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
+from ... import theory
+from ...analysis import is_tree_round, running_acceptance
+from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
+from . import palette
+from .palette import REJECTED
 
 __all__ = [
     "KIND_COLORS",
@@ -42,23 +44,14 @@ __all__ = [
     "tokens_per_pass_figure",
 ]
 
-#: Kind of a drafted token that the verify step rejected (not an emitted kind).
-REJECTED = "rejected"
-
-#: Token-kind colours, shared by the charts and the token view.
-KIND_COLORS: dict[str, str] = {
-    ACCEPTED: "#2e9e5b",
-    RESAMPLED: "#e8833a",
-    REJECTED: "#d64545",
-    BONUS: "#3b6fd8",
-    PLAIN: "#8c8c8c",
-}
+#: Token-kind colours (:data:`specviz.ui.draw.palette.TOKEN_COLOURS`), shared with the token view.
+KIND_COLORS = palette.TOKEN_COLOURS
 
 SPEC_COLOR = KIND_COLORS[BONUS]  # speculative run
 PLAIN_COLOR = KIND_COLORS[PLAIN]  # plain decoding baseline
-THEORY_COLOR = "#7b52ab"  # closed-form predictions (always dashed / hollow)
-MEAN_COLOR = "#222222"  # measured running means
-SLOW_FILL = "rgba(214, 69, 69, 0.10)"  # region where speculative is slower than plain
+THEORY_COLOR = palette.THEORY  # closed-form predictions (always dashed / hollow)
+MEAN_COLOR = palette.MEAN  # measured running means
+SLOW_FILL = palette.SLOW_FILL  # region where speculative is slower than plain
 
 HEIGHT = 300
 WAITING_TEXT = "waiting for the first round…"
@@ -107,7 +100,7 @@ def _build(data: list[dict], layout: dict) -> go.Figure:
 def _note(layout: dict, text: str, y: float = 0.5) -> None:
     """A grey centred note in paper coordinates (empty figure, undefined quantity)."""
     layout["annotations"].append({"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": y,
-                                  "showarrow": False, "font": {"size": 13, "color": "#666666"}})
+                                  "showarrow": False, "font": {"size": 13, "color": palette.NOTE_TEXT}})
 
 
 def _hline(layout: dict, y: float, color: str, text: str, dash: str = "solid", right: bool = False) -> None:
@@ -319,7 +312,7 @@ def speedup_figure(points: list[dict], theoretical: float | None) -> go.Figure:
     region below 1.0 (plain decoding's speed, a grey reference line) is shaded light red and
     labelled "slower than plain", so a slowdown reads as one.
     """
-    from .analysis import format_speedup
+    from ...analysis import format_speedup
 
     title = "Speedup over plain decoding"
     uirev = "speedup"
@@ -355,7 +348,7 @@ def speedup_figure(points: list[dict], theoretical: float | None) -> go.Figure:
             {"type": "scatter", "x": xs, "y": highs, "mode": "lines", "line": {"width": 0, "color": SPEC_COLOR},
              "showlegend": False, "hoverinfo": "skip", "name": "range (high)"},
             {"type": "scatter", "x": xs, "y": lows, "mode": "lines", "line": {"width": 0, "color": SPEC_COLOR},
-             "fill": "tonexty", "fillcolor": "rgba(59, 111, 216, 0.18)", "name": "range", "hoverinfo": "skip"},
+             "fill": "tonexty", "fillcolor": palette.RANGE_FILL, "name": "range", "hoverinfo": "skip"},
         ]
     data.append({
         "type": "scatter", "x": xs, "y": ys, "customdata": [[n, lo, hi] for n, lo, hi in zip(passes, lows, highs)],
@@ -421,12 +414,12 @@ def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: l
         {"type": "bar", "x": labels, "y": freq_plain, "name": "plain", "marker": {"color": PLAIN_COLOR},
          "hovertemplate": "%{x}: plain %{y:.1%}<extra></extra>"},
         {"type": "scatter", "x": labels, "y": p_target, "mode": "markers", "name": "target p",
-         "marker": {"color": THEORY_COLOR, "symbol": "diamond", "size": 10, "line": {"color": "white", "width": 1}},
+         "marker": {"color": THEORY_COLOR, "symbol": "diamond", "size": 10, "line": {"color": palette.MARKER_EDGE, "width": 1}},
          "hovertemplate": "%{x}: target p = %{y:.1%}<extra></extra>"},
     ]
     if p_draft is not None:
         data.insert(2, {"type": "bar", "x": labels, "y": [float(v) for v in p_draft], "name": "p_draft (draft's p)",
-                        "marker": {"color": "rgba(232, 131, 58, 0.45)"},
+                        "marker": {"color": palette.PREDICTED_FILL},
                         "hovertemplate": "%{x}: p_draft = %{y:.1%}<extra></extra>"})
     return _build(data, layout)
 
@@ -563,7 +556,7 @@ def playground_map_figure(alphas: list[float], ys: list[float], z: list[list[flo
         alphas: the α of each column, ascending.
         ys: the K (or c) of each row, ascending.
         z: ``z[i][j]`` the expected speedup at (alphas[j], ys[i]), e.g. from
-            :func:`specviz.playground.speedup_grid`.
+            :func:`specviz.ui.teach.playground.speedup_grid`.
         y_name: ``"K"`` or ``"c"``: the row axis's name.
         point: the playground's current (α, K or c), drawn as a marker, or None.
         title: the figure's title (default: says what is plotted).
@@ -580,20 +573,21 @@ def playground_map_figure(alphas: list[float], ys: list[float], z: list[list[flo
                      f"playground_map_{y_name}", "per-token α", y_name)
     layout["height"] = 360
     top = max(2.0, max((max(row) for row in z), default=2.0))
+    slower, even, faster = palette.SPEEDUP_SCALE
     # White exactly at speedup 1 on a 0..top scale: red below (slowdowns), green above.
     data = [
         {"type": "heatmap", "x": alphas, "y": ys, "z": z, "zmin": 0.0, "zmax": top,
-         "colorscale": [[0.0, "#b2182b"], [1.0 / top, "#f7f7f7"], [1.0, "#1b7837"]],
+         "colorscale": [[0.0, slower], [1.0 / top, even], [1.0, faster]],
          "colorbar": {"title": {"text": "speedup ×"}, "thickness": 12},
          "hovertemplate": (f"α = %{{x:.2f}}, {y_name} = %{{y}}<br>speedup = (1 − α^(K+1)) / ((1 − α)(K·c + v)) = "
                            "%{z:.2f}×<extra></extra>")},
         {"type": "contour", "x": alphas, "y": ys, "z": z, "showscale": False, "hoverinfo": "skip",
          "contours": {"start": 1.0, "end": 1.0, "size": 1.0, "coloring": "none", "showlabels": True},
-         "line": {"color": "#222222", "width": 2}, "name": "break-even (speedup = 1)"},
+         "line": {"color": MEAN_COLOR, "width": 2}, "name": "break-even (speedup = 1)"},
     ]
     if point is not None and all(_finite(v) for v in point):
         data.append({"type": "scatter", "x": [point[0]], "y": [point[1]], "mode": "markers",
-                     "name": "your setting", "marker": {"color": "#000000", "size": 12, "symbol": "x"},
+                     "name": "your setting", "marker": {"color": palette.MARKER, "size": 12, "symbol": "x"},
                      "hovertemplate": f"your setting: α = %{{x:.2f}}, {y_name} = %{{y}}<extra></extra>"})
     return _build(data, layout)
 
@@ -604,7 +598,7 @@ def monte_carlo_figure(counts: list[int], theory_probs: list[float], simulated_m
 
     Args:
         counts: ``counts[n - 1]`` simulated passes that emitted n tokens, n = 1..K + 1
-            (:attr:`specviz.playground.MonteCarlo.counts`).
+            (:attr:`specviz.ui.teach.playground.MonteCarlo.counts`).
         theory_probs: P(N = n) of :func:`specviz.theory.tokens_per_pass_distribution`.
         simulated_mean, closed_form_mean: the two means, drawn as vertical lines.
 

@@ -1,6 +1,6 @@
-"""Plotly figures of one verify pass played beat by beat (:mod:`specviz.beats`), and of the
+"""Plotly figures of one verify pass played beat by beat (:mod:`specviz.ui.teach.beats`), and of the
 accept/resample rule at one position: where p_target's mass comes from, and draws that close in
-on it. Built from trace records only; colours are :data:`specviz.charts.KIND_COLORS`.
+on it. Built from trace records only; colours are :mod:`specviz.ui.draw.palette`'s.
 
 Each figure keeps its categories fixed over a pass (every drafted token has its slot from the
 first beat on), so stepping changes bars' heights and colours, never the layout: no motion for
@@ -12,14 +12,15 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .beats import DRAFT, RESIDUAL, TEST, Beat, PositionDistributions, depths, fmt, is_chain, total_variation
+from ...trace import ACCEPTED, BONUS, RESAMPLED, Round, token_label, visible_text
+from ..teach.beats import DRAFT, RESIDUAL, TEST, Beat, PositionDistributions, depths, fmt, is_chain, total_variation
+from . import palette
 from .charts import KIND_COLORS, PLAIN_COLOR, REJECTED, THEORY_COLOR, plotly_text
-from .trace import ACCEPTED, BONUS, RESAMPLED, Round, token_label, visible_text
 
 HEIGHT = 380
 OTHER = "other tokens"
 GREEN, RED, ORANGE = KIND_COLORS[ACCEPTED], KIND_COLORS[REJECTED], KIND_COLORS[RESAMPLED]
-CURRENT = "#111111"
+CURRENT = palette.CURRENT
 
 
 def _short(text: str) -> str:
@@ -88,7 +89,7 @@ def beat_figure(round_: Round, played: list[Beat], pass_label: str = "") -> go.F
         data += _number_line(beat, layout)
     else:
         layout["annotations"].append({"text": "the tests come after the verify pass", "xref": "x2", "yref": "y2",
-                                      "x": 0.5, "y": 0, "showarrow": False, "font": {"color": "#666666"}})
+                                      "x": 0.5, "y": 0, "showarrow": False, "font": {"color": palette.NOTE_TEXT}})
     return go.Figure(data=data, layout=layout)
 
 
@@ -164,7 +165,7 @@ def stack_figure(dists: PositionDistributions, title: str = "") -> go.Figure:
 
 
 def draws_figure(dists: PositionDistributions, speculative: np.ndarray, control: np.ndarray) -> go.Figure:
-    """Frequencies of simulated draws at one position (:func:`specviz.beats.simulate_draws`): the
+    """Frequencies of simulated draws at one position (:func:`specviz.ui.teach.beats.simulate_draws`): the
     accept/resample rule beside "accept every draft", with p_target and p_draft marked. The title
     gives each histogram's total-variation distance to p_target."""
     p_draft, p_target = dists.arrays()
@@ -191,5 +192,5 @@ def empty_figure(note: str) -> go.Figure:
     layout = _layout("", "watch-empty")
     layout.update(xaxis={"visible": False}, yaxis={"visible": False})
     layout["annotations"].append({"text": note, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
-                                  "showarrow": False, "font": {"size": 13, "color": "#666666"}})
+                                  "showarrow": False, "font": {"size": 13, "color": palette.NOTE_TEXT}})
     return go.Figure(layout=layout)

@@ -1,6 +1,7 @@
 """Self-drafts: drafts made from the target model itself, with no second checkpoint.
 
-Both are teaching cases rather than speedups (see ``DRAFTER_KINDS`` in :mod:`specviz.drafters`):
+Both are teaching cases rather than speedups (see ``DRAFTER_KINDS`` in :mod:`specviz.drafters.registry`),
+and both draft through a :class:`~specviz.drafters.draft_model.ModelDrafter`:
 
 * :func:`int8_draft`: a dynamically int8-quantized copy of the target. Well aligned with the
   target, but on a CPU each of its steps costs 50-100% of a target step.

@@ -14,12 +14,12 @@ import gradio as gr
 from ..analysis import RunAnalysis, baseline_still_valid
 from ..request import RunRequest
 from ..runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
-from ..view import _escape, _fmt, sent_mark, stream_head, stream_tail, wrap_output
 from . import settings, visitors
-from .errors import refused, user_errors
+from .draw.run_views import _escape, _fmt, sent_mark, stream_head, stream_tail, wrap_output
 from .fields import NAMES, request_from, spread
 from .gpu import gpu
-from .state import RunState, RunView, waiting_view
+from .state import RUN_OUTPUTS, SHOWN_OUTPUTS, RunState, RunUpdate, RunView, waiting_view
+from .user_errors import refused, user_errors
 
 logger = logging.getLogger("specviz.app")
 
@@ -77,8 +77,8 @@ def drop_if_contradicted(state: RunState, baselines: dict) -> dict:
 
 class TokenPanel:
     """The token panel of a streamed run, append-only: the legend and the panel's opening tag,
-    then each update adds the rounds since the last one and a :func:`~specviz.view.sent_mark`;
-    the last one adds :func:`~specviz.view.stream_tail`. Gradio sends a string output that
+    then each update adds the rounds since the last one and a :func:`~specviz.ui.draw.run_views.sent_mark`;
+    the last one adds :func:`~specviz.ui.draw.run_views.stream_tail`. Gradio sends a string output that
     extends its previous value as an "append" of the new part (``gradio.utils.diff``), so a
     round costs its own bytes, not the whole panel's (issue 17 item 11).
 
@@ -119,6 +119,12 @@ def log_run(request: RunRequest, label: str, analysis: RunAnalysis, outcome: str
 def _skipped(**shown) -> RunView:
     """A view that leaves every output as it is, except those given."""
     return RunView(*[gr.skip()] * len(RunView._fields))._replace(**shown)
+
+
+def _run_update(view: RunView, baselines: dict, state: RunState, slider=None) -> tuple:
+    """/run's outputs (:data:`~specviz.ui.state.RUN_OUTPUTS`): the view, the visitor's baselines,
+    the run state and the replay slider (``None``: left as it is)."""
+    return RunUpdate(view, baselines, state, gr.skip() if slider is None else slider).values(RUN_OUTPUTS)
 
 
 def _slider(state: RunState):
@@ -165,19 +171,19 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                 view = state.view(None, status, done or over, generated_at, analysis=analysis)
                 if state.finished and not (done or over):
                     return  # stopped while the charts were drawn
-                yield (*view._replace(tokens=panel.update(generated_at, done or over)), baselines, state,
-                       _slider(state) if done or over else gr.skip())
+                yield _run_update(view._replace(tokens=panel.update(generated_at, done or over)), baselines, state,
+                                  _slider(state) if done or over else None)
                 if over:
                     break
             elif time.perf_counter() - last_tokens > TOKEN_INTERVAL_S:
                 last_tokens = time.perf_counter()
-                yield *_skipped(tokens=panel.update(generated_at)), baselines, state, gr.skip()
+                yield _run_update(_skipped(tokens=panel.update(generated_at)), baselines, state)
             else:
-                yield *_skipped(tokens=panel.current()), baselines, state, gr.skip()
+                yield _run_update(_skipped(tokens=panel.current()), baselines, state)
     except ValueError as err:  # NonFiniteLogitsError among them: keep what was generated, say why it stopped
         state.finished = True
         view = state.view(None, f"**Stopped:** {_escape(str(err))}", True)
-        yield (*view._replace(tokens=panel.update(time.time(), True)), baselines, state, _slider(state))
+        yield _run_update(view._replace(tokens=panel.update(time.time(), True)), baselines, state, _slider(state))
         raise refused(str(err)) from None
 
 
@@ -185,7 +191,7 @@ def stop_run(state):
     """Stop pressed: the run as it stood, with the status "**Stopped** by you at N/M tokens" and
     one log line; nothing changes when no run is going (``state`` None or finished)."""
     if not isinstance(state, RunState) or state.finished:
-        return (*_skipped(), gr.skip(), gr.skip())
+        return RunUpdate(_skipped(), state=gr.skip(), slider=gr.skip()).values(SHOWN_OUTPUTS)
     state.finished = True  # the same object the stream holds: it yields nothing more
     # An update the stream sent just before Stop is still on its way to the page; let it land
     # first, or it would overwrite this status with "Generating".
@@ -195,8 +201,8 @@ def stop_run(state):
     logger.info("run stopped by the visitor · %s | tokens=%d/%d passes=%d", state.label, tokens,
                 state.max_new_tokens, len(state.rounds))
     if not state.rounds:
-        return (*_skipped(summary=status), state, gr.skip())
-    return (*state.view(None, status, True), state, _slider(state))
+        return RunUpdate(_skipped(summary=status), state=state, slider=gr.skip()).values(SHOWN_OUTPUTS)
+    return RunUpdate(state.view(None, status, True), state=state, slider=_slider(state)).values(SHOWN_OUTPUTS)
 
 
 def _trace_meta(run, request, target, drafter, baseline) -> dict:
@@ -208,7 +214,8 @@ def _trace_meta(run, request, target, drafter, baseline) -> dict:
 @gpu
 @spread(NAMES)
 def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | None = None):
-    """Stream a speculative run: (tokens HTML, summary, five charts, baselines, run state, replay slider).
+    """Stream a speculative run: the outputs :data:`specviz.ui.state.RUN_OUTPUTS` names (the view's
+    tokens HTML, summary and five charts, then the baselines, the run state and the replay slider).
 
     ``values``: the run's fields (:data:`specviz.ui.fields.FIELDS`, passed one per parameter);
     ``branches``/``tree_nodes`` among them are the draft tree's B and N (B = 1 drafts chains;
@@ -221,7 +228,7 @@ def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | N
     target, drafter, label = prepared.target, prepared.drafter, prepared.label
     state = RunState.new(request, target, drafter, label)
     panel = TokenPanel(state)
-    yield *waiting_view(panel.html, f"Warming up {label}…", request.k), baselines, state, gr.skip()
+    yield _run_update(waiting_view(panel.html, f"Warming up {label}…", request.k), baselines, state)
     with user_errors():
         steps = measure_baseline(prepared, baselines)
         while True:
@@ -232,7 +239,7 @@ def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | N
                 break
             if state.finished:
                 return  # stopped while the baseline was timed
-            yield *_skipped(tokens=panel.current(), summary=line), baselines, state, gr.skip()
+            yield _run_update(_skipped(tokens=panel.current(), summary=line), baselines, state)
     run = prepared.generation()
     trace_of = functools.partial(_trace_meta, request=request, target=target, drafter=drafter,
                                  baseline=state.baseline)

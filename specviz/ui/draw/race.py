@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-from .trace import Round
+from ...trace import Round
+from . import palette
 
 __all__ = ["COLOURS", "Lanes", "Segment", "race_figure", "race_lanes", "stretch"]
 
-#: Okabe–Ito colours (safe for colour-blind readers): the segments by kind.
-COLOURS = {"draft": "#56b4e9", "wasted": "#d55e00", "verify": "#0072b2", "other": "#999999", "plain": "#e69f00"}
+#: The segments' colours by kind (Okabe–Ito, safe for colour-blind readers).
+COLOURS = palette.RACE
 LABELS = {"draft": "drafting (accepted share)", "wasted": "drafting wasted on rejected drafts",
           "verify": "verify pass (target)", "other": "bookkeeping", "plain": "plain decoding step"}
 
@@ -123,7 +124,7 @@ def _bars(fig, segments: list[Segment], y: str, highlight: tuple[int, int] | Non
         fig.add_trace(go.Bar(
             y=[y] * len(mine), x=[s.ms for s in mine], base=[s.start_ms for s in mine], orientation="h",
             name=LABELS[kind], marker=dict(color=COLOURS[kind], opacity=[1.0 if on else 0.3 for on in lit],
-                                           line=dict(width=0.5, color="white"),
+                                           line=dict(width=0.5, color=palette.MARKER_EDGE),
                                            pattern_shape="/" if kind == "wasted" else ""),
             customdata=[[s.pass_, s.tokens] for s in mine],
             hovertemplate=f"{LABELS[kind]}<br>pass %{{customdata[0]}}<br>%{{base:.1f}} ms + %{{x:.2f}} ms"
@@ -140,7 +141,7 @@ def race_figure(lanes: Lanes, highlight: tuple[int, int] | None = None):
     _bars(fig, lanes.plain, plain, highlight)
     finishes = [(spec, lanes.speculative_ms)] + ([(plain, lanes.plain_ms)] if lanes.step_ms else [])
     fig.add_trace(go.Scatter(x=[ms for _, ms in finishes], y=[lane for lane, _ in finishes], mode="markers+text",
-                             marker=dict(symbol="line-ns-open", size=28, color="black", line=dict(width=3)),
+                             marker=dict(symbol="line-ns-open", size=28, color=palette.MARKER, line=dict(width=3)),
                              text=[f"finish {ms:.0f} ms" for _, ms in finishes], textposition="top center",
                              name="finish", hovertemplate="%{y} finishes at %{x:.1f} ms<extra></extra>"))
     if highlight is not None:
@@ -148,7 +149,7 @@ def race_figure(lanes: Lanes, highlight: tuple[int, int] | None = None):
             span = stretch(lanes, *highlight, lane=lane)
             if span:
                 fig.add_shape(type="rect", x0=span[0], x1=span[1], y0=row - 0.45, y1=row + 0.45, layer="below",
-                              fillcolor="#ffd54a", opacity=0.45, line_width=0)
+                              fillcolor=palette.RACE_HIGHLIGHT, opacity=0.45, line_width=0)
     saved = (f"plain decoding would take {lanes.plain_ms:.0f} ms for the same {lanes.tokens} tokens"
              if lanes.step_ms else "no plain baseline to race against")
     fig.update_layout(barmode="overlay", height=260, margin=dict(l=10, r=10, t=40, b=40),

@@ -26,16 +26,17 @@ from dataclasses import dataclass
 import torch
 from scipy import stats
 
-from .drafters import Drafter, ModelDrafter
-from .sampling import SamplingConfig, logits_to_probs, sample, verify
-from .trace import token_label
+from ...drafters import Drafter, ModelDrafter
+from ...sampling import SamplingConfig, logits_to_probs, sample, verify
+from ...trace import token_label
 
-__all__ = ["CONTROLS", "LosslessReport", "draw_first_tokens", "first_token_experiment", "lossless_notes",
+__all__ = ["ACCEPT_ALL", "CONTROLS", "REAL_VERIFY", "LosslessReport", "draw_first_tokens", "first_token_experiment", "lossless_notes",
            "token_label"]
 
 #: The control cases: ``"none"`` (the real verify step) and ``"accept_all"`` (a deliberately broken
 #: verify step that accepts every draft token, so its first token follows p_draft).
-CONTROLS = ("none", "accept_all")
+REAL_VERIFY, ACCEPT_ALL = "none", "accept_all"
+CONTROLS = (REAL_VERIFY, ACCEPT_ALL)
 
 
 @dataclass
@@ -248,7 +249,7 @@ def lossless_notes(report: LosslessReport, temperature: float, lookup: bool = Fa
         notes.append(f"Prompt lookup proposes one fixed token (a point mass, p_draft = 1), so it is accepted with "
                      f"probability p_target of that token ({report.acceptance_rate:.0%} of draws here); every other "
                      "first token comes from the residual, which is p_target with that token removed.")
-    if temperature > 0 and report.acceptance_rate in (0.0, 1.0) and report.control == "none":
+    if temperature > 0 and report.acceptance_rate in (0.0, 1.0) and report.control == REAL_VERIFY:
         notes.append("The draft token was never or always accepted, so only one branch of the method was tested: "
                      "try the int8 or early-exit self-draft, whose draft is a real distribution.")
     return notes

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round, visible_text
+from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round, visible_text
 
 DRAFT, VERIFY, TEST, RESIDUAL, STOP = "draft", "verify", "test", "residual", "stop"
 #: Beat kinds, in the order a pass plays them (``bonus`` and ``plain`` are the trace's kinds).

@@ -10,8 +10,8 @@ from ..request import check_public_models, to_int
 from ..runner import prepare_run
 from ..sweep import sweep, sweep_requests
 from . import settings, visitors
-from .errors import refused, user_errors
 from .fields import request_from
+from .user_errors import refused, user_errors
 
 SWEEP_DEFAULTS = {"temperature": "0 0.3 0.7 1.0 1.5", "k": "1 2 3 4 6 8", "draft": "ngram int8 early-exit:4 none"}
 SWEEP_LABELS = {"Temperature": "temperature", "Lookahead K": "k", "Drafter": "draft"}

@@ -3,8 +3,9 @@ Markdown, the experiments' table rows, and the side-by-side tab's coloured outpu
 
 from __future__ import annotations
 
-from .. import playground
-from ..view import _escape, legend_html, render_rounds
+from ...drafters import drafter_kind
+from ..teach import playground
+from .run_views import _escape, legend_html, render_rounds
 
 
 def _f(x, spec: str = ".3f") -> str:
@@ -65,7 +66,7 @@ def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> st
     ``rows_runs``: (sweep row, its Generation) per drafter; ``eos``: the target's end-of-sequence ids."""
     blocks = [legend_html(clickable=False)]
     for row, run in rows_runs:
-        speed = ("the baseline itself (plain decoding)" if row["draft"] == "none" else
+        speed = ("the baseline itself (plain decoding)" if drafter_kind(row["draft"]).plain else
                  f"speedup <b>{_f(row['speedup'], '.2f')}×</b> (measured ÷ plain decoding; theory "
                  f"{_f(row['theoretical_speedup'], '.2f')}×)")
         head = (f"<b>{_escape(row['drafter'])}</b> · per-token α <b>{_f(row['alpha'])}</b> (accepted ÷ tested, "

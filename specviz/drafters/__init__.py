@@ -1,0 +1,49 @@
+"""Drafters: where the K guessed tokens come from.
+
+Every drafter implements one small interface, :class:`Drafter` (prefill, propose a
+:class:`~specviz.drafttree.DraftTree` with the exact distributions its tokens were drawn from,
+rollback, finish), and every kind is one entry of :data:`DRAFTER_KINDS`. One module per family,
+as vLLM lays out its proposers:
+
+* :mod:`~specviz.drafters.base`: the :class:`Drafter` protocol and the match helpers prompt
+  lookup and suffix lookup share.
+* :mod:`~specviz.drafters.registry`: :class:`DrafterKind`, :data:`DRAFTER_KINDS` (spec, menu
+  label, note, builder of each kind), and spec parsing and help (:func:`parse_drafter_spec`,
+  :func:`drafter_kind`, :func:`spec_forms`, :func:`spec_help`).
+* :mod:`~specviz.drafters.lookup`: :class:`PromptLookupDrafter` (prompt lookup decoding,
+  Saxena 2023) and :func:`prefix_tree`.
+* :mod:`~specviz.drafters.suffix`: :class:`SuffixDrafter` (in the spirit of SuffixDecoding,
+  Oliaro et al. 2024) and the earlier outputs it searches (:class:`SuffixHistory`,
+  :data:`SUFFIX_HISTORY`, :func:`clear_suffix_history`).
+* :mod:`~specviz.drafters.draft_model`: :class:`ModelDrafter`, a separate draft model sharing
+  the target's tokenizer (Chen et al. 2023; Leviathan et al. 2023), and
+  :func:`shared_vocab_size`, the check that pairs the two.
+* :mod:`~specviz.drafters.selfdraft`: the teaching self-drafts made from the target itself, an
+  int8 copy and its first N layers (early exit), drafted with a :class:`ModelDrafter`.
+* :mod:`~specviz.drafters.eagle`: the EAGLE-style learned head on the target's features, its
+  save/load and :class:`~specviz.drafters.eagle.EagleDrafter` (chains, EAGLE-2 trees).
+* :mod:`~specviz.drafters.combined`: :class:`~specviz.drafters.combined.LookupThenEagle`,
+  prompt lookup where a trigram repeats, else the head.
+
+The draft tree itself (:class:`~specviz.drafttree.DraftTree`, ``crop_cache``,
+``default_tree_nodes``) lives in :mod:`specviz.drafttree`, which the engine uses too; it is
+re-exported here with the names the rest of the code imports from ``specviz.drafters``. The
+EAGLE modules load on first use (the registry imports them when such a drafter is built).
+"""
+
+from __future__ import annotations
+
+from ..drafttree import DraftTree, crop_cache, default_tree_nodes
+from .base import Drafter
+from .draft_model import ModelDrafter, shared_vocab_size
+from .lookup import PromptLookupDrafter, prefix_tree
+from .registry import DRAFTER_KINDS, DrafterKind, drafter_kind, parse_drafter_spec, spec_forms, spec_help
+from .suffix import (HISTORY_MAX_SEQUENCES, HISTORY_MAX_TOKENS, SESSION_HISTORY_MAX_SEQUENCES,
+                     SESSION_HISTORY_MAX_TOKENS, SUFFIX_HISTORY, SuffixDrafter, SuffixHistory,
+                     clear_suffix_history)
+
+__all__ = ["DRAFTER_KINDS", "HISTORY_MAX_SEQUENCES", "HISTORY_MAX_TOKENS", "SESSION_HISTORY_MAX_SEQUENCES",
+           "SESSION_HISTORY_MAX_TOKENS", "SUFFIX_HISTORY", "DraftTree", "Drafter", "DrafterKind", "ModelDrafter",
+           "PromptLookupDrafter", "SuffixDrafter", "SuffixHistory", "clear_suffix_history", "crop_cache",
+           "default_tree_nodes", "drafter_kind", "parse_drafter_spec", "prefix_tree", "shared_vocab_size",
+           "spec_forms", "spec_help"]

@@ -1,0 +1,248 @@
+"""The drafter kinds: :data:`DRAFTER_KINDS`, how a spec names one, and how each is built.
+
+Each :class:`DrafterKind` holds one kind's spec, menu label, note, help form and builder (the
+``_build_*`` functions); :func:`parse_drafter_spec` normalises a spec, :func:`drafter_kind` finds
+its kind, and :func:`spec_forms` / :func:`spec_help` describe them all. Adding a drafter is
+adding one entry to :data:`DRAFTER_KINDS`. :func:`specviz.models.build_drafter` calls the
+builders.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..offline import OFFLINE_MODELS, is_repo_id
+from . import selfdraft
+from .base import Drafter
+from .draft_model import ModelDrafter, shared_vocab_size
+from .lookup import PromptLookupDrafter
+from .suffix import SuffixDrafter
+
+__all__ = ["DRAFTER_KINDS", "DrafterKind", "drafter_kind", "parse_drafter_spec", "spec_forms", "spec_help"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DrafterKind:
+    """One kind of drafter: the one place its spec, description and construction live.
+
+    The app's menu, ``--draft``'s help, :func:`parse_drafter_spec`, public mode's allowed
+    drafters (:func:`specviz.request.check_public_models`) and
+    :func:`specviz.models.build_drafter` all read :data:`DRAFTER_KINDS`; adding a drafter is
+    adding one entry there.
+
+    Attributes:
+        spec: the spec string (``--draft`` on the command line) and the key in the registry.
+        label: the app's menu entry.
+        note: one or two sentences on what it is and when it pays off, shown beside the menu.
+        form: how a spec names it, for help and error messages (``"early-exit:N (first N
+            layers)"``).
+        build: ``(target, spec, device, dtype, progress, load) -> Drafter | None``: the drafter
+            for a :class:`~specviz.models.LoadedModel` target and a normalised spec; ``load`` is
+            :func:`specviz.models.load_model` (passed in, since that module imports this one).
+        needs_model: loads a model of its own (a draft checkpoint); public mode allows only the
+            presets' models for such kinds.
+        can_branch: drafts trees (B > 1).
+        field: the run field (:data:`specviz.ui.fields.FIELDS`) the menu entry needs besides
+            itself: ``"draft_model"`` (the draft model's name is the spec) or
+            ``"early_exit_layers"`` (the layer count is the spec's parameter); None for none.
+        lookup: drafts only where the context repeats (prompt lookup): passes that found no match
+            get a health note, and the lossless check says why its α is all or nothing.
+        plain: drafts nothing (plain decoding, the baseline).
+        aliases: other spellings of ``spec`` (lower case), normalised to it.
+        pattern: for a parametrised kind, the regular expression its specs must match (group 1
+            is the parameter: a number is normalised, other text such as a path kept as written;
+            an optional group left out gives the bare spec); specs starting with ``spec`` are
+            checked against it.
+    """
+
+    spec: str
+    label: str
+    note: str
+    form: str
+    build: Callable[..., Drafter | None]
+    needs_model: bool = False
+    can_branch: bool = True
+    field: str | None = None
+    lookup: bool = False
+    plain: bool = False
+    aliases: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def normalise(self, key: str) -> str | None:
+        """``key`` (stripped) as this kind's spec, or None if it is not this kind.
+
+        Raises:
+            ValueError: for a parametrised kind's spec of the wrong form.
+        """
+        lowered = key.lower()
+        if self.pattern is None:
+            return self.spec if lowered in (self.spec, *self.aliases) else None
+        if not lowered.startswith(self.spec):
+            return None
+        match = re.fullmatch(self.pattern, key, flags=re.IGNORECASE)
+        if not match:  # the parameter's range depends on the target: checked when the draft is built
+            raise ValueError(f"bad drafter spec {key!r}: write {self.form}; accepted: {spec_forms()}")
+        if match.group(1) is None:  # an optional parameter left out
+            return self.spec
+        parameter = match.group(1)
+        return f"{self.spec}:{int(parameter) if parameter.isdigit() else parameter}"
+
+
+def _vocab(target) -> int:
+    return min(target.vocab_size, target.logits_width)
+
+
+def _build_none(target, spec, device, dtype, progress, load):
+    return None
+
+
+def _build_ngram(target, spec, device, dtype, progress, load):
+    return PromptLookupDrafter(_vocab(target))
+
+
+def _build_suffix(target, spec, device, dtype, progress, load):
+    return SuffixDrafter(_vocab(target))
+
+
+def _build_int8(target, spec, device, dtype, progress, load):
+    return ModelDrafter(selfdraft.int8_draft(target), _vocab(target), name="int8 copy of the target")
+
+
+def _build_early_exit(target, spec, device, dtype, progress, load):
+    n, total = int(spec.split(":")[1]), selfdraft.num_layers(target.model)
+    return ModelDrafter(selfdraft.early_exit_draft(target, n), _vocab(target),
+                        name=f"first {n} of {total} layers of the target")
+
+
+def _build_eagle(target, spec, device, dtype, progress, load):
+    from .eagle import EagleDrafter, load_head, shipped_head_dir
+
+    directory = spec.partition(":")[2] or shipped_head_dir(target.name)
+    head = load_head(directory, target.model)
+    return EagleDrafter(head, _vocab(target), name=f"EAGLE head {Path(directory).name}")
+
+
+def _build_lookup_eagle(target, spec, device, dtype, progress, load):
+    from .combined import LookupThenEagle
+
+    directory = spec.partition(":")[2]
+    head = _build_eagle(target, f"eagle:{directory}" if directory else "eagle", device, dtype, progress, load)
+    # Trigram matches only: on free text a shorter match is usually a common word, not a copy.
+    return LookupThenEagle(head, PromptLookupDrafter(_vocab(target), max_ngram=3, min_ngram=3))
+
+
+def _build_model(target, spec, device, dtype, progress, load):
+    if not (spec in OFFLINE_MODELS or Path(spec).expanduser().is_dir() or is_repo_id(spec)):
+        raise ValueError(f"unknown drafter spec {spec!r}; accepted: {spec_forms()}: an offline name "
+                         f"({', '.join(OFFLINE_MODELS)}), a local directory or a hub id 'org/name'")
+    draft = load(spec, device=device, dtype=dtype, progress=progress)
+    if draft.model is target.model:
+        logger.warning("draft %r is the target itself: every token will be accepted, nothing is saved", spec)
+    return ModelDrafter(draft.model, shared_vocab_size(target, draft), name=f"draft model {spec}")
+
+
+#: Every kind of drafter, in menu order: the one place their descriptions and builders live.
+DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
+    DrafterKind("ngram", "Prompt lookup (n-gram match in the context)",
+                "Copies what followed the last earlier occurrence of the current few tokens in the prompt or "
+                "output. Costs almost nothing and is exactly lossless: on copy-heavy prompts (fix typos, CSV → "
+                "JSON) it is the drafter that pays off on a CPU (measured on 2 cores, typo prompt: 2.5–3.1× alone, "
+                "about 1.4× with a browser drawing the page on the same cores); on free text it pays only where "
+                "the model repeats itself.",
+                "ngram (prompt lookup)", _build_ngram, lookup=True, aliases=("prompt-lookup",)),
+    DrafterKind("suffix", "Suffix lookup (context and earlier outputs)",
+                "Looks the current suffix up in the prompt, the output so far and earlier outputs of this process, "
+                "and proposes the most frequent continuations (SuffixDecoding). Model-free and exactly lossless "
+                "like prompt lookup; it pays off when requests repeat themselves (agents, templated answers).",
+                "suffix (suffix lookup in the context and earlier outputs of this process)", _build_suffix,
+                aliases=("suffix-decoding",)),
+    DrafterKind("model", "Draft model (give its id below)",
+                "A smaller language model with exactly the target's tokenizer (offline name, local directory or "
+                "hub id; different tokenizers are refused). Pays off on a GPU with a big target (e.g. 135M → "
+                "1.7B); on a CPU a draft is rarely cheap enough relative to a 135M target.",
+                "a draft model (offline name, directory or hub id) sharing the target's tokenizer", _build_model,
+                needs_model=True, field="draft_model"),
+    DrafterKind("int8", "Self-draft: int8 copy of the target (teaching)",
+                "The target itself, quantized to int8 (CPU only). It agrees with the target often (α ≈ 0.5–0.9) "
+                "but costs 50–100% of a target step, so it shows a high α *without* a speedup: the 'good draft, "
+                "too expensive' case.",
+                "int8 (quantized copy of the target)", _build_int8),
+    DrafterKind("early-exit", "Self-draft: first N layers of the target (teaching)",
+                "The target's first N layers feeding its final norm and output head, sharing its weights, with no "
+                "training: it almost never agrees with the target (α ≈ 0). The 'poorly aligned draft' case: "
+                "nearly every pass is wasted.",
+                "early-exit:N (first N layers)", _build_early_exit, field="early_exit_layers",
+                pattern=r"early-exit:(\d+)"),
+    DrafterKind("eagle", "Learned head on the target's features (EAGLE)",
+                "A one-layer head trained on the target's own answers that reads the target's last hidden "
+                "state (EAGLE): a draft for free text where lookup finds nothing; exactly lossless, since the "
+                "head reports the distribution it samples from, so its drafts carry fractional acceptance "
+                "probabilities. The one shipped for SmolLM2-135M costs c ≈ 0.08 but agrees with the target "
+                "on only 0.2–0.45 of tokens (measured on 2 cores: 1.29× on a story at T = 1, about 1× at "
+                "T = 0). Train one with python -m specviz train-draft.",
+                "eagle[:DIR] (a learned head on the target's features: the shipped one, or a head directory)",
+                _build_eagle, needs_model=True, pattern=r"eagle(?::(.+))?"),
+    DrafterKind("lookup+eagle", "Prompt lookup, else the learned head",
+                "Copies from the context where a trigram of it repeats (prompt lookup), and lets the learned "
+                "head (EAGLE) draft everywhere else: the copy machine for copy-heavy text, the head for free "
+                "text. Exactly lossless: each round is tested against the distribution of whichever drafted it.",
+                "lookup+eagle[:DIR] (prompt lookup, else the learned head: the shipped one, or a head directory)",
+                _build_lookup_eagle, needs_model=True, pattern=r"lookup\+eagle(?::(.+))?"),
+    DrafterKind("none", "None: plain decoding of the target",
+                "No drafting: the target decodes one token per forward pass, the baseline every speedup is "
+                "measured against.",
+                "none (plain decoding)", _build_none, can_branch=False, plain=True, aliases=("",)),
+)}
+
+#: The kind a spec naming none of the others is: a draft model.
+_MODEL_KIND = "model"
+
+
+def spec_forms() -> str:
+    """The accepted drafter specs in one line, in registry order, the draft model last."""
+    named = [k.form.split(" (")[0] for k in DRAFTER_KINDS.values() if k.spec != _MODEL_KIND]
+    order = sorted(named, key=lambda form: form != "none")  # none first, as users look for it
+    return ", ".join(order) + ", or " + DRAFTER_KINDS[_MODEL_KIND].form
+
+
+def spec_help() -> str:
+    """``--draft``'s help: every kind's form and what it is."""
+    return ", ".join(k.form for k in DRAFTER_KINDS.values())
+
+
+def drafter_kind(spec: str) -> DrafterKind:
+    """The kind of a normalised spec (:func:`parse_drafter_spec`): the draft model for any name."""
+    for kind in DRAFTER_KINDS.values():
+        if kind.spec != _MODEL_KIND and (spec == kind.spec or (kind.pattern and spec.startswith(kind.spec + ":"))):
+            return kind
+    return DRAFTER_KINDS[_MODEL_KIND]
+
+
+def parse_drafter_spec(spec: str) -> str:
+    """Normalise a drafter spec by :data:`DRAFTER_KINDS`: a kind's spec or alias → its spec
+    (``""`` → ``"none"``, ``"prompt-lookup"`` → ``"ngram"``), a parametrised form checked and
+    normalised (``"early-exit:03"`` → ``"early-exit:3"``); anything else is a draft model name,
+    kept stripped (whether it exists is found out when it loads).
+
+    Raises:
+        ValueError: for a non-string, a parametrised kind's spec of the wrong form
+            (``early-exit`` without a layer count), or the menu's ``"model"`` entry with no model
+            named.
+    """
+    if not isinstance(spec, str):
+        raise ValueError(f"the drafter spec must be text; accepted: {spec_forms()}")
+    key = spec.strip()
+    if key.lower() == _MODEL_KIND:
+        raise ValueError("choose a draft model: give its hub id or local directory, or pick another drafter")
+    for kind in DRAFTER_KINDS.values():
+        if kind.spec != _MODEL_KIND:
+            normalised = kind.normalise(key)
+            if normalised is not None:
+                return normalised
+    return key

@@ -1,0 +1,120 @@
+"""The page's one stylesheet: :func:`page_css`, added to the page once when it loads
+(:data:`specviz.ui.page.STYLE_JS`), whichever way the page is served (``python app.py``, a Space,
+a test's in-process server). Its colours are the palette's CSS variables (:mod:`.palette`), so the
+colour-blind switch recolours every token kind, the Watch tab's chips included.
+
+Sections, in the order they are written: the token stream and its panel (:mod:`.run_views`), Watch
+a pass's stage (:mod:`specviz.ui.watch_tab`), the guided tour's panel (:mod:`specviz.ui.tour`),
+the stretch highlight, and the phone layout.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .palette import css_variables
+
+__all__ = ["PHONE_CSS", "TOKENS_CSS", "TOUR_CSS", "WATCH_CSS", "page_css"]
+
+TOKENS_CSS = """
+.sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
+          white-space: pre-wrap; word-break: break-word; padding: 10px; min-height: 120px;
+          border: 1px solid var(--border-color-primary); border-radius: 8px; }
+.sv-tok { border-radius: 3px; padding: 1px 0; }
+.sv-accepted { background: color-mix(in srgb, var(--sv-accepted) 18%, transparent);
+               border-bottom: 2px solid var(--sv-accepted); }
+.sv-resampled { background: color-mix(in srgb, var(--sv-resampled) 22%, transparent);
+                border-bottom: 2px solid var(--sv-resampled); }
+.sv-bonus { background: color-mix(in srgb, var(--sv-bonus) 20%, transparent);
+            border-bottom: 2px solid var(--sv-bonus); }
+.sv-plain { background: color-mix(in srgb, var(--sv-plain) 13%, transparent);
+            border-bottom: 2px solid var(--sv-plain); }
+.sv-rejected { color: var(--sv-rejected); text-decoration: line-through; font-size: 0.85em; opacity: 0.9; }
+.sv-special { color: var(--sv-muted); font-size: 0.8em; }
+.sv-legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin-bottom: 6px; font-size: 0.9em; }
+.sv-legend > span { white-space: nowrap; }
+.sv-status { font-size: 0.95em; }
+.sv-round { border-left: 1px dotted var(--sv-rule); padding-left: 1px; margin-left: 1px; }
+.sv-out [data-r] { cursor: pointer; }
+.sv-notes { color: var(--sv-note); }
+.sv-tree ul { list-style: none; margin: 0 0 0 1.2em; padding-left: 0.6em; border-left: 1px dotted var(--sv-rule); }
+.sv-tree li { margin: 2px 0; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }
+.sv-untested { color: var(--sv-faint); }
+/* The Run tab's token box: a fixed height (resizable) that scrolls, so a long run does not push the
+   charts off the screen; the legend stays at its top. */
+#sv-tokens { height: 360px; min-height: 160px; overflow-y: auto !important; resize: vertical; }
+#sv-tokens .sv-legend { position: sticky; top: 0; z-index: 1; padding: 4px 0;
+                        background: var(--block-background-fill); }
+.sv-out:not(:has(.sv-tok, .sv-rejected))::before { content: "output appears here"; font-style: italic;
+                                                   opacity: 0.6; }
+/* Table headers (gr.Dataframe's too) wrap between words, never inside one. */
+table th, table th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: manual; }
+"""
+
+#: Watch a pass: the stage's chips take the token kinds' colours, so the colour-blind switch
+#: reaches them too.
+WATCH_CSS = """
+.sv-watch { font-size: 15px; }
+.sv-watch-progress { color: var(--sv-progress); font-size: 0.9em; margin-bottom: 4px; }
+.sv-watch-context { color: var(--sv-context); font-family: ui-monospace, Menlo, monospace; white-space: pre-wrap; }
+.sv-watch-strip { display: flex; flex-wrap: wrap; gap: 6px; margin: 6px 0; min-height: 2.2em;
+  font-family: ui-monospace, Menlo, monospace; }
+.sv-chip { border: 2px solid var(--sv-plain); border-radius: 4px; padding: 2px 6px;
+  background: color-mix(in srgb, var(--sv-plain) 8%, transparent);
+  transition: background-color 200ms ease-out, border-color 200ms ease-out, opacity 200ms ease-out; }
+.sv-chip small { color: var(--sv-muted); margin-left: 4px; }
+.sv-chip.sv-w-pending { visibility: hidden; }
+.sv-chip.sv-w-accepted { border-color: var(--sv-accepted);
+  background: color-mix(in srgb, var(--sv-accepted) 18%, transparent); }
+.sv-chip.sv-w-rejected { border-color: var(--sv-rejected);
+  background: color-mix(in srgb, var(--sv-rejected) 12%, transparent); text-decoration: line-through; }
+.sv-chip.sv-w-untested { opacity: 0.45; }
+.sv-chip.sv-w-resampled { border-color: var(--sv-resampled);
+  background: color-mix(in srgb, var(--sv-resampled) 22%, transparent); }
+.sv-chip.sv-w-bonus { border-color: var(--sv-bonus); background: color-mix(in srgb, var(--sv-bonus) 20%, transparent); }
+.sv-chip.sv-w-plain { border-color: var(--sv-plain); background: color-mix(in srgb, var(--sv-plain) 13%, transparent); }
+.sv-chip.sv-w-current { outline: 3px solid var(--sv-current); outline-offset: 1px; }
+.sv-chip.sv-w-new { animation: sv-pop 250ms ease-out; }
+@keyframes sv-pop { from { opacity: 0; transform: translateY(-4px); } to { opacity: 1; transform: none; } }
+.sv-watch-sentence { font-size: 1.05em; margin: 6px 0 0 0; }
+.sv-still .sv-chip { transition: none; animation: none; }
+@media (prefers-reduced-motion: reduce) { .sv-chip { transition: none; animation: none; } }
+"""
+
+#: The tour's panel, keyboard focus rings, and the stretch of passes picked in the race.
+TOUR_CSS = """
+#sv-tour { position: fixed; right: 16px; bottom: 16px; z-index: 1000; width: min(360px, calc(100vw - 32px));
+  background: var(--background-fill-primary); color: var(--body-text-color);
+  border: 2px solid var(--color-accent); border-radius: 10px; padding: 12px 14px;
+  box-shadow: 0 6px 24px var(--sv-shadow); font-size: 0.95em; }
+#sv-tour[hidden] { display: none; }
+#sv-tour .sv-tour-count { font-size: 0.8em; opacity: 0.75; }
+#sv-tour .sv-tour-do { margin-top: 6px; font-weight: 600; }
+#sv-tour .sv-tour-buttons { display: flex; gap: 8px; margin-top: 10px; justify-content: flex-end; }
+#sv-tour button { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 3px 10px;
+  background: var(--button-secondary-background-fill); color: inherit; cursor: pointer; }
+#sv-tour button:focus-visible, .sv-out [data-r]:focus-visible { outline: 3px solid var(--sv-bonus);
+  outline-offset: 1px; }
+.sv-round.sv-stretch { background: var(--sv-highlight); box-shadow: 0 0 0 1px var(--sv-highlight-edge) inset; }
+"""
+
+#: Phones (under 600 px): rows wrap, wide figures and tables scroll sideways.
+PHONE_CSS = """
+@media (max-width: 600px) {
+  .gradio-container, .gradio-container .main { padding-left: 6px !important; padding-right: 6px !important; }
+  .gradio-container .row, .gradio-container .form { flex-wrap: wrap !important; }
+  .gradio-container .row > *, .gradio-container .column { min-width: min(100%, 160px) !important; }
+  .gradio-container .js-plotly-plot, .gradio-container .plot-container { max-width: 100% !important; }
+  .gradio-container .tab-wrapper, .gradio-container [role=tablist] { overflow-x: auto; }
+  .gradio-container table { display: block; overflow-x: auto; }
+  .sv-out { font-size: 14px !important; }
+  .sv-legend > span { white-space: normal !important; }
+  .katex-display { overflow-x: auto; overflow-y: hidden; }
+}
+"""
+
+
+@functools.cache
+def page_css() -> str:
+    """The whole stylesheet: the palette's variables, then every section above."""
+    return css_variables() + TOKENS_CSS + WATCH_CSS + TOUR_CSS + PHONE_CSS

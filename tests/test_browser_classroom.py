@@ -85,14 +85,28 @@ def test_the_tour_moves_on_when_the_learner_does_the_action(fresh):
     page.wait_for_selector("#sv-tour[data-step='7']", timeout=60_000)
 
 
+#: The border colour a Watch-a-pass chip of this kind gets from the page's stylesheet.
+_CHIP_COLOUR = """(kind) => {
+  const chip = document.createElement('span');
+  chip.className = 'sv-chip sv-w-' + kind;
+  document.body.appendChild(chip);
+  const colour = getComputedStyle(chip).borderTopColor;
+  chip.remove();
+  return colour;
+}"""
+
+
 def test_the_colour_blind_switch_changes_the_accepted_colour(fresh):
     page = fresh()
     token = page.locator(".sv-legend .sv-accepted").first
     colour = "(el) => getComputedStyle(el).borderBottomColor"
     assert token.evaluate(colour) == "rgb(46, 158, 91)"  # green
+    assert page.evaluate(_CHIP_COLOUR, "accepted") == "rgb(46, 158, 91)"  # Watch a pass's chips: one palette
     page.locator("#sv-cb input").check()
     page.wait_for_function("() => document.documentElement.classList.contains('sv-cb')", timeout=10_000)
     assert token.evaluate(colour) == "rgb(0, 114, 178)"  # Okabe–Ito blue
+    assert page.evaluate(_CHIP_COLOUR, "accepted") == "rgb(0, 114, 178)"  # the switch reaches the chips too
+    assert page.evaluate(_CHIP_COLOUR, "rejected") == "rgb(213, 94, 0)"
 
 
 def test_a_lesson_link_sets_up_the_run_tab(fresh):

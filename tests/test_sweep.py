@@ -152,7 +152,8 @@ def test_alpha_trend_says_what_was_measured():
     rows.append({"temperature": 2.0, "alpha": 0.1, "tested": 3})
     trend = alpha_trend(rows, "temperature")
     assert trend.direction == "stays"
-    assert "did not move in one direction" in trend.sentence and "fewer than 20 drafts were tested at 2.0" in trend.sentence
+    assert "did not move in one direction" in trend.sentence
+    assert "fewer than 20 drafts were tested at 2.0" in trend.sentence
     unknown = alpha_trend([{"k": 1, "alpha": None, "tested": 0}, {"k": 2, "alpha": 0.5, "tested": 9}], "k")
     assert unknown.direction is None and "could not be compared" in unknown.sentence
     assert alpha_trend(rows[:1], "temperature") == AlphaTrend(None, "")

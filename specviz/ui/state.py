@@ -111,7 +111,8 @@ class RunState:
         ``drafter`` its drafter (None: plain decoding)."""
         low_precision = str(target.dtype) in ("torch.bfloat16", "torch.float16")
         return cls(label=label, k=request.k if drafter is not None else 0, eos=sorted(target.eos_token_ids),
-                   lookup=drafter_kind(request.draft).lookup, low_precision_greedy=low_precision and request.sampling.greedy,
+                   lookup=drafter_kind(request.draft).lookup,
+                   low_precision_greedy=low_precision and request.sampling.greedy,
                    max_new_tokens=request.max_new_tokens)
 
     @classmethod

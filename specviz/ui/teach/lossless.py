@@ -30,8 +30,8 @@ from ...drafters import Drafter, ModelDrafter
 from ...sampling import SamplingConfig, logits_to_probs, sample, verify
 from ...trace import token_label
 
-__all__ = ["ACCEPT_ALL", "CONTROLS", "REAL_VERIFY", "LosslessReport", "draw_first_tokens", "first_token_experiment", "lossless_notes",
-           "token_label"]
+__all__ = ["ACCEPT_ALL", "CONTROLS", "REAL_VERIFY", "LosslessReport", "draw_first_tokens", "first_token_experiment",
+           "lossless_notes", "token_label"]
 
 #: The control cases: ``"none"`` (the real verify step) and ``"accept_all"`` (a deliberately broken
 #: verify step that accepts every draft token, so its first token follows p_draft).

@@ -85,7 +85,7 @@ def main(argv=None) -> int:
         print(f"  T = {r['temperature']:<4g} per-token α {f(r['alpha'])} ({r['accepted']}/{r['tested']} tested), "
               f"acceptance rate {f(r['acceptance_rate'])}, tokens/pass {r['tokens_per_pass']:.2f}, "
               f"speedup {f(r['speedup'], '.2f')}× (theory {f(r['theoretical_speedup'], '.2f')}×)")
-    print(alpha_trend(rows, "temperature"))
+    print(alpha_trend(rows, "temperature").sentence)
     if args.json:
         Path(args.json).write_text(json.dumps({"load_s": load_s, "sweep_s": sweep_s, "total_s": total,
                                                "goal_s": GOAL_S, "args": vars(args), "rows": rows}, indent=1) + "\n",

@@ -113,7 +113,9 @@ class RunRequest:
 
     def varied(self, setting: str, value, limits: Limits = DEFAULT_LIMITS) -> RunRequest:
         """A copy with one setting as a user typed it, checked as :func:`validate_request` checks
-        it (an experiment varies one setting of a validated request).
+        it (an experiment varies one setting of a validated request). The other settings, the
+        prompt-token cap among them, stay as the request was validated: pass ``limits`` no looser
+        than those it was validated with.
 
         Args:
             setting: ``"temperature"``, ``"k"`` or ``"draft"``.

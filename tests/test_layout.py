@@ -88,14 +88,31 @@ def _library() -> list[Path]:
     return [p for p in sorted(PACKAGE.rglob("*.py")) if UI not in p.parents]
 
 
+def _reached_outside(path: Path) -> set[str]:
+    """The top-level names of the packages outside specviz that ``path`` imports, directly or
+    through the specviz modules it imports."""
+    modules = {_module_name(p): p for p in [ROOT / "app.py", *PACKAGE.rglob("*.py")]}
+    seen, todo, outside = set(), [_module_name(path)], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for imported in _imports(modules[name]):
+            if imported in modules:
+                todo.append(imported)
+            elif not imported.startswith("specviz"):
+                outside.add(imported.split(".")[0])
+    return outside
+
+
 def test_the_drawing_and_the_teaching_modules_import_no_gradio_and_the_drawing_no_torch():
     wing = sorted(DRAW.glob("*.py")) + sorted(TEACH.glob("*.py"))
     assert len(wing) >= 10
     offenders = [str(p.relative_to(ROOT)) for p in wing if _imports_gradio(p)]
     assert not offenders, f"plain data in, HTML/CSS/Plotly out: no gradio in {offenders}"
-    torch_users = [p.name for p in DRAW.glob("*.py") if any(n == "torch" or n.startswith("torch.")
-                                                             for n in _imports(p))]
-    assert not torch_users, f"the drawing takes plain data, not tensors: {torch_users}"
+    torch_users = [p.name for p in DRAW.glob("*.py") if "torch" in _reached_outside(p)]
+    assert not torch_users, f"the drawing takes plain data, not tensors (directly or through specviz): {torch_users}"
     assert "torch" in _imports(TEACH / "lossless.py")  # the reader sees torch where it is imported
 
 
@@ -227,7 +244,7 @@ def _compares_to_a_spec(node: ast.AST, specs: set[str]) -> bool:
 
 
 def test_a_drafter_kind_is_told_by_a_registry_flag_not_by_its_spec_string():
-    """Code outside the registry asks a kind's flags (``field``, ``lookup``, ``plain``,
+    """Code outside the registry asks a kind's flags (``parameter``, ``lookup``, ``plain``,
     ``needs_model``, ``can_branch``), never ``spec == "model"``: a new kind is one registry entry."""
     specs = _drafter_specs()
     assert {"ngram", "model", "early-exit", "none", "eagle"} <= specs

@@ -48,11 +48,11 @@ class DrafterKind:
         needs_model: loads a model of its own (a draft checkpoint); public mode allows only the
             presets' models for such kinds.
         can_branch: drafts trees (B > 1).
-        field: the run field (:data:`specviz.ui.fields.FIELDS`) the menu entry needs besides
-            itself: ``"draft_model"`` (the draft model's name is the spec) or
-            ``"early_exit_layers"`` (the layer count is the spec's parameter); None for none.
-        lookup: drafts only where the context repeats (prompt lookup): passes that found no match
-            get a health note, and the lossless check says why its α is all or nothing.
+        parameter: what a spec of this kind carries besides the kind: ``"model_name"`` (the spec
+            is a draft model's name), ``"layers"`` (a layer count, ``early-exit:N``), or None.
+            A user interface asks for it beside its menu.
+        lookup: prompt lookup's point-mass matches in the context: passes that found no match get
+            a health note, and the lossless check says why its α is all or nothing.
         plain: drafts nothing (plain decoding, the baseline).
         aliases: other spellings of ``spec`` (lower case), normalised to it.
         pattern: for a parametrised kind, the regular expression its specs must match (group 1
@@ -68,7 +68,7 @@ class DrafterKind:
     build: Callable[..., Drafter | None]
     needs_model: bool = False
     can_branch: bool = True
-    field: str | None = None
+    parameter: str | None = None
     lookup: bool = False
     plain: bool = False
     aliases: tuple[str, ...] = ()
@@ -167,7 +167,7 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "hub id; different tokenizers are refused). Pays off on a GPU with a big target (e.g. 135M → "
                 "1.7B); on a CPU a draft is rarely cheap enough relative to a 135M target.",
                 "a draft model (offline name, directory or hub id) sharing the target's tokenizer", _build_model,
-                needs_model=True, field="draft_model"),
+                needs_model=True, parameter="model_name"),
     DrafterKind("int8", "Self-draft: int8 copy of the target (teaching)",
                 "The target itself, quantized to int8 (CPU only). It agrees with the target often (α ≈ 0.5–0.9) "
                 "but costs 50–100% of a target step, so it shows a high α *without* a speedup: the 'good draft, "
@@ -177,7 +177,7 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "The target's first N layers feeding its final norm and output head, sharing its weights, with no "
                 "training: it almost never agrees with the target (α ≈ 0). The 'poorly aligned draft' case: "
                 "nearly every pass is wasted.",
-                "early-exit:N (first N layers)", _build_early_exit, field="early_exit_layers",
+                "early-exit:N (first N layers)", _build_early_exit, parameter="layers",
                 pattern=r"early-exit:(\d+)"),
     DrafterKind("eagle", "Learned head on the target's features (EAGLE)",
                 "A one-layer head trained on the target's own answers that reads the target's last hidden "

@@ -49,12 +49,12 @@ def drafter_spec(drafter_kind, draft_model, early_exit_layers) -> str:
     """
     if drafter_kind not in DRAFTER_KINDS:
         raise RequestError(f"the drafter must be one of {', '.join(DRAFTER_KINDS)}, got {drafter_kind!r}")
-    field = DRAFTER_KINDS[drafter_kind].field
-    if field == "draft_model":
+    parameter = DRAFTER_KINDS[drafter_kind].parameter
+    if parameter == "model_name":
         if not isinstance(draft_model, str) or not draft_model.strip():
             raise RequestError("choose a draft model: give its hub id or local directory, or pick another drafter")
         return draft_model.strip()
-    if field == "early_exit_layers":
+    if parameter == "layers":
         return f"early-exit:{to_int('early-exit layers', early_exit_layers, 1, 256)}"
     return drafter_kind
 

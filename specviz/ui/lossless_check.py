@@ -29,7 +29,8 @@ def _no_first_draft_hint(err: Exception) -> str:
 
 def lossless_markdown(report, seconds: float, temperature: float, control: str, lookup: bool) -> str:
     """The check's figures: total-variation distances and chi-square p-values, how to read them,
-    and the library's notes (:func:`specviz.ui.teach.lossless.lossless_notes`). ``seconds``: the draws' wall time."""
+    and the experiment's own notes (:func:`specviz.ui.teach.lossless.lossless_notes`). ``seconds``: the draws'
+    wall time."""
     text = (
         f"**{report.n} draws each** in {seconds:.1f} s at temperature "
         f"{temperature:g}, draft: {report.draft_label} "

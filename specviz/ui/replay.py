@@ -16,7 +16,7 @@ from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from . import settings, visitors
 from .draw import charts, race
 from .draw.run_views import inspector_markdown, round_tree_html
-from .state import SHOWN_OUTPUTS, RunState, RunUpdate
+from .state import SHOWN_OUTPUTS, VIEW_OUTPUTS, RunState, RunUpdate
 from .user_errors import refused, sentence, user_errors
 
 FIELD_PATH = re.compile(r"[a-z_]+(\[\d+\]|\.[a-z_]+)*: ")
@@ -53,7 +53,8 @@ def replay(upto, state):
     with user_errors():
         upto = to_int("pass", upto, 0, len(state.rounds))
     n = len(state.rounds)
-    return state.view(upto, f"**Replay** · after pass {upto} of {n} · {state.label}", upto == n)
+    return RunUpdate(state.view(upto, f"**Replay** · after pass {upto} of {n} · {state.label}", upto == n)).values(
+        VIEW_OUTPUTS)
 
 
 def race_view(state, first, last, upto=None):

@@ -18,7 +18,7 @@ from . import settings, visitors
 from .draw.run_views import _escape, _fmt, sent_mark, stream_head, stream_tail, wrap_output
 from .fields import NAMES, request_from, spread
 from .gpu import gpu
-from .state import RUN_OUTPUTS, SHOWN_OUTPUTS, RunState, RunUpdate, RunView, waiting_view
+from .state import KEEP, RUN_OUTPUTS, SHOWN_OUTPUTS, RunState, RunUpdate, RunView, waiting_view
 from .user_errors import refused, user_errors
 
 logger = logging.getLogger("specviz.app")
@@ -121,10 +121,10 @@ def _skipped(**shown) -> RunView:
     return RunView(*[gr.skip()] * len(RunView._fields))._replace(**shown)
 
 
-def _run_update(view: RunView, baselines: dict, state: RunState, slider=None) -> tuple:
+def _run_update(view: RunView, baselines: dict, state: RunState, slider=KEEP) -> tuple:
     """/run's outputs (:data:`~specviz.ui.state.RUN_OUTPUTS`): the view, the visitor's baselines,
-    the run state and the replay slider (``None``: left as it is)."""
-    return RunUpdate(view, baselines, state, gr.skip() if slider is None else slider).values(RUN_OUTPUTS)
+    the run state and the replay slider (:data:`~specviz.ui.state.KEEP`: left as it is)."""
+    return RunUpdate(view, baselines, state, slider).values(RUN_OUTPUTS)
 
 
 def _slider(state: RunState):
@@ -172,7 +172,7 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                 if state.finished and not (done or over):
                     return  # stopped while the charts were drawn
                 yield _run_update(view._replace(tokens=panel.update(generated_at, done or over)), baselines, state,
-                                  _slider(state) if done or over else None)
+                                  _slider(state) if done or over else KEEP)
                 if over:
                     break
             elif time.perf_counter() - last_tokens > TOKEN_INTERVAL_S:
@@ -191,7 +191,7 @@ def stop_run(state):
     """Stop pressed: the run as it stood, with the status "**Stopped** by you at N/M tokens" and
     one log line; nothing changes when no run is going (``state`` None or finished)."""
     if not isinstance(state, RunState) or state.finished:
-        return RunUpdate(_skipped(), state=gr.skip(), slider=gr.skip()).values(SHOWN_OUTPUTS)
+        return RunUpdate(_skipped()).values(SHOWN_OUTPUTS)
     state.finished = True  # the same object the stream holds: it yields nothing more
     # An update the stream sent just before Stop is still on its way to the page; let it land
     # first, or it would overwrite this status with "Generating".
@@ -201,7 +201,7 @@ def stop_run(state):
     logger.info("run stopped by the visitor · %s | tokens=%d/%d passes=%d", state.label, tokens,
                 state.max_new_tokens, len(state.rounds))
     if not state.rounds:
-        return RunUpdate(_skipped(summary=status), state=state, slider=gr.skip()).values(SHOWN_OUTPUTS)
+        return RunUpdate(_skipped(summary=status), state=state).values(SHOWN_OUTPUTS)
     return RunUpdate(state.view(None, status, True), state=state, slider=_slider(state)).values(SHOWN_OUTPUTS)
 
 

@@ -73,15 +73,15 @@ FREE = dict(concurrency_limit=None, show_progress="hidden")
 def apply_preset(name: str):
     p = PRESETS[name]
     return (gr.update(value=p["target"]), gr.update(value=p["drafter"]),
-            gr.update(value=p["draft_model"], visible=DRAFTER_KINDS[p["drafter"]].field == "draft_model"),
+            gr.update(value=p["draft_model"], visible=DRAFTER_KINDS[p["drafter"]].parameter == "model_name"),
             gr.update(value=p["chat"]),
             DRAFTER_NOTES[p["drafter"]])
 
 
 # A drafter chosen: show the controls it needs, and its note (no docstring, as above).
 def on_drafter_change(kind: str):
-    field = DRAFTER_KINDS[kind].field
-    return (gr.update(visible=field == "draft_model"), gr.update(visible=field == "early_exit_layers"),
+    parameter = DRAFTER_KINDS[kind].parameter
+    return (gr.update(visible=parameter == "model_name"), gr.update(visible=parameter == "layers"),
             DRAFTER_NOTES[kind])
 
 

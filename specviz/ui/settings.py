@@ -81,7 +81,7 @@ def public_models(cuda: bool) -> tuple[frozenset, frozenset]:
     ``eagle:DIR`` would read a path on the server and stays refused)."""
     allowed = [p for p in PRESETS.values() if cuda or p["target"] in models.OFFLINE_MODELS]
     kinds = [(p, DRAFTER_KINDS[p["drafter"]]) for p in allowed]
-    drafts = [p["draft_model"] if kind.field == "draft_model" else p["drafter"]
+    drafts = [p["draft_model"] if kind.parameter == "model_name" else p["drafter"]
               for p, kind in kinds if kind.needs_model]
     return frozenset(p["target"] for p in allowed), frozenset(drafts)
 

@@ -1,12 +1,17 @@
 """One visitor's run, as plain data kept in a ``gr.State``: what the stream, the inspector, the
 replay and the export share. Gradio deep-copies State values, so :class:`RunState` holds only
 copyable data (rounds, strings, numbers, the baseline), no model or generator.
+
+Also here: the Run tab's outputs by name (:class:`RunView`, :data:`RUN_OUTPUTS` and its kin,
+:class:`RunUpdate`), so the tab's components and the callbacks' values meet by field name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+import gradio as gr
 
 from ..analysis import PlainBaseline, RunAnalysis, analyse, health_notes, running_speedup
 from ..drafters import drafter_kind
@@ -35,8 +40,8 @@ class RunView(NamedTuple):
         return tuple(getattr(self, name) for name in FIGURES)
 
 
-#: The view's charts, by field name.
-FIGURES = ("alpha", "tokens_per_pass", "speedup", "positions", "time")
+#: The view's charts, by field name (every field after the token panel and the summary).
+FIGURES = RunView._fields[2:]
 
 #: What each of the Run tab's events writes, by name and in order: the view's fields, then what
 #: travels with a run (``baselines``: the visitor's measured plain baselines; ``state``: the
@@ -48,20 +53,30 @@ SHOWN_OUTPUTS = (*RunView._fields, "state", "slider")  # Stop, and a loaded trac
 VIEW_OUTPUTS = RunView._fields  # a replayed pass (/replay)
 
 
+class _Keep:
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+#: A :class:`RunUpdate` field the event writes but leaves as it is (sent as ``gr.skip()``).
+KEEP = _Keep()
+
+
 class RunUpdate(NamedTuple):
-    """One update of the Run tab: the view and what travels with it; a field the event does not
-    write is ignored, one it writes but should leave as it is holds ``gr.skip()``."""
+    """One update of the Run tab: the view and what travels with it. A field the event does not
+    write is ignored; one it writes but should leave as it is holds :data:`KEEP` (the default),
+    sent as ``gr.skip()`` (a view's own fields hold ``gr.skip()`` themselves)."""
 
     view: RunView
-    baselines: object = None
-    state: object = None
-    slider: object = None
+    baselines: object = KEEP
+    state: object = KEEP
+    slider: object = KEEP
 
     def values(self, names: tuple[str, ...]) -> tuple:
         """The values for an event's outputs ``names`` (one of :data:`RUN_OUTPUTS`,
         :data:`SHOWN_OUTPUTS`, :data:`VIEW_OUTPUTS`), in their order."""
         fields = {**self.view._asdict(), "baselines": self.baselines, "state": self.state, "slider": self.slider}
-        return tuple(fields[name] for name in names)
+        return tuple(gr.skip() if fields[name] is KEEP else fields[name] for name in names)
 
 
 def waiting_view(tokens: str, status: str, k: int) -> RunView:

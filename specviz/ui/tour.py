@@ -1,7 +1,7 @@
 """The guided tour: a small fixed panel that walks a learner through the page one action at a
 time (press Run, click a token, step a replay pass, move α in the Playground, …) and moves on
 when the learner does the step's action, like the textbook of Transformer Explainer. It runs in
-the browser (:data:`TOUR_JS`, loaded once by the page), listening for clicks and inputs on the
+the browser (:func:`tour_js`, loaded once by the page), listening for clicks and inputs on the
 controls' elem_ids; its place is kept in sessionStorage, so a reload resumes it. Esc closes it.
 The panel's look is the page's stylesheet's (:data:`specviz.ui.draw.styles.TOUR_CSS`)."""
 

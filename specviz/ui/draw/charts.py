@@ -414,7 +414,8 @@ def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: l
         {"type": "bar", "x": labels, "y": freq_plain, "name": "plain", "marker": {"color": PLAIN_COLOR},
          "hovertemplate": "%{x}: plain %{y:.1%}<extra></extra>"},
         {"type": "scatter", "x": labels, "y": p_target, "mode": "markers", "name": "target p",
-         "marker": {"color": THEORY_COLOR, "symbol": "diamond", "size": 10, "line": {"color": palette.MARKER_EDGE, "width": 1}},
+         "marker": {"color": THEORY_COLOR, "symbol": "diamond", "size": 10,
+                    "line": {"color": palette.MARKER_EDGE, "width": 1}},
          "hovertemplate": "%{x}: target p = %{y:.1%}<extra></extra>"},
     ]
     if p_draft is not None:

@@ -62,10 +62,10 @@ STYLE_COLOURS: dict[str, str] = {
     "faint": "#999",  # untested tree nodes
     "rule": "#9a9a9a",  # the dotted line between rounds and down a tree
     "note": "#9a4d00",  # health notes under the summary
-    "progress": "#666",  # Watch a pass's progress line
+    "progress": NOTE_TEXT,  # Watch a pass's progress line
     "context": "#888",  # Watch a pass's context text
-    "current": "#111",  # the outline of the beat being shown
-    "highlight": "#ffd54a44",  # a stretch of passes picked in the race
+    "current": CURRENT,  # the outline of the beat being shown
+    "highlight": RACE_HIGHLIGHT + "44",  # a stretch of passes picked in the race, see through
     "highlight-edge": "#c9a100",
     "shadow": "#0004",  # the tour panel's shadow
 }

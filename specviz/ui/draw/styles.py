@@ -1,5 +1,5 @@
 """The page's one stylesheet: :func:`page_css`, added to the page once when it loads
-(:data:`specviz.ui.page.STYLE_JS`), whichever way the page is served (``python app.py``, a Space,
+(:func:`specviz.ui.page.style_js`), whichever way the page is served (``python app.py``, a Space,
 a test's in-process server). Its colours are the palette's CSS variables (:mod:`.palette`), so the
 colour-blind switch recolours every token kind, the Watch tab's chips included.
 
@@ -49,6 +49,8 @@ TOKENS_CSS = """
                                                    opacity: 0.6; }
 /* Table headers (gr.Dataframe's too) wrap between words, never inside one. */
 table th, table th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: manual; }
+/* Drafters side by side: each drafter's figures above its output. */
+.sv-sbs { margin: 10px 0 4px; }
 """
 
 #: Watch a pass: the stage's chips take the token kinds' colours, so the colour-blind switch

@@ -3,7 +3,6 @@ Markdown, the experiments' table rows, and the side-by-side tab's coloured outpu
 
 from __future__ import annotations
 
-from ...drafters import drafter_kind
 from ..teach import playground
 from .run_views import _escape, legend_html, render_rounds
 
@@ -63,15 +62,16 @@ def sweep_table(rows: list[dict], parameter: str) -> list[list]:
 def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> str:
     """One coloured output per drafter, one above the other, each headed by its figures.
 
-    ``rows_runs``: (sweep row, its Generation) per drafter; ``eos``: the target's end-of-sequence ids."""
+    ``rows_runs``: (sweep row, its Generation) per drafter (a Generation without a drafter is plain
+    decoding, the baseline); ``eos``: the target's end-of-sequence ids."""
     blocks = [legend_html(clickable=False)]
     for row, run in rows_runs:
-        speed = ("the baseline itself (plain decoding)" if drafter_kind(row["draft"]).plain else
+        speed = ("the baseline itself (plain decoding)" if run.drafter is None else
                  f"speedup <b>{_f(row['speedup'], '.2f')}×</b> (measured ÷ plain decoding; theory "
                  f"{_f(row['theoretical_speedup'], '.2f')}×)")
         head = (f"<b>{_escape(row['drafter'])}</b> · per-token α <b>{_f(row['alpha'])}</b> (accepted ÷ tested, "
                 f"{row['accepted']}/{row['tested']}) · <b>{row['tokens_per_pass']:.2f}</b> tokens per pass · {speed}")
         body = render_rounds(run.rounds, eos)
-        blocks.append(f'<div class="sv-sbs" data-draft="{_escape(row["draft"])}" style="margin:10px 0 4px">{head}</div>'
+        blocks.append(f'<div class="sv-sbs" data-draft="{_escape(row["draft"])}">{head}</div>'
                       f'<div class="sv-out">{body}</div>')
     return "".join(blocks)

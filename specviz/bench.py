@@ -21,9 +21,10 @@ rotates from repeat to repeat so no method always runs on a cold or warm cache):
   ``ours spec``. Its row carries ``tree_ratio_vs_chain`` = tree tokens/s ÷ chain (ours spec)
   tokens/s, and then the headline ``spec_ratio_vs_transformers`` and ``speedup`` describe the tree.
 
-The suffix drafter's process-wide history of earlier outputs is cleared before every call
-(:func:`specviz.drafters.clear_suffix_history`), so no method is measured on its own earlier
-output of the same prompt.
+The suffix drafter's process-wide history of earlier outputs and Token Recycling's process-wide
+table are cleared before every call (:func:`specviz.drafters.clear_suffix_history`,
+:func:`specviz.drafters.clear_recycle_table`), so no method is measured on its own earlier output
+of the same prompt, nor on a table an earlier call filled: each recycling run starts cold.
 
 Equal lengths: every method generates exactly ``max_new_tokens`` tokens. Our engine is given no
 EOS ids (it keeps going past an EOS); transformers gets ``min_new_tokens = max_new_tokens``
@@ -63,7 +64,7 @@ from pathlib import Path
 import torch
 
 from .analysis import PlainBaseline, analyse
-from .drafters import clear_suffix_history
+from .drafters import clear_recycle_table, clear_suffix_history
 from .runner import make_generation, warm_up
 
 log = logging.getLogger(__name__)
@@ -271,6 +272,7 @@ class _Methods:
     def call(self, method, k, sampling, ids, n_tokens) -> Sample:
         target, seed = self.target, self.seed
         clear_suffix_history()  # no method may draft from an earlier method's output
+        clear_recycle_table()  # nor from a Token Recycling table an earlier call filled
         if method == OURS_TREE:
             return time_ours(target, self.drafter, ids, k, sampling, n_tokens, seed, branches=self.branches,
                              tree_nodes=self.tree_nodes)
@@ -322,6 +324,7 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
         report(f"T={temperature}: warm-up")
         for k in ks if drafter is not None else [1]:
             clear_suffix_history()
+            clear_recycle_table()
             warm_up(target, drafter, encoded[0], k, sampling, n_warm)
             if drafter is not None and branches > 1:
                 warm_up(target, drafter, encoded[0], k, sampling, n_warm, branches=branches, tree_nodes=tree_nodes)

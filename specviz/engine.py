@@ -16,6 +16,9 @@ A drafter that reads the target's features (``wants_features``, an EAGLE-style h
 the target's last-layer hidden states of the positions its cache just kept (the prefill's, then
 each round's pending tokens and accepted path) from the passes the loop runs anyway: no extra
 target pass; other drafters cost nothing extra (:class:`~specviz.drafttree.LastLayerFeatures`).
+A drafter with ``wants_top_ids = k`` (Token Recycling) is handed, after each verify pass, the
+target's k most likely next tokens at every position it scored (ranked by the raw logits, which
+the temperature and filters do not reorder).
 
 Chains and trees go through the same code. A chain's tree mask is the causal mask, so its verify
 pass is the plain causal call (the logits are those of the same attention; transformers builds
@@ -316,6 +319,7 @@ class Generation:
         self._root_logits: torch.Tensor | None = None  # (1, V): the prefill's last row, for round 1
         wants = self.drafter is not None and getattr(self.drafter, "wants_features", False)
         self._features = LastLayerFeatures(self.target) if wants else None
+        self._top_ids = int(getattr(self.drafter, "wants_top_ids", 0) or 0) if self.drafter is not None else 0
         self._fed: tuple[int, torch.Tensor] | None = None  # (pending tokens fed, their and the nodes' features)
 
     def _target_forward(self, ids: list[int], keep: int, parents: list[int] | None = None) -> torch.Tensor:
@@ -406,6 +410,9 @@ class Generation:
             logits = root
         if self._fed is not None:
             self._fed = (len(pending), self._fed[1])
+        if self._top_ids:  # Token Recycling's table learns from this very pass: no extra pass
+            self.drafter.observe_top_ids([self._committed[-1], *tree.tokens],
+                                         logits.topk(min(self._top_ids, logits.shape[-1]), dim=-1).indices)
         return logits_to_probs(logits, self.sampling)
 
     def _keep_path(self, n_old: int, path: list[int], chain: bool) -> None:

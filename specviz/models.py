@@ -58,8 +58,8 @@ from pathlib import Path
 
 import torch
 
-from .drafters import (Drafter, SuffixDrafter, SuffixHistory, drafter_kind, parse_drafter_spec, selfdraft,
-                       shared_vocab_size)
+from .drafters import (Drafter, RecycleTable, SuffixDrafter, SuffixHistory, drafter_kind, parse_drafter_spec,
+                       selfdraft, shared_vocab_size)
 from .drafters.selfdraft import early_exit_draft, int8_draft
 from .errors import IncompatiblePairError, ModelLoadError
 from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
@@ -682,6 +682,7 @@ def build_drafter(
     dtype: str | torch.dtype = "auto",
     progress: ProgressFn | None = None,
     history: SuffixHistory | None = None,
+    table: RecycleTable | None = None,
 ) -> Drafter | None:
     """Build the drafter described by ``spec`` for ``target``.
 
@@ -690,7 +691,10 @@ def build_drafter(
     ``"none"`` (or empty) → None (plain decoding); ``"ngram"`` →
     :class:`~specviz.drafters.PromptLookupDrafter`; ``"suffix"`` →
     :class:`~specviz.drafters.SuffixDrafter` searching ``history`` (a visitor's own
-    :class:`~specviz.drafters.SuffixHistory`; None: the process-wide one, for the CLI and the bench); ``"int8"`` → a ModelDrafter around
+    :class:`~specviz.drafters.SuffixHistory`; None: the process-wide one, for the CLI and the bench);
+    ``"recycle"`` (and ``"lookup+recycle"``) → a :class:`~specviz.drafters.RecycleDrafter` drafting
+    from and updating ``table`` (a visitor's own :class:`~specviz.drafters.RecycleTable`; None: the
+    process-wide one); ``"int8"`` → a ModelDrafter around
     :func:`int8_draft`; ``"early-exit:N"`` → a ModelDrafter around :func:`early_exit_draft`; any
     other string is loaded with :func:`load_model` (``device``/``dtype``/``progress`` apply to it)
     and checked with :func:`shared_vocab_size`.
@@ -707,5 +711,7 @@ def build_drafter(
     drafter = drafter_kind(key).build(target, key, device, dtype, progress, load_model)
     if history is not None and isinstance(drafter, SuffixDrafter):
         drafter.history = history  # the visitor's own, never another's
+    if table is not None and hasattr(drafter, "table"):
+        drafter.table = table  # the visitor's own Token Recycling table
     _CACHE.touch(target)  # an int8 copy counts against the cache's byte limit; the pair is in use
     return drafter

@@ -38,11 +38,13 @@ def default_warmup_tokens(max_new_tokens: int, compiled: bool = False) -> int:
 
 
 def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: str = "auto", progress=None,
-              compile_mode: str | None = None, history=None):
+              compile_mode: str | None = None, history=None, table=None):
     """Load the target and build the drafter (None for ``none``).
 
     ``history``: the :class:`~specviz.drafters.SuffixHistory` a suffix drafter searches and
-    extends (the app passes each visitor's own; None: the process-wide one, for the CLI and bench).
+    extends; ``table``: the :class:`~specviz.drafters.RecycleTable` a Token Recycling drafter
+    drafts from and updates (the app passes each visitor's own of both; None: the process-wide
+    ones, for the CLI and bench).
 
     ``progress(fraction, message)`` is passed to :mod:`specviz.models`, which also logs each step
     at INFO level. With ``compile_mode`` (a ``torch.compile`` mode, e.g. ``"default"``) the
@@ -60,7 +62,7 @@ def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: st
 
     target = models.load_model(target_spec, device=device, dtype=dtype, progress=progress)
     drafter = models.build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress,
-                                   history=history)
+                                   history=history, table=table)
     if compile_mode:
         models.compile_forward(target.model, compile_mode)
         draft_model = getattr(drafter, "model", None)
@@ -120,8 +122,8 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
             warms up once per pair, the CLI and the bench before every measurement.
         branches, tree_nodes: the speculative run's tree shape (B > 1 warms up tree passes too).
 
-    A suffix drafter's warm-up output is not kept in its history (it would be a made-up
-    earlier output of the run about to be measured).
+    A suffix drafter's warm-up output is not kept in its history, nor what a Token Recycling
+    table learnt from it (a made-up earlier output of the run about to be measured).
 
     Returns:
         True if it ran, False if ``once`` skipped it.
@@ -133,12 +135,16 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
     ids = list(prompt_ids) if tokens > WARMUP_TOKENS else list(prompt_ids)[-16:]
     history = getattr(drafter, "history", None)
     saved = list(history.sequences) if history is not None else None
+    table = getattr(drafter, "table", None)
+    table_saved = table.snapshot() if table is not None else None
     for d in (None, drafter) if drafter is not None else (None,):
         make_generation(target, d, ids, k, sampling, tokens, seed=0, branches=branches, tree_nodes=tree_nodes).run()
     if history is not None:
         history.clear()
         for sequence in saved:
             history.add(sequence)
+    if table is not None:
+        table.restore(table_saved)
     if warmed is not None:
         warmed.add(key)
     return True
@@ -261,7 +267,8 @@ def check_prompt_tokens(n_tokens: int, n_chars: int, limit: int | None) -> None:
         raise RequestError(f"the prompt is {n_tokens} tokens long ({n_chars} characters); the limit is {limit} tokens")
 
 
-def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = None, history=None) -> PreparedRun:
+def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = None, history=None,
+                table=None) -> PreparedRun:
     """The one way from a validated request to a run: load the pair, encode the prompt, check its
     length in tokens, and name the pair.
 
@@ -270,6 +277,7 @@ def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = N
         progress: optional ``(fraction, message)`` callback for loading (:func:`load_pair`).
         compile_mode: a ``torch.compile`` mode, or None (:func:`load_pair`).
         history: a suffix drafter's history (:func:`load_pair`); None: the process-wide one.
+        table: a Token Recycling drafter's table (:func:`load_pair`); None: the process-wide one.
 
     The prompt's length in tokens is checked here, after the chat template, where it is known,
     against ``request.max_prompt_tokens`` (the limits the request was validated with, e.g.
@@ -284,7 +292,7 @@ def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = N
             :func:`load_pair` and :func:`encode_prompt`.
     """
     target, drafter = load_pair(request.target, request.draft, request.device, request.dtype, progress,
-                                compile_mode=compile_mode, history=history)
+                                compile_mode=compile_mode, history=history, table=table)
     prompt_ids, notes = encode_prompt(target, request.prompt, request.chat)
     check_prompt_tokens(len(prompt_ids), len(request.prompt), request.max_prompt_tokens)
     label = f"{target.name} ← {drafter.name}" if drafter is not None else f"{target.name}, plain decoding"

@@ -336,6 +336,31 @@ def test_build_drafter_understands_every_spec_kind(target):
         assert _greedy(target.model, prompt, drafter, vocab=drafter.vocab_size) == plain
 
 
+def test_recycling_drafters_use_the_table_they_are_given_and_warm_up_leaves_it_as_it_was(target):
+    """``recycle`` and ``lookup+recycle`` draft from the process-wide table by default (the CLI's,
+    the bench's) or from the one passed in (a visitor's own); a warm-up run teaches the table
+    nothing; both keep plain greedy output."""
+    from specviz.drafters import RECYCLE_TABLE, RecycleDrafter, RecycleTable
+    from specviz.runner import warm_up
+
+    mine = RecycleTable()
+    recycle, combined = build_drafter("recycle", target), build_drafter("lookup+recycle", target, table=mine)
+    assert isinstance(recycle, RecycleDrafter) and recycle.table is RECYCLE_TABLE
+    assert combined.table is mine and combined.fallback.table is mine and combined.lookup.min_ngram == 3
+    assert build_drafter("recycle", target, table=mine).table is mine
+    assert not hasattr(build_drafter("ngram", target, table=mine), "table")
+    prompt = target.encode("The quick brown fox jumps over the lazy dog", chat=False)
+    mine.update([prompt[-1]], torch.tensor([[prompt[0]]]))
+    before = mine.snapshot()
+    assert warm_up(target, combined, prompt, 3, GREEDY, tokens=6, branches=2)
+    assert all(torch.equal(a, b) for a, b in zip(mine.snapshot()[:4], before[:4])) and len(mine) == 1
+    plain = _greedy(target.model, prompt)
+    for drafter in (recycle, combined):
+        assert _greedy(target.model, prompt, drafter, vocab=drafter.vocab_size) == plain
+    assert len(mine) > 1  # a real run did teach it
+    RECYCLE_TABLE.clear()
+
+
 @pytest.mark.parametrize("spec", ["early-exit", "early-exit:", "early-exit:x", "bad spec!", "a/b/c", "int9?"])
 def test_malformed_drafter_specs_list_the_accepted_forms(target, spec):
     with pytest.raises(ValueError, match="accepted: none, ngram, suffix, int8, early-exit:N"):
@@ -357,7 +382,8 @@ def test_a_draft_hub_id_that_is_not_cached_fails_fast_offline(target, monkeypatc
 def test_every_drafter_kind_is_described_once():
     from specviz.drafters import DRAFTER_KINDS
 
-    assert list(DRAFTER_KINDS) == ["ngram", "suffix", "model", "int8", "early-exit", "eagle", "lookup+eagle", "none"]
+    assert list(DRAFTER_KINDS) == ["ngram", "suffix", "model", "int8", "early-exit", "eagle", "lookup+eagle", "recycle",
+                                   "lookup+recycle", "none"]
     assert all(len(kind.note) > 40 and kind.label for kind in DRAFTER_KINDS.values())
     assert [k.spec for k in DRAFTER_KINDS.values() if k.needs_model] == ["model", "eagle", "lookup+eagle"]
     assert [k.spec for k in DRAFTER_KINDS.values() if not k.can_branch] == ["none"]

@@ -15,6 +15,9 @@ as vLLM lays out its proposers:
 * :mod:`~specviz.drafters.suffix`: :class:`SuffixDrafter` (in the spirit of SuffixDecoding,
   Oliaro et al. 2024) and the earlier outputs it searches (:class:`SuffixHistory`,
   :data:`SUFFIX_HISTORY`, :func:`clear_suffix_history`).
+* :mod:`~specviz.drafters.recycle`: :class:`RecycleDrafter` (Token Recycling, Luo et al. 2025):
+  a table of the target's own top-k next tokens (:class:`RecycleTable`, :data:`RECYCLE_TABLE`,
+  :func:`clear_recycle_table`), walked as the paper's static tree.
 * :mod:`~specviz.drafters.draft_model`: :class:`ModelDrafter`, a separate draft model sharing
   the target's tokenizer (Chen et al. 2023; Leviathan et al. 2023), and
   :func:`shared_vocab_size`, the check that pairs the two.
@@ -22,8 +25,8 @@ as vLLM lays out its proposers:
   int8 copy and its first N layers (early exit), drafted with a :class:`ModelDrafter`.
 * :mod:`~specviz.drafters.eagle`: the EAGLE-style learned head on the target's features, its
   save/load and :class:`~specviz.drafters.eagle.EagleDrafter` (chains, EAGLE-2 trees).
-* :mod:`~specviz.drafters.combined`: :class:`~specviz.drafters.combined.LookupThenEagle`,
-  prompt lookup where a trigram repeats, else the head.
+* :mod:`~specviz.drafters.combined`: :class:`~specviz.drafters.combined.LookupThen`, prompt
+  lookup where a trigram repeats, else Token Recycling or (``LookupThenEagle``) the head.
 
 The draft tree itself (:class:`~specviz.drafttree.DraftTree`, ``crop_cache``,
 ``default_tree_nodes``) lives in :mod:`specviz.drafttree`, which the engine uses too; it is
@@ -37,13 +40,15 @@ from ..drafttree import DraftTree, crop_cache, default_tree_nodes
 from .base import Drafter
 from .draft_model import ModelDrafter, shared_vocab_size
 from .lookup import PromptLookupDrafter, prefix_tree
+from .recycle import RECYCLE_TABLE, SESSION_TABLE_MAX_ROWS, RecycleDrafter, RecycleTable, clear_recycle_table
 from .registry import DRAFTER_KINDS, DrafterKind, drafter_kind, parse_drafter_spec, spec_forms, spec_help
 from .suffix import (HISTORY_MAX_SEQUENCES, HISTORY_MAX_TOKENS, SESSION_HISTORY_MAX_SEQUENCES,
                      SESSION_HISTORY_MAX_TOKENS, SUFFIX_HISTORY, SuffixDrafter, SuffixHistory,
                      clear_suffix_history)
 
-__all__ = ["DRAFTER_KINDS", "HISTORY_MAX_SEQUENCES", "HISTORY_MAX_TOKENS", "SESSION_HISTORY_MAX_SEQUENCES",
-           "SESSION_HISTORY_MAX_TOKENS", "SUFFIX_HISTORY", "DraftTree", "Drafter", "DrafterKind", "ModelDrafter",
-           "PromptLookupDrafter", "SuffixDrafter", "SuffixHistory", "clear_suffix_history", "crop_cache",
-           "default_tree_nodes", "drafter_kind", "parse_drafter_spec", "prefix_tree", "shared_vocab_size",
-           "spec_forms", "spec_help"]
+__all__ = ["DRAFTER_KINDS", "HISTORY_MAX_SEQUENCES", "HISTORY_MAX_TOKENS", "RECYCLE_TABLE",
+           "SESSION_HISTORY_MAX_SEQUENCES", "SESSION_HISTORY_MAX_TOKENS", "SESSION_TABLE_MAX_ROWS", "SUFFIX_HISTORY",
+           "DraftTree", "Drafter", "DrafterKind", "ModelDrafter", "PromptLookupDrafter", "RecycleDrafter",
+           "RecycleTable", "SuffixDrafter", "SuffixHistory", "clear_recycle_table", "clear_suffix_history",
+           "crop_cache", "default_tree_nodes", "drafter_kind", "parse_drafter_spec", "prefix_tree",
+           "shared_vocab_size", "spec_forms", "spec_help"]

@@ -13,6 +13,9 @@ transformers calls ``get_candidates``:
 * :meth:`Drafter.finish` is told a finished run's prompt and output (the suffix drafter learns
   from it).
 
+Two optional hooks hand a drafter what the verify passes computed anyway: the target's features
+(``wants_features``, the EAGLE head) and its top-k next tokens (``wants_top_ids``, Token Recycling).
+
 The helpers (``_match_length``, ``_context_matches``, ``_branch_depth``) find earlier matches of
 the context's end and cap the branch behind one; prompt lookup (:mod:`specviz.drafters.lookup`)
 and suffix lookup (:mod:`specviz.drafters.suffix`) both use them.
@@ -38,6 +41,12 @@ class Drafter(Protocol):
     ``M`` positions the target's cache just gained: the whole prompt after the prefill, then each
     round's pending tokens and accepted path, in position order. They come from the passes the
     loop runs anyway (no extra target pass); drafters without the attribute cost nothing extra.
+
+    Optional too: a drafter with ``wants_top_ids = k`` (> 0) also has
+    ``observe_top_ids(tokens, top_ids)``, called after each verify pass with the ``M`` tokens whose
+    next-token distributions the pass computed (the last committed token, then every drafted
+    node) and ``(M, k)`` int64, the target's k most likely next tokens at each, most likely first
+    (Token Recycling's table, :mod:`specviz.drafters.recycle`).
     """
 
     #: short label shown in the UI and the CLI output

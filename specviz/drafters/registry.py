@@ -20,6 +20,7 @@ from . import selfdraft
 from .base import Drafter
 from .draft_model import ModelDrafter, shared_vocab_size
 from .lookup import PromptLookupDrafter
+from .recycle import RecycleDrafter
 from .suffix import SuffixDrafter
 
 __all__ = ["DRAFTER_KINDS", "DrafterKind", "drafter_kind", "parse_drafter_spec", "spec_forms", "spec_help"]
@@ -110,6 +111,18 @@ def _build_suffix(target, spec, device, dtype, progress, load):
     return SuffixDrafter(_vocab(target))
 
 
+def _build_recycle(target, spec, device, dtype, progress, load):
+    return RecycleDrafter(_vocab(target))
+
+
+def _build_lookup_recycle(target, spec, device, dtype, progress, load):
+    from .combined import LookupThen
+
+    # Trigram matches only, as in lookup+eagle: shorter ones are left to the table.
+    return LookupThen(RecycleDrafter(_vocab(target)), PromptLookupDrafter(_vocab(target), max_ngram=3, min_ngram=3),
+                      label="recycle")
+
+
 def _build_int8(target, spec, device, dtype, progress, load):
     return ModelDrafter(selfdraft.int8_draft(target), _vocab(target), name="int8 copy of the target")
 
@@ -194,6 +207,17 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "text. Exactly lossless: each round is tested against the distribution of whichever drafted it.",
                 "lookup+eagle[:DIR] (prompt lookup, else the learned head: the shipped one, or a head directory)",
                 _build_lookup_eagle, needs_model=True, pattern=r"lookup\+eagle(?::(.+))?"),
+    DrafterKind("recycle", "Token Recycling (the target's own top-k next tokens)",
+                "Drafts a tree by walking a table of the target's own top 8 next tokens after each token, read "
+                "from the verify passes it already ran (Token Recycling, Luo et al. 2025): no model, no training, "
+                "exactly lossless, and unlike prompt lookup it drafts on free text too; it learns from every run "
+                "of your session, so try it as a tree (B ≥ 2) and run twice.",
+                "recycle (Token Recycling: a table of the target's own top-k next tokens)", _build_recycle),
+    DrafterKind("lookup+recycle", "Prompt lookup, else Token Recycling",
+                "Copies from the context where a trigram of it repeats (prompt lookup), and drafts from the "
+                "Token Recycling table everywhere else; a tree takes branches from both. Model-free and exactly "
+                "lossless.",
+                "lookup+recycle (prompt lookup, else Token Recycling; trees from both)", _build_lookup_recycle),
     DrafterKind("none", "None: plain decoding of the target",
                 "No drafting: the target decodes one token per forward pass, the baseline every speedup is "
                 "measured against.",

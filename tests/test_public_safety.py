@@ -284,6 +284,24 @@ def test_a_visitor_leaving_frees_their_history_and_export_folder(monkeypatch, tm
     visitors.end_session(staying)
 
 
+def test_a_visitors_recycling_table_is_their_own_bounded_and_freed_with_their_history():
+    from types import SimpleNamespace
+
+    import torch
+
+    mine, theirs = SimpleNamespace(session_hash="mine"), SimpleNamespace(session_hash="theirs")
+    table = visitors.visitor_table(mine)
+    table.update([7], torch.tensor([[8, 9]]))
+    assert visitors.visitor_table(mine) is table and visitors.visitor_table(theirs).row(7) == []
+    assert table.max_rows == visitors.SESSION_TABLE_MAX_ROWS and visitors.visitor_table() is not visitors.visitor_table()
+    assert "Token Recycling" in visitors.forget(mine)
+    assert "mine" not in visitors.TABLES and visitors.visitor_table(mine).row(7) == []
+    visitors.visitor_table(theirs)
+    visitors.end_session(theirs)
+    assert "theirs" not in visitors.TABLES
+    visitors.end_session(mine)
+
+
 def test_export_folders_are_few_and_young(monkeypatch, tmp_path):
     from types import SimpleNamespace
 

@@ -59,7 +59,7 @@ def build_page(public: bool) -> gr.Blocks:
     bound, so the API (/run, /lossless, /sweep, /side_by_side) enforces the same limits as the page;
     and a visitor has at most one generation waiting or running (:func:`specviz.ui.visitors.one_generation`).
 
-    In every mode each visitor's suffix history is their own (:mod:`specviz.ui.visitors`), freed
+    In every mode each visitor's suffix history and Token Recycling table are their own (:mod:`specviz.ui.visitors`), freed
     when they leave (``demo.unload``) or press "Forget my earlier outputs", and gradio's file cache
     is emptied of old files (:data:`specviz.ui.settings.DELETE_CACHE`).
     """
@@ -102,8 +102,9 @@ def build_page(public: bool) -> gr.Blocks:
 def _your_data() -> None:
     """What the page keeps of a visitor, and the button that forgets it (/forget)."""
     with gr.Accordion("Your data", open=False):
-        gr.Markdown("The **suffix drafter** drafts from your own earlier outputs in this session, never from "
-                    "anyone else's. They are kept on the server until you close the page (or an hour after your "
+        gr.Markdown("The **suffix drafter** drafts from your own earlier outputs in this session, and **Token "
+                    "Recycling** from what the target predicted during your own runs, never from anyone else's. "
+                    "They are kept on the server until you close the page (or an hour after your "
                     "last run), and exports are overwritten by your next export.")
         with gr.Row():
             forget = gr.Button("Forget my earlier outputs", size="sm", elem_id="sv-forget")

@@ -38,7 +38,8 @@ def load_and_encode(request: RunRequest, progress) -> PreparedRun:
     the one chat-template policy (a target without a template reads it as plain text, said here as
     a warning) and its tokens checked against the request's limit, the stop ids and the pair's
     label. A suffix drafter searches only this visitor's own earlier outputs
-    (:func:`specviz.ui.visitors.visitor_history`), in every mode.
+    (:func:`specviz.ui.visitors.visitor_history`), and Token Recycling drafts only from this
+    visitor's own table (:func:`specviz.ui.visitors.visitor_table`), in every mode.
 
     Raises:
         gr.Error: the models cannot load or cannot be paired, or the prompt has more tokens (chat
@@ -48,7 +49,7 @@ def load_and_encode(request: RunRequest, progress) -> PreparedRun:
         progress(fraction, desc=message)
 
     with user_errors():
-        prepared = prepare_run(request, report, history=visitors.visitor_history())
+        prepared = prepare_run(request, report, history=visitors.visitor_history(), table=visitors.visitor_table())
     for note in prepared.notes:
         gr.Warning(note)
     return prepared

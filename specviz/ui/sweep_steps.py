@@ -52,7 +52,8 @@ def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: boo
 
 class SweepSteps:
     """:func:`specviz.sweep.sweep`'s steps for the visitor the callback serves: a suffix drafter
-    searches only their own earlier outputs (:func:`specviz.ui.visitors.visitor_history`), loading
+    searches only their own earlier outputs (:func:`specviz.ui.visitors.visitor_history`), Token
+    Recycling only their own table (:func:`specviz.ui.visitors.visitor_table`), loading
     and run errors become one clear gr.Error line, and with ``max_run_s`` (public mode) the sweep
     stops at that wall time (its own cap: loading, warm-ups and baselines count) with the rows it
     finished; its "stopped" step is not passed on, :attr:`stopped` says so instead.
@@ -73,7 +74,7 @@ class SweepSteps:
         def report(fraction, message):
             self.progress(fraction, desc=message)
 
-        prepare = functools.partial(prepare_run, history=visitors.visitor_history())
+        prepare = functools.partial(prepare_run, history=visitors.visitor_history(), table=visitors.visitor_table())
         with user_errors():
             for step in sweep(self.requests, progress=report, prepare=prepare, max_run_s=self.max_run_s):
                 if step.phase == "stopped":

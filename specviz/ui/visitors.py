@@ -1,11 +1,12 @@
-"""What the page keeps apart per visitor, server-side: each session's suffix-drafter history
-(:class:`HistoryStore`, so one visitor's text is never drafted, shown or exported to another), its
+"""What the page keeps apart per visitor, server-side: each session's suffix-drafter history and
+Token Recycling table (:class:`HistoryStore`, so one visitor's text is never drafted, shown or
+exported to another), its
 export folder (overwritten, not one new folder per export), and public mode's one generation per
 visitor (:func:`one_generation`, a queue validator).
 
 A visitor is a Gradio session (``gr.Request.session_hash``: a browser tab, or one
 ``gradio_client.Client``). Callbacks that did not come through the server (tests calling them
-directly) have no session: they get a fresh, empty history of their own, never a shared one.
+directly) have no session: they get a fresh, empty history and table of their own, never a shared one.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from collections import OrderedDict
 
 import gradio as gr
 
-from ..drafters import SESSION_HISTORY_MAX_SEQUENCES, SESSION_HISTORY_MAX_TOKENS, SuffixHistory
+from ..drafters import (SESSION_HISTORY_MAX_SEQUENCES, SESSION_HISTORY_MAX_TOKENS, SESSION_TABLE_MAX_ROWS,
+                        RecycleTable, SuffixHistory)
 
 logger = logging.getLogger("specviz.app")
 
 #: Visitors whose history is kept at once (least recently used dropped first) and for how long
-#: after their last run (seconds). At most SESSIONS × SESSION_HISTORY_MAX_TOKENS tokens in all.
+#: after their last run (seconds). At most SESSIONS × SESSION_HISTORY_MAX_TOKENS tokens in all, and
+#: as many Token Recycling tables of SESSION_TABLE_MAX_ROWS rows (about 0.6 MB each).
 HISTORY_SESSIONS = 128
 HISTORY_TTL_S = 3600.0
 
@@ -46,21 +49,24 @@ PUSH_WINDOW_S = 2.0
 
 
 class HistoryStore:
-    """Each session's :class:`~specviz.drafters.SuffixHistory` (capped at the session caps),
-    at most ``max_sessions`` of them, each dropped ``ttl_s`` after its last use. Thread-safe."""
+    """Each session's :class:`~specviz.drafters.SuffixHistory` (capped at the session caps), or
+    with ``factory=new_table`` its :class:`~specviz.drafters.RecycleTable`: at most
+    ``max_sessions`` of them, each dropped ``ttl_s`` after its last use. Thread-safe."""
 
-    def __init__(self, max_sessions: int = HISTORY_SESSIONS, ttl_s: float = HISTORY_TTL_S) -> None:
+    def __init__(self, max_sessions: int = HISTORY_SESSIONS, ttl_s: float = HISTORY_TTL_S, factory=None) -> None:
         self.max_sessions = max_sessions
         self.ttl_s = ttl_s
-        self._by_session: OrderedDict[str, tuple[SuffixHistory, float]] = OrderedDict()
+        self.factory = factory or new_history
+        self._by_session: OrderedDict[str, tuple[object, float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, session: str) -> SuffixHistory:
+    def get(self, session: str):
         """The session's history (a new empty one the first time); marks it used now."""
         now = time.monotonic()
         with self._lock:
             self._expire(now)
-            history = self._by_session.pop(session, (None, 0.0))[0] or new_history()
+            history = self._by_session.pop(session, (None, 0.0))[0]
+            history = history if history is not None else self.factory()
             self._by_session[session] = (history, now)
             while len(self._by_session) > self.max_sessions:
                 self._by_session.popitem(last=False)
@@ -87,12 +93,18 @@ class HistoryStore:
             return len(self._by_session)
 
 
-HISTORIES = HistoryStore()
-
-
 def new_history() -> SuffixHistory:
     """An empty history with one visitor's caps."""
     return SuffixHistory(SESSION_HISTORY_MAX_TOKENS, SESSION_HISTORY_MAX_SEQUENCES)
+
+
+def new_table() -> RecycleTable:
+    """An empty Token Recycling table with one visitor's cap."""
+    return RecycleTable(SESSION_TABLE_MAX_ROWS)
+
+
+HISTORIES = HistoryStore()
+TABLES = HistoryStore(factory=new_table)
 
 
 def session_of(request: gr.Request | None = None) -> str | None:
@@ -115,19 +127,30 @@ def visitor_history(request: gr.Request | None = None) -> SuffixHistory:
     return HISTORIES.get(session) if session else new_history()
 
 
+def visitor_table(request: gr.Request | None = None) -> RecycleTable:
+    """The Token Recycling table of the visitor the running callback serves, or a fresh one
+    without a session."""
+    session = session_of(request)
+    return TABLES.get(session) if session else new_table()
+
+
 def forget(request: gr.Request) -> str:
-    """The "Forget my earlier outputs" button: drop this visitor's history; a line saying so."""
+    """The "Forget my earlier outputs" button: drop this visitor's history and Token Recycling
+    table; a line saying so."""
     session = session_of(request)
     if session:
         HISTORIES.drop(session)
-    return "Forgotten: the suffix drafter no longer knows your earlier outputs."
+        TABLES.drop(session)
+    return ("Forgotten: the suffix drafter no longer knows your earlier outputs, nor Token Recycling what the "
+            "target predicted in them.")
 
 
 def end_session(request: gr.Request) -> None:
-    """``demo.unload``: the visitor left; free their history and export folder."""
+    """``demo.unload``: the visitor left; free their history, table and export folder."""
     session = session_of(request)
     if session:
         HISTORIES.drop(session)
+        TABLES.drop(session)
         shutil.rmtree(_folder_path(session), ignore_errors=True)
 
 

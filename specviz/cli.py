@@ -168,6 +168,21 @@ def _add_train_parser(sub) -> None:
     train.add_argument("--data", default="", metavar="FILE",
                        help="train on the teacher_data.pt of an earlier run instead of generating; --tokens then "
                             "limits how much of it is used")
+    train.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device,
+                       help="where the target and the head run; auto: CUDA when available (default: %(default)s)")
+    train.add_argument("--mask-outside-vocab", action="store_true", dest="mask_outside_vocab",
+                       help="leave out of the loss the positions whose target top token is outside the head's "
+                            "vocabulary (EAGLE-3)")
+    train.add_argument("--depth-decay", type=float, default=d.depth_decay, dest="depth_decay",
+                       help="the loss of draft depth s weighs DECAY^(s-1), normalised; EAGLE-3: 0.8 "
+                            "(default: %(default)s, every depth alike)")
+    train.add_argument("--tv-weight", type=float, default=d.tv_weight, dest="tv_weight",
+                       help="weight of the total-variation term 1 - sum min(p_target, p_draft) beside the "
+                            "cross-entropy (LK losses; default: %(default)s, off)")
+    train.add_argument("--betas", type=float, nargs=2, default=list(d.betas), metavar=("B1", "B2"),
+                       help="AdamW's betas; EAGLE-3: 0.9 0.95 (default: %(default)s)")
+    train.add_argument("--grad-clip", type=float, default=d.grad_clip, dest="grad_clip",
+                       help="clip the gradient norm to this (default: %(default)s, as EAGLE-3)")
     train.add_argument("--seed", type=int, default=0, help="default: %(default)s")
     train.add_argument("--resume", action="store_true", help="continue from DIR's checkpoint and cached data")
     train.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
@@ -345,8 +360,9 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
 
     _check_threads(args)
     names = ("target", "out", "tokens", "steps", "rollout", "batch", "lr", "vocab", "max_new_tokens", "gen_batch",
-             "checkpoint_every", "seed", "resume", "dtype", "data", "head_dtype")
-    summary = train(TrainConfig(**{name: getattr(args, name) for name in names}))
+             "checkpoint_every", "seed", "resume", "dtype", "data", "head_dtype", "device", "mask_outside_vocab",
+             "depth_decay", "tv_weight", "grad_clip")
+    summary = train(TrainConfig(betas=tuple(args.betas), **{name: getattr(args, name) for name in names}))
     print(format_summary(summary))
     print(f"head written to {args.out}; use it with --draft eagle:{args.out}")
     return 0

@@ -20,7 +20,13 @@ Self-distillation in four steps, each cached in the output directory so a resume
    query attends to the target-feature keys up to where drafting would start plus the keys of
    its own earlier draft steps (:func:`rollout_mask`): the "training-time test" of EAGLE-3 (Li et
    al. 2025) and HASS's harmonized context alignment (Zhang et al. 2024), so depths 2..R are
-   trained on what drafting feeds them.
+   trained on what drafting feeds them. Options from EAGLE-3's recipe and the LK losses:
+   depth weights ``depth_decay^(s−1)`` (EAGLE-3: 0.8 over 7 steps), positions whose target top
+   token is outside the head's vocabulary left out of the loss (``mask_outside_vocab``),
+   ``tv_weight`` × the total variation 1 − Σ min(p_target, p_draft) beside the cross-entropy
+   (LK losses, arXiv 2602.23881: the acceptance itself), AdamW's ``betas`` (EAGLE-3: 0.9, 0.95)
+   and the gradient clip (0.5, as EAGLE-3). The validation figures do not depend on them, so runs
+   with different options compare on one held-out set.
 
 At the end: validation top-1 and expected acceptance per draft depth (Σ min(p_draft, p_target),
 the per-token acceptance probability at T = 1, Leviathan et al. 2023, Section 3.1) printed and
@@ -81,6 +87,16 @@ class TrainConfig:
             (then ``tokens`` limits how much of it is used: the learning curve's knob).
         head_dtype: the dtype of the written head's weights (``"bfloat16"`` halves the file;
             checkpoints stay float32).
+        device: where the target and the head run (``"auto"``: CUDA when available, else the
+            CPU; ``"cpu"``; ``"cuda"``). Teacher features are kept on the CPU either way.
+        mask_outside_vocab: leave out of the loss the positions whose target top token the head
+            cannot propose (EAGLE-3; only with a reduced ``vocab``).
+        depth_decay: the loss of draft depth s weighs ``depth_decay^(s − 1)``, normalised to sum
+            to 1 (1.0: every depth alike; EAGLE-3: 0.8).
+        tv_weight: weight of the total-variation term 1 − Σ min(p_target, p_draft) added to each
+            position's cross-entropy (LK losses; 0 = off).
+        betas: AdamW's (β1, β2) (EAGLE-3: 0.9, 0.95).
+        grad_clip: the gradient norm is clipped to this (> 0).
     """
 
     target: str
@@ -103,6 +119,12 @@ class TrainConfig:
     dtype: str = "float32"
     data: str = ""
     head_dtype: str = "float32"
+    device: str = "auto"
+    mask_outside_vocab: bool = False
+    depth_decay: float = 1.0
+    tv_weight: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 0.5
 
     def check(self) -> None:
         """Raises ValueError for out-of-range settings."""
@@ -114,6 +136,13 @@ class TrainConfig:
         for name in ("dtype", "head_dtype"):
             if getattr(self, name) not in ("float32", "bfloat16"):
                 raise ValueError(f"--{name.replace('_', '-')} must be float32 or bfloat16, got {getattr(self, name)!r}")
+        if not 0 < self.depth_decay <= 1 or self.tv_weight < 0 or self.grad_clip <= 0:
+            raise ValueError(f"need 0 < --depth-decay <= 1, --tv-weight >= 0 and --grad-clip > 0, got "
+                             f"{self.depth_decay}, {self.tv_weight}, {self.grad_clip}")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"--betas needs two numbers in [0, 1), got {list(self.betas)}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         if self.data and not Path(self.data).expanduser().is_file():
             raise ValueError(f"--data {self.data}: no such file (a teacher_data.pt of an earlier run)")
 
@@ -265,18 +294,24 @@ def _target_distribution(head: EagleHead, features: torch.Tensor, chunk: int = 2
     return torch.cat(probs), top
 
 
-def rollout_loss(head: EagleHead, batch: dict, rollout: int, feature_weight: float) -> tuple[torch.Tensor, list[dict]]:
+def rollout_loss(head: EagleHead, batch: dict, rollout: int, feature_weight: float, *, tv_weight: float = 0.0,
+                 mask_outside_vocab: bool = False, depth_decay: float = 1.0) -> tuple[torch.Tensor, list[dict]]:
     """The training loss of one batch over ``rollout`` draft depths, and per-depth figures.
 
     Step 1 reads the target's features; step s > 1 reads, at position i, the head's step s − 1
     prediction of the feature at i, with :func:`rollout_mask`'s attention. At each trained row
     (``batch["rows"]``, and ``i >= s − 1`` so that a target feature precedes the draft) the loss
-    is the soft cross-entropy ``−Σ_F p_target log p_draft`` plus ``feature_weight`` × smooth-L1 of
-    the predicted feature against the target's.
+    is the soft cross-entropy ``−Σ_F p_target log p_draft``, plus ``tv_weight`` × the total
+    variation ``1 − Σ_F min(p_target, p_draft)`` (LK losses, arXiv 2602.23881; ``p_target`` is not
+    renormalised on the head's vocabulary F, so this is one minus the acceptance the head can
+    reach), plus ``feature_weight`` × smooth-L1 of the predicted feature against the target's.
+    With ``mask_outside_vocab`` (EAGLE-3) rows whose target top token is outside F are left out of
+    the loss (not of the figures). Depth s weighs ``depth_decay^(s − 1)``; the weights are
+    normalised to sum to 1 over the depths that had rows (1.0: the mean over depths).
 
     Returns:
-        ``(mean loss over depths, [{"loss", "top1", "acceptance", "rows"} per depth])``: top-1 =
-        the head's argmax equals the target's; acceptance = Σ min(p_draft, p_target).
+        ``(weighted loss, [{"loss", "top1", "acceptance", "rows"} per depth])``: top-1 = the head's
+        argmax equals the target's; acceptance = Σ min(p_draft, p_target); both over every row.
     """
     from transformers import DynamicCache
 
@@ -285,8 +320,10 @@ def rollout_loss(head: EagleHead, batch: dict, rollout: int, feature_weight: flo
     positions = torch.arange(length, device=features.device).view(1, -1)
     p_target, top = _target_distribution(head, features[:, 1:][rows])
     next_features = features[:, 1:][rows].float()
-    inputs, cache, total, figures = features[:, :-1], DynamicCache(), 0.0, []
+    inputs, cache, figures = features[:, :-1], DynamicCache(), []
+    total, weights = 0.0, 0.0
     dtype = head.fuse.weight.dtype
+    masking = mask_outside_vocab and head.frequent_ids.numel() > 0
     for step in range(1, rollout + 1):
         mask = tree_mask(rollout_mask(length, step, features.device), dtype)
         out = head(inputs, ids[:, 1:], positions, mask, cache=cache)
@@ -297,14 +334,22 @@ def rollout_loss(head: EagleHead, batch: dict, rollout: int, feature_weight: flo
         predicted = out[rows][keep]
         log_q = torch.log_softmax(head.sub_logits(predicted), dim=-1)
         p = p_target[keep]
-        loss = -(p * log_q).sum(-1).mean()
-        loss = loss + feature_weight * torch.nn.functional.smooth_l1_loss(predicted.float(), next_features[keep])
-        total = total + loss
+        q = log_q.exp()
+        per_row = -(p * log_q).sum(-1) + feature_weight * torch.nn.functional.smooth_l1_loss(
+            predicted.float(), next_features[keep], reduction="none").mean(-1)
+        if tv_weight:
+            per_row = per_row + tv_weight * (1 - torch.minimum(q, p).sum(-1))
+        if masking:  # a top token the head cannot propose teaches it nothing it can use
+            per_row = per_row[top[keep] >= 0]
+        if per_row.numel():
+            total, weights = total + depth_decay ** (step - 1) * per_row.mean(), weights + depth_decay ** (step - 1)
         with torch.no_grad():
-            q = log_q.exp()
-            figures.append({"loss": float(loss), "top1": float((q.argmax(-1) == top[keep]).float().mean()),
+            figures.append({"loss": float(per_row.mean()) if per_row.numel() else 0.0,
+                            "top1": float((q.argmax(-1) == top[keep]).float().mean()),
                             "acceptance": float(torch.minimum(q, p).sum(-1).mean()), "rows": int(keep.sum())})
-    return total / max(len(figures), 1), figures
+    if not weights:  # no row to train on (every top token outside the vocabulary): a loss with no gradient
+        return head.fuse.weight.sum() * 0.0, figures
+    return total / weights, figures
 
 
 @torch.no_grad()
@@ -314,7 +359,8 @@ def evaluate(head: EagleHead, data: dict, indices: list[int], cfg: TrainConfig, 
     sums: dict[int, list[float]] = {}
     for start in range(0, len(indices), cfg.batch):
         batch = _batch(data, indices[start : start + cfg.batch], cfg.max_len, device)
-        _, figures = rollout_loss(head, batch, cfg.rollout, cfg.feature_weight)
+        _, figures = rollout_loss(head, batch, cfg.rollout, cfg.feature_weight, tv_weight=cfg.tv_weight,
+                                  mask_outside_vocab=cfg.mask_outside_vocab, depth_decay=cfg.depth_decay)
         for depth, f in enumerate(figures, start=1):
             acc = sums.setdefault(depth, [0.0, 0.0, 0])
             acc[0] += f["top1"] * f["rows"]
@@ -405,9 +451,10 @@ def lr_factor(step: int, steps: int, warmup: int = 50) -> float:
 
 def _autocast(loaded):
     """bfloat16 autocast of the head's matrix products when the target runs in bfloat16 (the
-    weights and the optimiser stay float32: mixed-precision training); a no-op otherwise."""
+    weights and the optimiser stay float32: mixed-precision training), on the target's device
+    type (CPU or CUDA); a no-op otherwise."""
     dtype = next(loaded.model.parameters()).dtype
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16)
+    return torch.autocast(loaded.device.type, dtype=torch.bfloat16, enabled=dtype == torch.bfloat16)
 
 
 def _checkpoint(head, optimizer, step: int, history: list, cfg: TrainConfig, out: Path) -> None:
@@ -423,7 +470,7 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
     Args:
         cfg: the settings.
         loaded: the target as a :class:`~specviz.models.LoadedModel` (default: loaded from
-            ``cfg.target`` in float32 on the CPU).
+            ``cfg.target`` in ``cfg.dtype`` on ``cfg.device``).
 
     Raises:
         ValueError: for out-of-range settings; ModelLoadError: if the target cannot be loaded.
@@ -434,7 +481,7 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
     if loaded is None:
         from .models import load_model
 
-        loaded = load_model(cfg.target, device="cpu", dtype=cfg.dtype)
+        loaded = load_model(cfg.target, device=cfg.device, dtype=cfg.dtype)
     out = Path(cfg.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     data = prepare_data(cfg, loaded, out)
@@ -446,12 +493,14 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
     while step < cfg.steps:
         batch = _batch(data, rng.sample(train_ids, min(cfg.batch, len(train_ids))), cfg.max_len, loaded.device)
         with _autocast(loaded):
-            loss, figures = rollout_loss(head, batch, cfg.rollout, cfg.feature_weight)
+            loss, figures = rollout_loss(head, batch, cfg.rollout, cfg.feature_weight, tv_weight=cfg.tv_weight,
+                                         mask_outside_vocab=cfg.mask_outside_vocab, depth_decay=cfg.depth_decay)
         for group in optimizer.param_groups:
             group["lr"] = cfg.lr * lr_factor(step, cfg.steps)
+            group["betas"] = tuple(cfg.betas)  # read by AdamW at every step, so a resumed run may change them
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
+        torch.nn.utils.clip_grad_norm_(head.parameters(), cfg.grad_clip)
         optimizer.step()
         step += 1
         history.append({"step": step, "loss": round(loss.item(), 5),

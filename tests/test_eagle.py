@@ -288,6 +288,116 @@ def test_training_lowers_the_loss_and_resumes(tiny_loaded, tmp_path):
     assert resumed["sequences"] == summary["sequences"]
 
 
+def _toy_batch(target) -> dict:
+    """Two teacher-forced sequences of the tiny target as a training batch (every answer row trained)."""
+    from specviz.train_draft import _batch, teacher_features
+
+    generator = torch.Generator().manual_seed(0)
+    sequences = [(torch.randint(0, VOCAB, (n,), generator=generator).tolist(), 2) for n in (24, 17)]
+    data = {"sequences": sequences, "features": teacher_features(target, sequences)}
+    return _batch(data, [0, 1], 64, torch.device("cpu"))
+
+
+def test_the_rollout_loss_weighs_depths_by_the_decay_and_adds_the_total_variation(target):
+    """Depth s weighs decay^(s−1) (normalised); the TV term adds tv_weight × (1 − acceptance) to each
+    depth's loss and leaves the figures as they were."""
+    from specviz.train_draft import rollout_loss
+
+    head, batch = EagleHead(target), _toy_batch(target)
+    with torch.no_grad():
+        base, figures = rollout_loss(head, batch, 5, 0.1)
+        decayed, _ = rollout_loss(head, batch, 5, 0.1, depth_decay=0.8)
+        with_tv, tv_figures = rollout_loss(head, batch, 5, 0.1, tv_weight=0.5)
+    assert len(figures) == 5 and base.item() == pytest.approx(sum(f["loss"] for f in figures) / 5, rel=1e-5)
+    weights = [0.8**s for s in range(5)]
+    assert decayed.item() == pytest.approx(sum(w * f["loss"] for w, f in zip(weights, figures)) / sum(weights),
+                                           rel=1e-5)
+    assert with_tv.item() == pytest.approx(sum(f["loss"] for f in tv_figures) / 5, rel=1e-5)
+    for plain, tv in zip(figures, tv_figures):
+        assert tv["loss"] == pytest.approx(plain["loss"] + 0.5 * (1 - plain["acceptance"]), rel=1e-5)
+        assert (tv["top1"], tv["acceptance"], tv["rows"]) == (plain["top1"], plain["acceptance"], plain["rows"])
+    loss, _ = rollout_loss(head, batch, 3, 0.0, tv_weight=1.0, depth_decay=0.8)
+    loss.backward()
+    assert head.fuse.weight.grad is not None and torch.isfinite(head.fuse.weight.grad).all()
+
+
+def test_the_vocabulary_mask_leaves_out_rows_whose_top_token_the_head_cannot_propose(target):
+    """EAGLE-3's mask: the loss is the mean over the rows whose target top token is in the head's
+    vocabulary (computed here by hand at depth 1); the figures still cover every row; with the
+    whole vocabulary the mask changes nothing."""
+    from specviz.drafters.eagle import tree_mask
+    from specviz.train_draft import _target_distribution, rollout_loss, rollout_mask
+
+    batch = _toy_batch(target)
+    features, ids, rows = batch["features"], batch["ids"], batch["rows"]
+    _, top = _target_distribution(EagleHead(target), features[:, 1:][rows])
+    tops = sorted(set(top.tolist()))
+    head = EagleHead(target, torch.tensor(sorted(set(range(VOCAB)) - set(tops[::2]))))  # half the top tokens out
+    with torch.no_grad():
+        masked, masked_figures = rollout_loss(head, batch, 1, 0.0, mask_outside_vocab=True)
+        unmasked, figures = rollout_loss(head, batch, 1, 0.0)
+        p_target, inside = _target_distribution(head, features[:, 1:][rows])
+        length = features.shape[1] - 1
+        out = head(features[:, :-1], ids[:, 1:], torch.arange(length).view(1, -1),
+                   tree_mask(rollout_mask(length, 1), torch.float32))
+        cross_entropy = -(p_target * torch.log_softmax(head.sub_logits(out[rows]), dim=-1)).sum(-1)
+    assert 0 < int((inside < 0).sum()) < inside.numel()
+    assert masked.item() == pytest.approx(cross_entropy[inside >= 0].mean().item(), rel=1e-5)
+    assert unmasked.item() == pytest.approx(cross_entropy.mean().item(), rel=1e-5) != masked.item()
+    assert masked_figures[0]["rows"] == figures[0]["rows"] == inside.numel()
+    assert masked_figures[0]["acceptance"] == figures[0]["acceptance"]
+    full = EagleHead(target)
+    with torch.no_grad():
+        assert rollout_loss(full, batch, 2, 0.1, mask_outside_vocab=True)[0] == rollout_loss(full, batch, 2, 0.1)[0]
+
+
+def test_training_with_eagle3_options_at_toy_size(tiny_loaded, tmp_path, monkeypatch):
+    """Seven unrolled steps with weights 0.8^s, the vocabulary mask, a TV term, AdamW (0.9, 0.95)
+    and a 0.5 gradient clip: the run reports seven depths, and every step used those betas and
+    that clip."""
+    betas, clips = [], []
+    step, clip = torch.optim.AdamW.step, torch.nn.utils.clip_grad_norm_
+
+    def recording_step(self, *args, **kwargs):
+        betas.append(tuple(self.param_groups[0]["betas"]))
+        return step(self, *args, **kwargs)
+
+    def recording_clip(parameters, max_norm, *args, **kwargs):
+        clips.append(max_norm)
+        return clip(parameters, max_norm, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", recording_step)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
+    cfg = TrainConfig(target="tiny", out=str(tmp_path), tokens=400, steps=4, rollout=7, batch=4, vocab=60,
+                      max_new_tokens=24, gen_batch=16, max_len=48, checkpoint_every=100, device="cpu",
+                      mask_outside_vocab=True, depth_decay=0.8, tv_weight=0.5, betas=(0.9, 0.95), grad_clip=0.5)
+    summary = train(cfg, tiny_loaded)
+    assert [v["depth"] for v in summary["validation"]] == list(range(1, 8))
+    assert all(torch.isfinite(torch.tensor(h["loss"])) for h in summary["history"]) and len(summary["history"]) == 4
+    assert betas == [(0.9, 0.95)] * 4 and clips == [0.5] * 4
+    assert summary["config"]["depth_decay"] == 0.8 and summary["config"]["mask_outside_vocab"]
+
+
+def test_training_options_are_checked_and_reach_the_command_line():
+    from specviz.cli import build_parser
+
+    args = build_parser().parse_args(["train-draft", "--out", "/tmp/h", "--device", "cpu", "--mask-outside-vocab",
+                                      "--rollout", "7", "--depth-decay", "0.8", "--tv-weight", "0.5", "--betas",
+                                      "0.9", "0.95", "--grad-clip", "0.5"])
+    assert (args.device, args.mask_outside_vocab, args.rollout, args.depth_decay, args.tv_weight, args.betas,
+            args.grad_clip) == ("cpu", True, 7, 0.8, 0.5, [0.9, 0.95], 0.5)
+    defaults = build_parser().parse_args(["train-draft", "--out", "/tmp/h"])
+    assert (defaults.device, defaults.mask_outside_vocab, defaults.depth_decay, defaults.tv_weight,
+            defaults.betas, defaults.grad_clip) == ("auto", False, 1.0, 0.0, [0.9, 0.999], 0.5)
+    for bad in ({"depth_decay": 0.0}, {"tv_weight": -1.0}, {"grad_clip": 0.0}, {"betas": (0.9, 1.0)},
+                {"device": "tpu"}):
+        with pytest.raises(ValueError):
+            TrainConfig(target="t", out="/tmp/h", **bad).check()
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            train(TrainConfig(target="t", out="/tmp/h", device="cuda"))
+
+
 def test_train_draft_command_line_and_public_mode():
     from specviz.cli import build_parser
     from specviz.request import RequestError, check_public_models

@@ -13,7 +13,8 @@ limit). Each drafter runs at a few lookaheads K, chosen for coverage within a CI
 minute for the whole file: prompt lookup costs nothing per draft, so K = 1, 3 and 8; the int8 copy
 (α high, each draft step costs most of a target step) at K = 2 and K = 8 (long accepted blocks, the
 bonus token, rollback of many positions); the early-exit draft rejects almost every token at
-greedy, so a long K would only repeat the same path at several times the cost: K = 1 and 3.
+greedy, so a long K would only repeat the same path at several times the cost: K = 1 and 3; Token
+Recycling at K = 4 (its table is the process's, so its drafts depend on the runs before it).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ DRAFTERS = {
     "int8": ((2, 8), True),
     "early-exit:6": ((1, 3), False),
     "lookup+eagle": ((3,), True),  # the shipped head where lookup finds no trigram to copy
+    "recycle": ((4,), False),  # the table starts from what earlier passes taught it: blocks are not promised
 }
 
 

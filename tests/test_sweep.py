@@ -230,4 +230,4 @@ def test_cli_sweep_refuses_trees_without_a_drafter(tiny_target):
                    "--prompt", PROMPT)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
     assert ("--branches > 1 needs a drafter that drafts trees (ngram, suffix, a draft model, int8, early-exit:N, "
-            "eagle[:DIR], lookup+eagle[:DIR])") in done.stderr
+            "eagle[:DIR], lookup+eagle[:DIR], recycle, lookup+recycle)") in done.stderr

@@ -246,7 +246,9 @@ class RecycleDrafter:
             if parent is None:  # the parent was left out: so is its subtree
                 continue
             token = committed[-1] if parent < 0 else tokens[parent]
-            row = rows.setdefault(token, self.table.row(token))
+            row = rows.get(token)
+            if row is None:
+                row = rows[token] = self.table.row(token)
             if path[-1] < len(row):
                 index[path] = len(tokens)
                 tokens.append(row[path[-1]])

@@ -37,7 +37,8 @@ from ..drafttree import DraftTree, crop_cache, default_tree_nodes
 from .base import Drafter
 from .draft_model import ModelDrafter, shared_vocab_size
 from .lookup import PromptLookupDrafter, prefix_tree
-from .registry import DRAFTER_KINDS, DrafterKind, drafter_kind, parse_drafter_spec, spec_forms, spec_help
+from .registry import (DRAFTER_KINDS, DrafterKind, device_type, drafter_kind, for_device, kinds_for, parse_drafter_spec,
+                       real_draft_phrase, spec_forms, spec_help)
 from .suffix import (HISTORY_MAX_SEQUENCES, HISTORY_MAX_TOKENS, SESSION_HISTORY_MAX_SEQUENCES,
                      SESSION_HISTORY_MAX_TOKENS, SUFFIX_HISTORY, SuffixDrafter, SuffixHistory,
                      clear_suffix_history)
@@ -45,5 +46,5 @@ from .suffix import (HISTORY_MAX_SEQUENCES, HISTORY_MAX_TOKENS, SESSION_HISTORY_
 __all__ = ["DRAFTER_KINDS", "HISTORY_MAX_SEQUENCES", "HISTORY_MAX_TOKENS", "SESSION_HISTORY_MAX_SEQUENCES",
            "SESSION_HISTORY_MAX_TOKENS", "SUFFIX_HISTORY", "DraftTree", "Drafter", "DrafterKind", "ModelDrafter",
            "PromptLookupDrafter", "SuffixDrafter", "SuffixHistory", "clear_suffix_history", "crop_cache",
-           "default_tree_nodes", "drafter_kind", "parse_drafter_spec", "prefix_tree", "shared_vocab_size",
-           "spec_forms", "spec_help"]
+           "default_tree_nodes", "device_type", "drafter_kind", "for_device", "kinds_for", "parse_drafter_spec",
+           "prefix_tree", "real_draft_phrase", "shared_vocab_size", "spec_forms", "spec_help"]

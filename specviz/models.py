@@ -26,12 +26,16 @@ Where models come from
 The model cache
 ---------------
 Loaded models are cached per (source, device, dtype) in a least-recently-used cache bounded by a
-count (``$SPECVIZ_MAX_MODELS``, default 4: two target/draft pairs) and an estimate of bytes
-(``$SPECVIZ_MAX_MODEL_BYTES``, default 8 GiB; weights and buffers, an int8 copy counted with its
-target). Loading past a limit evicts the least recently used models, with their int8 copies, and
-releases their memory (``gc.collect()``, and ``torch.cuda.empty_cache()`` once CUDA is in use):
-cycling through many pairs keeps memory where the limit puts it. A caller that still holds an
-evicted :class:`LoadedModel` can keep using it; its memory is freed when the caller lets go.
+count (``$SPECVIZ_MAX_MODELS``, default 4: two target/draft pairs) and, on each device, bytes
+(``$SPECVIZ_MAX_MODEL_BYTES``; unset: 70% of the device's free memory plus what the cache holds
+there, read at each load; weights and buffers, an int8 copy counted with its target). Before a
+model is read, its size is estimated from its safetensors headers (:func:`estimate_bytes`) and
+the least recently used models are evicted until it fits, with their int8 copies, and their memory
+released (``gc.collect()``, and ``torch.cuda.empty_cache()`` once CUDA is in use): old and new are
+never in memory together past the budget, and cycling through many pairs keeps memory where the
+budget puts it. A run's pair is pinned (:func:`in_use`; :func:`build_drafter` pins the target
+while its draft loads): no load evicts it. A caller that still holds an evicted
+:class:`LoadedModel` can keep using it; its memory is freed when the caller lets go.
 :func:`cache_info` describes the cache, :func:`set_cache_limits` changes the limits and
 :func:`clear_cache` empties it. Each load and each eviction logs one INFO line.
 
@@ -44,6 +48,7 @@ draft model whose tokenizer must match the target's (:func:`shared_vocab_size`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import logging
@@ -53,6 +58,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +67,7 @@ import torch
 from .drafters import (Drafter, RecycleTable, SuffixDrafter, SuffixHistory, drafter_kind, parse_drafter_spec,
                        selfdraft, shared_vocab_size)
 from .drafters.selfdraft import early_exit_draft, int8_draft
+from . import memory
 from .errors import IncompatiblePairError, ModelLoadError
 from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
 
@@ -73,15 +80,19 @@ __all__ = [
     "OfflineSpec",
     "ProgressFn",
     "build_drafter",
+    "cache_budget",
     "cache_dir",
     "cache_info",
     "clear_cache",
     "compile_forward",
     "cpu_has_native_bf16",
     "early_exit_draft",
+    "estimate_bytes",
+    "in_use",
     "int8_draft",
     "load_model",
     "module_bytes",
+    "native_dtypes",
     "prepare_offline",
     "resolve_device",
     "resolve_dtype",
@@ -161,6 +172,29 @@ def resolve_dtype(dtype: str | torch.dtype = "auto", device: str | torch.device 
     if torch.device(device).type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+
+
+def native_dtypes(device: str | torch.device) -> tuple[str, ...]:
+    """The dtypes a device runs models in at full speed, the one :func:`resolve_dtype` would pick
+    for ``auto`` on a capable machine first: what a public server allows (public mode pins the
+    dtype to these, :func:`specviz.request.pin_public_device`).
+
+    On the CPU: bfloat16 where it is native (:func:`cpu_has_native_bf16`), and float32 always. On
+    CUDA: bfloat16 and float16 where bfloat16 has tensor cores (``torch.cuda.is_bf16_supported(
+    including_emulation=False)``; it answers True on a T4 or V100 by emulation otherwise), else
+    float16 and float32 (float16 makes Gemma-3 produce NaNs, transformers#36822). float32 on a
+    bfloat16 GPU only doubles the memory and the time.
+
+    Raises:
+        ValueError: for a device that is neither cpu nor cuda.
+    """
+    kind = torch.device(device).type
+    if kind == "cpu":
+        return ("bfloat16", "float32") if cpu_has_native_bf16() else ("float32",)
+    if kind != "cuda":
+        raise ValueError(f"unknown device {device!r}; use cpu or cuda")
+    native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+    return ("bfloat16", "float16") if native_bf16 else ("float16", "float32")
 
 
 # --------------------------------------------------------------------------- loaded models
@@ -292,7 +326,6 @@ class LoadedModel:
 CacheKey = tuple[str, str, torch.dtype]  # (source, device, dtype)
 
 DEFAULT_MAX_MODELS = 4
-DEFAULT_MAX_BYTES = 8 << 30
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -304,7 +337,7 @@ def _parse_bytes(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
-def _limit_from_env(name: str, default: int, parse=int) -> int:
+def _limit_from_env(name: str, default: int | None, parse=int) -> int | None:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -313,7 +346,8 @@ def _limit_from_env(name: str, default: int, parse=int) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        logger.warning("ignoring %s=%r (not a positive number); using %d", name, raw, default)
+        logger.warning("ignoring %s=%r (not a positive number); using %s", name, raw,
+                       "a budget from free memory" if default is None else default)
         return default
     return value
 
@@ -348,22 +382,32 @@ class _Entry:
     nbytes: int
     int8: weakref.ref | None = None  # the int8 copy last measured, and its bytes
     int8_bytes: int = 0
+    pins: int = 0  # runs using it now (ModelCache.pin): never evicted while above 0
+
+    def holds(self, held) -> bool:
+        return self.loaded is held or self.loaded.model is held
 
 
 class ModelCache:
-    """A least-recently-used cache of :class:`LoadedModel` bounded by count and bytes.
+    """A least-recently-used cache of :class:`LoadedModel` bounded by count and, per device, bytes.
 
-    Keys are (source, device, dtype). :meth:`put` inserts a model as the most recently used and
-    evicts from the other end until at most ``max_models`` entries and ``max_bytes`` bytes remain;
-    the newest entry is never evicted, so one model larger than ``max_bytes`` still loads.
-    :meth:`get` marks an entry as used. An entry's bytes are its model's :func:`module_bytes`
-    plus those of its int8 copy (:func:`specviz.drafters.selfdraft.int8_copy`), if one was built; the copy
-    is dropped with its target.
+    Keys are (source, device, dtype). Each device has its own byte budget (:meth:`budget`):
+    ``max_bytes`` when one is set, else :func:`specviz.memory.memory_budget`, 70% of the device's
+    free memory plus what the cache already holds there, read at each load (``psutil`` on the CPU,
+    ``torch.cuda.mem_get_info`` on CUDA). Before a model is read, :meth:`make_room` evicts least
+    recently used entries until the new one's estimated bytes fit beside the rest (so old and new
+    are never in memory together past the budget); :meth:`put` then inserts it as the most
+    recently used and re-applies the limits with its measured bytes. Never evicted: the newest
+    entry (so one model larger than the budget still loads) and a pinned one (:meth:`pin`, or
+    :func:`in_use`: the pair of a run in progress). :meth:`get` marks an entry as used. An
+    entry's bytes are its model's :func:`module_bytes` plus those of its int8 copy
+    (:func:`specviz.drafters.selfdraft.int8_copy`), if one was built; the copy is dropped with
+    its target.
 
     Args:
         max_models: most models kept (default ``$SPECVIZ_MAX_MODELS``, else 4).
-        max_bytes: most bytes kept (default ``$SPECVIZ_MAX_MODEL_BYTES``, e.g. ``8GiB``, ``512M``
-            or a plain count, else 8 GiB).
+        max_bytes: most bytes kept on each device (default ``$SPECVIZ_MAX_MODEL_BYTES``, e.g.
+            ``8GiB``, ``512M`` or a plain count; unset: sized from free memory as above).
         lock: the lock that guards the entries (default a fresh ``RLock``).
     """
 
@@ -372,7 +416,7 @@ class ModelCache:
         self._lock = lock if lock is not None else threading.RLock()
         self._entries: OrderedDict[CacheKey, _Entry] = OrderedDict()
         self.max_models = max_models or _limit_from_env("SPECVIZ_MAX_MODELS", DEFAULT_MAX_MODELS)
-        self.max_bytes = max_bytes or _limit_from_env("SPECVIZ_MAX_MODEL_BYTES", DEFAULT_MAX_BYTES, _parse_bytes)
+        self.max_bytes = max_bytes or _limit_from_env("SPECVIZ_MAX_MODEL_BYTES", None, _parse_bytes)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -404,14 +448,29 @@ class ModelCache:
                     self.trim()
                     return
 
-    def set_limits(self, max_models: int | None = None, max_bytes: int | None = None) -> None:
-        """Change the limits (None keeps one) and evict what no longer fits."""
+    def pin(self, *held) -> None:
+        """Keep the entries holding ``held`` (each a :class:`LoadedModel` or its module) from
+        eviction until as many :meth:`unpin` calls; models not in the cache are ignored."""
+        with self._lock:
+            for entry in self._entries.values():
+                entry.pins += sum(entry.holds(h) for h in held)
+
+    def unpin(self, *held) -> None:
+        """Undo one :meth:`pin` of each of ``held``."""
+        with self._lock:
+            for entry in self._entries.values():
+                entry.pins = max(0, entry.pins - sum(entry.holds(h) for h in held))
+
+    def set_limits(self, max_models: int | None = None, max_bytes: int | None = None,
+                   from_memory: bool = False) -> None:
+        """Change the limits (None keeps one; ``from_memory`` drops a set byte limit, so each
+        device's budget comes from its free memory again) and evict what no longer fits."""
         for value in (max_models, max_bytes):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"cache limits must be positive integers, got {value!r}")
         with self._lock:
             self.max_models = max_models or self.max_models
-            self.max_bytes = max_bytes or self.max_bytes
+            self.max_bytes = None if from_memory else max_bytes or self.max_bytes
             self.trim()
 
     def total_bytes(self) -> int:
@@ -419,21 +478,67 @@ class ModelCache:
         with self._lock:
             return sum(self._entry_bytes(entry) for entry in self._entries.values())
 
+    def device_bytes(self, device: str | torch.device) -> int:
+        """Bytes of the entries on ``device`` (``str(LoadedModel.device)``, e.g. ``"cpu"``)."""
+        device = str(device)
+        with self._lock:
+            return sum(self._entry_bytes(e) for e in self._entries.values() if str(e.loaded.device) == device)
+
+    def budget(self, device: str | torch.device) -> int:
+        """The bytes entries on ``device`` may hold: ``max_bytes``, or when none is set
+        :func:`specviz.memory.memory_budget` of the device's free memory and what is held there."""
+        if self.max_bytes is not None:
+            return self.max_bytes
+        return memory.memory_budget(device, held=self.device_bytes(device))
+
+    def make_room(self, device: str | torch.device, incoming: int, what: str) -> int:
+        """Before a model of about ``incoming`` bytes is read onto ``device``: evict least recently
+        used entries (pinned ones never) until one more model fits the count and ``incoming``
+        fits that device's budget beside what stays; release their memory; one log line each.
+        Returns how many were evicted."""
+        device = str(device)
+        with self._lock:
+            budget = self.budget(device)  # once: evicting frees what it held, the sum stays
+            evicted = []
+            while len(self._entries) >= self.max_models and self._evict_one(None, keep_newest=False, out=evicted):
+                pass
+            while (self.device_bytes(device) + incoming > budget
+                   and self._evict_one(device, keep_newest=False, out=evicted)):
+                pass
+            self._finish(evicted, f" to make room for {what} (about {incoming / 2**20:.1f} MiB)")
+            return len(evicted)
+
     def trim(self) -> int:
-        """Evict least recently used entries (never the newest) until within both limits;
-        release their memory; log one line per eviction. Returns how many were evicted."""
+        """Evict least recently used entries (never the newest, never a pinned one) until within
+        both limits on every device; release their memory; log one line per eviction. Returns how
+        many were evicted."""
         with self._lock:
             evicted = []
-            while len(self._entries) > 1 and (len(self._entries) > self.max_models
-                                              or self.total_bytes() > self.max_bytes):
-                evicted.append(self._pop_oldest())
-            if evicted:
-                _release_memory()
-            for line in evicted:
-                logger.info("evicted %s; the cache now holds %d models, %.1f of %.1f MiB (at most %d models)",
-                            line, len(self._entries), self.total_bytes() / 2**20, self.max_bytes / 2**20,
-                            self.max_models)
+            while len(self._entries) > self.max_models and self._evict_one(None, keep_newest=True, out=evicted):
+                pass
+            for device in sorted({str(e.loaded.device) for e in self._entries.values()}):
+                budget = self.budget(device)
+                while self.device_bytes(device) > budget and self._evict_one(device, keep_newest=True, out=evicted):
+                    pass
+            self._finish(evicted, "")
             return len(evicted)
+
+    def _evict_one(self, device: str | None, keep_newest: bool, out: list[str]) -> bool:
+        """Evict the least recently used entry that may go (on ``device``, unless None); its line
+        is appended to ``out``. False when none may go."""
+        newest = next(reversed(self._entries), None) if keep_newest else None
+        for key, entry in self._entries.items():
+            if key != newest and entry.pins == 0 and device in (None, str(entry.loaded.device)):
+                out.append(self._pop(key))
+                return True
+        return False
+
+    def _finish(self, evicted: list[str], reason: str) -> None:
+        if evicted:
+            _release_memory()
+        for line in evicted:
+            logger.info("evicted %s%s; the cache now holds %d models, %.1f MiB (at most %d models)", line, reason,
+                        len(self._entries), self.total_bytes() / 2**20, self.max_models)
 
     def clear(self) -> None:
         """Drop every entry and every int8 copy, and release their memory."""
@@ -446,17 +551,19 @@ class ModelCache:
 
     def info(self) -> dict:
         """Plain data for logs and tests: ``entries`` (least recently used first; each with name,
-        source, device, dtype, bytes including ``int8_bytes``), ``models``, ``bytes`` (total),
-        ``max_models``, ``max_bytes``."""
+        source, device, dtype, bytes including ``int8_bytes``, ``pins``), ``models``, ``bytes``
+        (total), ``max_models``, ``max_bytes`` (None: sized from free memory) and ``budgets``
+        (:meth:`budget` of each device an entry is on)."""
         with self._lock:
             entries = [
                 {"name": e.loaded.name, "source": e.loaded.source, "device": str(e.loaded.device),
                  "dtype": str(e.loaded.dtype).removeprefix("torch."), "bytes": self._entry_bytes(e),
-                 "int8_bytes": self._entry_bytes(e) - e.nbytes}
+                 "int8_bytes": self._entry_bytes(e) - e.nbytes, "pins": e.pins}
                 for e in self._entries.values()
             ]
             return {"entries": entries, "models": len(entries), "bytes": sum(e["bytes"] for e in entries),
-                    "max_models": self.max_models, "max_bytes": self.max_bytes}
+                    "max_models": self.max_models, "max_bytes": self.max_bytes,
+                    "budgets": {d: self.budget(d) for d in sorted({e["device"] for e in entries})}}
 
     def _entry_bytes(self, entry: _Entry) -> int:
         draft = selfdraft.int8_copy(entry.loaded)
@@ -466,10 +573,10 @@ class ModelCache:
             entry.int8, entry.int8_bytes = weakref.ref(draft), module_bytes(draft)
         return entry.nbytes + entry.int8_bytes
 
-    def _pop_oldest(self) -> str:
+    def _pop(self, key: CacheKey) -> str:
         # Returns only a description: no reference to the evicted model may outlive this call,
         # or the garbage collection that follows could not free it.
-        _, entry = self._entries.popitem(last=False)
+        entry = self._entries.pop(key)
         loaded = entry.loaded
         line = (f"{loaded.name} ({loaded.device}, {str(loaded.dtype).removeprefix('torch.')}, "
                 f"{self._entry_bytes(entry) / 2**20:.1f} MiB)")
@@ -492,13 +599,33 @@ def cache_info() -> dict:
     return _CACHE.info()
 
 
-def set_cache_limits(max_models: int | None = None, max_bytes: int | None = None) -> None:
-    """Change the model cache's limits (None keeps one); evicts at once what no longer fits.
+def set_cache_limits(max_models: int | None = None, max_bytes: int | None = None, from_memory: bool = False) -> None:
+    """Change the model cache's limits (None keeps one; ``from_memory``: size each device's byte
+    budget from its free memory again, as when ``$SPECVIZ_MAX_MODEL_BYTES`` is unset); evicts at
+    once what no longer fits.
 
     Raises:
         ValueError: for a limit that is not a positive integer.
     """
-    _CACHE.set_limits(max_models, max_bytes)
+    _CACHE.set_limits(max_models, max_bytes, from_memory)
+
+
+def cache_budget(device: str | torch.device) -> int:
+    """The bytes the model cache may hold on ``device`` now (:meth:`ModelCache.budget`)."""
+    return _CACHE.budget(str(device))
+
+
+@contextlib.contextmanager
+def in_use(*held) -> Iterator[None]:
+    """Pin ``held`` in the model cache while the block runs: no load evicts them (a run's target
+    and draft; each a :class:`LoadedModel` or its module; None and models not cached are ignored).
+    Nests: a model stays pinned until every block pinning it has ended."""
+    held = tuple(h for h in held if h is not None)
+    _CACHE.pin(*held)
+    try:
+        yield
+    finally:
+        _CACHE.unpin(*held)
 
 
 # --------------------------------------------------------------------------- loading
@@ -579,6 +706,7 @@ def load_model(
         cached = _CACHE.get((source, str(torch_device), torch_dtype))
         if cached is not None:
             return cached
+        _CACHE.make_room(torch_device, estimate_bytes(source, torch_dtype) or 0, name_or_path)
         t0 = time.perf_counter()
         loaded = _read_model(name_or_path, source, local_only, torch_device, torch_dtype, progress)
         nbytes = module_bytes(loaded.model)
@@ -589,6 +717,15 @@ def load_model(
         # directory, which is what later calls resolve to.
         _CACHE.put((loaded.source, str(torch_device), torch_dtype), loaded, nbytes)
         return loaded
+
+
+def estimate_bytes(source: str, dtype: str | torch.dtype) -> int | None:
+    """Bytes a model will take once loaded in ``dtype``, before it is read: its parameter count
+    (:func:`specviz.memory.model_parameters`: the safetensors headers of a local or cached
+    checkpoint, else the presets' :data:`specviz.memory.MODEL_SHAPES`) times the dtype's bytes per
+    parameter; None when the count is unknown (a hub model neither cached nor a preset's)."""
+    parameters = memory.model_parameters(source)
+    return None if parameters is None else parameters * memory.bytes_per_parameter(dtype)
 
 
 def _resolve_source(name_or_path: str, progress: ProgressFn | None) -> tuple[str, bool]:
@@ -708,10 +845,12 @@ def build_drafter(
         ModelLoadError: if a draft model cannot be loaded.
     """
     key = parse_drafter_spec(spec)
-    drafter = drafter_kind(key).build(target, key, device, dtype, progress, load_model)
+    with in_use(target):  # loading a draft model never evicts its target
+        drafter = drafter_kind(key).build(target, key, device, dtype, progress, load_model)
+        with in_use(getattr(drafter, "model", None)):
+            _CACHE.touch(target)  # an int8 copy counts against the byte limit; the pair stays
     if history is not None and isinstance(drafter, SuffixDrafter):
         drafter.history = history  # the visitor's own, never another's
     if table is not None and hasattr(drafter, "table"):
         drafter.table = table  # the visitor's own Token Recycling table
-    _CACHE.touch(target)  # an int8 copy counts against the cache's byte limit; the pair is in use
     return drafter

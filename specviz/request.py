@@ -20,12 +20,14 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from .drafters import DRAFTER_KINDS, drafter_kind, parse_drafter_spec
+from . import memory
+from .drafters import DRAFTER_KINDS, drafter_kind, for_device, parse_drafter_spec
 from .sampling import SamplingConfig
 
 __all__ = ["DEFAULT_LIMITS", "MODEL_FREE_DRAFTERS", "PUBLIC_LIMITS", "Limits", "PublicPolicy", "RequestError",
-           "RunRequest", "check_public_models", "public_mode", "public_policy", "to_float", "to_int",
-           "validate_draft", "validate_request", "validate_sampling"]
+           "RunRequest", "ServerDevice", "check_drafter_device", "check_public_models", "pin_public_device",
+           "public_mode", "public_policy", "to_float", "to_int", "validate_draft", "validate_request",
+           "validate_sampling"]
 
 
 class RequestError(ValueError):
@@ -379,3 +381,81 @@ def check_public_models(target: str, draft: str, allowed_targets: Iterable[str],
         allowed = ", ".join([*drafts, *free])
         raise RequestError(f"public mode: the draft model {_describe(draft)} is not allowed; only the presets' "
                            f"drafters can run here ({allowed})")
+
+
+@dataclass(frozen=True)
+class ServerDevice:
+    """Where a public server runs its models, chosen by the server, never by a visitor.
+
+    Attributes:
+        device: ``"cpu"`` or ``"cuda"``.
+        dtypes: the dtypes it runs models in there, its choice for ``auto`` first
+            (:func:`specviz.models.native_dtypes`).
+        model_bytes: the memory its models may fill there (the model cache's budget,
+            :meth:`specviz.models.ModelCache.budget`), or None when unknown.
+    """
+
+    device: str
+    dtypes: tuple[str, ...]
+    model_bytes: int | None = None
+
+
+def check_drafter_device(draft: str, device: str, prefix: str = "") -> None:
+    """Refuse, before anything loads, a drafter that does not run with the target on ``device``
+    (:meth:`specviz.drafters.DrafterKind.runs_on`: the int8 self-draft on CUDA).
+
+    Args:
+        draft: the normalised drafter spec.
+        device: ``"cpu"`` or ``"cuda"``, where the target will be.
+        prefix: put before the sentence (``"public mode: "``).
+
+    Raises:
+        RequestError: naming the drafter, the device and the drafter that stands in for it there.
+    """
+    kind = drafter_kind(draft)
+    if not kind.runs_on(device):
+        stand_in, _ = for_device(draft, device)
+        raise RequestError(f"{prefix}the {kind.spec} drafter does not run with the target on {device}; pick "
+                           f"another drafter, such as {stand_in}")
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def pin_public_device(request: RunRequest, server: ServerDevice) -> RunRequest:
+    """Public mode: the request on the server's own device and dtype, or a refusal in one sentence.
+
+    A visitor may send ``auto`` (or exactly what the server chose) for the device and one of the
+    server's dtypes; anything else is refused before any work, as is a drafter that does not run
+    on the server's device (the int8 self-draft on CUDA: :meth:`specviz.drafters.DrafterKind.runs_on`)
+    and a pair whose weights would not fit the server's memory for models
+    (:func:`specviz.memory.pair_fits`: parameter counts × bytes per parameter × headroom).
+
+    Args:
+        request: a validated request (its models already checked by :func:`check_public_models`).
+        server: where and how the server runs models.
+
+    Returns:
+        The request with ``device`` and ``dtype`` set to the server's (never ``auto``).
+
+    Raises:
+        RequestError: naming the refused setting and what the server runs instead.
+    """
+    if request.device not in ("auto", server.device):
+        raise RequestError(f"public mode: this server runs models on {server.device}, so the device "
+                           f"{_describe(request.device)} cannot be chosen here (send auto)")
+    dtype = server.dtypes[0] if request.dtype == "auto" else request.dtype
+    if dtype not in server.dtypes:
+        raise RequestError(f"public mode: this server runs models on {server.device} in "
+                           f"{' or '.join(server.dtypes)}, so the dtype {_describe(request.dtype)} cannot be chosen "
+                           "here (send auto)")
+    check_drafter_device(request.draft, server.device, "public mode: ")
+    kind = drafter_kind(request.draft)
+    if not memory.pair_fits(request.target, request.draft, dtype, server.model_bytes):
+        needed = memory.pair_bytes(request.target, request.draft, dtype) * memory.HEADROOM
+        draft = (f"the draft model {_describe(request.draft)}" if kind.parameter == "model_name"
+                 else f"the {kind.spec} drafter")
+        raise RequestError(f"public mode: {request.target} with {draft} needs about {_gib(needed)} in {dtype} and "
+                           f"this server has {_gib(server.model_bytes)} for models; pick a smaller model pair")
+    return request.with_(device=server.device, dtype=dtype)

@@ -218,6 +218,13 @@ class PreparedRun:
                                r.max_new_tokens, r.seed, instrument=instrument, eos=eos, decode=decode,
                                branches=r.branches, tree_nodes=r.tree_nodes)
 
+    def in_use(self):
+        """A context manager pinning this run's target and draft model in the model cache while it
+        runs (:func:`specviz.models.in_use`): no other load evicts them meanwhile."""
+        from . import models
+
+        return models.in_use(self.target, getattr(self.drafter, "model", None))
+
     def warm_up(self, once: bool = False, tokens: int | None = None) -> bool:
         """:func:`warm_up` with this request's settings (``tokens`` default: :data:`WARMUP_TOKENS`)."""
         r = self.request

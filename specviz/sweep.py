@@ -167,7 +167,9 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
     finished = 0
     try:
         for index, request in enumerate(requests):
-            yield from _setting(prepare(request, progress), index, len(requests), deadline)
+            prepared = prepare(request, progress)
+            with prepared.in_use():
+                yield from _setting(prepared, index, len(requests), deadline)
             finished += 1
     except _TimeUp:
         note = (f"Stopped at the time limit of {max_run_s:g} s: {finished} of {len(requests)} settings finished, "

@@ -28,6 +28,7 @@ import numbers
 __all__ = [
     "expected_speedup",
     "expected_tokens_per_pass",
+    "launch_bound_cost_ratio",
     "tokens_per_pass_distribution",
 ]
 
@@ -145,3 +146,31 @@ def tokens_per_pass_distribution(alpha: float, k: int) -> list[float]:
     probs = [alpha ** (n - 1) * (1.0 - alpha) for n in range(1, k + 1)]
     probs.append(alpha**k)
     return probs
+
+
+def launch_bound_cost_ratio(draft_layers: int, target_layers: int) -> float:
+    """The cost ratio c of a draft model on a GPU where batch-1 eager decoding is launch-bound.
+
+    A decode step of a small model on a fast GPU costs about (layers × kernels per layer × launch
+    time), not weight bytes ÷ memory bandwidth: the kernels finish faster than the host launches
+    them. Two models of one architecture launch the same kernels per layer, so one draft step over
+    one target step is ``c ≈ draft_layers / target_layers``, whatever their widths. Source:
+    /work/shared/GPU.md, "CUDA semantics the timings depend on" (batch-1 eager decoding is
+    launch-bound; SmolLM2-135M has 30 layers, SmolLM2-1.7B 24, Qwen2.5-0.5B 24, Qwen2.5-7B 28).
+    With c ≥ 1 no α or K beats plain decoding: even every draft accepted gives
+    ``expected_speedup(1, K, c) = (K + 1) / (K·c + 1) ≤ 1``.
+
+    Args:
+        draft_layers: the draft model's decoder layers (``config.num_hidden_layers``), >= 1.
+        target_layers: the target's, >= 1.
+
+    Returns:
+        c, dimensionless (30 / 24 = 1.25 for SmolLM2-135M drafting for SmolLM2-1.7B).
+
+    Raises:
+        ValueError: for a layer count that is not an integer >= 1.
+    """
+    for name, layers in (("draft_layers", draft_layers), ("target_layers", target_layers)):
+        if isinstance(layers, bool) or not isinstance(layers, numbers.Integral) or layers < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {layers!r}")
+    return int(draft_layers) / int(target_layers)

@@ -1,4 +1,6 @@
-"""The bounded model cache of ``specviz.models``: LRU by count and bytes, eviction frees memory.
+"""The bounded model cache of ``specviz.models``: LRU by count and bytes, eviction frees memory,
+evicts before it loads (sizes from the safetensors headers), never the pair in use, and sizes its
+budget from free memory when no limit is set.
 
 Five tiny random Llama checkpoints (2 layers, hidden 64) with one small BPE tokenizer are saved to a
 temporary directory once; each load from disk takes a fraction of a second.
@@ -13,9 +15,10 @@ import weakref
 import pytest
 from helpers import bpe_tokenizer, tiny_llama
 
-from specviz import models
+from specviz import memory, models
 from specviz.drafters import selfdraft
-from specviz.models import ModelCache, cache_info, clear_cache, load_model, module_bytes, set_cache_limits
+from specviz.models import (ModelCache, cache_info, clear_cache, estimate_bytes, in_use, load_model, module_bytes,
+                            set_cache_limits)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -42,7 +45,8 @@ def two_model_cache():
     set_cache_limits(max_models=2, max_bytes=1 << 40)
     yield
     clear_cache()
-    set_cache_limits(max_models=before["max_models"], max_bytes=before["max_bytes"])
+    set_cache_limits(max_models=before["max_models"], max_bytes=before["max_bytes"],
+                     from_memory=before["max_bytes"] is None)
 
 
 def _load(path: str):
@@ -135,8 +139,8 @@ def test_one_log_line_per_load_and_per_eviction(checkpoints, caplog):
             _load(path)
         _load(checkpoints[2])  # a cache hit logs nothing
     lines = [r.getMessage() for r in caplog.records if r.name == "specviz.models"]
-    assert [line.split()[0] for line in lines] == ["loaded", "loaded", "loaded", "evicted"]
-    assert checkpoints[0] in lines[-1] and "MiB" in lines[-1]
+    assert [line.split()[0] for line in lines] == ["loaded", "loaded", "evicted", "loaded"]  # room first
+    assert checkpoints[0] in lines[2] and "MiB" in lines[2] and f"to make room for {checkpoints[2]}" in lines[2]
 
 
 def test_clear_cache_empties_everything(checkpoints):
@@ -159,11 +163,11 @@ def test_limits_come_from_the_environment(monkeypatch, caplog):
     monkeypatch.setenv("SPECVIZ_MAX_MODEL_BYTES", "-1")
     with caplog.at_level(logging.WARNING, logger="specviz.models"):
         cache = ModelCache()
-    assert (cache.max_models, cache.max_bytes) == (models.DEFAULT_MAX_MODELS, models.DEFAULT_MAX_BYTES)
+    assert (cache.max_models, cache.max_bytes) == (models.DEFAULT_MAX_MODELS, None)
     assert "SPECVIZ_MAX_MODELS" in caplog.text and "SPECVIZ_MAX_MODEL_BYTES" in caplog.text
     monkeypatch.delenv("SPECVIZ_MAX_MODELS")
     monkeypatch.delenv("SPECVIZ_MAX_MODEL_BYTES")
-    assert (ModelCache().max_models, ModelCache().max_bytes) == (4, 8 << 30)
+    assert (ModelCache().max_models, ModelCache().max_bytes) == (4, None)  # None: sized from free memory
 
 
 @pytest.mark.parametrize("limits", [{"max_models": 0}, {"max_bytes": -5}, {"max_models": 1.5}])
@@ -181,3 +185,77 @@ def test_module_bytes_counts_tied_weights_once():
     assert model.lm_head.weight is model.model.embed_tokens.weight
     unique = {id(t): t for t in list(model.parameters()) + list(model.buffers())}.values()
     assert module_bytes(model) == sum(t.numel() * t.element_size() for t in unique)
+
+
+# ----------------------------------------------------------------------------- sized, evicting first, pinning
+def test_without_a_limit_the_budget_is_a_share_of_free_memory(checkpoints, monkeypatch):
+    set_cache_limits(from_memory=True)
+    monkeypatch.setattr(memory, "device_free_bytes", lambda device: 10_000_000)
+    assert cache_info()["max_bytes"] is None
+    held = module_bytes(_load(checkpoints[0]).model)
+    # What the cache holds counts as free: evicting it would free it.
+    assert cache_info()["budgets"] == {"cpu": int(memory.CACHE_FRACTION * (10_000_000 + held))}
+    monkeypatch.setattr(memory, "device_free_bytes", lambda device: 0)
+    set_cache_limits(max_models=10)
+    _load(checkpoints[1])  # 0.7 × (0 + both) holds one model: the older one goes
+    assert _cached_sources() == [checkpoints[1]]
+
+
+def test_free_memory_of_the_cpu_is_what_psutil_calls_available():
+    import psutil
+
+    free = memory.device_free_bytes("cpu")
+    assert abs(free - psutil.virtual_memory().available) < 256 << 20 and free > 0
+
+
+def test_a_size_is_estimated_from_the_safetensors_header_before_loading(checkpoints):
+    estimate = estimate_bytes(checkpoints[0], "float32")
+    size = module_bytes(_load(checkpoints[0]).model)
+    buffers = sum(b.numel() * b.element_size() for b in _load(checkpoints[0]).model.buffers())
+    assert estimate == size - buffers  # the parameters, as the header lists them; buffers are not saved
+    assert estimate_bytes(checkpoints[0], "bfloat16") == estimate // 2
+    assert estimate_bytes("not/a-model-anyone-has", "float32") is None  # unknown: no room made
+
+
+def test_eviction_happens_before_the_load(checkpoints, monkeypatch):
+    size = module_bytes(_load(checkpoints[0]).model)
+    budget = int(2.5 * size)
+    set_cache_limits(max_models=10, max_bytes=budget)
+    first = weakref.ref(_load(checkpoints[0]).model)
+    _load(checkpoints[1])
+    seen = []
+    read = models._read_model
+
+    def spy(*args, **kwargs):
+        gc.collect()
+        seen.append((cache_info()["bytes"], first() is None))
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(models, "_read_model", spy)
+    _load(checkpoints[2])
+    [(held, freed)] = seen
+    assert freed and held + size <= budget  # the old model was gone before the new one was read
+    assert _cached_sources() == checkpoints[1:3]
+
+
+def test_the_target_survives_its_draft_loading_and_the_pair_survives_a_run(checkpoints):
+    set_cache_limits(max_models=10, max_bytes=1)  # every model alone is past the budget
+    target = _load(checkpoints[0])
+    drafter = models.build_drafter(checkpoints[1], target, device="cpu", dtype="float32")
+    assert sorted(_cached_sources()) == checkpoints[:2]  # without the pin, the draft's load evicted the target
+    with in_use(target, drafter.model):
+        _load(checkpoints[2])
+        assert sorted(_cached_sources()) == checkpoints[:3]
+        assert {e["source"]: e["pins"] for e in cache_info()["entries"]} == {
+            checkpoints[0]: 1, checkpoints[1]: 1, checkpoints[2]: 0}
+    _load(checkpoints[3])  # the run is over: the pair may go now
+    assert _cached_sources() == [checkpoints[3]]
+
+
+def test_a_pinned_pair_outlives_the_count_limit(checkpoints):
+    target, draft = _load(checkpoints[0]), _load(checkpoints[1])
+    with in_use(target, draft):
+        _load(checkpoints[2])
+        _load(checkpoints[3])
+        assert _cached_sources() == [checkpoints[0], checkpoints[1], checkpoints[3]]
+    assert _load(checkpoints[0]) is target and _load(checkpoints[1]) is draft

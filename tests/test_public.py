@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 
 import gradio as gr
 import pytest
@@ -15,7 +16,9 @@ from specviz.request import (
     DEFAULT_PUBLIC_MAX_RUN_S,
     PUBLIC_LIMITS,
     RequestError,
+    ServerDevice,
     check_public_models,
+    pin_public_device,
     public_mode,
     public_policy,
     validate_request,
@@ -25,8 +28,7 @@ from specviz.ui.fields import request_from
 from specviz.ui.lossless_check import run_lossless
 from specviz.ui.page import build_page
 
-TARGETS = settings.PUBLIC_TARGETS
-DRAFTS = settings.PUBLIC_DRAFTS
+TARGETS, DRAFTS = settings.public_allowed()
 
 
 def _args(**overrides):
@@ -203,3 +205,112 @@ def test_public_page_hides_machine_controls():
                for c in build_page(public=False).get_config_file()["components"] if "label" in c.get("props", {})}
     assert private[("accordion", "Device")]["visible"] is not False
     assert private[("textbox", "Target model")].get("interactive") is not False
+
+
+# ----------------------------------------------------------------------------- the server's device and dtype
+CUDA_SERVER = ServerDevice("cuda", ("bfloat16", "float16"), 40 << 30)
+
+
+def _request(**changes):
+    base = validate_request(prompt="hi", target="Qwen/Qwen2.5-7B-Instruct", draft="Qwen/Qwen2.5-0.5B-Instruct", k=4,
+                            temperature=0, top_k=0, top_p=1, max_new_tokens=8, seed=0)
+    return base.with_(**changes)
+
+
+def test_the_server_chooses_device_and_dtype_and_a_visitor_may_ask_for_them():
+    for device, dtype in (("auto", "auto"), ("cuda", "auto"), ("auto", "bfloat16"), ("cuda", "float16")):
+        pinned = pin_public_device(_request(device=device, dtype=dtype), CUDA_SERVER)
+        assert (pinned.device, pinned.dtype) == ("cuda", "bfloat16" if dtype == "auto" else dtype)
+    cpu = ServerDevice("cpu", ("bfloat16", "float32"), 8 << 30)
+    small = _request(target="smollm2-135m-instruct", draft="int8")
+    assert (pin_public_device(small, cpu).device, pin_public_device(small, cpu).dtype) == ("cpu", "bfloat16")
+    assert pin_public_device(small.with_(device="cpu", dtype="float32"), cpu).dtype == "float32"
+
+
+@pytest.mark.parametrize("changes, server, message", [
+    (dict(device="cpu"), CUDA_SERVER, "public mode: this server runs models on cuda, so the device 'cpu' cannot be "
+                                      "chosen here (send auto)"),
+    (dict(dtype="float32"), CUDA_SERVER, "public mode: this server runs models on cuda in bfloat16 or float16, so the "
+                                         "dtype 'float32' cannot be chosen here (send auto)"),
+    (dict(target="smollm2-135m-instruct", draft="int8"), CUDA_SERVER,
+     "public mode: the int8 drafter does not run with the target on cuda; pick another "
+     "drafter, such as early-exit:4"),
+    (dict(), dataclasses.replace(CUDA_SERVER, model_bytes=16 << 30),
+     "public mode: Qwen/Qwen2.5-7B-Instruct with the draft model 'Qwen/Qwen2.5-0.5B-Instruct' needs about 18.1 GiB in "
+     "bfloat16 and this server has 16.0 GiB for models; pick a smaller model pair"),
+    (dict(device="cuda"), ServerDevice("cpu", ("float32",), 8 << 30), "this server runs models on cpu"),
+])
+def test_a_visitors_override_is_refused_in_one_sentence(changes, server, message):
+    with pytest.raises(RequestError) as err:
+        pin_public_device(_request(**changes), server)
+    assert message in str(err.value) and _one_sentence(str(err.value))
+
+
+def _one_sentence(text: str) -> bool:
+    return "\n" not in text and re.search(r"[.!?]\s+[A-Z]", text) is None
+
+
+@pytest.fixture
+def cuda_server(monkeypatch):
+    """This CPU machine seen as a public CUDA server (nothing reaches CUDA: a refusal comes first)."""
+    monkeypatch.setattr(settings, "server_device", lambda: "cuda")
+    monkeypatch.setattr(settings, "public_server", lambda: CUDA_SERVER)
+
+
+def _refusal(client, api_name="/run", **values) -> str:
+    with pytest.raises(Exception) as err:
+        client.predict(**values, api_name=api_name)
+    return str(err.value)
+
+
+def test_the_api_refuses_a_device_or_dtype_the_cpu_server_did_not_choose(public_client, no_loading):
+    said = _refusal(public_client, **_args(device="cuda"))
+    assert said == ("Public mode: this server runs models on cpu, so the device 'cuda' cannot be chosen here "
+                    "(send auto).")
+    assert _one_sentence(said)
+    said = _refusal(public_client, **_args(dtype="float16"))
+    assert said.startswith("Public mode: this server runs models on cpu in ") and "'float16' cannot" in said, said
+
+
+def test_the_api_refuses_overrides_on_a_cuda_server_before_any_work(public_client, no_loading, cuda_server,
+                                                                   monkeypatch):
+    assert _refusal(public_client, **_args(device="cpu")).startswith(
+        "Public mode: this server runs models on cuda, so the device 'cpu' cannot be chosen here")
+    assert "the dtype 'float32' cannot be chosen here" in _refusal(public_client, **_args(device="auto"))
+    assert "the int8 drafter does not run with the target on cuda" in _refusal(
+        public_client, **_args(device="auto", dtype="auto", drafter_kind="int8"))
+    shared = {k: v for k, v in _args(device="auto", dtype="auto").items() if k != "max_new_tokens"}
+    said = _refusal(public_client, "/sweep", parameter="Drafter", values_text="ngram int8", max_new_tokens=8, **shared)
+    assert "the int8 drafter does not run with the target on cuda" in said, said
+    big = dict(target_id="Qwen/Qwen2.5-7B-Instruct", drafter_kind="model", draft_model="Qwen/Qwen2.5-0.5B-Instruct")
+    monkeypatch.setattr(settings, "public_server", lambda: dataclasses.replace(CUDA_SERVER, model_bytes=16 << 30))
+    said = _refusal(public_client, **_args(device="auto", dtype="auto", **big))
+    assert said.startswith("Public mode: Qwen/Qwen2.5-7B-Instruct with the draft model") and "pick a smaller" in said
+
+
+def _preset_menu(page) -> list[str]:
+    menu = next(c["props"] for c in page.get_config_file()["components"] if c["props"].get("label") == "Model pair")
+    return [value for _, value in menu["choices"]]
+
+
+def test_gpu_presets_are_listed_only_on_a_cuda_public_server(monkeypatch):
+    monkeypatch.setattr(settings, "server_device", lambda: "cpu")
+    assert _preset_menu(build_page(public=True)) == [n for n, p in settings.PRESETS.items()
+                                                     if p["target"] in models.OFFLINE_MODELS]
+    assert _preset_menu(build_page(public=False)) == list(settings.PRESETS)  # a machine of one's own: all
+    monkeypatch.setattr(settings, "server_device", lambda: "cuda")
+    assert _preset_menu(build_page(public=True)) == list(settings.PRESETS)
+
+
+def test_importing_the_page_asks_cuda_nothing():
+    """On a ZeroGPU Space ``spaces`` must be imported before anything asks CUDA: the page's
+    modules ask only when a page is built or a request comes (``settings.server_device``)."""
+    import subprocess
+    import sys
+
+    code = ("import torch\n"
+            "def asked(*a, **k): raise SystemExit('torch.cuda.is_available() was called at import')\n"
+            "torch.cuda.is_available = asked\n"
+            "import specviz.ui.page\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

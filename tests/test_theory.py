@@ -143,3 +143,18 @@ def test_theory_analysis_and_charts_import_neither_torch_nor_gradio():
     code = "import sys, specviz.theory, specviz.ui.draw.charts, specviz.analysis; print('torch' in sys.modules, 'gradio' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_launch_bound_cost_ratio_is_the_layer_ratio():
+    """GPU.md, "CUDA semantics": eager batch-1 decoding on a fast GPU costs about layers × launches,
+    so c ≈ draft layers ÷ target layers; at c ≥ 1 not even α = 1 beats plain decoding."""
+    from specviz.theory import launch_bound_cost_ratio
+
+    assert launch_bound_cost_ratio(30, 24) == 1.25  # SmolLM2-135M → SmolLM2-1.7B
+    assert launch_bound_cost_ratio(24, 28) == pytest.approx(0.857, abs=1e-3)  # Qwen2.5-0.5B → 7B
+    assert expected_speedup(1.0, 4, launch_bound_cost_ratio(30, 24)) == pytest.approx(5 / 6)
+    for k in range(1, 17):
+        assert expected_speedup(1.0, k, 1.0) == 1.0 and expected_speedup(1.0, k, 1.25) < 1.0
+    for bad in (0, -1, 1.5, True, None):
+        with pytest.raises(ValueError, match="integer >= 1"):
+            launch_bound_cost_ratio(bad, 24)

@@ -41,14 +41,15 @@ from .base import Drafter
 from .draft_model import ModelDrafter, shared_vocab_size
 from .lookup import PromptLookupDrafter, prefix_tree
 from .recycle import RECYCLE_TABLE, SESSION_TABLE_MAX_ROWS, RecycleDrafter, RecycleTable, clear_recycle_table
-from .registry import DRAFTER_KINDS, DrafterKind, drafter_kind, parse_drafter_spec, spec_forms, spec_help
+from .registry import (DRAFTER_KINDS, DrafterKind, device_type, drafter_kind, for_device, kinds_for, parse_drafter_spec,
+                       real_draft_phrase, spec_forms, spec_help)
 from .suffix import (HISTORY_MAX_SEQUENCES, HISTORY_MAX_TOKENS, SESSION_HISTORY_MAX_SEQUENCES,
                      SESSION_HISTORY_MAX_TOKENS, SUFFIX_HISTORY, SuffixDrafter, SuffixHistory,
                      clear_suffix_history)
 
-__all__ = ["DRAFTER_KINDS", "HISTORY_MAX_SEQUENCES", "HISTORY_MAX_TOKENS", "RECYCLE_TABLE",
-           "SESSION_HISTORY_MAX_SEQUENCES", "SESSION_HISTORY_MAX_TOKENS", "SESSION_TABLE_MAX_ROWS", "SUFFIX_HISTORY",
-           "DraftTree", "Drafter", "DrafterKind", "ModelDrafter", "PromptLookupDrafter", "RecycleDrafter",
-           "RecycleTable", "SuffixDrafter", "SuffixHistory", "clear_recycle_table", "clear_suffix_history",
-           "crop_cache", "default_tree_nodes", "drafter_kind", "parse_drafter_spec", "prefix_tree",
-           "shared_vocab_size", "spec_forms", "spec_help"]
+__all__ = ["DRAFTER_KINDS", "HISTORY_MAX_SEQUENCES", "HISTORY_MAX_TOKENS", "RECYCLE_TABLE", "SESSION_TABLE_MAX_ROWS",
+           "RecycleDrafter", "RecycleTable", "clear_recycle_table", "SESSION_HISTORY_MAX_SEQUENCES",
+           "SESSION_HISTORY_MAX_TOKENS", "SUFFIX_HISTORY", "DraftTree", "Drafter", "DrafterKind", "ModelDrafter",
+           "PromptLookupDrafter", "SuffixDrafter", "SuffixHistory", "clear_suffix_history", "crop_cache",
+           "default_tree_nodes", "device_type", "drafter_kind", "for_device", "kinds_for", "parse_drafter_spec",
+           "prefix_tree", "real_draft_phrase", "shared_vocab_size", "spec_forms", "spec_help"]

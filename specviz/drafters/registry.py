@@ -23,7 +23,8 @@ from .lookup import PromptLookupDrafter
 from .recycle import RecycleDrafter
 from .suffix import SuffixDrafter
 
-__all__ = ["DRAFTER_KINDS", "DrafterKind", "drafter_kind", "parse_drafter_spec", "spec_forms", "spec_help"]
+__all__ = ["DEVICE_TYPES", "DRAFTER_KINDS", "DrafterKind", "device_type", "drafter_kind", "for_device", "kinds_for",
+           "parse_drafter_spec", "real_draft_phrase", "spec_forms", "spec_help"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,16 @@ class DrafterKind:
             is the parameter: a number is normalised, other text such as a path kept as written;
             an optional group left out gives the bare spec); specs starting with ``spec`` are
             checked against it.
+        devices: the device types (``"cpu"``, ``"cuda"``) the target may be on for this kind to
+            draft (the int8 copy: the CPU only, PyTorch's dynamic int8 kernels being CPU-only).
+            Every default, lesson, hint and menu that picks a drafter asks :meth:`runs_on`.
+        stand_in: the spec that drafts in this kind's place on a device it does not run on (None:
+            nothing stands in), chosen by :func:`for_device`.
+        copy_bytes: bytes per target parameter of a copy of the target this kind builds at its
+            peak (the int8 copy is quantized from a float32 deep copy: 4), for memory estimates.
+        real_draft: drafts from a real distribution made from the target alone (the self-drafts):
+            what the lossless check's hints suggest when a drafter proposes point masses or
+            nothing.
     """
 
     spec: str
@@ -74,6 +85,19 @@ class DrafterKind:
     plain: bool = False
     aliases: tuple[str, ...] = ()
     pattern: str | None = None
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    stand_in: str | None = None
+    copy_bytes: float = 0.0
+    real_draft: bool = False
+
+    def runs_on(self, device) -> bool:
+        """Whether this kind drafts for a target on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``
+        or a ``torch.device``; see :func:`device_type`).
+
+        Raises:
+            ValueError: for a device that is neither (``"auto"`` must be resolved first).
+        """
+        return device_type(device) in self.devices
 
     def normalise(self, key: str) -> str | None:
         """``key`` (stripped) as this kind's spec, or None if it is not this kind.
@@ -177,21 +201,24 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 aliases=("suffix-decoding",)),
     DrafterKind("model", "Draft model (give its id below)",
                 "A smaller language model with exactly the target's tokenizer (offline name, local directory or "
-                "hub id; different tokenizers are refused). Pays off on a GPU with a big target (e.g. 135M → "
-                "1.7B); on a CPU a draft is rarely cheap enough relative to a 135M target.",
+                "hub id; different tokenizers are refused). It pays off only where one of its steps costs a small "
+                "fraction of a target step: rarely on a CPU next to a 135M target, and on a GPU only with far fewer "
+                "layers than the target, since eager decoding there is launch-bound (c ≈ draft layers ÷ target "
+                "layers).",
                 "a draft model (offline name, directory or hub id) sharing the target's tokenizer", _build_model,
                 needs_model=True, parameter="model_name"),
     DrafterKind("int8", "Self-draft: int8 copy of the target (teaching)",
                 "The target itself, quantized to int8 (CPU only). It agrees with the target often (α ≈ 0.5–0.9) "
                 "but costs 50–100% of a target step, so it shows a high α *without* a speedup: the 'good draft, "
                 "too expensive' case.",
-                "int8 (quantized copy of the target)", _build_int8),
+                "int8 (quantized copy of the target)", _build_int8, devices=("cpu",), stand_in="early-exit:4",
+                copy_bytes=4.0, real_draft=True),
     DrafterKind("early-exit", "Self-draft: first N layers of the target (teaching)",
                 "The target's first N layers feeding its final norm and output head, sharing its weights, with no "
                 "training: it almost never agrees with the target (α ≈ 0). The 'poorly aligned draft' case: "
                 "nearly every pass is wasted.",
                 "early-exit:N (first N layers)", _build_early_exit, parameter="layers",
-                pattern=r"early-exit:(\d+)"),
+                pattern=r"early-exit:(\d+)", real_draft=True),
     DrafterKind("eagle", "Learned head on the target's features (EAGLE)",
                 "A one-layer head trained on the target's own answers that reads the target's last hidden "
                 "state (EAGLE): a draft for free text where lookup finds nothing; exactly lossless, since the "
@@ -270,3 +297,60 @@ def parse_drafter_spec(spec: str) -> str:
             if normalised is not None:
                 return normalised
     return key
+
+
+# --------------------------------------------------------------------------- devices
+#: The device types a target can be on, as :func:`device_type` names them.
+DEVICE_TYPES = ("cpu", "cuda")
+_DEVICE_WORDS = {"cpu": "the CPU", "cuda": "a CUDA GPU"}
+
+
+def device_type(device) -> str:
+    """``"cpu"`` or ``"cuda"`` for ``"cpu"``, ``"cuda"``, ``"cuda:N"`` (or ``"cpu:N"``) or a ``torch.device``.
+
+    Raises:
+        ValueError: for anything else (``"auto"`` among them: resolve it first, e.g. with
+            :func:`specviz.models.resolve_device`).
+    """
+    match = re.fullmatch(r"(cpu|cuda)(?::\d+)?", str(device).strip().lower())
+    if not match:
+        raise ValueError(f"unknown device {device!r}: use cpu or cuda")
+    return match.group(1)
+
+
+def kinds_for(device) -> list[DrafterKind]:
+    """The kinds that draft for a target on ``device``, in menu order (:data:`DRAFTER_KINDS`)."""
+    return [kind for kind in DRAFTER_KINDS.values() if kind.runs_on(device)]
+
+
+def for_device(spec: str, device) -> tuple[str, str | None]:
+    """The spec to draft with for a target on ``device``: ``spec`` itself where its kind runs
+    there, else its kind's ``stand_in``, with one sentence saying which stands in for which.
+
+    Args:
+        spec: a normalised drafter spec (:func:`parse_drafter_spec`).
+        device: where the target is (see :func:`device_type`).
+
+    Returns:
+        ``(spec, None)`` or ``(stand-in spec, sentence)``.
+
+    Raises:
+        ValueError: for an unknown device, or a kind that does not run there and has no stand-in.
+    """
+    kind = drafter_kind(spec)
+    if kind.runs_on(device):
+        return spec, None
+    where = device_type(device)
+    if kind.stand_in is None or not drafter_kind(kind.stand_in).runs_on(where):
+        raise ValueError(f"the {kind.spec} drafter does not run with the target on {_DEVICE_WORDS[where]}")
+    only = " or ".join(_DEVICE_WORDS[d] for d in kind.devices)
+    return kind.stand_in, (f"The {kind.spec} drafter runs only with the target on {only}; with the target on "
+                           f"{_DEVICE_WORDS[where]}, {kind.stand_in} drafts in its place.")
+
+
+def real_draft_phrase(device) -> str:
+    """The self-drafts that draft a real distribution for a target on ``device``, in words
+    (``"the int8 or early-exit self-draft"`` on the CPU, ``"the early-exit self-draft"`` on CUDA):
+    what the lossless check suggests when a drafter proposes point masses or nothing."""
+    names = [kind.spec for kind in kinds_for(device) if kind.real_draft]
+    return f"the {' or '.join(names)} self-draft"

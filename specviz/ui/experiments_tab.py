@@ -17,7 +17,7 @@ from .draw.tab_views import SWEEP_HEADERS, sweep_table
 from .fields import SHARED, spread
 from .gpu import gpu
 from .prose import LATEX, prose
-from .sweep_steps import SWEEP_DEFAULTS, SWEEP_LABELS, sweep_plan, sweep_steps
+from .sweep_steps import SWEEP_DEFAULTS, SWEEP_LABELS, sweep_default, sweep_plan, sweep_steps
 
 METRICS = ("alpha", "tokens_per_pass", "speedup")
 
@@ -112,8 +112,10 @@ def build(ctx: PageContext) -> None:
         plots = [gr.Plot(charts.sweep_figure([], "temperature", m), show_label=False, elem_id=f"sv-exp-{m}")
                  for m in METRICS]
     csv_file = gr.File(label="Results as CSV", elem_id="sv-exp-csv")
-    parameter.change(lambda p: SWEEP_DEFAULTS[SWEEP_LABELS[p]], parameter, values, api_name=False,
-                     concurrency_id="playground", concurrency_limit=None)
+    # The drafters to sweep are those that run with the target on the Run tab's device.
+    parameter.change(lambda p, device: sweep_default(SWEEP_LABELS[p], settings.target_device(device)),
+                     [parameter, ctx.inputs["device"]], values, api_name=False, concurrency_id="playground",
+                     concurrency_limit=None)
     # The prediction is about temperature: it shows only for a temperature sweep.
     parameter.change(lambda p: gr.update(visible=SWEEP_LABELS.get(p) == "temperature"), parameter, guess,
                      api_name=False, concurrency_id="playground", concurrency_limit=None, show_progress="hidden")

@@ -14,8 +14,9 @@ import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..drafters import DRAFTER_KINDS
-from ..request import RequestError, RunRequest, check_public_models, to_int, validate_request
+from ..drafters import DRAFTER_KINDS, drafter_kind
+from ..request import (RequestError, RunRequest, check_drafter_device, check_public_models, pin_public_device, to_int,
+                       validate_request)
 from . import settings
 from .user_errors import user_errors
 
@@ -59,13 +60,28 @@ def drafter_spec(drafter_kind, draft_model, early_exit_layers) -> str:
     return drafter_kind
 
 
+def spec_fields(spec: str) -> dict:
+    """The page's drafter controls for a normalised spec, by field name (the inverse of
+    :func:`drafter_spec`): ``drafter_kind``, and ``draft_model`` or ``early_exit_layers`` for a
+    kind with a parameter."""
+    kind = drafter_kind(spec)
+    if kind.parameter == "model_name":
+        return {"drafter_kind": kind.spec, "draft_model": spec}
+    if kind.parameter == "layers":
+        return {"drafter_kind": kind.spec, "early_exit_layers": int(spec.partition(":")[2])}
+    return {"drafter_kind": kind.spec}
+
+
 def request_from(values: Mapping, public: bool) -> RunRequest:
     """The page's (or an API caller's) values, by field name, as a validated request.
 
     ``max_new_tokens``, ``branches`` and ``tree_nodes`` may be absent (1, a chain, the default
-    budget). In public mode the tighter public limits apply and only the presets' models are
-    allowed; this check comes before anything loads, so nothing is downloaded or read for a
-    refused name.
+    budget). In public mode the tighter public limits apply, only the presets' models are
+    allowed, and the server's own device and dtype are used (a visitor's other choice, a drafter
+    that does not run there or a pair that does not fit its memory is refused:
+    :func:`specviz.request.pin_public_device`). In every mode a drafter that does not run with
+    the target on its device is refused (:func:`specviz.request.check_drafter_device`). These
+    checks come before anything loads, so nothing is downloaded or read for a refused request.
 
     Raises:
         gr.Error: saying which value is wrong and why.
@@ -81,7 +97,9 @@ def request_from(values: Mapping, public: bool) -> RunRequest:
             branches=1 if branches in (None, "") else branches,
             tree_nodes=None if tree_nodes in (None, "", 0, 0.0, "0") else tree_nodes)
         if public:
-            check_public_models(request.target, request.draft, settings.PUBLIC_TARGETS, settings.PUBLIC_DRAFTS)
+            check_public_models(request.target, request.draft, *settings.public_allowed())
+            request = pin_public_device(request, settings.public_server())
+        check_drafter_device(request.draft, settings.target_device(request.device))
     return request
 
 

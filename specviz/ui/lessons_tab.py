@@ -7,8 +7,10 @@ import functools
 
 import gradio as gr
 
+from ..drafters import for_device
+from . import settings
 from .context import PageContext
-from .fields import NAMES
+from .fields import NAMES, drafter_spec, spec_fields
 from .prose import prose
 from .settings import EXAMPLES, FREE_TEXT_PROMPT
 from .share import copy_link
@@ -47,14 +49,26 @@ def lesson_note(name: str) -> str:
     return prose(f"lessons/{LESSONS[name]['slug']}").strip()
 
 
-def apply_lesson(name: str):
+def lesson_settings(name: str, device) -> tuple[dict, str | None]:
+    """Lesson ``name``'s settings for a target on ``device`` (``cpu`` or ``cuda``): a drafter that
+    does not run there is replaced by its stand-in (:func:`specviz.drafters.for_device`), and the
+    sentence saying so is returned with them (None when nothing was replaced)."""
+    lesson = LESSONS[name]
+    spec, sentence = for_device(drafter_spec(lesson["drafter_kind"], "", lesson.get("early_exit_layers", 4)),
+                                device)
+    return ({**lesson, **spec_fields(spec)} if sentence else lesson), sentence
+
+
+def apply_lesson(name: str, device="auto"):
     """Updates for the Run tab's controls, its lesson note, the runs since the lesson (0) and the
-    selected tab (the Run tab)."""
+    selected tab (the Run tab). ``device``: the Run tab's Device (``auto``: the server's): the
+    lesson's drafter is one that runs there, and its note says which stands in for which."""
     if name not in LESSONS:
         raise refused(f"Unknown lesson {name!r}.")
-    lesson = LESSONS[name]
+    lesson, sentence = lesson_settings(name, settings.target_device(device))
     updates = [gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS]
-    note = gr.update(value=f"**Lesson: {name}.** {lesson_note(name)}", visible=True)
+    stand_in = f"*{sentence}* " if sentence else ""
+    note = gr.update(value=f"**Lesson: {name}.** {stand_in}{lesson_note(name)}", visible=True)
     return (*updates, note, 0, gr.Tabs(selected="run"))
 
 
@@ -69,5 +83,5 @@ def build(ctx: PageContext) -> None:
                 gr.Markdown(lesson_note(name))
                 slug = LESSONS[name]["slug"]
                 copy_link("Copy link", f"sv-lesson-copy-{slug}", functools.partial(link_query.lesson_link, slug), None)
-        button.click(functools.partial(apply_lesson, name), None, targets, api_name=False,
+        button.click(functools.partial(apply_lesson, name), ctx.run_inputs(("device",)), targets, api_name=False,
                      concurrency_id="playground", concurrency_limit=None)

@@ -4,11 +4,12 @@ with speculative sampling and directly from the target, compared with p_target
 
 from __future__ import annotations
 
+import functools
 import time
 
 import gradio as gr
 
-from ..drafters import drafter_kind
+from ..drafters import drafter_kind, real_draft_phrase
 from ..request import to_int
 from ..trace import token_label
 from . import settings
@@ -22,15 +23,18 @@ from .user_errors import refused, user_errors
 PILOT_DRAWS = 100  # the fewest draws the check takes; in public mode, a pilot that times them
 
 
-def _no_first_draft_hint(err: Exception) -> str:
-    return (" Pick the int8 or early-exit self-draft, whose first token always has a draft distribution."
+def _no_first_draft_hint(err: Exception, device="cpu") -> str:
+    """What to pick when the drafter proposed no first token: the self-drafts that run with the
+    target on ``device`` (:func:`specviz.drafters.real_draft_phrase`)."""
+    return (f" Pick {real_draft_phrase(device)}, whose first token always has a draft distribution."
             if "proposes nothing" in str(err) else "")
 
 
-def lossless_markdown(report, seconds: float, temperature: float, control: str, lookup: bool) -> str:
+def lossless_markdown(report, seconds: float, temperature: float, control: str, lookup: bool,
+                      device="cpu") -> str:
     """The check's figures: total-variation distances and chi-square p-values, how to read them,
     and the experiment's own notes (:func:`specviz.ui.teach.lossless.lossless_notes`). ``seconds``: the draws'
-    wall time."""
+    wall time; ``device``: the target's (the notes suggest only drafters that run there)."""
     text = (
         f"**{report.n} draws each** in {seconds:.1f} s at temperature "
         f"{temperature:g}, draft: {report.draft_label} "
@@ -44,7 +48,7 @@ def lossless_markdown(report, seconds: float, temperature: float, control: str, 
         "(below 0.01 in most repeats would mean the two distributions differ). Tokens are labelled with their "
         "text (␣ a space, ↵ a newline, ∅ no text) and their id."
     )
-    notes = lossless_notes(report, temperature, lookup=lookup)
+    notes = lossless_notes(report, temperature, lookup=lookup, device=device)
     if notes:
         text += "\n\n" + "\n\n".join(f"**Note.** {note}" for note in notes)
     return text
@@ -78,14 +82,21 @@ def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, publ
         raise refused("Pick a drafter: with plain decoding there is nothing to compare.")
     started = time.perf_counter()
     prepared = load_and_encode(request, progress)
-    target, drafter, prompt_ids = prepared.target, prepared.drafter, prepared.prompt_ids
-    max_run_s = settings.PUBLIC_POLICY.max_run_s if public else None
+    with prepared.in_use():  # no other load evicts the pair while it draws
+        return _check(prepared, n_draws, control, started, settings.PUBLIC_POLICY.max_run_s if public else None,
+                      progress)
+
+
+def _check(prepared, n_draws: int, control: str, started: float, max_run_s: float | None, progress):
+    """:func:`run_lossless` once the pair is loaded: the draws (as many as fit in ``max_run_s``
+    since ``started``), the histograms and the figures."""
+    request, target, drafter, prompt_ids = prepared.request, prepared.target, prepared.drafter, prepared.prompt_ids
     if max_run_s is not None and time.perf_counter() - started > max_run_s:
         return None, (f"**Stopped** at the public time limit of {max_run_s:g} s: loading the models took "
                       f"{time.perf_counter() - started:.1f} s, so no draws were made. Try again: they stay loaded.")
 
     def experiment(n):
-        with user_errors(hint=_no_first_draft_hint):
+        with user_errors(hint=functools.partial(_no_first_draft_hint, device=target.device)):
             return first_token_experiment(target.model, drafter, prompt_ids, request.sampling, n=n,
                                           seed=request.seed, vocab_size=drafter.vocab_size, control=control)
 
@@ -97,7 +108,7 @@ def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, publ
     fig = charts.lossless_figure(labels, report.p_target, report.freq_speculative, report.freq_direct,
                                  p_draft=report.p_draft)
     text = lossless_markdown(report, time.perf_counter() - t0, request.sampling.temperature, control,
-                             lookup=drafter_kind(request.draft).lookup)
+                             lookup=drafter_kind(request.draft).lookup, device=target.device)
     if n_draws < asked:
         text = (f"**Fewer draws**: {n_draws} of the {asked} asked for, to stay within the public time limit of "
                 f"{max_run_s:g} s.\n\n{text}")

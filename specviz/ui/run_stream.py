@@ -226,7 +226,13 @@ def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | N
     request = request_from(values, public)
     baselines = baselines if isinstance(baselines, dict) else {}
     prepared = load_and_encode(request, progress)
-    target, drafter, label = prepared.target, prepared.drafter, prepared.label
+    with prepared.in_use():  # no other load evicts the pair while it runs
+        yield from _warm_and_stream(prepared, baselines, public)
+
+
+def _warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool):
+    """:func:`run_demo` once the pair is loaded: warm up, the baseline, then the stream."""
+    request, target, drafter, label = prepared.request, prepared.target, prepared.drafter, prepared.label
     state = RunState.new(request, target, drafter, label)
     panel = TokenPanel(state)
     yield _run_update(waiting_view(panel.html, f"Warming up {label}…", request.k), baselines, state)

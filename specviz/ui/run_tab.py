@@ -9,18 +9,18 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from ..drafters import DRAFTER_KINDS
+from ..drafters import DRAFTER_KINDS, for_device
 from . import settings
 from .context import PageContext
 from .draw import charts, race
 from .draw.run_views import wrap_output
-from .fields import NAMES, SHARED
+from .fields import NAMES, SHARED, spec_fields
 from .lossless_check import run_lossless, settings_changed
 from .prose import LATEX, prose
 from .replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view, replay,
                      reset_inspector, step_replay)
 from .run_stream import run_demo, stop_run
-from .settings import DEFAULT_PRESET, DRAFTER_NOTES, DRAFTERS, EXAMPLE_LABELS, EXAMPLES, PRESETS
+from .settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PRESETS
 from .state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
 
 TOKENS_JS = """
@@ -75,7 +75,7 @@ def apply_preset(name: str):
     return (gr.update(value=p["target"]), gr.update(value=p["drafter"]),
             gr.update(value=p["draft_model"], visible=DRAFTER_KINDS[p["drafter"]].parameter == "model_name"),
             gr.update(value=p["chat"]),
-            DRAFTER_NOTES[p["drafter"]])
+            settings.preset_note(name))
 
 
 # A drafter chosen: show the controls it needs, and its note (no docstring, as above).
@@ -83,6 +83,31 @@ def on_drafter_change(kind: str):
     parameter = DRAFTER_KINDS[kind].parameter
     return (gr.update(visible=parameter == "model_name"), gr.update(visible=parameter == "layers"),
             DRAFTER_NOTES[kind])
+
+
+def pair_note(kind: str, target: str, draft_model: str) -> str:
+    """The drafter's note and, for one with layers of its own, what it costs on a GPU
+    (:func:`specviz.ui.settings.gpu_cost_sentence`): follows :func:`on_drafter_change`."""
+    if kind not in DRAFTER_KINDS:
+        return gr.skip()
+    draft = draft_model if DRAFTER_KINDS[kind].parameter == "model_name" else kind
+    cost = settings.gpu_cost_sentence(str(target or "").strip(), str(draft or "").strip() or kind)
+    return DRAFTER_NOTES[kind] + (f" {cost}" if cost else "")
+
+
+def on_device_change(device: str, kind: str):
+    """The Device menu changed: the Drafter menu offers the kinds that run there, and a chosen
+    kind that does not is replaced by its stand-in, said in one line (a toast)."""
+    where = settings.target_device(device)
+    menu = settings.drafter_menu(where)
+    if kind not in DRAFTER_KINDS or DRAFTER_KINDS[kind].runs_on(where):
+        return gr.update(choices=menu), gr.skip()
+    stand_in, sentence = for_device(kind, where)
+    gr.Info(sentence)
+    fields = spec_fields(stand_in)
+    layers = fields.get("early_exit_layers")
+    return (gr.update(choices=menu, value=fields["drafter_kind"]),
+            gr.skip() if layers is None else gr.update(value=layers))
 
 
 # Run pressed: a lesson's note stays for the run it set up and hides on the next one (no
@@ -117,11 +142,11 @@ def build(ctx: PageContext) -> None:
 
 def _settings(c, limits, public: bool) -> None:
     """The left column: model pair, drafter, prompt and sampling settings, Run and Stop."""
-    c.preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Model pair")
+    c.preset = gr.Dropdown(settings.preset_names(public), value=DEFAULT_PRESET, label="Model pair")
     c.target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model", interactive=not public,
                              info="Set by the model pair above" if public else
                              "Offline name (smollm2-135m-instruct, gemma-3-270m), hub id or local directory")
-    c.drafter_kind = gr.Dropdown(DRAFTERS, value="ngram", label="Drafter")
+    c.drafter_kind = gr.Dropdown(settings.drafter_menu(settings.server_device()), value="ngram", label="Drafter")
     c.draft_model = gr.Textbox("", label="Draft model", visible=False, interactive=not public,
                                info="Set by the model pair above" if public else
                                "Hub id or local directory; must share the target's tokenizer")
@@ -230,7 +255,10 @@ def _wire(c, ctx: PageContext) -> None:
     """The events: the generation (one queue slot), Stop, the lossless check, and the model-free
     views (inspector, replay, export, load), which never wait behind a generation."""
     c.preset.change(apply_preset, c.preset, [c.target_id, c.drafter_kind, c.draft_model, c.chat, c.drafter_note])
-    c.drafter_kind.change(on_drafter_change, c.drafter_kind, [c.draft_model, c.early_exit_layers, c.drafter_note])
+    c.drafter_kind.change(on_drafter_change, c.drafter_kind, [c.draft_model, c.early_exit_layers, c.drafter_note]).then(
+        pair_note, [c.drafter_kind, c.target_id, c.draft_model], c.drafter_note, api_name=False, **FREE)
+    c.device.change(on_device_change, [c.device, c.drafter_kind], [c.drafter_kind, c.early_exit_layers],
+                    api_name=False, **FREE)
     baselines = gr.State({})  # this visitor's measured plain baselines, by settings
     run_state = ctx.run_state = gr.State(None)  # this visitor's RunState (the Watch tab reads it too)
     out = _outputs_by_name(c, baselines, run_state)

@@ -10,14 +10,15 @@ module's PUBLIC at call time (:func:`is_public`; tests may monkeypatch it).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
 import torch
 
-from .. import models
-from ..drafters import DRAFTER_KINDS
-from ..request import DEFAULT_LIMITS, Limits, public_mode, public_policy
+from .. import memory, models, theory
+from ..drafters import DRAFTER_KINDS, drafter_kind, kinds_for
+from ..request import DEFAULT_LIMITS, Limits, ServerDevice, public_mode, public_policy
 
 PRESETS = {
     "SmolLM2-135M-Instruct · offline": dict(target="smollm2-135m-instruct", drafter="ngram", draft_model="",
@@ -86,7 +87,31 @@ def public_models(cuda: bool) -> tuple[frozenset, frozenset]:
     return frozenset(p["target"] for p in allowed), frozenset(drafts)
 
 
-PUBLIC_TARGETS, PUBLIC_DRAFTS = public_models(cuda=torch.cuda.is_available())
+@functools.cache
+def server_device() -> str:
+    """Where this server runs models: ``"cuda"`` when PyTorch sees a CUDA GPU, else ``"cpu"``.
+    Asked when first needed (a page build, a request), never at import: on a ZeroGPU Space
+    ``spaces`` must be imported before anything asks CUDA."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def target_device(device) -> str:
+    """Where a run's target goes for the Device menu's value: ``cpu`` or ``cuda`` as chosen,
+    else (``auto``) :func:`server_device`."""
+    return device if device in ("cpu", "cuda") else server_device()
+
+
+def public_allowed() -> tuple[frozenset, frozenset]:
+    """:func:`public_models` of this server (hub presets only where :func:`server_device` is cuda)."""
+    return public_models(cuda=server_device() == "cuda")
+
+
+def public_server() -> ServerDevice:
+    """How this server runs models in public mode, whatever a visitor sends
+    (:func:`specviz.request.pin_public_device`): its device, the dtypes it runs natively there
+    (:func:`specviz.models.native_dtypes`) and the model cache's budget there."""
+    device = server_device()
+    return ServerDevice(device, models.native_dtypes(device), models.cache_budget(device))
 
 
 def is_public(public: bool | None) -> bool:
@@ -116,3 +141,49 @@ EXAMPLES = [
 EXAMPLE_LABELS = ["Fix typos (copy-heavy)", "CSV → JSON (copy-heavy)", "Rename a variable (copy-heavy)",
                   "A poem (free text)", "Continue plain text (free text, no chat)"]
 FREE_TEXT_PROMPT = EXAMPLES[3][0]
+
+
+# ----------------------------------------------------------------------------- per device
+def drafter_menu(device) -> list[tuple[str, str]]:
+    """The Drafter menu's (label, spec) entries for a target on ``device``: the kinds that run
+    there (:func:`specviz.drafters.kinds_for`; no int8 self-draft on CUDA)."""
+    return [(kind.label, kind.spec) for kind in kinds_for(device)]
+
+
+def preset_names(public: bool) -> list[str]:
+    """The Model pair menu: every preset, or in public mode those this server runs (a CPU Space
+    lists no GPU preset)."""
+    targets = public_allowed()[0] if public else None
+    return [name for name, p in PRESETS.items() if targets is None or p["target"] in targets]
+
+
+def gpu_cost_sentence(target: str, draft: str, k: int = 4) -> str | None:
+    """One sentence on what a pair's draft costs on a GPU, where batch-1 eager decoding is
+    launch-bound (:func:`specviz.theory.launch_bound_cost_ratio`: c ≈ draft layers ÷ target
+    layers), and so whether it can pay: with c ≥ 1 no α or K beats plain decoding, since even
+    every draft accepted gives (K + 1) / (K·c + 1) ≤ 1 (:func:`specviz.theory.expected_speedup`
+    at α = 1). None for a drafter without layers of its own (prompt lookup, early exit) or
+    unknown layer counts."""
+    draft_layers, target_layers = memory.drafter_layers(draft, target), memory.model_layers(target)
+    if draft_layers is None or target_layers is None:
+        return None
+    c = theory.launch_bound_cost_ratio(draft_layers, target_layers)
+    best = theory.expected_speedup(1.0, k, c)
+    arithmetic = f"c ≈ {draft_layers}/{target_layers} = {c:.2f}"
+    if best <= 1.0:
+        return (f"On a GPU this eager pair cannot beat plain decoding: a step there costs about its layer count in "
+                f"kernel launches, so {arithmetic}, and even with every draft accepted K = {k} gives "
+                f"{k + 1}/({k}·{c:.2f} + 1) = {best:.2f}×.")
+    what = "head" if not drafter_kind(draft).parameter else "draft"
+    return (f"On a GPU a step costs about its layer count in kernel launches, so this {what} costs {arithmetic} of a "
+            f"target step: with every draft accepted K = {k} gives up to {best:.2f}×, and a pass pays once it "
+            f"yields more than {k * c + 1:.2f} tokens.")
+
+
+def preset_note(name: str) -> str:
+    """What the page says beside a chosen preset: its drafter's note and, for a drafter with
+    layers of its own, what it costs on a GPU (:func:`gpu_cost_sentence`)."""
+    p = PRESETS[name]
+    draft = p["draft_model"] if DRAFTER_KINDS[p["drafter"]].parameter == "model_name" else p["drafter"]
+    cost = gpu_cost_sentence(p["target"], draft)
+    return DRAFTER_NOTES[p["drafter"]] + (f" {cost}" if cost else "")

@@ -8,6 +8,7 @@ import time
 
 import gradio as gr
 
+from ..drafters import DRAFTER_KINDS
 from . import settings
 from .context import PageContext
 from .draw.tab_views import side_by_side_html
@@ -19,6 +20,22 @@ from .user_errors import refused, user_errors
 
 SIDE_BY_SIDE = {"Prompt lookup": "ngram", "Draft model (Run tab's)": "model", "int8 self-draft": "int8",
                 "Early-exit self-draft": "early-exit", "None (plain decoding)": "none"}
+#: What is ticked at first (of those that run with the target on the device: :func:`side_by_side_menu`).
+SIDE_BY_SIDE_DEFAULT = ("Prompt lookup", "int8 self-draft", "Early-exit self-draft", "None (plain decoding)")
+
+
+def side_by_side_menu(device) -> tuple[list[str], list[str]]:
+    """(the drafters offered, those ticked at first) for a target on ``device``: only the kinds
+    that run there (:meth:`specviz.drafters.DrafterKind.runs_on`; on CUDA no int8 self-draft, and
+    the early-exit one, its stand-in, stays ticked)."""
+    offered = [label for label, kind in SIDE_BY_SIDE.items() if DRAFTER_KINDS[kind].runs_on(device)]
+    return offered, [label for label in SIDE_BY_SIDE_DEFAULT if label in offered]
+
+
+def on_device_change(device):
+    """The Run tab's Device changed: offer and tick the drafters that run there."""
+    offered, ticked = side_by_side_menu(settings.target_device(device))
+    return gr.update(choices=offered, value=ticked)
 
 
 @gpu
@@ -54,9 +71,8 @@ def build(ctx: PageContext) -> None:
     """The drafters to compare, the token count, Run and Stop, and the outputs."""
     gr.Markdown(prose("side_by_side_intro"))
     with gr.Row():
-        chosen = gr.CheckboxGroup(list(SIDE_BY_SIDE), value=["Prompt lookup", "int8 self-draft",
-                                                             "Early-exit self-draft", "None (plain decoding)"],
-                                  label="Drafters", elem_id="sv-sbs-drafters")
+        offered, ticked = side_by_side_menu(settings.server_device())
+        chosen = gr.CheckboxGroup(offered, value=ticked, label="Drafters", elem_id="sv-sbs-drafters")
         tokens = gr.Slider(1, 256, value=48, step=1, label="Tokens each")
     with gr.Row():
         start = gr.Button("Run side by side", variant="primary")
@@ -67,3 +83,5 @@ def build(ctx: PageContext) -> None:
                         [chosen, tokens] + ctx.run_inputs(SHARED), [out, status], api_name="side_by_side",
                         concurrency_id="generation", concurrency_limit=1, preprocess=False)
     stop.click(None, cancels=[event])
+    ctx.inputs["device"].change(on_device_change, ctx.inputs["device"], chosen, api_name=False,
+                                concurrency_id="playground", concurrency_limit=None, show_progress="hidden")

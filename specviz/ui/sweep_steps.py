@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import functools
 
-from ..request import check_public_models, to_int
+from ..drafters import for_device, parse_drafter_spec
+from ..request import check_drafter_device, check_public_models, pin_public_device, to_int
 from ..runner import prepare_run
 from ..sweep import sweep, sweep_requests
 from . import settings, visitors
@@ -14,6 +15,17 @@ from .fields import request_from
 from .user_errors import refused, user_errors
 
 SWEEP_DEFAULTS = {"temperature": "0 0.3 0.7 1.0 1.5", "k": "1 2 3 4 6 8", "draft": "ngram int8 early-exit:4 none"}
+
+
+def sweep_default(parameter: str, device) -> str:
+    """The values an experiment of ``parameter`` starts with for a target on ``device``: the
+    drafters are those of :data:`SWEEP_DEFAULTS` that run there, each other one replaced by its
+    stand-in (:func:`specviz.drafters.for_device`) unless that is listed already."""
+    text = SWEEP_DEFAULTS[parameter]
+    if parameter != "draft":
+        return text
+    specs = [for_device(parse_drafter_spec(spec), device)[0] for spec in text.split()]
+    return " ".join(dict.fromkeys(specs))
 SWEEP_LABELS = {"Temperature": "temperature", "Lookahead K": "k", "Drafter": "draft"}
 PUBLIC_MAX_SETTINGS = 6  # a public experiment runs at most this many settings (each a run and a baseline)
 
@@ -30,7 +42,8 @@ def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: boo
     the Run tab's ``values`` (by field name); ``replace``: the swept values, instead of ``values_text``.
 
     Raises:
-        gr.Error: an unknown parameter, bad values, too many settings in public mode, or a refused model.
+        gr.Error: an unknown parameter, bad values, too many settings in public mode, a refused model,
+            or a drafter that does not run with the target on its device.
     """
     parameter = SWEEP_LABELS.get(parameter, parameter)
     if parameter not in SWEEP_DEFAULTS:
@@ -45,8 +58,12 @@ def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: boo
     with user_errors():
         requests = sweep_requests(base, parameter, swept, limits=limits)
         if public:
+            server = settings.public_server()
             for r in requests:
-                check_public_models(r.target, r.draft, settings.PUBLIC_TARGETS, settings.PUBLIC_DRAFTS)
+                check_public_models(r.target, r.draft, *settings.public_allowed())
+            requests = [pin_public_device(r, server) for r in requests]
+        for r in requests:
+            check_drafter_device(r.draft, settings.target_device(r.device))
     return parameter, requests
 
 

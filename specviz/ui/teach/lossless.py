@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from scipy import stats
 
-from ...drafters import Drafter, ModelDrafter
+from ...drafters import Drafter, ModelDrafter, real_draft_phrase
 from ...sampling import SamplingConfig, logits_to_probs, sample, verify
 from ...trace import token_label
 
@@ -229,13 +229,15 @@ def draw_first_tokens(p_target: torch.Tensor, p_draft: torch.Tensor, n: int, gen
 #: How whitespace and control characters are shown in a token label.
 
 
-def lossless_notes(report: LosslessReport, temperature: float, lookup: bool = False) -> list[str]:
+def lossless_notes(report: LosslessReport, temperature: float, lookup: bool = False, device="cpu") -> list[str]:
     """Plain sentences on what these settings make the check show (empty when nothing stands out).
 
     Args:
         report: the check's result.
         temperature: the sampling temperature it ran at.
         lookup: the drafter is prompt lookup (a point-mass draft).
+        device: where the target is: a suggested drafter is one that runs there
+            (:func:`specviz.drafters.real_draft_phrase`).
     """
     notes = []
     if temperature == 0:
@@ -251,5 +253,5 @@ def lossless_notes(report: LosslessReport, temperature: float, lookup: bool = Fa
                      "first token comes from the residual, which is p_target with that token removed.")
     if temperature > 0 and report.acceptance_rate in (0.0, 1.0) and report.control == REAL_VERIFY:
         notes.append("The draft token was never or always accepted, so only one branch of the method was tested: "
-                     "try the int8 or early-exit self-draft, whose draft is a real distribution.")
+                     f"try {real_draft_phrase(device)}, whose draft is a real distribution.")
     return notes

@@ -1,0 +1,236 @@
+"""How much memory a model pair takes and how much a device has, known before anything loads.
+
+* Sizes: a checkpoint's parameter count is read from its safetensors headers
+  (:func:`safetensors_parameters`: shapes only, no weights), or, for the presets' hub models
+  before any download, from :data:`MODEL_SHAPES`; :func:`pair_bytes` turns a target and a drafter
+  spec into bytes in a dtype, and :func:`pair_fits` says whether they fit in a device's memory.
+* Devices: :func:`device_free_bytes` (``psutil`` on the CPU, ``torch.cuda.mem_get_info`` on
+  CUDA) and :func:`memory_budget`, the share of it the model cache may fill
+  (:data:`CACHE_FRACTION`).
+
+:mod:`specviz.models`' cache sizes its budget and evicts before a load with these, and public
+mode (:func:`specviz.request.pin_public_device`) refuses a pair that would not fit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .drafters import drafter_kind
+from .offline import OFFLINE_MODELS, cache_dir, is_repo_id
+
+__all__ = ["CACHE_FRACTION", "HEADROOM", "MODEL_SHAPES", "ModelShape", "bytes_per_parameter", "device_free_bytes",
+           "drafter_layers", "drafter_parameters", "memory_budget", "model_layers", "model_parameters", "pair_bytes",
+           "pair_fits", "safetensors_parameters"]
+
+#: The share of a device's free memory (plus what the cache already holds there) the model cache
+#: fills when ``SPECVIZ_MAX_MODEL_BYTES`` is unset: the rest is for the KV caches, activations,
+#: the allocator's slack and, on the CPU, everything else the process and the machine run.
+CACHE_FRACTION = 0.7
+#: A pair's weights times this is what it needs to run: KV caches, activations and logits on top
+#: of the weights (a margin chosen, not measured: a 1,280-token KV cache of Qwen2.5-7B in
+#: bfloat16 is 73 MB next to 15 GB of weights).
+HEADROOM = 1.2
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What a model's memory and speed depend on, known without its weights.
+
+    Attributes:
+        parameters: unique parameters (tied embeddings counted once), as its safetensors hold them.
+        layers: decoder layers (``config.num_hidden_layers``).
+    """
+
+    parameters: int
+    layers: int
+
+
+#: The presets' models by hub id (an offline model by its ``hub_id``), so that a pair can be
+#: checked before anything is downloaded. Counted from each model's published config
+#: (tests/test_memory.py builds every one on the meta device and counts again); SmolLM2-135M's
+#: count is also what its converted safetensors copy holds.
+MODEL_SHAPES: dict[str, ModelShape] = {
+    "HuggingFaceTB/SmolLM2-135M-Instruct": ModelShape(134_515_008, 30),
+    "HuggingFaceTB/SmolLM2-1.7B-Instruct": ModelShape(1_711_376_384, 24),
+    "Qwen/Qwen2.5-0.5B-Instruct": ModelShape(494_032_768, 24),
+    "Qwen/Qwen2.5-7B-Instruct": ModelShape(7_615_616_512, 28),
+    "google/gemma-3-270m": ModelShape(268_098_176, 18),
+}
+
+
+# --------------------------------------------------------------------------- sizes
+def bytes_per_parameter(dtype: str | torch.dtype) -> int:
+    """Bytes of one parameter in ``dtype`` (``"float32"``: 4, ``"bfloat16"`` / ``"float16"``: 2).
+
+    Raises:
+        ValueError: for a name that is not one of the three (resolve ``"auto"`` first).
+    """
+    if isinstance(dtype, torch.dtype):
+        return dtype.itemsize
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"unknown dtype {dtype!r}: use float32, bfloat16 or float16")
+    return getattr(torch, dtype).itemsize
+
+
+def safetensors_parameters(directory: str | Path) -> int | None:
+    """Elements of every tensor in a checkpoint directory's ``*.safetensors`` files (all shards),
+    read from their headers only (``safetensors.safe_open``: no weight is read). A tied lm_head is
+    not saved, so the count is the model's unique parameters. None when the directory holds no
+    safetensors file."""
+    from safetensors import safe_open
+
+    files = sorted(Path(directory).expanduser().glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for file in files:
+        with safe_open(str(file), framework="pt") as handle:
+            names = handle.keys()  # a safetensors handle, not a dict: it lists its tensors' names
+            total += sum(math.prod(handle.get_slice(name).get_shape()) for name in names)
+    return total
+
+
+def _local_dir(name: str) -> Path | None:
+    """Where ``name``'s weights already are on disk: a prepared offline copy, a directory, or a
+    cached hub snapshot; None when they are not here (nothing is downloaded or prepared)."""
+    if name in OFFLINE_MODELS:
+        path = cache_dir() / "models" / name
+        return path if (path / "config.json").is_file() else None
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    if is_repo_id(name):
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json")
+        return Path(cached).parent if isinstance(cached, str) else None
+    return None
+
+
+def _known(name: str) -> ModelShape | None:
+    return MODEL_SHAPES.get(OFFLINE_MODELS[name].hub_id if name in OFFLINE_MODELS else name)
+
+
+def model_parameters(name: str) -> int | None:
+    """A model's parameter count before it loads: its safetensors headers where its weights are on
+    disk (:func:`safetensors_parameters`), else :data:`MODEL_SHAPES`; None when neither knows."""
+    local = _local_dir(name)
+    counted = safetensors_parameters(local) if local is not None else None
+    if counted is not None:
+        return counted
+    known = _known(name)
+    return known.parameters if known is not None else None
+
+
+def model_layers(name: str) -> int | None:
+    """A model's decoder layers before it loads: ``num_hidden_layers`` of its config.json on disk
+    (the text config's, for a model that nests one), else :data:`MODEL_SHAPES`; None otherwise."""
+    local = _local_dir(name)
+    if local is not None and (local / "config.json").is_file():
+        config = json.loads((local / "config.json").read_text(encoding="utf-8"))
+        layers = config.get("num_hidden_layers", config.get("text_config", {}).get("num_hidden_layers"))
+        if isinstance(layers, int):
+            return layers
+    known = _known(name)
+    return known.layers if known is not None else None
+
+
+def drafter_parameters(spec: str, target: str) -> int | None:
+    """Parameters a drafter loads besides the target: a draft model's (:func:`model_parameters`),
+    a learned head's (its safetensors header), 0 for drafters that load nothing (prompt lookup,
+    early exit: the target's own layers); None when unknown. A copy of the target (int8) is
+    counted by :func:`pair_bytes`, from its kind's ``copy_bytes``."""
+    kind = drafter_kind(spec)
+    if kind.parameter == "model_name":
+        return model_parameters(spec)
+    if not kind.needs_model:
+        return 0
+    from .drafters.eagle import shipped_head_dir
+
+    directory = spec.partition(":")[2]
+    try:
+        directory = directory or shipped_head_dir(target)
+    except ValueError:
+        return None
+    return safetensors_parameters(directory)
+
+
+def drafter_layers(spec: str, target: str) -> int | None:
+    """Decoder layers one draft step runs: a draft model's (:func:`model_layers`), a learned
+    head's (its directory's config, 1 for an EAGLE head); None for drafters without layers of
+    their own (prompt lookup; early exit runs the target's first N) or when unknown."""
+    kind = drafter_kind(spec)
+    if kind.parameter == "model_name":
+        return model_layers(spec)
+    if not kind.needs_model:
+        return None
+    from .drafters.eagle import shipped_head_dir
+
+    try:
+        return model_layers(spec.partition(":")[2] or str(shipped_head_dir(target)))
+    except ValueError:
+        return None
+
+
+def pair_bytes(target: str, draft: str, dtype: str | torch.dtype) -> int | None:
+    """Bytes of a target and its drafter's weights in ``dtype``, before either loads.
+
+    ``(target parameters + draft parameters) × bytes_per_parameter(dtype)``, plus ``copy_bytes``
+    per target parameter for a drafter that copies the target (the int8 copy is quantized from a
+    float32 deep copy: 4). None when a count is unknown (:func:`model_parameters`).
+
+    Args:
+        target: the target's name (offline name, directory or hub id).
+        draft: the normalised drafter spec.
+        dtype: the pair's dtype (not ``"auto"``).
+    """
+    target_parameters = model_parameters(target)
+    draft_parameters = drafter_parameters(draft, target)
+    if target_parameters is None or draft_parameters is None:
+        return None
+    copy = drafter_kind(draft).copy_bytes * target_parameters
+    return int((target_parameters + draft_parameters) * bytes_per_parameter(dtype) + copy)
+
+
+def pair_fits(target: str, draft: str, dtype: str | torch.dtype, free_bytes: int | None) -> bool:
+    """Whether a pair's :func:`pair_bytes` times :data:`HEADROOM` fits in ``free_bytes`` (the
+    memory models may fill on the device, e.g. :func:`memory_budget`). True when either is
+    unknown: loading finds out then."""
+    needed = pair_bytes(target, draft, dtype)
+    return needed is None or free_bytes is None or needed * HEADROOM <= free_bytes
+
+
+# --------------------------------------------------------------------------- devices
+def device_free_bytes(device: str | torch.device) -> int:
+    """Free memory of a device in bytes: on the CPU what ``psutil`` calls available (free plus
+    reclaimable caches), on CUDA ``torch.cuda.mem_get_info``'s free bytes (which ZeroGPU answers
+    in its main process too, from its configured card), falling back to the card's total memory
+    where that query fails.
+
+    Raises:
+        ValueError: for a device that is neither cpu nor cuda.
+    """
+    device = torch.device(device)
+    if device.type == "cpu":
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    if device.type != "cuda":
+        raise ValueError(f"unknown device {device}: use cpu or cuda")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    try:
+        return int(torch.cuda.mem_get_info(index)[0])
+    except RuntimeError:
+        return int(torch.cuda.get_device_properties(index).total_memory)
+
+
+def memory_budget(device: str | torch.device, held: int = 0, fraction: float = CACHE_FRACTION) -> int:
+    """Bytes the model cache may fill on ``device``: ``fraction × (free + held)``, where ``held``
+    is what the cache already holds there (it would be free again if evicted)."""
+    return int(fraction * (device_free_bytes(device) + held))

@@ -47,7 +47,6 @@ text into the trace.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -56,6 +55,8 @@ import torch
 from .analysis import PlainBaseline, RunAnalysis, analyse
 from .drafters import Drafter
 from .drafttree import DraftTree, LastLayerFeatures, crop_cache, default_tree_nodes
+from .generators import GeneratorPool
+from .phaseclock import PhaseClock
 from .recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
 from .sampling import SamplingConfig, logits_to_probs, verify_tree
 from .trace import EmittedToken, Round
@@ -169,7 +170,9 @@ class Generation:
         k: lookahead K, the most tokens drafted per round (>= 1 when a drafter is given).
         sampling: sampling settings, applied to draft and target alike.
         max_new_tokens: tokens to emit at most (>= 1).
-        seed: seed of the run's ``torch.Generator`` (on the target's device).
+        seed: seed of the run's random generators, one per device (:class:`~specviz.generators.GeneratorPool`):
+            the target's verifies, and a drafter on another device (its ``device`` attribute)
+            draws from its own.
         eos_token_ids: ids that end the run when emitted (the EOS is kept as the last token).
         vocab_size: shared real vocabulary width; both models' logits are cut to it so a padded
             lm_head never yields an id the tokenizer lacks. Defaults to the target's logits width.
@@ -181,6 +184,10 @@ class Generation:
         branches: B, the most children a draft node may have; 1 (the default) drafts chains.
         tree_nodes: N, the most nodes of a draft tree (>= K; default
             :func:`specviz.drafttree.default_tree_nodes`, 2·K); ignored for chains.
+
+    Every phase boundary is read through one :class:`~specviz.phaseclock.PhaseClock`, which
+    synchronises the devices first, so ``prefill_ms`` and each round's ``draft_ms``,
+    ``verify_ms`` and ``other_ms`` are the work's time on a GPU too, not its launch time.
 
     :attr:`notes` lists plain sentences about the run the UI should show (e.g. a tree run that
     fell back to chains because the target's attention cannot take a tree mask).
@@ -219,8 +226,7 @@ class Generation:
         self.finish_reason: str | None = None
         self.wall_s = 0.0
         self.prefill_ms = 0.0
-        self._t_start: float | None = None
-        self._paused_s = 0.0  # seconds the consumer held the generator between rounds
+        self._clock: PhaseClock | None = None
         self._started = False
 
     # ----------------------------------------------------------------- public summaries
@@ -235,8 +241,8 @@ class Generation:
     @property
     def elapsed_s(self) -> float:
         """Generation wall time so far (s): prefill and rounds, not the consumer's pauses."""
-        if self.finish_reason is None and self._t_start is not None:
-            return time.perf_counter() - self._t_start - self._paused_s
+        if self.finish_reason is None and self._clock is not None and self._clock.started:
+            return self._clock.elapsed_s()
         return self.wall_s
 
     @property
@@ -282,28 +288,32 @@ class Generation:
         self._started = True
         self._check()
         self._setup()
-        self._t_start = time.perf_counter()
+        self._clock.start()
         self._prefill()
-        self.prefill_ms = (time.perf_counter() - self._t_start) * 1e3
+        self.prefill_ms = self._clock.elapsed_s() * 1e3  # a synchronised reading closes the prefill
         while self.finish_reason is None:
             round_ = self._round()
             if self.finish_reason is not None:
-                self.wall_s = time.perf_counter() - self._t_start - self._paused_s
+                self.wall_s = round_.elapsed_s
                 finish = getattr(self.drafter, "finish", None)
                 if finish is not None:  # e.g. the suffix drafter learns this output
                     finish(list(self.prompt_ids), self.token_ids)
             # Time spent by the consumer between rounds (rendering, charts, streaming) is not
             # generation time: leave it out so the UI's work never counts against the run.
-            t_yield = time.perf_counter()
+            self._clock.pause()
             yield round_
-            self._paused_s += time.perf_counter() - t_yield
+            self._clock.resume()
 
     def _setup(self) -> None:
         from transformers import DynamicCache
 
         self._device = next(self.target.parameters()).device
         self._vocab = self.vocab_size or self.target.get_output_embeddings().weight.shape[0]
-        self._generator = torch.Generator(device=self._device).manual_seed(self.seed)
+        self._generators = GeneratorPool(self.seed)
+        self._generator = self._generators.get(self._device)  # the verify walk's
+        drafter_device = getattr(self.drafter, "device", None) or self._device
+        self._draft_generator = self._generators.get(drafter_device)
+        self._clock = PhaseClock([self._device, drafter_device])
         self._recorder = RoundRecorder(self.decode, self.instrument, self.eos_token_ids, self.label)
         self._committed = list(self.prompt_ids)
         self._cache = DynamicCache()
@@ -352,7 +362,7 @@ class Generation:
 
     def _draft(self, k_round: int) -> DraftTree:
         if k_round > 0:
-            tree = self.drafter.propose(self._committed, k_round, self.sampling, self._generator,
+            tree = self.drafter.propose(self._committed, k_round, self.sampling, self._draft_generator,
                                         branches=self._branches, max_nodes=max(self._tree_nodes, k_round))
             if isinstance(tree, tuple):  # a drafter written for the chain-only interface
                 tree = DraftTree.chain(*tree)
@@ -366,10 +376,10 @@ class Generation:
         # Never draft past the length limit: a path of K' + 1 tokens at most fills it exactly.
         k_round = min(self.k, remaining - 1) if self.drafter is not None else 0
         root_from_prefill = self._root_logits is not None
-        t0 = time.perf_counter()
+        t0 = self._clock.mark()
         # 1. Draft: up to N nodes (depth <= K') and the p_draft rows they were drawn from.
         tree = self._draft(k_round)
-        t1 = time.perf_counter()
+        t1 = self._clock.mark()
         # 2. One verify pass: p_target (N + 1, V) at the root and after every node.
         p_target = self._score(tree)
         # 3. The accept walk: an accepted path from the root, then a resampled or a bonus token.
@@ -379,14 +389,15 @@ class Generation:
         # 4. Both caches keep the committed context plus the accepted path.
         self._keep_path(len(self._committed), result.path, tree.is_chain)
         self._hand_features(result.path)
-        t2 = time.perf_counter()
+        t2 = self._clock.mark()
         round_ = self._recorder.record(len(self.rounds), tree, result, k_round, p_target)
         round_.draft_ms, round_.draft_steps = (t1 - t0) * 1e3, tree.steps
         round_.verify_ms = (t2 - t1) * 1e3
         round_.root_from_prefill = root_from_prefill
         self._commit(round_)
-        round_.other_ms = (time.perf_counter() - t2) * 1e3
-        round_.elapsed_s = time.perf_counter() - self._t_start - self._paused_s
+        t3 = self._clock.mark()
+        round_.other_ms = (t3 - t2) * 1e3
+        round_.elapsed_s = self._clock.elapsed_s(t3)
         return round_
 
     def _score(self, tree: DraftTree) -> torch.Tensor:

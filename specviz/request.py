@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from .drafters import DRAFTER_KINDS, drafter_kind, parse_drafter_spec
+from .kvcache import CACHE_KINDS
 from .sampling import SamplingConfig
 
 __all__ = ["DEFAULT_LIMITS", "MODEL_FREE_DRAFTERS", "PUBLIC_LIMITS", "Limits", "PublicPolicy", "RequestError",
@@ -86,6 +87,8 @@ class RunRequest:
         max_prompt_tokens: the limits' ``max_prompt_tokens``, carried so that
             :func:`specviz.runner.prepare_run` checks the encoded prompt against the limits the
             request was validated with (None: no cap but the model's context).
+        cache: the KV cache kind, ``"dynamic"`` or ``"static"`` (:data:`specviz.kvcache.CACHE_KINDS`;
+            the same outputs, static passes of fixed shapes).
     """
 
     prompt: str
@@ -101,6 +104,7 @@ class RunRequest:
     branches: int = 1
     tree_nodes: int | None = None
     max_prompt_tokens: int | None = None
+    cache: str = "dynamic"
 
     @property
     def plain(self) -> bool:
@@ -271,13 +275,14 @@ def validate_request(
     dtype="auto",
     branches=1,
     tree_nodes=None,
+    cache="dynamic",
     limits: Limits = DEFAULT_LIMITS,
 ) -> RunRequest:
     """Check and normalise a run's settings (see the module docstring for what is accepted).
 
     Args:
         prompt, target, draft, k, temperature, top_k, top_p, max_new_tokens, seed, chat,
-        device, dtype, branches, tree_nodes: as sent by the user (any type); see
+        device, dtype, branches, tree_nodes, cache: as sent by the user (any type); see
             :class:`RunRequest`.
         limits: the bounds (the app's public mode passes tighter ones).
 
@@ -305,6 +310,7 @@ def validate_request(
         branches=to_int("branches", branches, 1, limits.max_branches),
         tree_nodes=None if tree_nodes is None else to_int("tree nodes", tree_nodes, k, limits.max_tree_nodes),
         max_prompt_tokens=limits.max_prompt_tokens,
+        cache=_choice("KV cache", cache, CACHE_KINDS),
     )
 
 

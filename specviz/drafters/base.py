@@ -38,6 +38,12 @@ class Drafter(Protocol):
     ``M`` positions the target's cache just gained: the whole prompt after the prefill, then each
     round's pending tokens and accepted path, in position order. They come from the passes the
     loop runs anyway (no extra target pass); drafters without the attribute cost nothing extra.
+
+    Optional too: ``device``, where the drafter samples (the engine hands it that device's
+    generator, :class:`~specviz.generators.GeneratorPool`; default the target's), and
+    ``set_cache(kind, max_len)``, called before each run's :meth:`prefill` with the run's KV
+    cache kind (``"dynamic"`` or ``"static"``, :mod:`specviz.kvcache`) and the most positions the
+    drafter's cache will hold.
     """
 
     #: short label shown in the UI and the CLI output

@@ -44,7 +44,8 @@ def test_the_dry_run_passes_with_one_line_per_check_and_imports_no_gradio_plotly
     env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
     done = subprocess.run([sys.executable, "-c", REFUSE_AND_RUN, "--dry-run", "--json", str(out)], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, "\n".join(line for line in (done.stdout + done.stderr).splitlines()
+                                           if not line.startswith(("PASS", "SKIP")))
     assert "tried to import: []" in done.stderr
     lines = done.stdout.strip().splitlines()
     assert lines[0].startswith("versions: python ") and "torch " in lines[0] and "transformers " in lines[0]
@@ -57,7 +58,8 @@ def test_the_dry_run_passes_with_one_line_per_check_and_imports_no_gradio_plotly
         assert f"greedy equality, {dtype}" in names and f"tree-mask agreement, {dtype}" in names
     assert sum(name.startswith("c and v, ") for name in names) == 6  # three pairs, eager and static
     skipped = {name for line, name in zip(checks, names) if line.startswith("SKIP")}
-    assert skipped == {n for n in names if n.startswith(("host syncs", "peak memory", "static draft step"))}
+    cuda_only = ("prefill timed", "host syncs", "peak memory", "static draft step")
+    assert skipped == {n for n in names if n.startswith(cuda_only)}
     record = json.loads(out.read_text())
     assert [c["name"] for c in record["checks"]] == names and record["summary"] == lines[-1]
 

@@ -27,6 +27,7 @@ import torch
 
 from specviz.drafters import crop_cache
 from specviz.engine import tree_attention_inputs
+from specviz.kvcache import cache_argument
 
 
 def tree_parents(n: int, branches: int) -> list[int]:
@@ -49,7 +50,8 @@ def time_passes(model, prefix: list[int], tokens: list[int], parents: list[int] 
     device = next(model.parameters()).device
     cache = DynamicCache()
     with torch.inference_mode():
-        model(input_ids=torch.tensor([prefix[:-1]], device=device), cache=cache, use_cache=True, logits_to_keep=1)
+        model(input_ids=torch.tensor([prefix[:-1]], device=device), **cache_argument(model, cache), use_cache=True,
+              logits_to_keep=1)
         ids = torch.tensor([prefix[-1:] + tokens], device=device)
         extra = {}
         if parents is not None:
@@ -58,7 +60,7 @@ def time_passes(model, prefix: list[int], tokens: list[int], parents: list[int] 
         times = []
         for i in range(warmup + repeats):
             t0 = time.perf_counter()
-            model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=len(tokens) + 1, **extra)
+            model(input_ids=ids, **cache_argument(model, cache), use_cache=True, logits_to_keep=len(tokens) + 1, **extra)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             elapsed = (time.perf_counter() - t0) * 1e3

@@ -95,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write the run's trace (every round, drafted token and verdict) as JSON to FILE")
     run.add_argument("--no-baseline", action="store_true", dest="no_baseline",
                      help="skip the plain-decoding baseline run (speedup and cost ratio are then null)")
+    _add_cache_arg(run)
     run.set_defaults(func=cmd_run)
 
     prep = sub.add_parser("prepare", help="fetch and convert the offline models",
@@ -133,9 +134,18 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--json", default=None, dest="json_path", metavar="FILE",
                        help="write the rows as a JSON list to FILE (- for stdout)")
     sweep.add_argument("--csv", default=None, dest="csv_path", metavar="FILE", help="write the rows as CSV to FILE")
+    _add_cache_arg(sweep)
     sweep.set_defaults(func=cmd_sweep)
     _add_train_parser(sub)
     return parser
+
+
+def _add_cache_arg(p: argparse.ArgumentParser) -> None:
+    from .kvcache import CACHE_KINDS
+
+    p.add_argument("--cache", default="dynamic", choices=CACHE_KINDS,
+                   help="KV cache: dynamic, or static (fixed-shape passes that a CUDA graph can replay: one-token "
+                        "draft steps, verify passes padded to 1 + N positions; same outputs) (default: %(default)s)")
 
 
 def _add_train_parser(sub) -> None:
@@ -206,7 +216,8 @@ def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str =
     return validate_request(prompt=prompt, target=args.target, draft=args.draft, k=k, temperature=temperature,
                             top_k=args.top_k, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
                             chat=getattr(args, "chat", False), device=args.device, dtype=args.dtype,
-                            branches=args.branches, tree_nodes=args.tree_nodes)
+                            branches=args.branches, tree_nodes=args.tree_nodes,
+                            cache=getattr(args, "cache", "dynamic"))
 
 
 def _check_branches(request) -> None:
@@ -256,6 +267,7 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
         "temperature": request.sampling.temperature,
         "branches": request.branches,
         "tree_nodes": request.tree_nodes,
+        "cache": request.cache,
         "notes": list(getattr(spec, "notes", [])),
         "device": str(target.device),
         "dtype": str(target.dtype).removeprefix("torch."),

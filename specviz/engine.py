@@ -42,6 +42,11 @@ first token is then computed exactly as ``generate()`` computes it; a pass of a 
 can flip a near-tied argmax in bfloat16, and then the two runs write different texts from the
 first token on. That round is marked ``Round.root_from_prefill``.
 
+With ``cache="static"`` both caches are :class:`~specviz.kvcache.PaddedStaticCache` s: the same
+bookkeeping, but every pass after the prefill has one shape (the target's verify pass 1 + N
+positions, padded; a draft model's steps one token each), so that a CUDA graph could replay it.
+Padding sits after the real positions and is cut off right after the pass: no real row changes.
+
 Plain decoding is the same loop with no drafter: one target pass, one token, ``kind="plain"``.
 
 The engine knows nothing about tokenization beyond an optional ``decode`` callable used to put
@@ -50,7 +55,6 @@ text into the trace.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -59,6 +63,9 @@ import torch
 from .analysis import PlainBaseline, RunAnalysis, analyse
 from .drafters import Drafter
 from .drafttree import DraftTree, LastLayerFeatures, crop_cache, default_tree_nodes
+from .generators import GeneratorPool
+from .kvcache import CACHE_KINDS, PaddedStaticCache, run_pass
+from .phaseclock import PhaseClock
 from .recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
 from .sampling import SamplingConfig, logits_to_probs, verify_tree
 from .trace import EmittedToken, Round
@@ -172,7 +179,9 @@ class Generation:
         k: lookahead K, the most tokens drafted per round (>= 1 when a drafter is given).
         sampling: sampling settings, applied to draft and target alike.
         max_new_tokens: tokens to emit at most (>= 1).
-        seed: seed of the run's ``torch.Generator`` (on the target's device).
+        seed: seed of the run's random generators, one per device (:class:`~specviz.generators.GeneratorPool`):
+            the target's verifies, and a drafter on another device (its ``device`` attribute)
+            draws from its own.
         eos_token_ids: ids that end the run when emitted (the EOS is kept as the last token).
         vocab_size: shared real vocabulary width; both models' logits are cut to it so a padded
             lm_head never yields an id the tokenizer lacks. Defaults to the target's logits width.
@@ -184,6 +193,16 @@ class Generation:
         branches: B, the most children a draft node may have; 1 (the default) drafts chains.
         tree_nodes: N, the most nodes of a draft tree (>= K; default
             :func:`specviz.drafttree.default_tree_nodes`, 2·K); ignored for chains.
+        cache: the KV cache kind (:data:`specviz.kvcache.CACHE_KINDS`): ``"dynamic"`` (the
+            default), or ``"static"``: fixed-shape passes (:class:`~specviz.kvcache.PaddedStaticCache`)
+            for the target (every verify pass 1 + N positions wide) and a draft model (one
+            token per pass), which a CUDA graph can replay; their outputs equal the dynamic
+            path's. Where a model's attention takes no arbitrary mask the run stays dynamic and
+            says so in :attr:`notes`.
+
+    Every phase boundary is read through one :class:`~specviz.phaseclock.PhaseClock`, which
+    synchronises the devices first, so ``prefill_ms`` and each round's ``draft_ms``,
+    ``verify_ms`` and ``other_ms`` are the work's time on a GPU too, not its launch time.
 
     :attr:`notes` lists plain sentences about the run the UI should show (e.g. a tree run that
     fell back to chains because the target's attention cannot take a tree mask).
@@ -214,6 +233,7 @@ class Generation:
     instrument: bool = True
     branches: int = 1
     tree_nodes: int | None = None
+    cache: str = "dynamic"
 
     def __post_init__(self) -> None:
         self.notes: list[str] = []
@@ -222,8 +242,7 @@ class Generation:
         self.finish_reason: str | None = None
         self.wall_s = 0.0
         self.prefill_ms = 0.0
-        self._t_start: float | None = None
-        self._paused_s = 0.0  # seconds the consumer held the generator between rounds
+        self._clock: PhaseClock | None = None
         self._started = False
 
     # ----------------------------------------------------------------- public summaries
@@ -238,8 +257,8 @@ class Generation:
     @property
     def elapsed_s(self) -> float:
         """Generation wall time so far (s): prefill and rounds, not the consumer's pauses."""
-        if self.finish_reason is None and self._t_start is not None:
-            return time.perf_counter() - self._t_start - self._paused_s
+        if self.finish_reason is None and self._clock is not None and self._clock.started:
+            return self._clock.elapsed_s()
         return self.wall_s
 
     @property
@@ -265,6 +284,8 @@ class Generation:
             raise ValueError(f"branches B must be between 1 and {MAX_BRANCHES}, got {self.branches}")
         if self.tree_nodes is not None and not self.k <= self.tree_nodes <= MAX_TREE_NODES:
             raise ValueError(f"tree nodes N must be between K = {self.k} and {MAX_TREE_NODES}, got {self.tree_nodes}")
+        if self.cache not in CACHE_KINDS:
+            raise ValueError(f"the KV cache must be one of {', '.join(CACHE_KINDS)}, got {self.cache!r}")
         # The longest forward pass covers the prompt and max_new_tokens - 1 new tokens (drafts are
         # capped by the remaining budget); one more position keeps the check simple and safe.
         needed = len(self.prompt_ids) + self.max_new_tokens
@@ -285,42 +306,69 @@ class Generation:
         self._started = True
         self._check()
         self._setup()
-        self._t_start = time.perf_counter()
+        self._clock.start()
         self._prefill()
-        self.prefill_ms = (time.perf_counter() - self._t_start) * 1e3
+        self.prefill_ms = self._clock.elapsed_s() * 1e3  # a synchronised reading closes the prefill
         while self.finish_reason is None:
             round_ = self._round()
             if self.finish_reason is not None:
-                self.wall_s = time.perf_counter() - self._t_start - self._paused_s
+                self.wall_s = round_.elapsed_s
                 finish = getattr(self.drafter, "finish", None)
                 if finish is not None:  # e.g. the suffix drafter learns this output
                     finish(list(self.prompt_ids), self.token_ids)
             # Time spent by the consumer between rounds (rendering, charts, streaming) is not
             # generation time: leave it out so the UI's work never counts against the run.
-            t_yield = time.perf_counter()
+            self._clock.pause()
             yield round_
-            self._paused_s += time.perf_counter() - t_yield
+            self._clock.resume()
 
     def _setup(self) -> None:
-        from transformers import DynamicCache
-
         self._device = next(self.target.parameters()).device
         self._vocab = self.vocab_size or self.target.get_output_embeddings().weight.shape[0]
-        self._generator = torch.Generator(device=self._device).manual_seed(self.seed)
+        self._generators = GeneratorPool(self.seed)
+        self._generator = self._generators.get(self._device)  # the verify walk's
+        drafter_device = getattr(self.drafter, "device", None) or self._device
+        self._draft_generator = self._generators.get(drafter_device)
+        self._clock = PhaseClock([self._device, drafter_device])
         self._recorder = RoundRecorder(self.decode, self.instrument, self.eos_token_ids, self.label)
         self._committed = list(self.prompt_ids)
-        self._cache = DynamicCache()
         self._branches = self.branches if self.drafter is not None else 1
         blocker = tree_attention_blocker(self.target) if self._branches > 1 else None
         if blocker:
             self._branches = 1
             self.notes.append(f"Tree drafts need tree attention, and {blocker}: this run drafts chains (B = 1).")
         self._tree_nodes = self.tree_nodes or default_tree_nodes(self.k, self._branches)
+        self._cache = self._new_caches()
         self._root_logits: torch.Tensor | None = None  # (1, V): the prefill's last row, for round 1
         wants = self.drafter is not None and getattr(self.drafter, "wants_features", False)
         self._features = LastLayerFeatures(self.target) if wants else None
         self._top_ids = int(getattr(self.drafter, "wants_top_ids", 0) or 0) if self.drafter is not None else 0
         self._fed: tuple[int, torch.Tensor] | None = None  # (pending tokens fed, their and the nodes' features)
+
+    def _new_caches(self):
+        """The target's KV cache, and the drafter told which kind to use (``set_cache``, optional)."""
+        from transformers import DynamicCache
+
+        kind = self.cache
+        draft_model = getattr(self.drafter, "model", None)
+        if kind == "static":
+            roles = [("target", self.target)] + ([("draft", draft_model)] if draft_model is not None else [])
+            blocked = [(role, why) for role, model in roles if (why := tree_attention_blocker(model))]
+            if blocked:
+                kind = "dynamic"
+                role, why = blocked[0]
+                self.notes.append(f"A static cache needs an attention that takes any mask, and the {role} model's "
+                                  f"{why}: this run uses the dynamic cache.")
+        # The longest the caches grow: every committed token but the last, plus one pass's width
+        # (a draft: K draft tokens).
+        needed = len(self.prompt_ids) + self.max_new_tokens
+        set_cache = getattr(self.drafter, "set_cache", None)
+        if set_cache is not None:
+            set_cache(kind, needed + self.k)
+        if kind == "dynamic":
+            return DynamicCache()
+        width = 1 + (self._tree_nodes if self.drafter is not None else 0)  # the pending token and N nodes
+        return PaddedStaticCache.create(self.target, needed + width, width)
 
     def _target_forward(self, ids: list[int], keep: int, parents: list[int] | None = None) -> torch.Tensor:
         """Logits ``(keep, V)`` of the target's last ``keep`` positions after feeding ``ids``.
@@ -329,21 +377,20 @@ class Generation:
         attention mask and position ids (:func:`tree_attention_inputs`); the ids before them are
         fed causally.
         """
-        inp = torch.tensor([ids], dtype=torch.long, device=self._device)
-        extra = {}
+        inp = torch.tensor(ids, dtype=torch.long, device=self._device)
+        tree = None
         if parents is not None:
-            mask, positions = tree_attention_inputs(parents, self._cache.get_seq_length(), len(ids) - len(parents),
-                                                    self.target.dtype, self._device)
-            extra = {"attention_mask": mask, "position_ids": positions}
+            tree = tree_attention_inputs(parents, self._cache.get_seq_length(), len(ids) - len(parents),
+                                         self.target.dtype, self._device)
         with torch.inference_mode():
             if self._features is None:
-                out = self.target(input_ids=inp, cache=self._cache, use_cache=True, logits_to_keep=keep, **extra)
+                logits = run_pass(self.target, self._cache, inp, keep, tree)
             else:
                 with self._features:
-                    out = self.target(input_ids=inp, cache=self._cache, use_cache=True, logits_to_keep=keep,
-                                      **extra)
-                self._fed = (len(ids), self._features.features[0])  # the pending count is set by _score
-        return out.logits[0, :, : self._vocab]
+                    logits = run_pass(self.target, self._cache, inp, keep, tree)
+                # the fed positions' features (a static pass's padding cut off); the pending count is set by _score
+                self._fed = (len(ids), self._features.features[0, : len(ids)])
+        return logits[:, : self._vocab]
 
     def _prefill(self) -> None:
         # The whole prompt, as generate() prefills it; the last row is the first round's root.
@@ -356,7 +403,7 @@ class Generation:
 
     def _draft(self, k_round: int) -> DraftTree:
         if k_round > 0:
-            tree = self.drafter.propose(self._committed, k_round, self.sampling, self._generator,
+            tree = self.drafter.propose(self._committed, k_round, self.sampling, self._draft_generator,
                                         branches=self._branches, max_nodes=max(self._tree_nodes, k_round))
             if isinstance(tree, tuple):  # a drafter written for the chain-only interface
                 tree = DraftTree.chain(*tree)
@@ -370,10 +417,10 @@ class Generation:
         # Never draft past the length limit: a path of K' + 1 tokens at most fills it exactly.
         k_round = min(self.k, remaining - 1) if self.drafter is not None else 0
         root_from_prefill = self._root_logits is not None
-        t0 = time.perf_counter()
+        t0 = self._clock.mark()
         # 1. Draft: up to N nodes (depth <= K') and the p_draft rows they were drawn from.
         tree = self._draft(k_round)
-        t1 = time.perf_counter()
+        t1 = self._clock.mark()
         # 2. One verify pass: p_target (N + 1, V) at the root and after every node.
         p_target = self._score(tree)
         # 3. The accept walk: an accepted path from the root, then a resampled or a bonus token.
@@ -383,14 +430,15 @@ class Generation:
         # 4. Both caches keep the committed context plus the accepted path.
         self._keep_path(len(self._committed), result.path, tree.is_chain)
         self._hand_features(result.path)
-        t2 = time.perf_counter()
+        t2 = self._clock.mark()
         round_ = self._recorder.record(len(self.rounds), tree, result, k_round, p_target)
         round_.draft_ms, round_.draft_steps = (t1 - t0) * 1e3, tree.steps
         round_.verify_ms = (t2 - t1) * 1e3
         round_.root_from_prefill = root_from_prefill
         self._commit(round_)
-        round_.other_ms = (time.perf_counter() - t2) * 1e3
-        round_.elapsed_s = time.perf_counter() - self._t_start - self._paused_s
+        t3 = self._clock.mark()
+        round_.other_ms = (t3 - t2) * 1e3
+        round_.elapsed_s = self._clock.elapsed_s(t3)
         return round_
 
     def _score(self, tree: DraftTree) -> torch.Tensor:
@@ -421,7 +469,10 @@ class Generation:
             crop_cache(self._cache, n_old + len(path))
         else:
             keep = list(range(n_old)) + [n_old + node for node in path]
-            keep_cache_positions(self._cache, torch.tensor(keep, dtype=torch.long, device=self._device))
+            if isinstance(self._cache, PaddedStaticCache):
+                self._cache.keep_positions(keep)  # in place: the slots a replayed graph reads stay put
+            else:
+                keep_cache_positions(self._cache, torch.tensor(keep, dtype=torch.long, device=self._device))
         if self.drafter is not None and chain:  # a chain's path is its prefix: the length says it all
             self.drafter.rollback(n_old + len(path))
         elif self.drafter is not None:

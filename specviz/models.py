@@ -69,6 +69,7 @@ from .drafters import (Drafter, RecycleTable, SuffixDrafter, SuffixHistory, draf
 from .drafters.selfdraft import early_exit_draft, int8_draft
 from . import memory
 from .errors import IncompatiblePairError, ModelLoadError
+from .kvcache import check_transformers
 from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
 
 __all__ = [
@@ -697,8 +698,14 @@ def load_model(
     Raises:
         ValueError: for a bad device/dtype name, or a string that is none of the three forms.
         ModelLoadError: when the model cannot be obtained or loaded; for a hub id that is not
-            cached while the hub is offline or unreachable this happens at once.
+            cached while the hub is offline or unreachable this happens at once; for an
+            installed transformers older than :data:`specviz.kvcache.TRANSFORMERS_FLOOR`
+            (one sentence with the upgrade command).
     """
+    try:
+        check_transformers()
+    except RuntimeError as err:
+        raise ModelLoadError(str(err)) from None
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     with _LOCK:

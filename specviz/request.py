@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from . import memory
 from .drafters import DRAFTER_KINDS, drafter_kind, for_device, parse_drafter_spec
+from .kvcache import CACHE_KINDS
 from .sampling import SamplingConfig
 
 __all__ = ["DEFAULT_LIMITS", "MODEL_FREE_DRAFTERS", "PUBLIC_LIMITS", "Limits", "PublicPolicy", "RequestError",
@@ -88,6 +89,8 @@ class RunRequest:
         max_prompt_tokens: the limits' ``max_prompt_tokens``, carried so that
             :func:`specviz.runner.prepare_run` checks the encoded prompt against the limits the
             request was validated with (None: no cap but the model's context).
+        cache: the KV cache kind, ``"dynamic"`` or ``"static"`` (:data:`specviz.kvcache.CACHE_KINDS`;
+            the same outputs, static passes of fixed shapes).
     """
 
     prompt: str
@@ -103,6 +106,7 @@ class RunRequest:
     branches: int = 1
     tree_nodes: int | None = None
     max_prompt_tokens: int | None = None
+    cache: str = "dynamic"
 
     @property
     def plain(self) -> bool:
@@ -273,13 +277,14 @@ def validate_request(
     dtype="auto",
     branches=1,
     tree_nodes=None,
+    cache="dynamic",
     limits: Limits = DEFAULT_LIMITS,
 ) -> RunRequest:
     """Check and normalise a run's settings (see the module docstring for what is accepted).
 
     Args:
         prompt, target, draft, k, temperature, top_k, top_p, max_new_tokens, seed, chat,
-        device, dtype, branches, tree_nodes: as sent by the user (any type); see
+        device, dtype, branches, tree_nodes, cache: as sent by the user (any type); see
             :class:`RunRequest`.
         limits: the bounds (the app's public mode passes tighter ones).
 
@@ -307,6 +312,7 @@ def validate_request(
         branches=to_int("branches", branches, 1, limits.max_branches),
         tree_nodes=None if tree_nodes is None else to_int("tree nodes", tree_nodes, k, limits.max_tree_nodes),
         max_prompt_tokens=limits.max_prompt_tokens,
+        cache=_choice("KV cache", cache, CACHE_KINDS),
     )
 
 

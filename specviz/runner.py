@@ -72,15 +72,15 @@ def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: st
 
 
 def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed, instrument=True, eos=True,
-                    decode=True, branches=1, tree_nodes=None):
+                    decode=True, branches=1, tree_nodes=None, cache="dynamic"):
     """A :class:`~specviz.engine.Generation` wired to a loaded target and drafter.
 
     Args:
         target: a :class:`~specviz.models.LoadedModel`.
         drafter: a drafter, or None for plain decoding.
         prompt_ids: the encoded prompt.
-        k, sampling, max_new_tokens, seed, instrument, branches, tree_nodes: as in
-            :class:`~specviz.engine.Generation` (B = 1 drafts chains).
+        k, sampling, max_new_tokens, seed, instrument, branches, tree_nodes, cache: as in
+            :class:`~specviz.engine.Generation` (B = 1 drafts chains; ``cache`` the KV cache kind).
         eos: stop at the target's EOS ids (the bench turns this off to generate equal lengths).
         decode: record each token's text.
     """
@@ -103,11 +103,12 @@ def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, se
         instrument=instrument,
         branches=branches,
         tree_nodes=tree_nodes,
+        cache=cache,
     )
 
 
 def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKENS, once: bool = False,
-            branches: int = 1, tree_nodes: int | None = None) -> bool:
+            branches: int = 1, tree_nodes: int | None = None, cache: str = "dynamic") -> bool:
     """One short plain run and, with a drafter, one short speculative run, untimed.
 
     Args:
@@ -121,6 +122,7 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
             ``target.warmed``, which lives and dies with the model in the model cache): the app
             warms up once per pair, the CLI and the bench before every measurement.
         branches, tree_nodes: the speculative run's tree shape (B > 1 warms up tree passes too).
+        cache: the KV cache kind the runs will use (a static cache's passes have their own shapes).
 
     A suffix drafter's warm-up output is not kept in its history, nor what a Token Recycling
     table learnt from it (a made-up earlier output of the run about to be measured).
@@ -128,7 +130,7 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
     Returns:
         True if it ran, False if ``once`` skipped it.
     """
-    key = f"{getattr(drafter, 'name', 'plain')}|{sampling.greedy}|{branches}"
+    key = f"{getattr(drafter, 'name', 'plain')}|{sampling.greedy}|{branches}|{cache}"
     warmed = getattr(target, "warmed", None)
     if once and warmed is not None and key in warmed:
         return False
@@ -138,7 +140,8 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
     table = getattr(drafter, "table", None)
     table_saved = table.snapshot() if table is not None else None
     for d in (None, drafter) if drafter is not None else (None,):
-        make_generation(target, d, ids, k, sampling, tokens, seed=0, branches=branches, tree_nodes=tree_nodes).run()
+        make_generation(target, d, ids, k, sampling, tokens, seed=0, branches=branches, tree_nodes=tree_nodes,
+                        cache=cache).run()
     if history is not None:
         history.clear()
         for sequence in saved:
@@ -176,7 +179,8 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
     settings = {"prompt": request.prompt, "target": request.target, "draft": request.draft, "k": request.k,
                 "temperature": request.sampling.temperature, "top_k": request.sampling.top_k,
                 "top_p": request.sampling.top_p, "max_new_tokens": request.max_new_tokens, "seed": request.seed,
-                "chat": request.chat, "branches": request.branches, "tree_nodes": request.tree_nodes}
+                "chat": request.chat, "branches": request.branches, "tree_nodes": request.tree_nodes,
+                "cache": request.cache}
     return trace_to_dict(
         run.rounds, settings=settings, target=target.name, drafter=getattr(drafter, "name", None),
         k=request.k if drafter is not None else 0, device=str(target.device),
@@ -216,7 +220,7 @@ class PreparedRun:
         r = self.request
         return make_generation(self.target, self.drafter if speculative else None, self.prompt_ids, r.k, r.sampling,
                                r.max_new_tokens, r.seed, instrument=instrument, eos=eos, decode=decode,
-                               branches=r.branches, tree_nodes=r.tree_nodes)
+                               branches=r.branches, tree_nodes=r.tree_nodes, cache=r.cache)
 
     def in_use(self):
         """A context manager pinning this run's target and draft model in the model cache while it
@@ -230,7 +234,7 @@ class PreparedRun:
         r = self.request
         return warm_up(self.target, self.drafter, self.prompt_ids, r.k, r.sampling,
                        WARMUP_TOKENS if tokens is None else tokens, once=once, branches=r.branches,
-                       tree_nodes=r.tree_nodes)
+                       tree_nodes=r.tree_nodes, cache=r.cache)
 
 
 def encode_prompt(target, prompt: str, chat: bool) -> tuple[list[int], list[str]]:
@@ -309,9 +313,10 @@ def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = N
 
 def baseline_key(prepared: PreparedRun) -> str:
     """What a plain baseline depends on (model, device, dtype, prompt ids, sampling, length,
-    seed): runs with equal keys can share one baseline measurement."""
+    seed, KV cache kind): runs with equal keys can share one baseline measurement."""
     r, t = prepared.request, prepared.target
-    return repr((t.source, str(t.device), str(t.dtype), prepared.prompt_ids, r.sampling, r.max_new_tokens, r.seed))
+    return repr((t.source, str(t.device), str(t.dtype), prepared.prompt_ids, r.sampling, r.max_new_tokens, r.seed,
+                 r.cache))
 
 
 def baseline_steps(prepared: PreparedRun, known: Mapping[str, PlainBaseline] | None = None,

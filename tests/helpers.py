@@ -119,9 +119,11 @@ def fresh_kv(model, ids: list[int]):
     """The KV cache (a transformers ``DynamicCache``) a fresh prefill of ``ids`` produces."""
     from transformers import DynamicCache
 
+    from specviz.kvcache import cache_argument
+
     cache = DynamicCache()
     with torch.inference_mode():
-        model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True)
+        model(input_ids=torch.tensor([ids]), **cache_argument(model, cache), use_cache=True)
     return cache
 
 

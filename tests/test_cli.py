@@ -268,6 +268,20 @@ def test_tree_run_greedy_text_equals_plain_text(tiny, draft):
     assert (tree["branches"], tree["tree_nodes"], tree["notes"]) == (3, 6, [])
 
 
+def test_static_cache_run_equals_the_dynamic_run(tiny):
+    """``--cache static`` reaches the engine (the draft model's one-token steps, the target's padded
+    verify passes) and writes the same tokens as the dynamic cache, seeded sampling included; the
+    JSON and the trace say which cache ran."""
+    common = ("--target", tiny["target"], "--draft", tiny["draft"], "-k", "3", "--temperature", "1.0",
+              "--max-new-tokens", "12", "--seed", "7", "--dtype", "float32", "--prompt", "the lazy dog",
+              "--no-baseline")
+    static, dynamic = run_json(*common, "--cache", "static"), run_json(*common)
+    assert static["tokens"] == dynamic["tokens"]
+    assert (static["cache"], dynamic["cache"], static["notes"]) == ("static", "dynamic", [])
+    done = specviz("run", *common, "--cache", "paged")
+    assert done.returncode == 2 and "--cache" in done.stderr
+
+
 def test_tree_nodes_below_k_fail_with_one_line(tiny):
     done = specviz("run", "--target", tiny["target"], "-k", "4", "--branches", "2", "--tree-nodes", "2",
                    "--prompt", "x")

@@ -180,7 +180,7 @@ def test_kv_caches_hold_committed_tokens_but_the_pending_one(target, drafts, k):
     verify_calls = []
 
     def check_target_cache(module, args, kwargs):
-        cache, input_ids = kwargs["cache"], kwargs["input_ids"]
+        cache, input_ids = kwargs.get("cache", kwargs.get("past_key_values")), kwargs["input_ids"]
         if cache.get_seq_length() == 0:  # the prefill
             return
         committed = prompt + gen.token_ids

@@ -254,10 +254,12 @@ def test_early_exit_draft_shares_the_target_modules(target):
 def test_early_exit_draft_computes_the_first_layers_of_the_target(target):
     from transformers import DynamicCache
 
+    from specviz.kvcache import cache_argument
+
     draft = early_exit_draft(target, 1)
     ids = torch.tensor([target.encode("The quick brown fox", chat=False)])
     with torch.inference_mode():
-        out = draft(input_ids=ids, cache=DynamicCache(), use_cache=True, logits_to_keep=1)
+        out = draft(input_ids=ids, **cache_argument(draft, DynamicCache()), use_cache=True, logits_to_keep=1)
         hidden = target.model(input_ids=ids, output_hidden_states=True).hidden_states[1]
         expected = target.model.lm_head(target.model.model.norm(hidden[:, -1:]))
     assert out.logits.shape == (1, 1, target.logits_width)

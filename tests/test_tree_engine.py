@@ -23,6 +23,7 @@ from helpers import assert_cache_holds, fresh_kv, noisy_copy, tiny_llama
 from specviz.drafters import (SUFFIX_HISTORY, DraftTree, ModelDrafter, PromptLookupDrafter, SuffixDrafter,
                               SuffixHistory, clear_suffix_history, prefix_tree)
 from specviz.engine import Generation, tree_attention_inputs
+from specviz.kvcache import cache_argument
 from specviz.sampling import SamplingConfig
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, trace_from_dict, trace_to_dict
 
@@ -171,7 +172,7 @@ def test_tree_attention_pass_gives_each_path_its_chain_logits(target):
     assert mask.shape == (1, 1, 8, 12) and positions.tolist() == [[4, 5, 6, 7, 7, 6, 7, 8]]
     with torch.inference_mode():
         tree_logits = target(input_ids=torch.tensor([pending + tokens]), attention_mask=mask, position_ids=positions,
-                             cache=cache, use_cache=True).logits[0]
+                             **cache_argument(target, cache), use_cache=True).logits[0]
         for i in range(len(tokens)):
             path, node = [], i
             while node >= 0:
@@ -221,7 +222,7 @@ def test_caches_hold_committed_tokens_after_every_tree_round(target, drafts, kin
     fed = []
 
     def check_target_cache(module, args, kwargs):
-        cache = kwargs["cache"]
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))  # the keyword of 5.24+, or before
         if cache.get_seq_length() == 0:  # the prefill
             return
         committed = prompt + gen.token_ids

@@ -47,6 +47,11 @@ class Drafter(Protocol):
     next-token distributions the pass computed (the last committed token, then every drafted
     node) and ``(M, k)`` int64, the target's k most likely next tokens at each, most likely first
     (Token Recycling's table, :mod:`specviz.drafters.recycle`).
+    Optional too: ``device``, where the drafter samples (the engine hands it that device's
+    generator, :class:`~specviz.generators.GeneratorPool`; default the target's), and
+    ``set_cache(kind, max_len)``, called before each run's :meth:`prefill` with the run's KV
+    cache kind (``"dynamic"`` or ``"static"``, :mod:`specviz.kvcache`) and the most positions the
+    drafter's cache will hold.
     """
 
     #: short label shown in the UI and the CLI output

@@ -16,6 +16,7 @@ import torch
 
 from ..drafttree import DraftTree, crop_cache, default_tree_nodes
 from ..errors import IncompatiblePairError
+from ..kvcache import PaddedStaticCache, run_pass
 from ..sampling import logits_to_probs, sample
 
 __all__ = ["ModelDrafter", "shared_vocab_size"]
@@ -29,6 +30,11 @@ class ModelDrafter:
         vocab_size: width of the shared real vocabulary; logits are cut to this many columns
             so draft and target distributions live on the same ids (padded widths differ).
         name: label for the UI.
+
+    The engine says which KV cache to keep (:meth:`set_cache`): transformers' ``DynamicCache``
+    (the default), or a :class:`~specviz.kvcache.PaddedStaticCache` fed one token per pass, so
+    every draft step has one shape (a token that catches up after a fully accepted round is its
+    own pass, counted in the tree's ``steps``).
     """
 
     uses_model = True
@@ -39,18 +45,25 @@ class ModelDrafter:
         self.name = name
         self.device = next(model.parameters()).device
         self.cache = None
+        self._cache_kind, self._max_len = "dynamic", 0
+
+    def set_cache(self, kind: str, max_len: int) -> None:
+        """Keep a ``kind`` cache (``"dynamic"`` or ``"static"``) of up to ``max_len`` positions
+        from the next :meth:`prefill` on (the engine calls this before every run's prefill)."""
+        self._cache_kind, self._max_len = kind, max_len
 
     def _new_cache(self):
         from transformers import DynamicCache
 
+        if self._cache_kind == "static":
+            return PaddedStaticCache.create(self.model, self._max_len, 1)
         return DynamicCache()
 
     @torch.inference_mode()
     def _forward(self, ids: list[int] | torch.Tensor, keep: int) -> torch.Tensor:
         if not isinstance(ids, torch.Tensor):
-            ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=ids.view(1, -1), cache=self.cache, use_cache=True, logits_to_keep=keep)
-        return out.logits[0, :, : self.vocab_size]
+            ids = torch.tensor(ids, dtype=torch.long, device=self.device)
+        return run_pass(self.model, self.cache, ids.view(-1), keep)[:, : self.vocab_size]
 
     def prefill(self, context: list[int]) -> None:
         self.cache = self._new_cache()
@@ -73,6 +86,11 @@ class ModelDrafter:
         if k <= 0:
             return DraftTree.chain([], torch.empty(0, self.vocab_size, device=self.device))
         pending = committed[self.cache.get_seq_length() :]
+        catch_up = 0
+        if isinstance(self.cache, PaddedStaticCache):  # one token per pass: the older pending ones first
+            for token in pending[:-1]:
+                self._forward([token], 1)
+            catch_up, pending = len(pending) - 1, pending[-1:]
         tokens: list[torch.Tensor] = []
         rows: list[torch.Tensor] = []
         ranked: list[torch.Tensor] = []
@@ -88,7 +106,7 @@ class ModelDrafter:
             # Stay on the device: the next step's input is the sampled tensor itself.
             step_input = token.view(1)
         spine = torch.stack(tokens).tolist()
-        tree = DraftTree.chain(spine, torch.stack(rows), k)
+        tree = DraftTree.chain(spine, torch.stack(rows), k + catch_up)
         if branches > 1:
             budget = (max_nodes or default_tree_nodes(k, branches)) - k
             tree = _add_siblings(tree, torch.stack(ranked), branches, budget)

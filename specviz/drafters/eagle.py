@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from ..drafttree import DraftTree, crop_cache, default_tree_nodes
+from ..kvcache import cache_argument
 from ..sampling import SamplingConfig, logits_to_probs, sample
 
 __all__ = ["HEAD_FILE", "HEADS_DIR", "EagleDrafter", "EagleHead", "head_config", "load_head", "save_head",
@@ -150,7 +151,7 @@ class EagleHead(nn.Module):
         if attention_mask is None:
             t = x.shape[1]
             attention_mask = tree_mask(torch.ones(t, t, dtype=torch.bool, device=x.device).tril(), dtype)
-        return self.layer(x, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
+        return self.layer(x, attention_mask=attention_mask, position_ids=position_ids, **cache_argument(self.layer, cache),
                           use_cache=cache is not None, position_embeddings=position_embeddings)
 
     def sub_logits(self, predicted: torch.Tensor) -> torch.Tensor:

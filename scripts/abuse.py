@@ -1,21 +1,30 @@
 """Try what a stranger could do to a public specviz app, through its Gradio API, and print what
-each attempt got, one line each (issue 17, "Safe in front of strangers").
+each attempt got, one line each (issue 17, "Safe in front of strangers"; issue 25, "Text stays
+text, files stay data").
 
     python app.py                                   # SPECVIZ_PUBLIC=1 for the public limits
     python -m scripts.abuse --url http://127.0.0.1:7860
 
 Each attack uses its own ``gradio_client.Client`` (its own visitor session) unless it is about one
 visitor. The disk line measures this machine's gradio cache and export folders, so it means
-something only when the app runs here. Short runs of the offline SmolLM2 at T = 0.
+something only when the app runs here. Short runs of the offline SmolLM2 at T = 0. The attacks
+on files a user hands to the command line (``--data``, ``--resume``, ``--draft eagle:DIR``) run
+the command line in this process, the hostile link runs the page's router in this process (a
+link is opened by the page, not through the API), and the drafter with bad ids runs the engine on
+a tiny random model here.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import io
 import json
 import os
+import pickle
 import re
+import shutil
 import tempfile
 import threading
 import time
@@ -178,10 +187,184 @@ def export_after_run(url, folder, n: int = 20) -> str:
     return f"{n} new sessions, run then export at once: 'Nothing to export yet' {empty} times"
 
 
+# --------------------------------------------------------------------------- issue 25: text stays text, files stay data
+ROOT = Path(__file__).resolve().parents[1]
+MARKUP = "<img src=x id=pwn> [Sign in](https://evil.invalid/login) <b>b</b> **bold** $$x^2$$"
+#: What the markup above leaves in Markdown or HTML when it is not escaped.
+RAW = ("<img", "](https", "<b>", "**bold**", "$$x^2$$")
+
+
+def _raw(text) -> str:
+    """Which of the markup's pieces a page output still holds as markup ("none": all escaped)."""
+    found = [piece for piece in RAW if piece in str(text)]
+    return ", ".join(found) if found else "none"
+
+
+def _hostile_trace(**fields) -> dict:
+    data = json.loads((ROOT / "assets" / "traces" / "poem_int8.json").read_text(encoding="utf-8"))
+    data.update(target=MARKUP, drafter="<b>drafter</b>")
+    for round_ in data["rounds"][:3]:
+        for token in round_["drafted"] + round_["emitted"]:
+            token["text"] = "<img src=x>**t**"
+    data.update(fields)
+    return data
+
+
+def _load_trace(client: Client, folder: Path, data: dict) -> list:
+    path = folder / "hostile.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return client.predict(handle_file(str(path)), api_name="/load_trace")
+
+
+def hostile_link(url, folder) -> str:
+    from specviz.ui.links import route
+
+    params = {"lesson": "[Sign in again](https://evil.invalid/login)", "tab": "<img src=x>", "alpha": "<b>b</b>"}
+    note = route(params, None, ("alpha",))[1]["value"]
+    echoed = [name for name, value in params.items() if value in note]
+    return f"link note echoes values of: {echoed or 'none'}; markup left: {_raw(note)} | {note[:90]}"
+
+
+def hostile_trace_fields(url, folder) -> str:
+    outputs = _load_trace(_client(url, folder), folder, _hostile_trace())
+    status = next(o for o in outputs if isinstance(o, str) and "Loaded" in o)
+    tokens = next(o for o in outputs if isinstance(o, str) and "sv-out" in o)
+    speedup = next((line for line in status.splitlines() if "measured speedup" in line), "")
+    return (f"status line markup left: {_raw(status.splitlines()[0])}; token panel: {_raw(tokens)}; "
+            f"speedup row: {speedup.split('|')[2].strip() if speedup.count('|') > 2 else '?'}")
+
+
+def hostile_error_values(url, folder) -> str:
+    client = _client(url, folder)
+    bad = _hostile_trace()
+    bad["rounds"][0]["emitted"][0]["kind"] = "<img src=x id=pwn>**e**[l](//e.io)"
+    trace_error = _error(lambda: _load_trace(client, folder, bad))
+    model_error = _error(lambda: client.predict(**run_args(target_id=MARKUP, max_new_tokens=2), api_name="/run"))
+    return (f"bad field: markup left {_raw(trace_error)} ({trace_error[:70]}) | model name: markup left "
+            f"{_raw(model_error)} ({model_error[:60]})")
+
+
+def partial_utf8(url, folder) -> str:
+    client = _client(url, folder)
+    tokens = client.predict(**run_args(prompt="🦙🔥 🦙🔥 🦙🔥 🦙🔥 🦙🔥 🦙🔥 🦙", chat=False, max_new_tokens=12),
+                            api_name="/run")[0]
+    trace = _trace(client)
+    drafted = [d["text"] for r in trace["rounds"] for d in r["drafted"]]
+    replaced = sum("\ufffd" in t for t in drafted)
+    return (f"{len(drafted)} drafted tokens, {replaced} shown as U+FFFD, e.g. {drafted[:3]}; U+FFFD in the token "
+            f"panel: {'YES' if chr(0xFFFD) in tokens else 'no'}")
+
+
+def _cli(*argv) -> str:
+    """``python -m specviz ARGV`` in this process: its exit status and its last stderr line."""
+    from specviz.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(list(argv))
+    lines = err.getvalue().strip().splitlines() or [""]
+    last = re.sub(r"\S*specviz-abuse-[^/]+/", "", lines[-1]).removeprefix("specviz: error: ")  # the temp folder
+    return f"exit {code}, {len(lines)} line(s): {last[:110]}"
+
+
+class _MakesADirectory:
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return os.makedirs, (self.path,)
+
+
+def pickle_files(url, folder) -> str:
+    marker, evil = folder / "pwned", folder / "teacher_data.pt"
+    evil.write_bytes(pickle.dumps({"target": "smollm2-135m-instruct", "x": _MakesADirectory(marker)}))
+    data = _cli("train-draft", "--out", str(folder / "out"), "--data", str(evil))
+    (folder / "out2" / "checkpoint").mkdir(parents=True, exist_ok=True)
+    shutil.copy(evil, folder / "out2" / "checkpoint" / "state.safetensors")
+    resume = _cli("train-draft", "--out", str(folder / "out2"), "--resume")
+    return f"--data pickle: {data} | --resume pickle: {resume} | code ran: {'YES' if marker.exists() else 'no'}"
+
+
+def broken_training_files(url, folder) -> str:
+    answers = []
+    for name, content in (("empty", b""), ("JSON", b'{"sequences": []}'), ("half-written", None)):
+        path = folder / f"{name}.safetensors"
+        if content is None:
+            import torch
+            from safetensors.torch import save_file
+
+            save_file({"ids": torch.zeros(1000, dtype=torch.long)}, str(path))
+            path.write_bytes(path.read_bytes()[:4000])
+        else:
+            path.write_bytes(content)
+        answers.append(f"{name}: {_cli('train-draft', '--out', str(folder / 'out'), '--data', str(path))}")
+    return " | ".join(answers)
+
+
+def broken_heads(url, folder) -> str:
+    from safetensors.torch import load_file, save_file
+
+    from specviz.drafters.eagle import HEAD_FILE, shipped_head_dir
+
+    def damaged(name, change):
+        directory = folder / name
+        shutil.rmtree(directory, ignore_errors=True)
+        shutil.copytree(shipped_head_dir("smollm2-135m-instruct"), directory)
+        change(directory)
+        return directory
+
+    def without_layer(d):
+        state = load_file(str(d / HEAD_FILE))
+        save_file({k: v for k, v in state.items() if not k.startswith("layer.")}, str(d / HEAD_FILE))
+
+    def other_sizes(d):
+        config = json.loads((d / "config.json").read_text())
+        config["intermediate_size"] = 1024
+        (d / "config.json").write_text(json.dumps(config))
+
+    cases = {"truncated": lambda d: (d / HEAD_FILE).write_bytes((d / HEAD_FILE).read_bytes()[:100_000]),
+             "JSON weights": lambda d: (d / HEAD_FILE).write_text("{}"), "other sizes": other_sizes,
+             "layer tensors missing": without_layer}
+    answers = []
+    for name, change in cases.items():
+        directory = damaged(name.replace(" ", "-"), change)
+        answers.append(f"{name}: {_cli('run', '--draft', f'eagle:{directory}', '--max-new-tokens', '2', '--prompt', 'Hi')}")
+    return " | ".join(answers)
+
+
+def bad_draft_ids(url, folder) -> str:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from specviz.drafttree import DraftTree
+    from specviz.engine import Generation
+
+    class Placeholder:
+        name, uses_model = "a drafter that pads with -1", False
+
+        def prefill(self, context):
+            pass
+
+        def propose(self, committed, k, sampling, generator, branches=1, max_nodes=None):
+            return DraftTree.chain([5, -1], torch.eye(64)[[5, 0]], point_mass=True)
+
+        def rollback(self, valid, path=None):
+            pass
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=2)).eval()
+    return _error(lambda: Generation(model, [1, 2, 3], Placeholder(), k=2, max_new_tokens=4, vocab_size=64).run())
+
+
 ATTACKS = {"privacy (vault code)": privacy, "40 MiB upload": big_upload, "malformed traces": malformed_traces,
            "formula cells in CSVs": formula_cells, "100 exports": many_exports, "4 runs at once": four_at_once,
            "time caps": time_caps, "2,600-char CJK prompt": cjk_prompt, "chat markers typed": chat_markers,
-           "markup and emoji": markup_tokens, "export right after run": export_after_run}
+           "markup and emoji": markup_tokens, "export right after run": export_after_run,
+           "markup in a link": hostile_link, "markup in a trace's fields": hostile_trace_fields,
+           "markup in quoted values": hostile_error_values, "partial UTF-8 tokens": partial_utf8,
+           "pickles as training files": pickle_files, "broken training files": broken_training_files,
+           "broken head directories": broken_heads, "draft ids outside the vocabulary": bad_draft_ids}
 
 
 def main(argv=None) -> None:

@@ -176,7 +176,7 @@ def _add_train_parser(sub) -> None:
     train.add_argument("--head-dtype", choices=("float32", "bfloat16"), default=d.head_dtype, dest="head_dtype",
                        help="dtype of the written head's weights; bfloat16 halves the file (default: %(default)s)")
     train.add_argument("--data", default="", metavar="FILE",
-                       help="train on the teacher_data.pt of an earlier run instead of generating; --tokens then "
+                       help="train on the teacher_data.safetensors of an earlier run instead of generating; --tokens then "
                             "limits how much of it is used")
     train.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device,
                        help="where the target and the head run; auto: CUDA when available (default: %(default)s)")

@@ -55,6 +55,7 @@ text into the trace.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -70,7 +71,8 @@ from .recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
 from .sampling import SamplingConfig, logits_to_probs, verify_tree
 from .trace import EmittedToken, Round
 
-__all__ = ["TOP_TOKENS", "ContextLengthError", "Generation", "IncrementalDecoder", "context_limit",
+__all__ = ["TOP_TOKENS", "ContextLengthError", "DraftIdError", "Generation", "IncrementalDecoder", "checked_draft_ids",
+           "context_limit",
            "keep_cache_positions", "tree_attention_blocker", "tree_attention_inputs"]
 
 #: Most children per node (B) and most nodes per tree (N) a run may ask for.
@@ -80,6 +82,33 @@ MAX_TREE_NODES = 256
 
 class ContextLengthError(ValueError):
     """Raised before a run starts when prompt + new tokens would exceed a model's context."""
+
+
+class DraftIdError(ValueError):
+    """A drafter proposed something that is not a token id of the run's vocabulary."""
+
+
+def checked_draft_ids(tokens, vocab: int, drafter) -> list[int]:
+    """A draft's token ids as Python ints, checked where the draft enters the loop: each a whole
+    number of an integer type (a float, a bool or a float tensor is not an id) in ``[0, vocab)``.
+    An id outside would index the verify pass's rows out of range, or wrap around (−1, vLLM's
+    placeholder, would read the last token's row and could be emitted).
+
+    Raises:
+        DraftIdError: naming the drafter (its ``name``), the node and the value.
+    """
+    name = getattr(drafter, "name", None) or type(drafter).__name__
+    ids = []
+    for node, token in enumerate(tokens):
+        value = token.item() if torch.is_tensor(token) and token.numel() == 1 else token
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise DraftIdError(f"the drafter {name!r} proposed {value!r} at draft node {node}: a token id is a whole "
+                               "number of an integer type")
+        if not 0 <= value < vocab:
+            raise DraftIdError(f"the drafter {name!r} proposed token id {value} at draft node {node}, outside the "
+                               f"vocabulary [0, {vocab})")
+        ids.append(int(value))
+    return ids
 
 
 def context_limit(model) -> int | None:
@@ -216,6 +245,7 @@ class Generation:
         ContextLengthError: before any model call, if prompt + max_new_tokens exceeds a
             model's context length.
         specviz.sampling.NonFiniteLogitsError: if a model produces NaN/+inf logits.
+        DraftIdError: if the drafter proposes an id outside the vocabulary (:func:`checked_draft_ids`).
         ValueError: for an empty prompt or out-of-range K / max_new_tokens.
     """
 
@@ -407,6 +437,7 @@ class Generation:
                                         branches=self._branches, max_nodes=max(self._tree_nodes, k_round))
             if isinstance(tree, tuple):  # a drafter written for the chain-only interface
                 tree = DraftTree.chain(*tree)
+            tree.tokens = checked_draft_ids(tree.tokens, self._vocab, self.drafter)  # once, for every drafter
             return tree
         return DraftTree.chain([], torch.empty(0, self._vocab))
 

@@ -615,6 +615,16 @@ def visible_text(text: str) -> str:
     return "".join(_VISIBLE.get(ch, ch if ch.isprintable() else f"\\x{ord(ch):02x}") for ch in text) or "∅"
 
 
+def emitted_piece(token: EmittedToken) -> str:
+    """An emitted token's text for a label: the stream's text, or, where the stream shows nothing
+    (a special token, or a byte of a character that later tokens complete: the stream holds it
+    back), the token's own piece from the distribution it was drawn from (a
+    :class:`TokenPieces` piece, e.g. ``<0xF0><0x9F>``), when that was recorded; else ``""``."""
+    if token.text:
+        return token.text
+    return next((text for i, text, _ in token.top_source if i == token.id), "")
+
+
 def token_label(text: str, token_id: int) -> str:
     """A token as a reader can tell it apart: its text with whitespace made visible, and its id.
 

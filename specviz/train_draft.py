@@ -31,11 +31,21 @@ Self-distillation in four steps, each cached in the output directory so a resume
 At the end: validation top-1 and expected acceptance per draft depth (Σ min(p_draft, p_target),
 the per-token acceptance probability at T = 1, Leviathan et al. 2023, Section 3.1) printed and
 saved to ``training_log.json``; the head to the directory (:func:`specviz.drafters.eagle.save_head`).
+
+Files: the teacher data (:func:`save_teacher_data`) and the optimiser's checkpoint
+(:func:`save_state`) are safetensors files whose header's metadata holds a small JSON of what they
+are (format, version, the target they were made for, the step, the loss history), never a pickle:
+``--data`` and ``--resume`` read files a user hands over, and unpickling one can run any code.
+Every file is checked on load before anything is trained on it (:func:`load_teacher_data`,
+:func:`load_state`, :func:`specviz.drafters.eagle.load_head`): one line names the file and what is
+wrong with it.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import random
 import time
 from collections import Counter
@@ -46,16 +56,28 @@ import torch
 from tqdm import tqdm
 
 from .drafttree import LastLayerFeatures
-from .drafters.eagle import EagleHead, load_head, save_head, tree_mask
+from .drafters.eagle import EagleHead, load_head, open_safetensors, save_head, tree_mask
 
-__all__ = ["PROMPTS_FILE", "TrainConfig", "evaluate", "format_summary", "frequent_tokens", "generate_answers",
-           "load_prompts", "lr_factor", "prepare_data", "rollout_loss", "rollout_mask", "teacher_features", "train"]
+__all__ = ["DATA_FILE", "FILE_VERSION", "PROMPTS_FILE", "STATE_FILE", "TrainConfig", "evaluate", "format_summary",
+           "frequent_tokens", "generate_answers", "load_prompts", "load_state", "load_teacher_data", "lr_factor",
+           "prepare_data", "rollout_loss", "rollout_mask", "save_state", "save_teacher_data", "teacher_features",
+           "train"]
 
 #: The bundled prompts the teacher answers.
 PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "draft_prompts.txt"
-DATA_FILE = "teacher_data.pt"
+DATA_FILE = "teacher_data.safetensors"
 CHECKPOINT_DIR = "checkpoint"
+STATE_FILE = "state.safetensors"
 LOG_FILE = "training_log.json"
+#: The version of the teacher-data and checkpoint files this code writes and reads.
+FILE_VERSION = 1
+DATA_FORMAT, STATE_FORMAT = "specviz-teacher-data", "specviz-train-state"
+#: What an older specviz wrote with ``torch.save`` (pickles): named in the message, never read.
+OLD_FILES = {DATA_FILE: "teacher_data.pt", STATE_FILE: "state.pt"}
+#: The teacher data's tensors: every sequence's token ids end to end, where each starts (N + 1
+#: offsets), each prompt's length, the target's features of every position end to end (T, H), and
+#: the head's frequent-token ids.
+DATA_TENSORS = ("ids", "offsets", "prompt_lens", "features", "frequent_ids")
 
 
 @dataclass
@@ -83,8 +105,8 @@ class TrainConfig:
         dtype: the target's dtype for the teacher data and training (``"float32"`` or
             ``"bfloat16"``; bfloat16 ran generation 1.9× faster on a 2-core AVX-512-BF16 CPU, and it
             is the dtype the bench runs the target in). The head's weights stay float32.
-        data: a ``teacher_data.pt`` written by an earlier run to train on instead of generating
-            (then ``tokens`` limits how much of it is used: the learning curve's knob).
+        data: a ``teacher_data.safetensors`` written by an earlier run to train on instead of
+            generating (then ``tokens`` limits how much of it is used: the learning curve's knob).
         head_dtype: the dtype of the written head's weights (``"bfloat16"`` halves the file;
             checkpoints stay float32).
         device: where the target and the head run (``"auto"``: CUDA when available, else the
@@ -127,7 +149,8 @@ class TrainConfig:
     grad_clip: float = 0.5
 
     def check(self) -> None:
-        """Raises ValueError for out-of-range settings."""
+        """Raises ValueError for out-of-range settings, and for a ``data`` file that is not
+        teacher data for this target (its header read, no tensor; :func:`load_teacher_data`)."""
         for name in ("tokens", "steps", "rollout", "batch", "max_new_tokens", "gen_batch", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
@@ -144,7 +167,9 @@ class TrainConfig:
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         if self.data and not Path(self.data).expanduser().is_file():
-            raise ValueError(f"--data {self.data}: no such file (a teacher_data.pt of an earlier run)")
+            raise ValueError(f"--data {self.data}: no such file (a {DATA_FILE} of an earlier run)")
+        if self.data:
+            _data_header(Path(self.data).expanduser(), self.target)
 
 
 def load_prompts(path: str | Path = PROMPTS_FILE) -> list[str]:
@@ -370,26 +395,217 @@ def evaluate(head: EagleHead, data: dict, indices: list[int], cfg: TrainConfig, 
             for d, s in sorted(sums.items()) if s[2]]
 
 
-def prepare_data(cfg: TrainConfig, loaded, out: Path) -> dict:
-    """The teacher data (sequences, features, frequent ids): read from ``cfg.data`` when given,
-    or from ``out`` when a resumed run cached it for the same target, else generated and cached
-    there (``teacher_data.pt``).
+# --------------------------------------------------------------------------- files (safetensors, no pickle)
+def _write_safetensors(path: Path, tensors: dict, metadata: dict) -> Path:
+    """Write through a temporary file and rename it over ``path``, so a run stopped mid-write
+    leaves the previous file (or none), never half of one."""
+    from safetensors.torch import save_file
+
+    staging = path.with_name(f"{path.name}.{os.getpid()}.part")
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(staging), metadata=metadata)
+    os.replace(staging, path)
+    return path
+
+
+def _check_header(path: Path, meta: dict, kind: str, what: str, target: str) -> None:
+    """The metadata's format, version and target (ValueError naming the file)."""
+    if meta.get("format") != kind:
+        raise ValueError(f"{path} is not {what} written by specviz train-draft (its format is "
+                         f"{meta.get('format')!r}, not {kind!r})")
+    if meta.get("version") != str(FILE_VERSION):
+        raise ValueError(f"{path} is {what} of version {meta.get('version')!r}; this specviz reads version "
+                         f"{FILE_VERSION}")
+    if meta.get("target") != target:
+        raise ValueError(f"{path} was made for {meta.get('target')!r}, not {target!r}")
+
+
+def _shapes(header) -> dict[str, tuple[str, tuple[int, ...]]]:
+    names = header.keys()  # a safetensors handle, not a dict
+    return {name: (header.get_slice(name).get_dtype(), tuple(header.get_slice(name).get_shape())) for name in names}
+
+
+def _data_header(path: Path, target: str) -> int:
+    """Check a teacher-data file's header (format, version, target; the tensors' names, dtypes
+    and shapes agree) without reading a tensor; its number of sequences."""
+    with open_safetensors(path) as header:
+        _check_header(path, header.metadata() or {}, DATA_FORMAT, "teacher data", target)
+        shapes = _shapes(header)
+    if set(shapes) != set(DATA_TENSORS):
+        missing, extra = sorted(set(DATA_TENSORS) - set(shapes)), sorted(set(shapes) - set(DATA_TENSORS))
+        raise ValueError(f"{path} holds other tensors than teacher data's (missing {missing}, unknown {extra})")
+    (ids, n_ids), (offsets, n_off), (lens, n_lens), (feats, n_feats), (freq, n_freq) = (
+        shapes[name] for name in DATA_TENSORS)
+    ints = {ids, offsets, lens, freq} == {"I64"}
+    if (not ints or feats not in ("F16", "BF16", "F32") or len(n_ids) != 1 or len(n_off) != 1 or len(n_freq) != 1
+            or n_lens != (n_off[0] - 1,) or n_off[0] < 2 or len(n_feats) != 2 or n_feats[0] != n_ids[0]):
+        raise ValueError(f"{path}: the tensors' shapes do not fit together (ids {list(n_ids)}, offsets "
+                         f"{list(n_off)}, prompt_lens {list(n_lens)}, features {list(n_feats)}, "
+                         f"frequent_ids {list(n_freq)})")
+    return n_lens[0]
+
+
+def save_teacher_data(data: dict, path: str | Path) -> Path:
+    """Write the teacher data (``{"target", "sequences": [(ids, prompt length)], "features":
+    [(T, H)], "frequent_ids": (F,)}``) as one safetensors file (:data:`DATA_TENSORS`, metadata:
+    format, version, target); returns its path."""
+    seqs = data["sequences"]
+    lengths = torch.tensor([len(ids) for ids, _ in seqs], dtype=torch.long)
+    tensors = {"ids": torch.tensor([t for ids, _ in seqs for t in ids], dtype=torch.long),
+               "offsets": torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]),
+               "prompt_lens": torch.tensor([n for _, n in seqs], dtype=torch.long),
+               "features": torch.cat(data["features"]), "frequent_ids": data["frequent_ids"].to(torch.long)}
+    meta = {"format": DATA_FORMAT, "version": str(FILE_VERSION), "target": data["target"]}
+    return _write_safetensors(Path(path), tensors, meta)
+
+
+def load_teacher_data(path: str | Path, target: str) -> dict:
+    """Read teacher data written by :func:`save_teacher_data` for ``target``, checked whole: a
+    safetensors file (not a pickle, not empty, not cut short) of this format and version, made
+    for ``target``, whose tensors fit together (each sequence longer than its prompt, ids ≥ 0,
+    finite features). The model-dependent checks (widths, vocabulary) are :func:`prepare_data`'s.
 
     Raises:
-        ValueError: if ``cfg.data`` was made for another target.
+        ValueError: one line naming the file and what is wrong with it.
     """
+    path = Path(path).expanduser()
+    _data_header(path, target)
+    with open_safetensors(path) as f:
+        t = {name: f.get_tensor(name) for name in DATA_TENSORS}
+    offsets, lens, ids = t["offsets"], t["prompt_lens"], t["ids"]
+    lengths = offsets[1:] - offsets[:-1]
+    if int(offsets[0]) != 0 or int(offsets[-1]) != ids.numel() or (lengths < 2).any():
+        raise ValueError(f"{path}: the sequence offsets do not cover the ids ({ids.numel()}) in order")
+    if (lens < 1).any() or (lens >= lengths).any():
+        raise ValueError(f"{path}: a prompt length is not between 1 and its sequence's length")
+    if (ids < 0).any() or (t["frequent_ids"] < 0).any():
+        raise ValueError(f"{path}: holds a negative token id")
+    if not torch.isfinite(t["features"]).all():
+        raise ValueError(f"{path}: the features hold NaN or infinite values")
+    spans = list(itertools.pairwise(offsets.tolist()))
+    return {"target": target, "path": str(path),
+            "sequences": [(ids[a:b].tolist(), int(n)) for (a, b), n in zip(spans, lens.tolist())],
+            "features": [t["features"][a:b] for a, b in spans],
+            "frequent_ids": t["frequent_ids"]}
+
+
+def _check_data_fits(data: dict, loaded) -> None:
+    """The data's widths against the target's: the feature width is its hidden size, every id is
+    inside its vocabulary (ValueError naming the file)."""
+    where = data.get("path", "the teacher data")
+    hidden = loaded.model.get_output_embeddings().weight.shape[1]
+    width = loaded.model.get_output_embeddings().weight.shape[0]
+    if data["features"] and data["features"][0].shape[1] != hidden:
+        raise ValueError(f"{where}: features are {data['features'][0].shape[1]} wide, the target's hidden size "
+                         f"is {hidden}")
+    top = max([max(ids) for ids, _ in data["sequences"]] + data["frequent_ids"].tolist() + [0])
+    if top >= width:
+        raise ValueError(f"{where}: holds token id {top}, beyond the target's vocabulary of {width}")
+
+
+def _refuse_old(path: Path) -> None:
+    """A file an older specviz pickled, where this version would look for the safetensors one."""
+    old = path.with_name(OLD_FILES[path.name])
+    if old.is_file() and not path.is_file():
+        raise ValueError(f"{old} is a torch.save pickle from an older specviz, which is not read (unpickling "
+                         f"can run code): delete it to start that part again")
+
+
+def save_state(path: str | Path, optimizer, step: int, history: list, target: str) -> Path:
+    """Write the optimiser's state, the step, the loss history and the RNG state as one
+    safetensors file: the optimiser's tensors as ``optimizer.<param>.<name>``, the RNG state as
+    ``rng``, and in the metadata the format, version, target, step, history and the optimiser's
+    parameter groups as JSON; returns its path."""
+    state = optimizer.state_dict()
+    tensors = {"rng": torch.get_rng_state()}
+    for index, values in state["state"].items():
+        tensors.update({f"optimizer.{index}.{name}": value for name, value in values.items()})
+    meta = {"format": STATE_FORMAT, "version": str(FILE_VERSION), "target": target, "step": str(step),
+            "history": json.dumps(history), "param_groups": json.dumps(state["param_groups"])}
+    return _write_safetensors(Path(path), tensors, meta)
+
+
+def _json_field(path: Path, meta: dict, name: str, kind: type):
+    try:
+        value = json.loads(meta.get(name, ""))
+    except ValueError:
+        value = None
+    if not isinstance(value, kind):  # a file's content, not an argument's type: a ValueError
+        raise ValueError(f"{path}: its {name} is not a JSON {kind.__name__}")  # noqa: TRY004
+    return value
+
+
+def load_state(path: str | Path, target: str) -> dict:
+    """Read a checkpoint written by :func:`save_state` for ``target``: ``{"step", "history",
+    "optimizer": a state dict for ``torch.optim.AdamW.load_state_dict``, "rng"}``, checked: a
+    whole safetensors file of this format and version, made for ``target``, a whole step, a
+    history list, parameter groups, an RNG state of torch's size. :func:`_start` checks the
+    optimiser's tensors against the head's parameters.
+
+    Raises:
+        ValueError: one line naming the file and what is wrong with it.
+    """
+    path = Path(path).expanduser()
+    with open_safetensors(path) as f:
+        meta = f.metadata() or {}
+        _check_header(path, meta, STATE_FORMAT, "a training checkpoint", target)
+        names = f.keys()  # a safetensors handle, not a dict
+        tensors = {name: f.get_tensor(name) for name in names}
+    step = meta.get("step", "")
+    if not step.isdigit():
+        raise ValueError(f"{path}: its step {step!r} is not a whole number")
+    history, groups = _json_field(path, meta, "history", list), _json_field(path, meta, "param_groups", list)
+    rng = tensors.pop("rng", None)
+    if rng is None or rng.dtype != torch.uint8 or rng.shape != torch.get_rng_state().shape:
+        raise ValueError(f"{path}: holds no RNG state of torch's size")
+    per_param: dict[int, dict] = {}
+    for name, value in tensors.items():
+        kind, index, key = (name.split(".", 2) + ["", ""])[:3]
+        if kind != "optimizer" or not index.isdigit() or not key:
+            raise ValueError(f"{path}: holds a tensor {name!r} that is not the optimiser's")
+        per_param.setdefault(int(index), {})[key] = value
+    return {"step": int(step), "history": history, "rng": rng, "path": str(path),
+            "optimizer": {"state": per_param, "param_groups": groups}}
+
+
+def _cached_data(cfg: TrainConfig, out: Path) -> dict | None:
+    """The teacher data to reuse, read before any model loads: ``cfg.data``, or on ``--resume``
+    the output directory's (when made for the same target; another target's is regenerated)."""
     if cfg.data:
-        data = torch.load(Path(cfg.data).expanduser(), weights_only=False)
-        if data.get("target") != cfg.target:
-            raise ValueError(f"--data {cfg.data} was made for {data.get('target')!r}, not {cfg.target!r}")
-        tqdm.write(f"teacher data: {len(data['sequences'])} sequences read from {cfg.data}")
-        return data
+        return load_teacher_data(cfg.data, cfg.target)
     path = out / DATA_FILE
-    if cfg.resume and path.is_file():
-        data = torch.load(path, weights_only=False)
-        if data.get("target") == cfg.target:
-            tqdm.write(f"teacher data: {len(data['sequences'])} sequences read from {path}")
-            return data
+    if not cfg.resume:
+        return None
+    _refuse_old(path)
+    if not path.is_file():
+        return None
+    with open_safetensors(path) as header:
+        if (header.metadata() or {}).get("target") != cfg.target:
+            return None
+    return load_teacher_data(path, cfg.target)
+
+
+def _checkpoint_state(cfg: TrainConfig, out: Path) -> dict | None:
+    """On ``--resume``, the checkpoint's state (:func:`load_state`), read before any model loads."""
+    path = out / CHECKPOINT_DIR / STATE_FILE
+    if not cfg.resume:
+        return None
+    _refuse_old(path)
+    return load_state(path, cfg.target) if path.is_file() else None
+
+
+def prepare_data(cfg: TrainConfig, loaded, out: Path, cached: dict | None = None) -> dict:
+    """The teacher data (sequences, features, frequent ids): ``cached`` (:func:`_cached_data`:
+    ``cfg.data``, or a resumed run's for the same target), else generated and cached in ``out``
+    (:data:`DATA_FILE`); checked against the target's widths.
+
+    Raises:
+        ValueError: if a data file is not teacher data for this target (one line naming it).
+    """
+    data = cached if cached is not None else _cached_data(cfg, out)
+    if data is not None:
+        _check_data_fits(data, loaded)
+        tqdm.write(f"teacher data: {len(data['sequences'])} sequences read from {data['path']}")
+        return data
     prompts = load_prompts()
     random.Random(cfg.seed).shuffle(prompts)
     prompt_ids = [loaded.encode(p, chat=loaded.has_chat_template) for p in prompts]
@@ -397,7 +613,7 @@ def prepare_data(cfg: TrainConfig, loaded, out: Path) -> dict:
                                  cfg.temperature, cfg.max_new_tokens, cfg.seed)
     data = {"target": cfg.target, "sequences": sequences, "features": teacher_features(loaded.model, sequences),
             "frequent_ids": frequent_tokens(sequences, cfg.vocab) if cfg.vocab else torch.empty(0, dtype=torch.long)}
-    torch.save(data, path)
+    data["path"] = str(save_teacher_data(data, out / DATA_FILE))
     return data
 
 
@@ -419,20 +635,37 @@ def _split(sequences: list[tuple[list[int], int]], cfg: TrainConfig) -> tuple[li
     return train_ids, val
 
 
-def _start(cfg: TrainConfig, loaded, data: dict, out: Path):
-    """The head, its optimiser and the first step: from ``out``'s checkpoint on ``--resume``."""
+def _start(cfg: TrainConfig, loaded, data: dict, out: Path, state: dict | None = None):
+    """The head, its optimiser and the first step: from ``out``'s checkpoint when ``state`` (its
+    :func:`load_state`) is given, its head and optimiser checked against each other."""
     head = EagleHead(loaded.model, data["frequent_ids"].to(loaded.device))
     optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
     checkpoint, step, history = out / CHECKPOINT_DIR, 0, []
-    if cfg.resume and (checkpoint / "state.pt").is_file():
+    if state is not None:
         head = load_head(checkpoint, loaded.model).float()
+        if head.meta.get("step") != state["step"]:
+            raise ValueError(f"{checkpoint} holds a head of step {head.meta.get('step')!r} and a state of step "
+                             f"{state['step']}: a half-written checkpoint (delete it to start over)")
         optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
-        state = torch.load(checkpoint / "state.pt", weights_only=False)
-        optimizer.load_state_dict(state["optimizer"])
+        _load_optimizer(optimizer, state)
         step, history = state["step"], state["history"]
         torch.set_rng_state(state["rng"])
         tqdm.write(f"resuming at step {step} from {checkpoint}")
     return head.train(), optimizer, step, history
+
+
+def _load_optimizer(optimizer, state: dict) -> None:
+    """The checkpoint's optimiser state into ``optimizer``, each tensor the shape of its parameter
+    (ValueError naming the file: the state and the head are not from one run)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for index, values in state["optimizer"]["state"].items():
+        if index >= len(params) or any(v.dim() and v.shape != params[index].shape for v in values.values()):
+            raise ValueError(f"{state['path']}: its optimiser state does not fit the checkpoint's head "
+                             f"(parameter {index})")
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+    except (ValueError, KeyError, TypeError, RuntimeError) as err:
+        raise ValueError(f"{state['path']}: its optimiser state cannot be loaded ({err})") from None
 
 
 def lr_factor(step: int, steps: int, warmup: int = 50) -> float:
@@ -459,8 +692,7 @@ def _autocast(loaded):
 
 def _checkpoint(head, optimizer, step: int, history: list, cfg: TrainConfig, out: Path) -> None:
     directory = save_head(head, out / CHECKPOINT_DIR, {"target": cfg.target, "step": step})
-    torch.save({"optimizer": optimizer.state_dict(), "step": step, "history": history,
-                "rng": torch.get_rng_state()}, directory / "state.pt")
+    save_state(directory / STATE_FILE, optimizer, step, history, cfg.target)
 
 
 def train(cfg: TrainConfig, loaded=None) -> dict:
@@ -473,20 +705,23 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
             ``cfg.target`` in ``cfg.dtype`` on ``cfg.device``).
 
     Raises:
-        ValueError: for out-of-range settings; ModelLoadError: if the target cannot be loaded.
+        ValueError: for out-of-range settings, and for a data or checkpoint file that is not what
+            it should be (one line naming it; read before the target loads); ModelLoadError: if
+            the target cannot be loaded.
     """
     cfg.check()
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)
+    out = Path(cfg.out).expanduser()
+    cached, state = _cached_data(cfg, out), _checkpoint_state(cfg, out)
     if loaded is None:
         from .models import load_model
 
         loaded = load_model(cfg.target, device=cfg.device, dtype=cfg.dtype)
-    out = Path(cfg.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
-    data = prepare_data(cfg, loaded, out)
+    data = prepare_data(cfg, loaded, out, cached)
     train_ids, val_ids = _split(data["sequences"], cfg)
-    head, optimizer, step, history = _start(cfg, loaded, data, out)
+    head, optimizer, step, history = _start(cfg, loaded, data, out, state)
     rng = random.Random(cfg.seed * 1_000_003 + step)
     bar = _progress(cfg.steps, "training (steps)")
     bar.update(step)

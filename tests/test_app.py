@@ -237,7 +237,7 @@ def test_the_inspector_follows_the_accepted_path_of_a_tree_round():
                 EmittedToken(9, "z", "resampled", 0.3, 0, rejected_id=3, rejected_text="c")])
     assert round_.drafted_for(0).id == 2 and round_.drafted_for(1).id == 3
     assert "b\u00a0#2" in inspector_markdown(round_, 0) and "0.6000" in inspector_markdown(round_, 0)
-    assert "Rejected draft token** `c\u00a0#3`" in inspector_markdown(round_, 1)
+    assert "Rejected draft token** <code>c\u00a0#3</code>" in inspector_markdown(round_, 1)
 
 
 def test_the_inspector_says_when_the_prefill_scored_the_first_token():

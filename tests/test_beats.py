@@ -13,6 +13,7 @@ import torch
 from specviz.sampling import verify_tree
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round, trace_from_dict
 from specviz.ui.draw import beat_charts
+from specviz.ui.draw.escape import as_text
 from specviz.ui.teach.beats import (BEAT_KINDS, count_distribution, guess_points, in_test_order, position_distributions,
                                    score_guess, simulate_draws, total_variation)
 from specviz.ui.teach.beats import beats as beats_of
@@ -182,7 +183,7 @@ def test_the_tab_opens_a_bundled_trace_at_a_pass_and_beat_and_steps_across_passe
     assert len(out) == 11  # source, state, pass slider, then the pass's eight views
     w = out[1]
     assert out[2]["value"] == 2 and out[3] == {"maximum": 7, "value": 3, "__type__": "update"}
-    assert beats_of(w.rounds[1])[3].sentence in out[4] and "pass 2 of 19 · beat 4 of 8" in out[4]
+    assert as_text(beats_of(w.rounds[1])[3].sentence) in out[4] and "pass 2 of 19 · beat 4 of 8" in out[4]
     assert watch_tab.open_trace(watch_tab.BUNDLED["poem_int8"], 2, 99)[3]["value"] == 7  # clamped to the pass
     nxt = watch_tab.step(w, 2, 7, False, 1)  # past the last beat: the next pass's first
     assert nxt[0]["value"] == 3 and nxt[1]["value"] == 0

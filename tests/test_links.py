@@ -29,22 +29,43 @@ def test_the_readme_playground_link_opens_those_values():
 
 
 @pytest.mark.parametrize("query, note", [
-    ("?alpha=1.5", "alpha='1.5' is not a number in [0.0, 1.0]"),
-    ("?alpha=abc", "alpha='abc' is not a number"),
-    ("?k=2.5", "k='2.5' is not a whole number"),
-    ("?k=0", "k='0' is not a whole number in [1, 16]"),
-    ("?c=nan", "c='nan' is not a number in"),
-    ("?v=0", "v='0' is not a number in [0.5, 6.0]"),
-    ("?tab=nowhere", "tab='nowhere' is not a tab here"),
-    ("?lesson=nope", "lesson='nope' is not a lesson here"),
-    ("?trace=a/b", "trace='a/b' is not a trace name"),
-    ("?trace=demo&pass=0", "pass='0' is not a whole number ≥ 1"),
-    ("?trace=demo&pass=2&beat=-1", "beat='-1' is not a whole number ≥ 0"),
+    ("?alpha=1.5", "alpha is not a number in [0.0, 1.0]"),
+    ("?alpha=abc", "alpha is not a number"),
+    ("?k=2.5", "k is not a whole number"),
+    ("?k=0", "k is not a whole number in [1, 16]"),
+    ("?c=nan", "c is not a number in"),
+    ("?v=0", "v is not a number in [0.5, 6.0]"),
+    ("?tab=nowhere", "tab is not a tab here"),
+    ("?lesson=nope", "lesson is not a lesson here"),
+    ("?trace=a/b", "trace is not a trace name"),
+    ("?trace=demo&pass=0", "pass is not a whole number ≥ 1"),
+    ("?trace=demo&pass=2&beat=-1", "beat is not a whole number ≥ 0"),
 ])
 def test_bad_values_are_ignored_with_a_note(query, note):
     link = link_query.parse(_params(query), SLUGS)
     assert link.playground == {} and link.lesson is None and link.trace is None
     assert any(note in n for n in link.notes), link.notes
+
+
+HOSTILE = {"lesson": "[Sign in again](https://evil.invalid/login)", "tab": "<img src=x>", "alpha": "<b>b</b>",
+           "k": "**9**", "c": "$$x$$", "v": "`v`", "trace": "evil.invalid", "pass": "<i>2</i>", "beat": "_1_"}
+
+
+def test_a_bad_value_is_refused_by_its_parameters_name_never_echoed():
+    """A link is anyone's text and its note lands on the page of whoever opens it (issue 25): the
+    note names each parameter and what it takes, and no value sent appears in it."""
+    from specviz.ui.links import route
+
+    link = link_query.parse(HOSTILE, SLUGS)
+    assert len(link.notes) == 8, link.notes
+    for name in ("tab", "alpha", "k", "c", "v", "lesson", "pass", "beat"):
+        assert any(note.startswith(f"{name} ") for note in link.notes), (name, link.notes)
+    opened = route({"trace": "no_such_trace", "pass": "3"}, (lambda *a: (_ for _ in ()).throw(ValueError(
+        "no bundled trace 'no_such_trace'")), [None]), ("alpha",))
+    notes = [*link.notes, opened[1]["value"], route(HOSTILE, None, ("alpha",))[1]["value"]]
+    for value in [*HOSTILE.values(), "no_such_trace"]:
+        assert not any(value in note for note in notes), (value, notes)
+    assert "trace is not a bundled trace with a pass 3" in opened[1]["value"]
 
 
 def test_good_values_survive_beside_bad_ones():
@@ -102,7 +123,7 @@ def test_the_router_updates_the_playground_and_notes_bad_values():
     tab, note, *sliders = out[:6]
     assert tab.selected == "playground"
     assert [s["value"] for s in sliders] == [0.6, 5, 0.2, 1.0]
-    assert "lesson='x'" in note["value"] and note["visible"]
+    assert "lesson is not a lesson here" in note["value"] and "'x'" not in note["value"] and note["visible"]
     seen = []
     out = route({"trace": "t", "pass": "2"}, (lambda *a: seen.append(a) or ("opened",), [None]), ("alpha",))
     assert seen == [("t", 2, 0)] and out[-1] == "opened" and out[0].selected == "watch"

@@ -59,15 +59,16 @@ def test_views_show_bytes_special_names_markup_and_newlines_as_text(pieces, emoj
                      top_source=[[2, pieces(2), 0.4], [33, "<b>", 0.3]]),
     ])
     stream = render_round(round_, eos_ids=set())
-    assert "&lt;|im_start|&gt;</s>" in stream and "rejected draft &lt;|im_start|&gt;\u00a0#1" in stream
+    start = "&lt;&#124;im&#95;start&#124;&gt;"  # <|im_start|>: its | and _ are Markdown, escaped too
+    assert f"{start}</s>" in stream and f"rejected draft {start}\u00a0#1" in stream
     assert "''" not in stream and "∅" not in stream
     tree = round_tree_html(round_)
-    assert "&lt;0xF0&gt;&lt;0x9F&gt;" in tree and "&lt;0x98&gt;" in tree and "&lt;|im_start|&gt;" in tree
-    assert "↵" in tree and "&lt;|im_end|&gt;" in tree  # the resampled special token, by name
+    assert "&lt;0xF0&gt;&lt;0x9F&gt;" in tree and "&lt;0x98&gt;" in tree and start in tree
+    assert "↵" in tree and "&lt;&#124;im&#95;end&#124;&gt;" in tree  # the resampled special token, by name
     assert "\ufffd" not in tree and "∅" not in tree
     story = inspector_markdown(round_, 1)
-    assert "<|im_start|>\u00a0#1" in story and "<|im_end|>\u00a0#2" in story
-    assert "<0xF0><0x9F>\u00a0#" in inspector_markdown(round_, 0)
+    assert f"<code>{start}\u00a0#1</code>" in story and "<code>&lt;&#124;im&#95;end&#124;&gt;\u00a0#2</code>" in story
+    assert "<code>&lt;0xF0&gt;&lt;0x9F&gt;\u00a0#" in inspector_markdown(round_, 0)
     for slot in (0, 1):
         labels = [x for trace in inspector_figure(round_, slot).data for x in trace.x]
         assert labels and not any("<" in x or ">" in x for x in labels)  # markup escaped for Plotly
@@ -90,7 +91,7 @@ def test_a_rejected_whitespace_draft_is_struck_visibly_not_as_a_line_break():
 
 def test_every_plotly_label_with_token_text_is_escaped():
     assert plotly_text("<b>bold</b> & <br>") == "&lt;b&gt;bold&lt;/b&gt; &amp; &lt;br&gt;"
-    assert plotly_text("$x$") == "\u200b$x$" and plotly_text("a $5 note") == "a $5 note"  # not LaTeX to Plotly
+    assert plotly_text("$x$") == "&#36;x&#36;" and plotly_text("a $5 note") == "a &#36;5 note"  # not LaTeX to Plotly
     fig = lossless_figure(["<b>", "<sup>2", " <i>"], [0.5, 0.3, 0.2], [0.5, 0.3, 0.2], [0.5, 0.3, 0.2])
     assert list(fig.data[0].x) == ["&lt;b&gt;", "&lt;sup&gt;2", "␣&lt;i&gt;"]
     rows = [{"draft": "<b>evil</b>", "alpha": 0.5, "acceptance_rate": 0.4}]

@@ -40,13 +40,21 @@ from ..drafttree import DraftTree, crop_cache, default_tree_nodes
 from ..kvcache import cache_argument
 from ..sampling import SamplingConfig, logits_to_probs, sample
 
-__all__ = ["HEAD_FILE", "HEADS_DIR", "EagleDrafter", "EagleHead", "head_config", "load_head", "save_head",
-           "shipped_head_dir", "tree_mask"]
+__all__ = ["HEAD_FILE", "HEAD_FORMAT", "HEADS_DIR", "EagleDrafter", "EagleHead", "head_config", "load_head",
+           "open_safetensors", "read_json_object", "save_head", "shipped_head_dir", "tree_mask"]
 
 #: Where the heads shipped for the offline targets live: ``HEADS_DIR / <target name>``.
 HEADS_DIR = Path(__file__).resolve().parent.parent / "heads"
 #: The weights file of a head directory.
 HEAD_FILE = "model.safetensors"
+#: The head directory's format version (config.json's ``eagle.format``) this code writes and reads.
+HEAD_FORMAT = 1
+#: The config fields that fix a head's tensor shapes and the vocabulary it proposes from: a head
+#: directory's must equal the ones :func:`head_config` gives for the target it is loaded for.
+SIZE_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+               "vocab_size", "num_hidden_layers")
+_FLOAT_DTYPES = ("F32", "BF16", "F16")
+_INT_DTYPES = ("I64", "I32")
 
 
 def _target_parts(target) -> tuple[nn.Module, nn.Module, nn.Module, nn.Module]:
@@ -193,7 +201,7 @@ def save_head(head: EagleHead, directory: str | Path, meta: dict | None = None,
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     config = head.config.to_dict()
-    config["eagle"] = {"format": 1, **(meta or {}), "weights_dtype": str(dtype).removeprefix("torch.")}
+    config["eagle"] = {"format": HEAD_FORMAT, **(meta or {}), "weights_dtype": str(dtype).removeprefix("torch.")}
     (directory / "config.json").write_text(json.dumps(config, indent=2, default=str), encoding="utf-8")
     state = {k: v.detach().to(dtype).contiguous() if v.is_floating_point() else v.contiguous()
              for k, v in head.state_dict().items() if not k.startswith("rotary.")}
@@ -201,36 +209,138 @@ def save_head(head: EagleHead, directory: str | Path, meta: dict | None = None,
     return directory
 
 
+def open_safetensors(path: Path):
+    """``safetensors.safe_open(path)`` (the header read and checked against the file's length,
+    no tensor loaded yet), or one line naming the file for one that is missing, empty,
+    truncated, half-written or of another format.
+
+    Raises:
+        ValueError: ``"<path> is not a readable safetensors file (<why>)"``.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        return safe_open(str(path), framework="pt")
+    except (SafetensorError, OSError) as err:
+        why = _not_safetensors(path) or " ".join(str(err).split()).removeprefix("Error while deserializing header: ")
+        raise ValueError(f"{path} is not a readable safetensors file ({why})") from None
+
+
+def _not_safetensors(path: Path) -> str | None:
+    """What a file that safetensors refused looks like instead, from its first bytes (None: no
+    telling, e.g. a safetensors file cut short)."""
+    try:
+        with open(path, "rb") as f:
+            start = f.read(8)
+    except OSError:
+        return None
+    if not start:
+        return "it is empty"
+    if start[:1] == b"\x80" or start[:4] == b"PK\x03\x04":
+        return "it is a pickle or a torch.save file, which specviz never loads: unpickling can run code"
+    if start.lstrip()[:1] in (b"{", b"["):
+        return "it is JSON text"
+    return None
+
+
+def read_json_object(path: Path, what: str) -> dict:
+    """The JSON object in ``path``.
+
+    Raises:
+        ValueError: one line naming the file, when it cannot be read or holds no JSON object.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ValueError(f"{path} is not {what} (not a readable JSON file: {' '.join(str(err).split())})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not {what} (its JSON is not an object)")  # noqa: TRY004 - a file's content
+    return data
+
+
+def _head_meta(config_path: Path, saved: dict) -> dict:
+    """The config's ``eagle`` section, of a format this code reads (ValueError naming the file)."""
+    meta = saved.get("eagle")
+    if not isinstance(meta, dict):  # a file's content, not an argument's type: a ValueError
+        raise ValueError(f"{config_path} has no \"eagle\" section: not a head written by specviz train-draft")  # noqa: TRY004
+    if meta.get("format") != HEAD_FORMAT:
+        raise ValueError(f"{config_path} is a head of format {meta.get('format')!r}; this specviz reads format "
+                         f"{HEAD_FORMAT} (heads written by train-draft)")
+    return meta
+
+
+def _check_sizes(config_path: Path, saved: dict, meta: dict, expected) -> None:
+    """The head's config against :func:`head_config` of the target (ValueError naming the fields)."""
+    wrong = [f"{name} {saved.get(name)!r} (the target's {getattr(expected, name)!r})" for name in SIZE_FIELDS
+             if saved.get(name) != getattr(expected, name)]
+    if wrong:
+        made_for = f", made for {meta.get('target')!r}" if meta.get("target") else ""
+        raise ValueError(f"{config_path} describes a head of other sizes than this target's{made_for}: "
+                         + "; ".join(wrong))
+
+
+def _check_tensors(weights_path: Path, header, expected: dict[str, tuple[int, ...]]) -> None:
+    """Every tensor a head of these sizes has, none other, each of its shape and a float dtype
+    (``frequent_ids``: one dimension, integers). ValueError naming the file and the tensors."""
+    names = set(header.keys())
+    missing, extra = sorted(set(expected) - names), sorted(names - set(expected))
+    if missing:
+        raise ValueError(f"{weights_path} lacks {len(missing)} of the head's {len(expected)} tensors "
+                         f"({', '.join(missing[:4])}{', …' if len(missing) > 4 else ''}): a head missing any "
+                         "of them would draft from untrained weights")
+    if extra:
+        raise ValueError(f"{weights_path} holds tensors a head does not have ({', '.join(extra[:4])})")
+    for name, shape in expected.items():
+        view = header.get_slice(name)
+        got, dtype = tuple(view.get_shape()), view.get_dtype()
+        if name == "frequent_ids":
+            if len(got) != 1 or dtype not in _INT_DTYPES:
+                raise ValueError(f"{weights_path}: frequent_ids is {dtype} {list(got)}, not a list of token ids")
+        elif got != shape or dtype not in _FLOAT_DTYPES:
+            raise ValueError(f"{weights_path}: {name} is {dtype} {list(got)}, a head of these sizes has "
+                             f"{list(shape)} floats")
+
+
 def load_head(directory: str | Path, target) -> EagleHead:
-    """Read a head directory written by :func:`save_head` for ``target``.
+    """Read a head directory written by :func:`save_head` for ``target``, checked before any weight
+    is used: ``config.json`` is a JSON object with an ``eagle`` section of :data:`HEAD_FORMAT`
+    whose :data:`SIZE_FIELDS` are the target's (:func:`head_config`; the target it was made for is
+    named when they are not); ``model.safetensors`` is a whole safetensors file holding exactly
+    the tensors of a head of those sizes, each of its shape and dtype, finite, with token ids
+    inside the target's vocabulary.
 
     Returns:
         The head in eval mode, on the target's device, in the target's dtype.
 
     Raises:
-        ValueError: if the directory lacks the files, or the head was trained for a target of
-            another width or vocabulary (named in the message).
+        ValueError: one line naming the file and what is wrong with it (a missing file, a
+            truncated or foreign weights file, a config of another target, a missing tensor, …).
     """
-    from safetensors.torch import load_file
-
     directory = Path(directory).expanduser()
     config_path, weights_path = directory / "config.json", directory / HEAD_FILE
     if not (config_path.is_file() and weights_path.is_file()):
         raise ValueError(f"{directory} is not an EAGLE head directory (needs config.json and {HEAD_FILE}); "
                          "train one with: python -m specviz train-draft --target NAME --out DIR")
-    saved = json.loads(config_path.read_text(encoding="utf-8"))
-    state = load_file(str(weights_path))
-    hidden = target.get_output_embeddings().weight.shape[1]
-    if saved.get("hidden_size") != hidden or "fuse.weight" not in state:
-        raise ValueError(f"the head in {directory} has hidden size {saved.get('hidden_size')}, the target "
-                         f"{hidden}: it was trained for another target ({saved.get('eagle', {}).get('target')})")
+    saved = read_json_object(config_path, "an EAGLE head's config")
+    meta = _head_meta(config_path, saved)
+    _check_sizes(config_path, saved, meta, head_config(target.config))
+    head = EagleHead(target, None, init_from_target=False)
+    expected = {k: tuple(v.shape) for k, v in head.state_dict().items() if not k.startswith("rotary.")}
+    with open_safetensors(weights_path) as header:
+        _check_tensors(weights_path, header, expected)
+        state = {name: header.get_tensor(name) for name in expected}
+    bad = [name for name, t in state.items() if t.is_floating_point() and not torch.isfinite(t).all()]
+    if bad:
+        raise ValueError(f"{weights_path}: {', '.join(bad)} holds NaN or infinite weights")
     width = target.get_output_embeddings().weight.shape[0]
-    ids = state.get("frequent_ids", torch.empty(0, dtype=torch.long))
-    if ids.numel() and int(ids.max()) >= width:
-        raise ValueError(f"the head in {directory} proposes token id {int(ids.max())}, beyond the target's {width}")
+    ids = state["frequent_ids"].to(torch.long)
+    outside = ids[(ids < 0) | (ids >= width)]
+    if outside.numel():
+        raise ValueError(f"{weights_path}: frequent_ids holds token id {int(outside[0])}, outside the target's "
+                         f"vocabulary [0, {width})")
     head = EagleHead(target, ids, init_from_target=False)
-    head.load_state_dict(state, strict=False)
-    head.meta = saved.get("eagle", {})
+    head.load_state_dict({**state, "frequent_ids": ids}, strict=False)
+    head.meta = meta
     return head.to(dtype=target.get_output_embeddings().weight.dtype).eval()
 
 

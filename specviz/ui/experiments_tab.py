@@ -13,6 +13,7 @@ from ..sweep import TREND_WORDS, alpha_trend, write_csv
 from . import settings, visitors
 from .context import PageContext
 from .draw import charts
+from .draw.escape import as_text
 from .draw.tab_views import SWEEP_HEADERS, sweep_table
 from .fields import SHARED, spread
 from .gpu import gpu
@@ -59,7 +60,7 @@ def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis, 
         if step.row is None:
             if time.perf_counter() - last > 0.3:
                 last = time.perf_counter()
-                yield f"Running {step.message}…", *[gr.skip()] * 5, last_analysis, None
+                yield f"Running {as_text(step.message)}…", *[gr.skip()] * 5, last_analysis, None
             continue
         rows.append(step.row)
         last_analysis = step.row

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .context import PageContext
+from .draw.escape import as_text
 from .lessons_tab import LESSON_FIELDS, LESSONS, apply_lesson
 from .teach import link_query
 
@@ -23,9 +24,8 @@ def _watch_updates(watch, link: link_query.Link, notes: list[str]) -> list:
         return skips
     try:
         updates = open_fn(*link.trace)
-    except (gr.Error, ValueError, KeyError, IndexError) as err:
-        notes.append(f"trace={link.trace[0]!r}, pass {link.trace[1]}, beat {link.trace[2]} could not be opened "
-                     f"({getattr(err, 'message', None) or err}): ignored.")
+    except (gr.Error, ValueError, KeyError, IndexError):  # its message would quote the link's name
+        notes.append(f"trace is not a bundled trace with a pass {link.trace[1]}: the trace link was ignored.")
         return skips
     return list(updates) if isinstance(updates, (tuple, list)) else [updates]
 
@@ -45,7 +45,7 @@ def route(params, watch, playground_names: tuple[str, ...]) -> list:
     notes = list(link.notes)
     watch_updates = _watch_updates(watch, link, notes)
     sliders = [gr.update(value=link.playground[n]) if n in link.playground else gr.skip() for n in playground_names]
-    note = (gr.update(value="*Link: " + " ".join(notes) + "*", visible=True) if notes else gr.skip())
+    note = (gr.update(value="*Link: " + as_text(" ".join(notes)) + "*", visible=True) if notes else gr.skip())
     tab = gr.Tabs(selected=link.tab) if link.tab else gr.skip()
     return [tab, note, *sliders, *_lesson_updates(link), *watch_updates]
 

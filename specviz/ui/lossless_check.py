@@ -11,9 +11,10 @@ import gradio as gr
 
 from ..drafters import drafter_kind, real_draft_phrase
 from ..request import to_int
-from ..trace import token_label
+from ..trace import TokenPieces, token_label
 from . import settings
 from .draw import charts
+from .draw.escape import as_text
 from .fields import SHARED, flag_value, request_from, spread
 from .gpu import gpu
 from .run_stream import load_and_encode
@@ -37,7 +38,7 @@ def lossless_markdown(report, seconds: float, temperature: float, control: str, 
     wall time; ``device``: the target's (the notes suggest only drafters that run there)."""
     text = (
         f"**{report.n} draws each** in {seconds:.1f} s at temperature "
-        f"{temperature:g}, draft: {report.draft_label} "
+        f"{temperature:g}, draft: {as_text(report.draft_label)} "
         f"(its token was accepted in {report.acceptance_rate:.0%} of draws"
         f"{'; control case: every draft token accepted' if control == 'accept_all' else ''}).\n\n"
         f"| | total-variation distance to p_target | chi-square p-value |\n|---|---|---|\n"
@@ -50,7 +51,7 @@ def lossless_markdown(report, seconds: float, temperature: float, control: str, 
     )
     notes = lossless_notes(report, temperature, lookup=lookup, device=device)
     if notes:
-        text += "\n\n" + "\n\n".join(f"**Note.** {note}" for note in notes)
+        text += "\n\n" + "\n\n".join(f"**Note.** {as_text(note)}" for note in notes)
     return text
 
 
@@ -104,7 +105,7 @@ def _check(prepared, n_draws: int, control: str, started: float, max_run_s: floa
     progress(0.5, desc=f"Drawing {n_draws} first tokens each way…")
     t0 = time.perf_counter()
     report = experiment(n_draws)
-    labels = [token_label(target.decode([t]) if t >= 0 else "", t) for t in report.token_ids]
+    labels = first_token_labels(target.tokenizer, report.token_ids)
     fig = charts.lossless_figure(labels, report.p_target, report.freq_speculative, report.freq_direct,
                                  p_draft=report.p_draft)
     text = lossless_markdown(report, time.perf_counter() - t0, request.sampling.temperature, control,
@@ -113,6 +114,14 @@ def _check(prepared, n_draws: int, control: str, started: float, max_run_s: floa
         text = (f"**Fewer draws**: {n_draws} of the {asked} asked for, to stay within the public time limit of "
                 f"{max_run_s:g} s.\n\n{text}")
     return fig, text
+
+
+def first_token_labels(tokenizer, token_ids: list[int]) -> list[str]:
+    """The chart's label of each token (:func:`specviz.trace.token_label`, id −1: every other
+    token): its own piece (:class:`specviz.trace.TokenPieces`), so a token that is part of a
+    character shows its bytes (``<0xF0><0x9F>``), not the U+FFFD that decoding it alone gives."""
+    pieces = TokenPieces(tokenizer)
+    return [token_label(pieces(t) if t >= 0 else "", t) for t in token_ids]
 
 
 def _draws_in_time(experiment, n_draws: int, started: float, max_run_s: float | None) -> int:

@@ -15,6 +15,7 @@ from ..request import to_int
 from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from . import settings, visitors
 from .draw import charts, race
+from .draw.escape import as_text
 from .draw.run_views import inspector_markdown, round_tree_html
 from .state import SHOWN_OUTPUTS, VIEW_OUTPUTS, RunState, RunUpdate
 from .user_errors import refused, sentence, user_errors
@@ -53,7 +54,8 @@ def replay(upto, state):
     with user_errors():
         upto = to_int("pass", upto, 0, len(state.rounds))
     n = len(state.rounds)
-    return RunUpdate(state.view(upto, f"**Replay** · after pass {upto} of {n} · {state.label}", upto == n)).values(
+    return RunUpdate(state.view(upto, f"**Replay** · after pass {upto} of {n} · {as_text(state.label)}",
+                                upto == n)).values(
         VIEW_OUTPUTS)
 
 
@@ -147,5 +149,5 @@ def load_trace(path, *, public: bool | None = None):
     with user_errors():
         state = RunState.from_rounds(rounds, meta)
     n = len(state.rounds)
-    view = state.view(None, f"**Loaded** a saved trace · {n} passes · {state.label}", True)
+    view = state.view(None, f"**Loaded** a saved trace · {n} passes · {as_text(state.label)}", True)
     return RunUpdate(view, state=state, slider=gr.update(maximum=max(n, 1), value=n)).values(SHOWN_OUTPUTS)

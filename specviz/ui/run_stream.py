@@ -15,7 +15,8 @@ from ..analysis import RunAnalysis, baseline_still_valid
 from ..request import RunRequest
 from ..runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
 from . import settings, visitors
-from .draw.run_views import _escape, _fmt, sent_mark, stream_head, stream_tail, wrap_output
+from .draw.escape import as_text
+from .draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
 from .fields import NAMES, request_from, spread
 from .gpu import gpu
 from .state import KEEP, RUN_OUTPUTS, SHOWN_OUTPUTS, RunState, RunUpdate, RunView, waiting_view
@@ -51,7 +52,7 @@ def load_and_encode(request: RunRequest, progress) -> PreparedRun:
     with user_errors():
         prepared = prepare_run(request, report, history=visitors.visitor_history(), table=visitors.visitor_table())
     for note in prepared.notes:
-        gr.Warning(note)
+        gr.Warning(as_text(note))  # a pop-up reads HTML, and a note may name a model
     return prepared
 
 
@@ -134,6 +135,7 @@ def _slider(state: RunState):
 
 
 def _status(run, request: RunRequest, label: str, done: bool, over: bool, max_run_s: float | None) -> str:
+    label = as_text(label)  # the pair's names come from outside (a model's name or directory)
     if done:
         return f"**Done** ({run.finish_reason}) · {label}"
     if over:
@@ -183,7 +185,7 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                 yield _run_update(_skipped(tokens=panel.current()), baselines, state)
     except ValueError as err:  # NonFiniteLogitsError among them: keep what was generated, say why it stopped
         state.finished = True
-        view = state.view(None, f"**Stopped:** {_escape(str(err))}", True)
+        view = state.view(None, f"**Stopped:** {as_text(err)}", True)
         yield _run_update(view._replace(tokens=panel.update(time.time(), True)), baselines, state, _slider(state))
         raise refused(str(err)) from None
 
@@ -198,7 +200,7 @@ def stop_run(state):
     # first, or it would overwrite this status with "Generating".
     time.sleep(STOP_SETTLE_S)
     tokens = sum(len(r.emitted) for r in state.rounds)
-    status = f"**Stopped** by you at {tokens}/{state.max_new_tokens} tokens · {state.label}"
+    status = f"**Stopped** by you at {tokens}/{state.max_new_tokens} tokens · {as_text(state.label)}"
     logger.info("run stopped by the visitor · %s | tokens=%d/%d passes=%d", state.label, tokens,
                 state.max_new_tokens, len(state.rounds))
     if not state.rounds:
@@ -235,7 +237,7 @@ def _warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool):
     request, target, drafter, label = prepared.request, prepared.target, prepared.drafter, prepared.label
     state = RunState.new(request, target, drafter, label)
     panel = TokenPanel(state)
-    yield _run_update(waiting_view(panel.html, f"Warming up {label}…", request.k), baselines, state)
+    yield _run_update(waiting_view(panel.html, f"Warming up {as_text(label)}…", request.k), baselines, state)
     with user_errors():
         steps = measure_baseline(prepared, baselines)
         while True:
@@ -246,7 +248,7 @@ def _warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool):
                 break
             if state.finished:
                 return  # stopped while the baseline was timed
-            yield _run_update(_skipped(tokens=panel.current(), summary=line), baselines, state)
+            yield _run_update(_skipped(tokens=panel.current(), summary=as_text(line)), baselines, state)
     run = prepared.generation()
     trace_of = functools.partial(_trace_meta, request=request, target=target, drafter=drafter,
                                  baseline=state.baseline)

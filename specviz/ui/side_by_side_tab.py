@@ -11,6 +11,7 @@ import gradio as gr
 from ..drafters import DRAFTER_KINDS
 from . import settings
 from .context import PageContext
+from .draw.escape import as_text
 from .draw.tab_views import side_by_side_html
 from .fields import SHARED, drafter_spec, spread
 from .gpu import gpu
@@ -60,7 +61,7 @@ def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *
             yield side_by_side_html(done, eos), f"Finished {len(done)}/{len(requests)} drafters."
         elif time.perf_counter() - last > 0.3:
             last = time.perf_counter()
-            yield gr.skip(), f"Running {step.message}…"
+            yield gr.skip(), f"Running {as_text(step.message)}…"
     if steps.stopped:
         yield side_by_side_html(done, eos), f"{steps.stopped_note()}: {len(done)}/{len(requests)} drafters finished."
     else:

@@ -17,7 +17,7 @@ from ..analysis import PlainBaseline, RunAnalysis, analyse, health_notes, runnin
 from ..drafters import drafter_kind
 from ..trace import Round, trace_from_dict
 from .draw import charts
-from .draw.run_views import render_round, summary_markdown, wrap_output
+from .draw.run_views import NO_TRACE_BASELINE, render_round, summary_markdown, wrap_output
 
 #: The summary's sentence when a finished run's own timings contradict its plain baseline.
 REMEASURE_NOTE = ("This run's own timings disagree with the plain baseline, or its samples scatter, so it is not "
@@ -102,7 +102,8 @@ class RunState:
     ``meta`` the saved trace's fields other than the rounds; ``notes`` the engine's notes;
     ``max_new_tokens`` the run's token limit; ``finished`` whether it has ended (done, stopped or
     loaded); ``remeasure`` whether its baseline was dropped from the visitor's cache
-    (:data:`REMEASURE_NOTE`).
+    (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace. ``label`` is the pair
+    in words, text from outside (a trace's fields, a model's name): views escape it.
     """
 
     label: str = ""
@@ -119,6 +120,7 @@ class RunState:
     max_new_tokens: int = 0
     finished: bool = False
     remeasure: bool = False
+    loaded: bool = False
 
     @classmethod
     def new(cls, request, target, drafter, label: str) -> RunState:
@@ -152,7 +154,7 @@ class RunState:
                    baseline=PlainBaseline.from_dict(base) if base else None, lookup=_looks_up(settings.get("draft")),
                    low_precision_greedy=meta.get("dtype") in ("bfloat16", "float16")
                    and not settings.get("temperature"),
-                   meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True)
+                   meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True, loaded=True)
 
     def add(self, round_: Round, run) -> None:
         """Record a finished round of ``run`` (a Generation): the round, its HTML, the prefill and notes."""
@@ -178,9 +180,11 @@ class RunState:
         notes = self.notes + health_notes(a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
         if self.remeasure and upto is None:
             notes.append(REMEASURE_NOTE)
+        never = self.loaded and self.baseline is None  # a saved trace without one: no baseline is coming
         return RunView(tokens=wrap_output("".join(self.html[: len(rounds)]), done, generated_at),
-                       summary=summary_markdown(a, status, notes),
+                       summary=summary_markdown(a, status, notes, NO_TRACE_BASELINE if never else "measuring…"),
                        alpha=charts.alpha_figure(rounds),
                        tokens_per_pass=charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
-                       speedup=charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup),
+                       speedup=charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup,
+                                                     NO_TRACE_BASELINE if never else charts.WAITING_TEXT),
                        positions=charts.per_position_figure(a), time=charts.time_split_figure(a))

@@ -53,8 +53,14 @@ _JS_BODY = """
   if (window.svTour) return [];
   const STEPS = __STEPS__;
   const KEY = 'sv-tour';
-  const load = () => { try { return JSON.parse(sessionStorage.getItem(KEY)) || {open: false, step: 0}; }
-                       catch (err) { return {open: false, step: 0}; } };
+  // The stored place is read back as a step number, never as anything to show: sessionStorage
+  // outlives the page's own code (another version of it, or a script on the same origin).
+  const load = () => {
+    let s = {};
+    try { s = JSON.parse(sessionStorage.getItem(KEY)) || {}; } catch (err) {}
+    const ok = Number.isInteger(s.step) && s.step >= 0 && s.step < STEPS.length;
+    return {open: s.open === true, step: ok ? s.step : 0};
+  };
   const save = (s) => { try { sessionStorage.setItem(KEY, JSON.stringify(s)); } catch (err) {} };
   const hit = (el, step) => {
     if (!step.selector || !el || !el.closest) return null;

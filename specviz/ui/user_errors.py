@@ -17,6 +17,7 @@ from ..engine import ContextLengthError
 from ..errors import IncompatiblePairError, ModelLoadError
 from ..request import RequestError
 from ..sampling import NonFiniteLogitsError
+from .draw.escape import as_text
 
 logger = logging.getLogger("specviz.app")
 
@@ -32,9 +33,13 @@ def sentence(text: str) -> str:
 
 def refused(message: str) -> gr.Error:
     """The ``gr.Error`` to raise for a visitor's mistake: logged as one line ("refused: …"), and
-    marked so that gradio prints no traceback for it (a traceback is for the app's own faults)."""
+    marked so that gradio prints no traceback for it (a traceback is for the app's own faults).
+
+    ``message`` is text (it often quotes what the visitor sent: a value, a model's name, a trace's
+    field); the page's pop-up reads HTML, so it is shown through
+    :func:`specviz.ui.draw.escape.as_text`, here and nowhere before."""
     logger.info("refused: %s", message)
-    return gr.Error(message, print_exception=False)
+    return gr.Error(as_text(message), print_exception=False)
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ outputs for a URL router.
 from __future__ import annotations
 
 import functools
-import html
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,15 +19,16 @@ from pathlib import Path
 import gradio as gr
 
 from ..request import to_int
-from ..trace import Round, trace_from_dict, visible_text
+from ..trace import Round, emitted_piece, trace_from_dict, visible_text
 from .context import PageContext
 from .draw import beat_charts
+from .draw.escape import as_text
 from .share import copy_link
 from .state import RunState
 from .teach import link_query
 from .teach.beats import (DRAFT, TEST, Beat, beats, depths, is_chain, position_distributions, quoted, score_guess,
                           simulate_draws)
-from .user_errors import user_errors
+from .user_errors import refused, user_errors
 
 TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
 #: Bundled traces: file stem → the name the dropdown shows (see assets/traces/README.md).
@@ -98,8 +98,8 @@ def bundled(name: str) -> Watched:
 
 # --------------------------------------------------------------------------- page-only views
 def _chip(text: str, classes: str, note: str = "") -> str:
-    small = f"<small>{html.escape(note)}</small>" if note else ""
-    return f'<span class="sv-chip {classes}">{html.escape(visible_text(text))}{small}</span>'
+    small = f"<small>{as_text(note)}</small>" if note else ""
+    return f'<span class="sv-chip {classes}">{as_text(visible_text(text))}{small}</span>'
 
 
 
@@ -131,13 +131,13 @@ def stage_html(w: Watched, pass_index: int, beat_index: int, still: bool) -> str
                    f"pos {depths(round_)[i] + 1}") for i, t in enumerate(round_.drafted)]
     if final and round_.emitted and round_.emitted[-1].kind != "accepted":
         last = round_.emitted[-1]
-        chips.append("→ " + _chip(last.text, f"sv-w-{last.kind} sv-w-current sv-w-new", last.kind))
+        chips.append("→ " + _chip(emitted_piece(last), f"sv-w-{last.kind} sv-w-current sv-w-new", last.kind))
     return (f'<div class="sv-watch{" sv-still" if still else ""}">'
-            f'<div class="sv-watch-progress">{html.escape(w.label)} · pass {pass_index + 1} of {len(w.rounds)} · '
+            f'<div class="sv-watch-progress">{as_text(w.label)} · pass {pass_index + 1} of {len(w.rounds)} · '
             f'beat {beat_index + 1} of {len(all_beats)} ({beat.kind})</div>'
-            f'<div class="sv-watch-context">…{html.escape(before)}</div>'
+            f'<div class="sv-watch-context">…{as_text(before)}</div>'
             f'<div class="sv-watch-strip">{"".join(chips)}</div>'
-            f'<p class="sv-watch-sentence" role="status" aria-live="polite">{html.escape(beat.sentence)}</p></div>')
+            f'<p class="sv-watch-sentence" role="status" aria-live="polite">{as_text(beat.sentence)}</p></div>')
 
 
 def _cursor_node(round_: Round, beat: Beat) -> int | None:
@@ -159,7 +159,7 @@ def _lossless_views(round_: Round, beat: Beat):
                 "Nothing was drafted in this pass (or its distributions were not recorded): no position to check.")
     t = round_.drafted[node]
     dists = position_distributions(t)
-    text = (f"**Position of {quoted(t.text)}** (draft {node + 1}): each bar is p_target, split into "
+    text = (f"**Position of {as_text(quoted(t.text))}** (draft {node + 1}): each bar is p_target, split into "
             f"min(p_draft, p_target), what an accepted draft contributes, and max(0, p_target − p_draft), what a "
             f"rejection's resample contributes. The trace records each distribution's 10 most likely tokens; the "
             f"rest of each side is the **other tokens** bucket ({dists.other_target:.4f} of p_target, "
@@ -183,7 +183,7 @@ def _beat_views(w: Watched, pass_index: int, beat_index: int, still: bool):
 def _pass_views(w: Watched, pass_index: int, beat_index: int, still: bool):
     """:func:`_beat_views` plus the guess controls reset for this pass's drafts."""
     round_ = w.rounds[pass_index]
-    choices = [(label, str(i)) for i, label in enumerate(beat_charts.node_labels(round_))]
+    choices = [(label, str(i)) for i, label in enumerate(beat_charts.node_labels(round_))]  # text, not markup
     return (*_beat_views(w, pass_index, beat_index, still),
             gr.update(choices=choices, value=[], interactive=bool(choices)), gr.update(value=0),
             "Guess before the tests play: tick the drafts you expect to be accepted, say how many tokens the pass "
@@ -192,7 +192,7 @@ def _pass_views(w: Watched, pass_index: int, beat_index: int, still: bool):
 
 def _index(w: Watched, pass_no) -> int:
     if not isinstance(w, Watched) or not w.rounds:
-        raise gr.Error("Choose a trace first.")
+        raise refused("Choose a trace first.")
     with user_errors():
         return to_int("pass", pass_no, 1, len(w.rounds)) - 1
 
@@ -209,7 +209,7 @@ def _first_pass(w: Watched) -> int:
 def _watched(source: str, run_state) -> Watched:
     if source == LAST_RUN:
         if not isinstance(run_state, RunState) or not run_state.rounds:
-            raise gr.Error("Nothing run yet: run something in the Run tab (or load a saved trace there), "
+            raise refused("Nothing run yet: run something in the Run tab (or load a saved trace there), "
                            "or pick a bundled trace.")
         return Watched(run_state.label, list(run_state.rounds))
     with user_errors():
@@ -272,7 +272,7 @@ def lock_guess(w: Watched, pass_no, beat_no, picks, count, score: dict, still: b
     score = {"points": score["points"] + result.points, "best": score["best"] + result.best,
              "possible": score["possible"] + result.possible, "passes": score["passes"] + 1,
              "scored": [*score["scored"], key]}
-    lines = "\n".join(f"- {line}" for line in result.lines)
+    lines = "\n".join(f"- {as_text(line)}" for line in result.lines)
     text = (f"**Pass {i + 1}: {result.points:.2f} expected points out of {result.possible}** (the best guess "
             f"would have earned {result.best:.2f}). A guess earns the probability that it is right: "
             f"min(1, p_target/p_draft) for *accept*, 1 − that for *reject*.\n\n{lines}\n\n"
@@ -288,7 +288,7 @@ def draw(w: Watched, pass_no, beat_no, n_draws):
     all_beats = beats(round_)
     node = _cursor_node(round_, all_beats[min(max(int(beat_no or 0), 0), len(all_beats) - 1)])
     if node is None or not round_.drafted[node].top_target:
-        raise gr.Error("No drafted position here to draw at: pick a pass that drafted something.")
+        raise refused("No drafted position here to draw at: pick a pass that drafted something.")
     with user_errors():
         n = to_int("draws", n_draws, 1, 100_000)
         dists = position_distributions(round_.drafted[node])

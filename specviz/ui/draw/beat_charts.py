@@ -23,10 +23,6 @@ GREEN, RED, ORANGE = KIND_COLORS[ACCEPTED], KIND_COLORS[REJECTED], KIND_COLORS[R
 CURRENT = palette.CURRENT
 
 
-def _short(text: str) -> str:
-    return plotly_text(visible_text(text))
-
-
 def _label(text: str, token_id: int) -> str:
     return plotly_text(token_label(text, token_id))
 
@@ -40,9 +36,11 @@ def _layout(title: str, uirevision: str) -> dict:
 
 
 def node_labels(round_: Round) -> list[str]:
-    """One x label per drafted node: its number in the list, its text and (in a tree) its depth."""
+    """One label per drafted node: its number in the list, its text with whitespace made visible
+    and (in a tree) its depth. Plain text (the guess's checkboxes show it as it is; a chart
+    escapes it)."""
     chain, d = is_chain(round_), depths(round_)
-    return [f"{i + 1}. {_short(t.text)}" + ("" if chain else f" (pos {d[i] + 1})")
+    return [f"{i + 1}. {visible_text(t.text)}" + ("" if chain else f" (pos {d[i] + 1})")
             for i, t in enumerate(round_.drafted)]
 
 
@@ -63,7 +61,7 @@ def beat_figure(round_: Round, played: list[Beat], pass_label: str = "") -> go.F
     beat = played[-1]
     if beat.kind not in (DRAFT, "verify", TEST):
         return final_figure(round_, beat, pass_label)
-    labels = node_labels(round_)
+    labels = [plotly_text(label) for label in node_labels(round_)]
     shown = {b.node for b in played if b.kind == DRAFT}
     verified = any(b.kind == "verify" for b in played)
     verdicts = {b.node: b.accepted for b in played if b.kind == TEST}

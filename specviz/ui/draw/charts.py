@@ -16,7 +16,6 @@ Colours come from :mod:`.palette`: :data:`KIND_COLORS` maps each token kind of
 from __future__ import annotations
 
 import functools
-import html
 import math
 import numbers
 
@@ -27,6 +26,7 @@ from ... import theory
 from ...analysis import is_tree_round, running_acceptance
 from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
 from . import palette
+from .escape import as_text
 from .palette import REJECTED
 
 __all__ = [
@@ -121,24 +121,20 @@ def _vline(layout: dict, x: float, color: str, text: str, dash: str = "solid", l
                                   "showarrow": False, "font": {"color": color, "size": 11}})
 
 
-def _waiting(title: str, uirevision: str, x_title: str = "", y_title: str = "") -> go.Figure:
+def _waiting(title: str, uirevision: str, x_title: str = "", y_title: str = "", note: str = WAITING_TEXT) -> go.Figure:
     layout = _layout(title, uirevision, x_title, y_title)
-    _note(layout, WAITING_TEXT)
+    _note(layout, note)
     layout["xaxis"]["showticklabels"] = False
     layout["yaxis"]["showticklabels"] = False
     return _build([], layout)
 
 
-def plotly_text(text: str) -> str:
-    """``text`` (a token's text, a name) safe to put in a Plotly label, tick, hover or annotation.
-
-    Plotly reads those strings as a small HTML subset (``<b>``, ``<i>``, ``<sup>``, ``<br>``, …),
-    so a token like ``<b>`` would be formatted instead of shown; escaping ``& < >`` makes Plotly
-    show the characters themselves (it turns the entities back into them). A string that begins
-    and ends with ``$`` is LaTeX to Plotly (typeset where MathJax is loaded, else left blank): a
-    zero-width space in front of a leading ``$`` keeps such a token plain text."""
-    text = html.escape(str(text), quote=False)
-    return "\u200b" + text if text.startswith("$") else text
+#: A label, tick, hover or annotation that holds text from outside the code (a token's text, a
+#: drafter's name): Plotly reads those strings as a small HTML subset (``<b>``, ``<br>``, ``<a>``,
+#: entities) and LaTeX between ``$``, so they go through the page's one rule,
+#: :func:`specviz.ui.draw.escape.as_text`, whose character references Plotly turns back into the
+#: characters themselves.
+plotly_text = as_text
 
 
 def _finite(x) -> bool:
@@ -295,7 +291,7 @@ SPEEDUP_HOW = ("speedup = this run's tokens/s ÷ plain decoding's over as many t
                "runs)<br>range: the slowest and the fastest plain run, and this run's pass-to-pass variation")
 
 
-def speedup_figure(points: list[dict], theoretical: float | None) -> go.Figure:
+def speedup_figure(points: list[dict], theoretical: float | None, empty: str = WAITING_TEXT) -> go.Figure:
     """Measured running speedup over time, with its range, against the theory and plain decoding.
 
     Args:
@@ -305,6 +301,7 @@ def speedup_figure(points: list[dict], theoretical: float | None) -> go.Figure:
             points with a non-finite value are skipped.
         theoretical: predicted speedup (e.g. :func:`specviz.theory.expected_speedup`), drawn as a
             dashed horizontal line, or None.
+        empty: the note of a chart with no point (a loaded trace without a plain baseline says so).
 
     The range is a shaded band around the measured line (the slowest and fastest plain run, and
     the run's pass-to-pass variation: :func:`specviz.analysis.speedup_with_spread`), and the
@@ -319,7 +316,7 @@ def speedup_figure(points: list[dict], theoretical: float | None) -> go.Figure:
     x_title, y_title = "seconds since start", "speedup (×)"
     kept = [p for p in points if _finite(p.get("t")) and _finite(p.get("speedup"))]
     if not kept:
-        return _waiting(title, uirev, x_title, y_title)
+        return _waiting(title, uirev, x_title, y_title, empty)
     xs = [float(p["t"]) for p in kept]
     ys = [float(p["speedup"]) for p in kept]
     banded = all(_finite(p.get("low")) and _finite(p.get("high")) for p in kept)

@@ -13,13 +13,14 @@ inspector on that decision.
 from __future__ import annotations
 
 import dataclasses
-import html
 import time
 
 from ...analysis import RunAnalysis, draft_depth, format_speedup, health_notes, is_tree_round
-from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, EmittedToken, Round, token_label, visible_text
+from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, emitted_piece, token_label, visible_text
+from .escape import as_text
 
-__all__ = ["DONE_MARK", "KIND_LABELS", "PANEL_OPEN", "TREE_BONUS_LABEL", "inspector_markdown", "kind_label",
+__all__ = ["DONE_MARK", "KIND_LABELS", "NO_TRACE_BASELINE", "PANEL_OPEN", "TREE_BONUS_LABEL", "inspector_markdown",
+           "kind_label",
            "legend_html", "render_round", "render_rounds", "round_tree_html", "sent_mark", "stream_head",
            "stream_tail", "summary_markdown", "wrap_output"]
 
@@ -32,6 +33,8 @@ KIND_LABELS = {
 
 #: A bonus token in a tree round: the accepted path ended at a node with no children.
 TREE_BONUS_LABEL = "bonus token (the accepted path reached a leaf of the draft tree)"
+#: Where a loaded trace's speedup would be when it carries no plain baseline to divide by.
+NO_TRACE_BASELINE = "no plain baseline in this trace"
 
 
 def kind_label(kind: str, round_: Round) -> str:
@@ -42,24 +45,21 @@ def kind_label(kind: str, round_: Round) -> str:
     return KIND_LABELS[kind]
 
 # ----------------------------------------------------------------------------- token rendering
-def _escape(text: str) -> str:
-    """Text for HTML, quotes included (it also goes into attributes)."""
-    return html.escape(text, quote=True)
-
-
 def _token_title(kind: str, round_: Round, i: int) -> str:
+    """A token's hover text, as an attribute value: the page's words and numbers, and the
+    rejected draft's label (text from outside) through :func:`as_text`."""
     tok = round_.emitted[i]
     parts = [f"{kind_label(kind, round_)} · pass {round_.index + 1}", f"p_target = {tok.p_target:.3f}"]
     d = round_.drafted_for(i)
     if kind == ACCEPTED and d is not None:
         parts += [f"p_draft = {d.p_draft:.3f}", f"accept prob min(1, p_target/p_draft) = {d.accept_prob:.3f}",
-                  f"uniform draw u = {d.uniform:.3f} < accept prob"]
+                  f"uniform draw u = {d.uniform:.3f} &lt; accept prob"]
     if kind == RESAMPLED and d is not None:
-        parts += [f"rejected draft {token_label(d.text, d.id)}: p_draft = {d.p_draft:.3f}, "
+        parts += [f"rejected draft {as_text(token_label(d.text, d.id))}: p_draft = {d.p_draft:.3f}, "
                   f"p_target = {d.p_target:.3f}, "
                   f"accept prob = {d.accept_prob:.3f}, u = {d.uniform:.3f}",
                   "resampled from normalize(max(0, p_target − p_draft))"]
-    return _escape("\n".join(parts))
+    return "\n".join(parts)
 
 
 def _shown_draft(text: str) -> str:
@@ -67,15 +67,6 @@ def _shown_draft(text: str) -> str:
     else as is with its line breaks as ``↵`` (it never reached the output, so it must not break
     the output's lines)."""
     return text.replace("\r", "␍").replace("\n", "↵") if text.strip() else visible_text(text)
-
-
-def _emitted_text(token: EmittedToken) -> str:
-    """An emitted token's text for a label: the stream's text, or, where the stream shows
-    nothing (a special token, a byte held back until its character is whole), the token's own
-    piece from the distribution it was drawn from, when that was recorded."""
-    if token.text:
-        return token.text
-    return next((text for i, text, _ in token.top_source if i == token.id), "")
 
 
 def render_round(round_: Round, eos_ids: set[int]) -> str:
@@ -87,12 +78,12 @@ def render_round(round_: Round, eos_ids: set[int]) -> str:
         title = _token_title(tok.kind, round_, i)
         if tok.kind == RESAMPLED and tok.rejected_text is not None:
             out.append(f'<s class="sv-rejected" data-r="{r}" data-i="{i}" data-rej="1" title="{title}">'
-                       f'{_escape(_shown_draft(tok.rejected_text))}</s>')
+                       f'{as_text(_shown_draft(tok.rejected_text))}</s>')
         text = tok.text
         if not text and tok.id in eos_ids:
             text_html = '<span class="sv-special">⟨eos⟩</span>'
         else:
-            text_html = _escape(text)
+            text_html = as_text(text)
         out.append(f'<span class="sv-tok sv-{tok.kind}" data-r="{r}" data-i="{i}" title="{title}">{text_html}</span>')
     out.append("</span>")
     return "".join(out)
@@ -160,10 +151,11 @@ def _fmt(x, spec=".2f", none="—"):
     return none if x is None else format(x, spec)
 
 
-def _speedup_verdict(a: RunAnalysis) -> str:
-    """The measured speedup with its range (:func:`specviz.analysis.format_speedup`), and how it was measured."""
+def _speedup_verdict(a: RunAnalysis, no_baseline: str = "measuring…") -> str:
+    """The measured speedup with its range (:func:`specviz.analysis.format_speedup`), and how it was
+    measured; ``no_baseline``: the words for a speculative run without a plain baseline (yet)."""
     if a.speedup is None:
-        return "measuring…" if a.k and a.plain_tokens_per_s is None else "—"
+        return no_baseline if a.k and a.plain_tokens_per_s is None else "—"
     text = format_speedup(a.speedup, a.speedup_low, a.speedup_high)
     low, high = a.speedup_low or a.speedup, a.speedup_high or a.speedup
     if low < 1 <= high:
@@ -199,12 +191,17 @@ def _shape_row(a: RunAnalysis) -> tuple[str, str]:
     return ("draft shape", f"a chain of up to K = {a.k} drafts per pass" if a.k else "none (plain decoding)")
 
 
-def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None) -> str:
+def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None,
+                     no_baseline: str = "measuring…") -> str:
     """The summary table of a run: every figure from its :class:`~specviz.analysis.RunAnalysis`,
     each with what it is and how it was measured (the speedup with its range,
     :func:`specviz.analysis.format_speedup`), then the health notes (one sentence each, from
-    :func:`specviz.analysis.health_notes`, or ``notes`` if given). A tree run says it was a tree
-    (B, N) and that the theory rows are a chain's."""
+    :func:`specviz.analysis.health_notes`, or ``notes`` if given; shown as text). A tree run says
+    it was a tree (B, N) and that the theory rows are a chain's.
+
+    ``status``: the first line, Markdown (anything from outside in it already :func:`as_text`);
+    ``no_baseline``: what the speedup row says when there is no plain baseline (a live run's is
+    being measured; a loaded trace may have none: :data:`NO_TRACE_BASELINE`)."""
     counts = a.counts
     chain_only = " — a chain's formula, not a tree's (see below)" if a.tree_rounds else ""
     rows = [
@@ -221,7 +218,7 @@ def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None
          f"{counts['accepted']} / {counts['resampled']} / {counts['bonus']} / {counts['plain']}"),
         ("speculative tokens/s", f"{a.tokens_per_s:.1f}  ({a.emitted} tokens in {a.wall_s:.2f} s, prefill included)"),
         ("plain decoding tokens/s", _plain_row(a)),
-        ("measured speedup", _speedup_verdict(a)),
+        ("measured speedup", _speedup_verdict(a, no_baseline)),
         ("cost ratio c (draft step ÷ plain step)", _fmt(a.cost_ratio_c, ".3f")),
         ("verify cost v (verify pass ÷ plain step)", _fmt(a.verify_cost_v)),
         ("theoretical speedup", f"{_fmt(a.theoretical_speedup)}×  = (1 − α^(K+1)) / ((1 − α)(K·c + v)); on the "
@@ -229,13 +226,14 @@ def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None
     ]
     table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)
     notes = health_notes(a) if notes is None else notes
-    text = "\n".join(f"- ⚠ {note}" for note in notes)
+    text = "\n".join(f"- ⚠ {as_text(note)}" for note in notes)
     return f"{status}\n\n{table}" + (f"\n\n**What the figures say**\n\n{text}" if notes else "")
 
 
 # ----------------------------------------------------------------------------- the inspector
 def _code(token_id: int, text: str) -> str:
-    return f"`{token_label(text, token_id)}`"
+    # An HTML code element, not a Markdown code span: a span shows its content's escapes verbatim.
+    return f"<code>{as_text(token_label(text, token_id))}</code>"
 
 
 def _inspector_head(round_: Round, slot: int) -> str:
@@ -268,7 +266,7 @@ def inspector_markdown(round_: Round, slot: int) -> str:
         IndexError: if ``slot`` is not a slot of the round.
     """
     tok = round_.emitted[slot]
-    tok = dataclasses.replace(tok, text=_emitted_text(tok))  # named, where the stream shows nothing
+    tok = dataclasses.replace(tok, text=emitted_piece(tok))  # named, where the stream shows nothing
     head = _inspector_head(round_, slot)
     d = round_.drafted_for(slot)
     if tok.kind == ACCEPTED and d is not None:
@@ -312,11 +310,11 @@ def round_tree_html(round_: Round) -> str:
     tail = ""
     if last is not None and last.kind in (RESAMPLED, BONUS, PLAIN):
         tail = (f'<li><span class="sv-tok sv-{last.kind}" title="{kind_label(last.kind, round_)}">'
-                f'{_escape(token_label(_emitted_text(last), last.id))}</span> <i>({last.kind})</i></li>')
+                f'{as_text(token_label(emitted_piece(last), last.id))}</span> <i>({last.kind})</i></li>')
 
     def node_html(i: int) -> str:
         token = round_.drafted[i]
-        label = _escape(token_label(token.text, token.id))
+        label = as_text(token_label(token.text, token.id))
         facts = f"accept prob {token.accept_prob:.3f}, u {token.uniform:.3f}"
         if token.accepted:
             item = f'<span class="sv-tok sv-accepted" title="{facts}">{label}</span>'

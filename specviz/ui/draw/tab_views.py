@@ -4,7 +4,8 @@ Markdown, the experiments' table rows, and the side-by-side tab's coloured outpu
 from __future__ import annotations
 
 from ..teach import playground
-from .run_views import _escape, legend_html, render_rounds
+from .escape import as_text
+from .run_views import legend_html, render_rounds
 
 
 def _f(x, spec: str = ".3f") -> str:
@@ -69,9 +70,9 @@ def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> st
         speed = ("the baseline itself (plain decoding)" if run.drafter is None else
                  f"speedup <b>{_f(row['speedup'], '.2f')}×</b> (measured ÷ plain decoding; theory "
                  f"{_f(row['theoretical_speedup'], '.2f')}×)")
-        head = (f"<b>{_escape(row['drafter'])}</b> · per-token α <b>{_f(row['alpha'])}</b> (accepted ÷ tested, "
+        head = (f"<b>{as_text(row['drafter'])}</b> · per-token α <b>{_f(row['alpha'])}</b> (accepted ÷ tested, "
                 f"{row['accepted']}/{row['tested']}) · <b>{row['tokens_per_pass']:.2f}</b> tokens per pass · {speed}")
         body = render_rounds(run.rounds, eos)
-        blocks.append(f'<div class="sv-sbs" data-draft="{_escape(row["draft"])}">{head}</div>'
+        blocks.append(f'<div class="sv-sbs" data-draft="{as_text(row["draft"])}">{head}</div>'
                       f'<div class="sv-out">{body}</div>')
     return "".join(blocks)

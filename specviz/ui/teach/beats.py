@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round, visible_text
+from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round, emitted_piece, visible_text
 
 DRAFT, VERIFY, TEST, RESIDUAL, STOP = "draft", "verify", "test", "residual", "stop"
 #: Beat kinds, in the order a pass plays them (``bonus`` and ``plain`` are the trace's kinds).
@@ -187,25 +187,26 @@ def _final_beat(round_: Round) -> Beat:
                    f"{_count_words(round_) if last else 'Nothing emitted.'}"
         return Beat(STOP, None, depth, None, "", None, None, None, None, None, n, sentence)
     source = f" (probability {fmt(last.p_source)} there)" if last.p_source is not None else ""
+    text = emitted_piece(last)  # a byte the stream holds back shows as its bytes, not as nothing
     if last.kind == RESAMPLED:
         rejected = [i for i in in_test_order(round_) if not round_.drafted[i].accepted
                     and depths(round_)[i] == depth]
         after = (f"the {len(rejected)} rejected siblings" if len(rejected) > 1 else
                  f"{quoted(last.rejected_text or '')}")
         sentence = (f"Rejected at position {depth + 1}: after {after} the target resamples from "
-                    f"max(0, p_target − p_draft), renormalised, and draws {quoted(last.text)}{source}; "
+                    f"max(0, p_target − p_draft), renormalised, and draws {quoted(text)}{source}; "
                     f"its p_target was {fmt(last.p_target)}. {_count_words(round_)}")
         kind = RESIDUAL
     elif last.kind == BONUS:
-        sentence = (f"Every test passed: the bonus token {quoted(last.text)} comes from the target's own "
+        sentence = (f"Every test passed: the bonus token {quoted(text)} comes from the target's own "
                     f"distribution after the last accepted token, p_target = {fmt(last.p_target)}, at no extra "
                     f"pass. {_count_words(round_)}")
         kind = BONUS
     else:
-        sentence = (f"Nothing was drafted: the target draws {quoted(last.text)} itself, p_target = "
+        sentence = (f"Nothing was drafted: the target draws {quoted(text)} itself, p_target = "
                     f"{fmt(last.p_target)}, one token for one pass, as plain decoding does.")
         kind = PLAIN
-    return Beat(kind, None, depth, last.id, last.text, None, last.p_target, None, None, None, n, sentence)
+    return Beat(kind, None, depth, last.id, text, None, last.p_target, None, None, None, n, sentence)
 
 
 # --------------------------------------------------------------------------- predict, then reveal

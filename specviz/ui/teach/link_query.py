@@ -3,7 +3,9 @@
 
 Pure string work (no gradio): :func:`parse` turns the query parameters into a :class:`Link`,
 keeping what is valid and one short note per value it ignored (a link never fails to open the
-page), and the ``*_link`` functions write the queries the page's "Copy link" buttons give out.
+page), and the ``*_link`` functions write the queries the page's "Copy link" buttons give out. A note
+names the parameter and what it takes, never the value sent (a link is anyone's text, and the
+note is on the page of whoever opens it).
 
 Parameters (see README, "Classroom links"):
 
@@ -71,11 +73,11 @@ def _number(name: str, text: str, notes: list[str]) -> float | int | None:
     try:
         value = float(text)
     except (TypeError, ValueError):
-        notes.append(f"{name}={text!r} is not a number: {label} left as it was.")
+        notes.append(f"{name} is not a number: {label} left as it was.")
         return None
     if not math.isfinite(value) or not lo <= value <= hi or (whole and value != int(value)):
         kind = "a whole number" if whole else "a number"
-        notes.append(f"{name}={text!r} is not {kind} in [{lo}, {hi}]: {label} left as it was.")
+        notes.append(f"{name} is not {kind} in [{lo}, {hi}]: {label} left as it was.")
         return None
     return int(value) if whole else value
 
@@ -88,7 +90,7 @@ def _whole(name: str, text: str | None, default: int, lo: int, notes: list[str])
     except ValueError:
         value = None
     if value is None or value < lo:
-        notes.append(f"{name}={text!r} is not a whole number ≥ {lo}: the trace link was ignored.")
+        notes.append(f"{name} is not a whole number ≥ {lo}: the trace link was ignored.")
         return None
     return value
 
@@ -98,7 +100,7 @@ def _trace(params: Mapping[str, str], notes: list[str]) -> tuple[str, int, int] 
     if name is None:
         return None
     if not _NAME.match(name):
-        notes.append(f"trace={name!r} is not a trace name (letters, digits, '_', '-', '.'): ignored.")
+        notes.append("trace is not a trace name (letters, digits, '_', '-', '.'): ignored.")
         return None
     pass_ = _whole("pass", params.get("pass"), 1, 1, notes)
     beat = _whole("beat", params.get("beat"), 0, 0, notes)
@@ -110,19 +112,19 @@ def parse(params: Mapping[str, str], lessons: Iterable[str] = (), watch: bool = 
 
     ``lessons``: the lesson slugs that exist; ``watch``: whether the page has the Watch tab (a
     ``trace`` or ``tab=watch`` without it is ignored with a note). Unknown parameters are ignored
-    silently (a shared link may carry a tracker's); known ones with bad values get a note each.
-    Never raises.
+    silently (a shared link may carry a tracker's); known ones with bad values get a note each,
+    naming the parameter, not its value. Never raises.
     """
     notes: list[str] = []
     tab = params.get("tab")
     if tab is not None and (tab not in TABS or (tab == "watch" and not watch)):
-        notes.append(f"tab={tab!r} is not a tab here (one of {', '.join(t for t in TABS if watch or t != 'watch')}).")
+        notes.append(f"tab is not a tab here (one of {', '.join(t for t in TABS if watch or t != 'watch')}).")
         tab = None
     values = {name: params[name] for name in PLAYGROUND_RANGES if name in params}
     playground = {name: v for name, text in values.items() if (v := _number(name, text, notes)) is not None}
     lesson = params.get("lesson")
     if lesson is not None and lesson not in set(lessons):
-        notes.append(f"lesson={lesson!r} is not a lesson here (one of {', '.join(lessons)}).")
+        notes.append(f"lesson is not a lesson here (one of {', '.join(lessons)}).")
         lesson = None
     trace = _trace(params, notes)
     if trace is not None and not watch:

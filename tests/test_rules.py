@@ -339,3 +339,48 @@ def test_argmax_rules_draft_point_masses_and_sampled_rules_do_not():
                          rule=rule).run()
         p_drafts = [d.p_draft for r in gen.rounds for d in r.drafted]
         assert all(p == 1.0 for p in p_drafts) == point, rule
+
+
+# --------------------------------------------------------------------------- request, trace, page
+def test_the_request_takes_a_rule_and_refuses_a_bad_one_in_one_sentence():
+    from specviz.request import RequestError, validate_request
+
+    base = {"prompt": "hi", "target": "t", "draft": "ngram", "k": 4, "temperature": 1.0, "top_k": 0, "top_p": 1.0,
+            "max_new_tokens": 8, "seed": 0}
+    assert validate_request(**base).rule == "full"
+    assert validate_request(**base, rule=" One-Hot ").rule == "one-hot"
+    with pytest.raises(RequestError, match="^the verification rule must be one of .*got 'typical'$"):
+        validate_request(**base, rule="typical")
+    with pytest.raises(RequestError, match="chain of drafts only"):
+        validate_request(**base, rule="block", branches=2)
+    assert validate_request(**base, rule="exact-match", branches=2).rule == "exact-match"
+
+
+def test_old_traces_read_as_full_and_a_bad_rule_is_refused():
+    from specviz.trace import TraceError, _settings, trace_rule
+
+    assert trace_rule({}) == "full" and trace_rule({"settings": {"k": 4}}) == "full"
+    assert trace_rule({"settings": {"rule": "block"}}) == "block"
+    with pytest.raises(TraceError, match="not a verification rule"):
+        _settings({"rule": "<b>typical</b>"}, "settings")
+
+
+def test_the_page_names_a_run_s_rule_and_flags_the_lossy_control():
+    from specviz.ui.state import RunState, rule_note
+
+    assert "LOSSY" in rule_note("relaxed-top-k") and "vLLM" in rule_note("one-hot")
+    loaded = RunState.from_rounds([], {"settings": {"rule": "relaxed-top-k"}})
+    assert loaded.rule == "relaxed-top-k"
+    assert RunState.from_rounds([], {}).rule == "full"
+
+
+def test_the_rules_lesson_sets_its_rule_and_other_lessons_reset_it():
+    from specviz.ui.lessons_tab import LESSON_FIELDS, LESSONS, apply_lesson
+
+    assert "rule" in LESSON_FIELDS
+    rules = {}
+    for name in LESSONS:
+        updates = apply_lesson(name, "cpu")[: len(LESSON_FIELDS)]
+        rules[name] = updates[LESSON_FIELDS.index("rule")]["value"]
+    assert rules["Same output, different speed (verification rules)"] == "one-hot"
+    assert {rule for name, rule in rules.items() if "verification rules" not in name} == {"full"}

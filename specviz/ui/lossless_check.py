@@ -70,7 +70,7 @@ def settings_changed(shown):
 
 @gpu
 @spread(SHARED)
-def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, public: bool | None = None):
+def run_lossless(values, n_draws=4000, control=False, progress=gr.Progress(), *, public: bool | None = None):
     """The "Is it lossless?" panel: first-token histograms, speculative vs direct, against p_target.
 
     ``temperature`` is the check's own (the page sends its "Check's temperature", default 1);

@@ -28,7 +28,7 @@ from .state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
 
 def rule_label(rule) -> str:
     """A verification rule's menu label: its name, and a word on what it is."""
-    kind = "lossy control" if not rule.lossless else ("argmax draft" if rule.proposes == "argmax" else "exact")
+    kind = "LOSSY control" if not rule.lossless else ("exact, argmax draft" if rule.proposes == "argmax" else "exact")
     return f"{rule.name} ({kind})"
 
 

@@ -102,7 +102,8 @@ class RunState:
     ``meta`` the saved trace's fields other than the rounds; ``notes`` the engine's notes;
     ``max_new_tokens`` the run's token limit; ``finished`` whether it has ended (done, stopped or
     loaded); ``remeasure`` whether its baseline was dropped from the visitor's cache
-    (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace. ``label`` is the pair
+    (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace; ``stop_slot`` the
+    GPU job's Stop flag (:func:`specviz.ui.gpu.request_stop`; −1: none). ``label`` is the pair
     in words, text from outside (a trace's fields, a model's name): views escape it.
     """
 
@@ -121,6 +122,7 @@ class RunState:
     finished: bool = False
     remeasure: bool = False
     loaded: bool = False
+    stop_slot: int = -1
 
     @classmethod
     def new(cls, request, target, drafter, label: str) -> RunState:

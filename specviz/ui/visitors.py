@@ -11,6 +11,7 @@ directly) have no session: they get a fresh, empty history and table of their ow
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import logging
 import os
@@ -107,9 +108,17 @@ HISTORIES = HistoryStore()
 TABLES = HistoryStore(factory=new_table)
 
 
+#: The session of the visitor a GPU job serves (:func:`specviz.ui.gpu.run_job` sets it in the
+#: worker, where gradio's request context may be missing); :func:`session_of` reads it first.
+JOB_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("specviz_job_session", default=None)
+
+
 def session_of(request: gr.Request | None = None) -> str | None:
-    """The session hash of ``request``, else of the request the running callback serves (None
-    outside the server). Reads gradio's context variable; a gradio without it gives None."""
+    """The session hash of ``request``, else of the GPU job running (:data:`JOB_SESSION`), else of
+    the request the running callback serves (None outside the server). Reads gradio's context
+    variable; a gradio without it gives None."""
+    if request is None and JOB_SESSION.get() is not None:
+        return JOB_SESSION.get()
     if request is None:
         try:
             from gradio.context import LocalContext

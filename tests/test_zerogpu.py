@@ -50,9 +50,10 @@ def test_import_app_imports_spaces_before_torch():
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
     env.pop("SPACES_ZERO_GPU", None)
     out = subprocess.run([sys.executable, "-X", "importtime", "-c", "import app"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    modules = [m.group(1) for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)\s*$", out.stderr, re.M)]
+    line = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)\s*$", re.MULTILINE)
+    modules = [m.group(1) for m in line.finditer(out.stderr)]
     assert "spaces" in modules and "torch" in modules
     first_torch = next(i for i, m in enumerate(modules) if m == "torch" or m.startswith("torch."))
     assert modules.index("spaces") < first_torch
@@ -127,9 +128,9 @@ def tiny_target(tmp_path_factory) -> str:
 
 
 def _values(target: str, **changes) -> dict:
-    values = dict(prompt="the quick brown fox the quick brown fox the quick", target_id=target, drafter_kind="ngram",
-                  draft_model="", early_exit_layers=1, k=3, temperature=0.0, top_k=0, top_p=1.0, seed=0, chat=False,
-                  device="cpu", dtype="float32")
+    values = {"prompt": "the quick brown fox the quick brown fox the quick", "target_id": target,
+              "drafter_kind": "ngram", "draft_model": "", "early_exit_layers": 1, "k": 3, "temperature": 0.0,
+              "top_k": 0, "top_p": 1.0, "seed": 0, "chat": False, "device": "cpu", "dtype": "float32"}
     return {**values, **changes}
 
 
@@ -146,7 +147,7 @@ def test_each_generation_runs_as_one_job_whose_records_pickle(tiny_target, one_t
                             baselines={}, progress=_no_progress, public=False))
     state = updates[-1][-2]
     assert isinstance(state, RunState) and state.finished and sum(len(r.emitted) for r in state.rounds) == 8
-    fig, text = run_lossless(**_values(tiny_target, temperature=1.0), n_draws=100, progress=_no_progress, public=False)
+    _, text = run_lossless(**_values(tiny_target, temperature=1.0), n_draws=100, progress=_no_progress, public=False)
     assert "**100 draws each**" in text
     sweep = list(run_sweep_ui("Temperature", "0, 1", 4, **_values(tiny_target), last_analysis=None,
                               progress=_no_progress))
@@ -341,3 +342,26 @@ def test_requirements_give_the_space_a_zerogpu_torch_and_this_machine_its_own():
     front = readme.split("---")[1]
     assert 'python_version: "3.12.12"' in front and "suggested_hardware: zero-" in front
     assert "## " in readme and "Deploy as a Space" in readme
+
+
+def test_the_run_tabs_stop_reaches_the_worker_through_the_states_slot():
+    from specviz.ui import run_stream
+
+    slot = gpu.new_stop_slot()
+    state = RunState(label="pair", max_new_tokens=8, stop_slot=slot)
+    run_stream.stop_run(state)
+    assert state.finished and gpu.stop_requested(slot)
+
+
+# ----------------------------------------------------------------------------- presets that pay on a GPU
+def test_the_pages_gpu_defaults_draft_for_free_and_the_eager_smollm2_pair_says_why_it_cannot_pay():
+    """On a cuda server the Run tab starts with prompt lookup (no layers of its own: it pays by
+    construction) and the learned-head preset drafts with one layer; the eager SmolLM2 hub pair's
+    note says in a sentence that it cannot beat plain decoding (c ≈ layer ratio)."""
+    default = settings.PRESETS[settings.DEFAULT_PRESET]
+    assert gpu_budget.step_layers(default["target"], default["drafter"])[1] == 0
+    assert ("Prompt lookup (n-gram match in the context)", "ngram") in settings.drafter_menu("cuda")
+    eagle = next(p for p in settings.PRESETS.values() if p["drafter"] == "eagle")
+    assert gpu_budget.step_layers(eagle["target"], "eagle")[1] == 1
+    smol = next(n for n, p in settings.PRESETS.items() if p["draft_model"] == "HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert "cannot beat plain decoding" in settings.preset_note(smol)

@@ -125,5 +125,5 @@ def place_at_import(load=None) -> list[str]:
                 load(name, device="cuda", dtype=dtype)
                 loaded.append(name)
             except Exception as err:  # a model that cannot load now is refused with a sentence later
-                logger.warning("not placed at import: %s (%s)", name, err)
+                logger.warning("not placed at import: %s (%s)", name, err, exc_info=True)
     return loaded

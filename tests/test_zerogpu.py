@@ -95,19 +95,37 @@ def test_a_job_refuses_work_that_would_not_pickle_by_reference():
         gpu.Job(local)
 
 
+def _dumps_without_tensors(obj) -> bytes:
+    """``pickle.dumps(obj)``, failing if a tensor is inside (a CUDA tensor would make ZeroGPU's main
+    process touch CUDA when it unpickles a record)."""
+    import io
+
+    import torch
+
+    class NoTensors(pickle.Pickler):
+        def reducer_override(self, value):
+            if isinstance(value, torch.Tensor):
+                pytest.fail(f"a tensor crossed the boundary: {tuple(value.shape)}")
+            return NotImplemented
+
+    buffer = io.BytesIO()
+    NoTensors(buffer).dump(obj)
+    return buffer.getvalue()
+
+
 def _pickled_stream(calls):
     """A stand-in for :func:`specviz.ui.gpu.stream_job` that crosses a pickle boundary both ways,
-    as ZeroGPU's queues do; it records each job it ran in ``calls``."""
+    as ZeroGPU's queues do (no tensor may cross); it records each job it ran in ``calls``."""
     real = gpu.stream_job
 
     def stream(job, progress=None):
-        job = pickle.loads(pickle.dumps(job))
+        job = pickle.loads(_dumps_without_tensors(job))
         calls.append(job)
         real_run_job = gpu.run_job
 
         def crossing(job):
             for record in real_run_job(job):
-                yield pickle.loads(pickle.dumps(record))
+                yield pickle.loads(_dumps_without_tensors(record))
 
         gpu.run_job = crossing
         try:
@@ -365,3 +383,12 @@ def test_the_pages_gpu_defaults_draft_for_free_and_the_eager_smollm2_pair_says_w
     assert gpu_budget.step_layers(eagle["target"], "eagle")[1] == 1
     smol = next(n for n, p in settings.PRESETS.items() if p["draft_model"] == "HuggingFaceTB/SmolLM2-135M-Instruct")
     assert "cannot beat plain decoding" in settings.preset_note(smol)
+
+
+def test_a_draft_steps_layers_are_read_before_anything_loads():
+    assert gpu_budget.step_layers("smollm2-135m-instruct", "ngram") == (30, 0)
+    assert gpu_budget.step_layers("smollm2-135m-instruct", "early-exit:4") == (30, 4)
+    assert gpu_budget.step_layers("smollm2-135m-instruct", "int8") == (30, 30)
+    assert gpu_budget.step_layers("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct") == (28, 24)
+    # α = 0 worst case: every pass one token, K draft steps and one verify pass.
+    assert gpu_budget.run_seconds(10, 4, 30, 0, False) == pytest.approx((10 + 8) * 30 * gpu_budget.LAYER_STEP_S)

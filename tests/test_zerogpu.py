@@ -96,15 +96,15 @@ def test_a_job_refuses_work_that_would_not_pickle_by_reference():
 
 
 def _dumps_without_tensors(obj) -> bytes:
-    """``pickle.dumps(obj)``, failing if a tensor is inside (a CUDA tensor would make ZeroGPU's main
-    process touch CUDA when it unpickles a record)."""
+    """``pickle.dumps(obj)``, failing if a tensor off the CPU is inside (a CUDA tensor would make
+    ZeroGPU's main process touch CUDA when it unpickles a record)."""
     import io
 
     import torch
 
     class NoTensors(pickle.Pickler):
         def reducer_override(self, value):
-            if isinstance(value, torch.Tensor):
+            if isinstance(value, torch.Tensor) and value.device.type != "cpu":
                 pytest.fail(f"a tensor crossed the boundary: {tuple(value.shape)}")
             return NotImplemented
 
@@ -115,7 +115,7 @@ def _dumps_without_tensors(obj) -> bytes:
 
 def _pickled_stream(calls):
     """A stand-in for :func:`specviz.ui.gpu.stream_job` that crosses a pickle boundary both ways,
-    as ZeroGPU's queues do (no tensor may cross); it records each job it ran in ``calls``."""
+    as ZeroGPU's queues do (no CUDA tensor may cross); it records each job it ran in ``calls``."""
     real = gpu.stream_job
 
     def stream(job, progress=None):
@@ -189,6 +189,29 @@ def test_a_worker_refusal_arrives_as_its_sentence(tiny_target, tmp_path, monkeyp
                       baselines={}, progress=_no_progress, public=False))
     assert len(calls) == 1 and err.value.message and err.value.message != "Error"
     assert "not-a-model" in err.value.message or "load" in err.value.message.lower()
+
+
+def test_the_visitors_history_and_table_travel_with_the_job_and_come_back(tiny_target, one_torch_thread,
+                                                                          monkeypatch):
+    """Across the pickle boundary the worker drafts from the visitor's own history and table (sent
+    with the job) and the main process keeps what the run added to them."""
+    from specviz.ui import visitors
+
+    calls: list = []
+    monkeypatch.setattr(gpu, "stream_job", _pickled_stream(calls))
+    monkeypatch.setattr(gpu, "session_of", lambda request=None: "visitor-stores")
+    visitors.HISTORIES.drop("visitor-stores")
+    visitors.TABLES.drop("visitor-stores")
+    before = visitors.HISTORIES.get("visitor-stores")
+    list(run_demo(**_values(tiny_target, drafter_kind="suffix"), max_new_tokens=6, baselines={},
+                  progress=_no_progress, public=False))
+    list(run_demo(**_values(tiny_target, drafter_kind="recycle"), max_new_tokens=6, baselines={},
+                  progress=_no_progress, public=False))
+    history, table = visitors.HISTORIES.get("visitor-stores"), visitors.TABLES.get("visitor-stores")
+    assert calls[0].stores is not None and history is not before  # the worker's copy, brought back
+    assert history._n_tokens > 0 and len(table) > 0
+    visitors.HISTORIES.drop("visitor-stores")
+    visitors.TABLES.drop("visitor-stores")
 
 
 def refusing(ctx):

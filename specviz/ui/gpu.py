@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
+from . import visitors
 from .gpu_budget import MIN_S, deadline_s
 from .visitors import JOB_SESSION, session_of
 
@@ -118,6 +119,10 @@ class Job:
         session: the visitor's session hash (their history, table and export folder), or None.
         enforce_deadline: whether the work ends at the deadline; None: on ZeroGPU only (which
             kills a worker past its reservation; elsewhere nothing does).
+        stores: the visitor's (:class:`~specviz.drafters.SuffixHistory`,
+            :class:`~specviz.drafters.RecycleTable`), or None: they travel with the job, since a
+            forked worker's copies of the main process's would be stale, and come back updated
+            (a ``stores`` record). Outside a Space they are the very objects, and nothing is copied.
     """
 
     work: Callable
@@ -127,6 +132,7 @@ class Job:
     stop_slot: int = -1
     session: str | None = None
     enforce_deadline: bool | None = None
+    stores: tuple | None = None
 
     def __post_init__(self):
         module = sys.modules.get(getattr(self.work, "__module__", None) or "")
@@ -138,8 +144,9 @@ class Job:
 @dataclass(frozen=True)
 class Record:
     """What a job streams back: ``kind`` ``"outputs"`` (the callback's outputs, ``value``),
-    ``"progress"`` (``(fraction, message)``), ``"warning"`` (a sentence) or ``"error"``
-    (``(message, title)`` of a ``gr.Error``)."""
+    ``"progress"`` (``(fraction, message)``), ``"warning"`` (a sentence), ``"stores"`` (the
+    visitor's history and table, updated: :attr:`Job.stores`) or ``"error"`` (``(message, title)``
+    of a ``gr.Error``)."""
 
     kind: str
     value: object = None
@@ -147,7 +154,9 @@ class Record:
 
 class JobContext:
     """A job's side of the worker: progress and warnings collected until the work's next yield,
-    the Stop flag and the deadline. Not pickled (built in the worker).
+    the Stop flag and the deadline. Not pickled (built in the worker). A progress line reaches the
+    page at the work's next yield, so a model loaded inside the worker shows its steps once loaded
+    (on a Space the presets' models are placed at import and a worker rarely loads).
 
     Call it like ``gr.Progress``: ``ctx(fraction, desc=message)``."""
 
@@ -202,16 +211,31 @@ def run_job(job: Job) -> Iterator[Record]:
     a ``gr.Error`` it raises as a last ``error`` record."""
     ctx = JobContext(job)
     token = JOB_SESSION.set(job.session)
+    _put_stores(job.session, job.stores)
     try:
         for outputs in job.work(ctx, *job.args, **job.kwargs):
             yield from ctx.flush()
             yield Record("outputs", outputs)
         yield from ctx.flush()
+        yield from _stores_record(job)
     except gr.Error as err:
         yield from ctx.flush()
+        yield from _stores_record(job)
         yield Record("error", (str(err.message), err.title))
     finally:
         JOB_SESSION.reset(token)
+
+
+def _put_stores(session: str | None, stores) -> None:
+    if session and stores is not None:
+        history, table = stores
+        visitors.HISTORIES.put(session, history)
+        visitors.TABLES.put(session, table)
+
+
+def _stores_record(job: Job) -> Iterator[Record]:
+    if job.session and job.stores is not None:
+        yield Record("stores", (visitors.HISTORIES.get(job.session), visitors.TABLES.get(job.session)))
 
 
 def stream_job(job: Job, progress=None) -> Iterator:
@@ -228,6 +252,8 @@ def stream_job(job: Job, progress=None) -> Iterator:
                     progress(fraction, desc=message)
             elif record.kind == "warning":
                 gr.Warning(record.value)
+            elif record.kind == "stores":
+                _put_stores(job.session, record.value)
             elif record.kind == "error":
                 message, title = record.value
                 raise gr.Error(message, title=title, print_exception=False)
@@ -238,4 +264,5 @@ def stream_job(job: Job, progress=None) -> Iterator:
 def make_job(work: Callable, *args, duration_s: int, **kwargs) -> Job:
     """A :class:`Job` of ``work`` for the visitor the running callback serves, with a fresh Stop slot."""
     session = session_of()
-    return Job(work, args, kwargs, int(duration_s), new_stop_slot(session), session)
+    stores = (visitors.HISTORIES.get(session), visitors.TABLES.get(session)) if session else None
+    return Job(work, args, kwargs, int(duration_s), new_stop_slot(session), session, stores=stores)

@@ -80,6 +80,15 @@ class HistoryStore:
                 break
             del self._by_session[oldest]
 
+    def put(self, session: str, value) -> None:
+        """Make ``value`` the session's history (or table), used now: what a GPU worker updated,
+        brought back (:func:`specviz.ui.gpu.stream_job`), or what the main process sent it."""
+        with self._lock:
+            self._by_session.pop(session, None)
+            self._by_session[session] = (value, time.monotonic())
+            while len(self._by_session) > self.max_sessions:
+                self._by_session.popitem(last=False)
+
     def drop(self, session: str) -> None:
         """Forget the session's history (the session ended, or the visitor asked)."""
         with self._lock:

@@ -340,8 +340,13 @@ def test_on_a_space_the_public_models_are_placed_on_cuda_as_the_pin_will_ask(mon
     monkeypatch.setattr(gpu_work, "on_zero_gpu", lambda: True)
     monkeypatch.setattr(settings, "public_server", lambda: server)
     monkeypatch.setattr(settings, "public_allowed", lambda: settings.public_models(cuda=True))
+    from specviz import models
+
+    limits = []
+    monkeypatch.setattr(models, "set_cache_limits", lambda max_models=None, **_: limits.append(max_models))
     calls = []
     placed = gpu_work.place_at_import(load=lambda name, device, dtype: calls.append((name, device, dtype)))
+    assert limits in ([], [len(placed)]) and max(limits + [models.cache_info()["max_models"]]) >= len(placed)
     hub = {p["target"] for p in settings.PRESETS.values()} | {p["draft_model"] for p in settings.PRESETS.values()}
     assert set(placed) == hub - {""} and len(placed) == len(set(placed))
     from specviz.ui.fields import request_from

@@ -107,7 +107,8 @@ def place_at_import(load=None) -> list[str]:
 
     Returns:
         The names loaded, in order ([] off a Space). A model that fails to load is logged and
-        skipped: its run will say why when a visitor asks for it.
+        skipped: its run will say why when a visitor asks for it. The model cache's count limit
+        is raised to hold them all (six with today's presets; the byte budget still applies).
     """
     if not on_zero_gpu():
         return []
@@ -116,14 +117,14 @@ def place_at_import(load=None) -> list[str]:
     load = load or models.load_model
     server = settings.public_server()
     dtype = server.dtypes[0] if server.dtypes else "auto"
+    names = list(dict.fromkeys(name for pair in public_pairs() for name in pair if name))
+    if models.cache_info()["max_models"] < len(names):  # keep every placed model: none evicts another
+        models.set_cache_limits(max_models=len(names))
     loaded: list[str] = []
-    for target, draft in public_pairs():
-        for name in (target, draft):
-            if not name or name in loaded:
-                continue
-            try:
-                load(name, device="cuda", dtype=dtype)
-                loaded.append(name)
-            except Exception as err:  # a model that cannot load now is refused with a sentence later
-                logger.warning("not placed at import: %s (%s)", name, err, exc_info=True)
+    for name in names:
+        try:
+            load(name, device="cuda", dtype=dtype)
+            loaded.append(name)
+        except Exception as err:  # a model that cannot load now is refused with a sentence later
+            logger.warning("not placed at import: %s (%s)", name, err, exc_info=True)
     return loaded

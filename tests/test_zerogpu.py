@@ -420,3 +420,24 @@ def test_a_draft_steps_layers_are_read_before_anything_loads():
     assert gpu_budget.step_layers("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct") == (28, 24)
     # α = 0 worst case: every pass one token, K draft steps and one verify pass.
     assert gpu_budget.run_seconds(10, 4, 30, 0, False) == pytest.approx((10 + 8) * 30 * gpu_budget.LAYER_STEP_S)
+
+
+def session_seen(ctx):
+    """Yields the session :func:`specviz.ui.visitors.session_of` sees at each step."""
+    from specviz.ui.visitors import session_of
+
+    for _ in range(3):
+        yield session_of()
+
+
+def test_each_step_of_a_job_sees_its_visitor_even_from_a_fresh_context():
+    """Gradio may advance a generator from a new copy of its context at every step: the job's
+    session is set around each step, and nothing leaks into the caller's context."""
+    import contextvars
+
+    from specviz.ui.visitors import session_of
+
+    job = gpu.Job(session_seen, (), {}, 10, gpu.new_stop_slot(), "visitor-b")
+    steps = gpu.stream_job(job)
+    seen = [contextvars.copy_context().run(next, steps) for _ in range(3)]
+    assert seen == ["visitor-b"] * 3 and session_of() is None

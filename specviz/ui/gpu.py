@@ -210,10 +210,19 @@ def run_job(job: Job) -> Iterator[Record]:
     """Run ``job`` (on the GPU on a Space): its work's outputs and messages as :class:`Record` s,
     a ``gr.Error`` it raises as a last ``error`` record."""
     ctx = JobContext(job)
-    token = JOB_SESSION.set(job.session)
     _put_stores(job.session, job.stores)
+    work = job.work(ctx, *job.args, **job.kwargs)
     try:
-        for outputs in job.work(ctx, *job.args, **job.kwargs):
+        while True:
+            # The session is set around each step, not across yields: gradio may advance a
+            # generator from a fresh copy of its context each time.
+            token = JOB_SESSION.set(job.session)
+            try:
+                outputs = next(work)
+            except StopIteration:
+                break
+            finally:
+                JOB_SESSION.reset(token)
             yield from ctx.flush()
             yield Record("outputs", outputs)
         yield from ctx.flush()
@@ -223,7 +232,7 @@ def run_job(job: Job) -> Iterator[Record]:
         yield from _stores_record(job)
         yield Record("error", (str(err.message), err.title))
     finally:
-        JOB_SESSION.reset(token)
+        work.close()
 
 
 def _put_stores(session: str | None, stores) -> None:

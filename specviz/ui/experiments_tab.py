@@ -38,7 +38,7 @@ def _results(rows: list[dict], parameter: str) -> tuple:
 
 
 @spread(SHARED)
-def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis, progress=gr.Progress(), *,
+def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis=None, progress=gr.Progress(), *,
                  public: bool | None = None):
     """Stream an experiment: (status, table, α chart, tokens/pass chart, speedup chart, CSV file,
     last_analysis, trend).

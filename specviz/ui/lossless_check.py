@@ -11,6 +11,7 @@ import gradio as gr
 
 from ..drafters import drafter_kind, real_draft_phrase
 from ..request import to_int
+from ..sampling import RULES
 from ..trace import TokenPieces, token_label
 from . import gpu, gpu_budget, gpu_work, settings
 from .draw import charts
@@ -36,7 +37,8 @@ def lossless_markdown(report, seconds: float, temperature: float, control: str, 
     wall time; ``device``: the target's (the notes suggest only drafters that run there)."""
     text = (
         f"**{report.n} draws each** in {seconds:.1f} s at temperature "
-        f"{temperature:g}, draft: {as_text(report.draft_label)} "
+        f"{temperature:g}, verification rule **{as_text(report.rule)}**"
+        f"{' (a lossy control)' if not RULES[report.rule].lossless else ''}, draft: {as_text(report.draft_label)} "
         f"(its token was accepted in {report.acceptance_rate:.0%} of draws"
         f"{'; control case: every draft token accepted' if control == 'accept_all' else ''}).\n\n"
         f"| | total-variation distance to p_target | chi-square p-value |\n|---|---|---|\n"
@@ -65,7 +67,7 @@ def settings_changed(shown):
 
 
 @spread(SHARED)
-def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, public: bool | None = None):
+def run_lossless(values, n_draws=4000, control=False, progress=gr.Progress(), *, public: bool | None = None):
     """The "Is it lossless?" panel: first-token histograms, speculative vs direct, against p_target.
 
     ``temperature`` is the check's own (the page sends its "Check's temperature", default 1);
@@ -99,7 +101,8 @@ def check(prepared, n_draws: int, control: str, started: float, max_run_s: float
     def experiment(n):
         with user_errors(hint=functools.partial(_no_first_draft_hint, device=target.device)):
             return first_token_experiment(target.model, drafter, prompt_ids, request.sampling, n=n,
-                                          seed=request.seed, vocab_size=drafter.vocab_size, control=control)
+                                          seed=request.seed, vocab_size=drafter.vocab_size, control=control,
+                                          rule=request.rule)
 
     asked, n_draws = n_draws, _draws_in_time(experiment, n_draws, started, max_run_s)
     progress(0.5, desc=f"Drawing {n_draws} first tokens each way…")

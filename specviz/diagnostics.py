@@ -66,6 +66,7 @@ from .trace import Round
 __all__ = [
     "CALIBRATION_BINS",
     "CLIFF_RATIO",
+    "DIAGNOSTICS_HEADERS",
     "RULES",
     "TOP_TOKENS_KEPT",
     "CalibrationBin",
@@ -79,7 +80,9 @@ __all__ = [
     "accepted_length_histogram",
     "block_reach",
     "calibration",
+    "describe",
     "diagnose",
+    "diagnostics_row",
     "engine_k",
     "find_cliff",
     "format_range",
@@ -703,3 +706,58 @@ def diagnose(rounds: list[Round], k: int, c: float | None = None, v: float | Non
         engine_k=engine_k(positions, c, v),
         rules=rules_on_passes(rounds, k),
     )
+
+
+# --------------------------------------------------------------------------- in words
+#: What :func:`describe` names each figure, in order (the bench's column headers).
+DIAGNOSTICS_HEADERS = (
+    "zero-accept share (drafting passes that kept no draft)",
+    "acceptance by position, full / conditional (kept ÷ drafting passes / kept ÷ tested)",
+    "accepted drafts per pass, 0..K (passes; bonus not counted, vLLM's units)",
+    "expected tokens per pass by rule, on these passes: full · one-hot · exact-match · block",
+    "an engine would pick (vLLM Adaptive K: max E_acc(K)/(K·c + v))",
+    "cliff",
+)
+
+
+def _share(x) -> str:
+    return "—" if x is None else f"{x:.1%}"
+
+
+def _rate(x) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def describe(d: dict) -> list[tuple[str, str]]:
+    """``(name, value)`` rows of :meth:`RunDiagnostics.to_dict`'s data, names
+    :data:`DIAGNOSTICS_HEADERS`: what the app's summary, ``run``'s text and the bench's report write."""
+    positions = " · ".join(f"{i}: {_rate(p['full'])} / {_rate(p['conditional'])}"
+                           for i, p in enumerate(d["acceptance_by_position"], start=1) if p["tested"])
+    histogram = " · ".join(f"{j}: {n}" for j, n in enumerate(d["accepted_length_histogram"]))
+    rules = d["expected_tokens_per_pass"]
+    if rules is None:
+        by_rule = "— (needs a chain run recorded with its distributions)"
+    else:
+        on = d["rules_on_passes"]
+        by_rule = " · ".join(f"{name} {format_range(tuple(rules[name]))}" for name in RULES)
+        by_rule += (f" (measured {on['measured_tokens_per_pass']:.2f}; full rule on these very drafts "
+                    f"{format_range(tuple(rules['full-these-drafts']))}; {on['passes']} passes")
+        skipped = [f"{on['skipped_tree']} tree passes" if on["skipped_tree"] else "",
+                   f"{on['skipped_unrecorded']} without distributions" if on["skipped_unrecorded"] else ""]
+        by_rule += (", left out: " + ", ".join(s for s in skipped if s) if any(skipped) else "") + ")"
+    e = d["engine_k"]
+    if e is None:
+        engine = "— (needs c and v: a plain baseline)"
+    else:
+        learner = e["learner_goodput"]
+        engine = (f"K = {e['k']} (goodput {e['goodput']:.2f} tokens per plain-step cost, c = {e['c']:.3f}, "
+                  f"v = {e['v']:.2f}); this run's K = {e['learner_k']}"
+                  + (f" ({learner:.2f})" if learner is not None else " (beyond the measured positions)"))
+    cliff = d["cliff"]["sentence"] if d["cliff"] else "none: no sharp fall of conditional acceptance"
+    values = (_share(d["zero_accept_share"]), positions or "—", histogram or "—", by_rule, engine, cliff)
+    return list(zip(DIAGNOSTICS_HEADERS, values))
+
+
+def diagnostics_row(d: dict) -> list[str]:
+    """The values of :func:`describe`, in :data:`DIAGNOSTICS_HEADERS` order (a bench table row)."""
+    return [value for _, value in describe(d)]

@@ -303,6 +303,10 @@ def format_text(result: dict, color: bool) -> str:
         parts.append(f"c {result['cost_ratio_c']:.3f}")
     parts.append(f"finish: {result['finish_reason']}")
     summary = " · ".join(parts + result.get("notes", []))
+    if result.get("proposed"):
+        from .diagnostics import describe
+
+        summary += "".join(f"\n   {name}: {value}" for name, value in describe(result))
     if color:
         legend = " ".join(f"{ANSI[k]}{k}{RESET}" for k in ("accepted", "resampled", "bonus")) + " plain"
         summary = f"{summary}\n{legend}"

@@ -316,7 +316,8 @@ def engine_k(alphas, c: float | None, v: float | None) -> EngineK | None:
     (:attr:`specviz.analysis.RunAnalysis.verify_cost_v`), and goodput(0) = 1 (plain decoding, one
     token a step): K = 0 is picked when no K beats it, as vLLM's does. Ties go to the smaller K.
     vLLM smooths α_j with an EMA and holds K for a cooldown; on a finished run the whole run's α_j
-    stand in for the EMA. K runs over the positions measured (α_j known), so at most the run's K.
+    stand in for the EMA. K runs over the positions measured (α_j known; a position after one
+    that kept nothing is never tested, and reaching it has probability 0), so at most the run's K.
 
     Args:
         alphas: conditional acceptance per position (floats, or :class:`PositionRates`), position 1
@@ -331,9 +332,9 @@ def engine_k(alphas, c: float | None, v: float | None) -> EngineK | None:
     rates = []
     for a in alphas:
         a = a if a is None or isinstance(a, (int, float)) else a.conditional
-        if a is None:
+        if a is None and not (rates and rates[-1] == 0.0):
             break
-        rates.append(float(a))
+        rates.append(float(a or 0.0))  # past a position that kept nothing, nothing is ever reached
     goodputs, reach, e_acc = [1.0], 1.0, 1.0
     for i, a in enumerate(rates, start=1):
         reach *= a
@@ -550,8 +551,20 @@ def _token_rule_pass(positions: list[_Position], figure: str) -> tuple[list[Rang
     return accept, reach
 
 
+#: The attribute a round keeps its rule figures in once computed: a round never changes after it
+#: is recorded, and the live view recomputes the run's figures several times a second.
+_CACHE = "_specviz_rule_figures"
+
+
 def _pass_figures(r: Round) -> dict[str, tuple[list[Range | None], list[Range]]]:
-    """Every rule's (acceptance, reach) ranges on one recorded chain pass."""
+    """Every rule's (acceptance, reach) ranges on one recorded chain pass (computed once a round)."""
+    cached = r.__dict__.get(_CACHE)
+    if cached is None:
+        cached = r.__dict__[_CACHE] = _compute_pass_figures(r)
+    return cached
+
+
+def _compute_pass_figures(r: Round) -> dict[str, tuple[list[Range | None], list[Range]]]:
     positions = [_Position(t) for t in r.drafted]
     out = {name: _token_rule_pass(positions, figure) for name, figure in
            (("full", "overlap"), ("one-hot", "target_of_argmax"), ("exact-match", "target_of_argmax"),

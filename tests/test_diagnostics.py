@@ -14,7 +14,16 @@ from fractions import Fraction
 import pytest
 
 from specviz import diagnostics as dg
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round, trace_from_dict
+from specviz.trace import (
+    ACCEPTED,
+    BONUS,
+    PLAIN,
+    RESAMPLED,
+    DraftedToken,
+    EmittedToken,
+    Round,
+    trace_from_dict,
+)
 
 
 def chain(index: int, n_drafted: int, n_accepted: int, p_draft: float = 0.5, p_target: float = 0.4,
@@ -104,7 +113,7 @@ def test_the_engine_k_maximises_vllm_goodput():
 # --------------------------------------------------------------------------- rules on recorded passes
 def _point(token_id: int, p_draft: dict, p_target: dict) -> DraftedToken:
     """A drafted token with its whole (short) distributions as its top lists."""
-    top = lambda dist: [[i, "", p] for i, p in sorted(dist.items(), key=lambda kv: -kv[1]) if p > 0]  # noqa: E731
+    top = lambda dist: [[i, "", p] for i, p in sorted(dist.items(), key=lambda kv: -kv[1]) if p > 0]
     return DraftedToken(id=token_id, text="", p_draft=p_draft[token_id], p_target=p_target[token_id],
                         accept_prob=0.0, uniform=0.0, accepted=False, tested=True, top_draft=top(p_draft),
                         top_target=top(p_target))

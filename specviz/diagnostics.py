@@ -325,7 +325,7 @@ def engine_k(alphas, c: float | None, v: float | None) -> EngineK | None:
         c, v: the measured cost ratio and verify cost (None: no plain baseline, so no answer).
 
     Returns:
-        An :class:`EngineK`, or None without c, v or any α.
+        An :class:`EngineK`, or None without c, v or any measured α.
     """
     if c is None or not v:
         return None
@@ -335,6 +335,8 @@ def engine_k(alphas, c: float | None, v: float | None) -> EngineK | None:
         if a is None and not (rates and rates[-1] == 0.0):
             break
         rates.append(float(a or 0.0))  # past a position that kept nothing, nothing is ever reached
+    if not rates:
+        return None
     goodputs, reach, e_acc = [1.0], 1.0, 1.0
     for i, a in enumerate(rates, start=1):
         reach *= a
@@ -753,7 +755,9 @@ def describe(d: dict) -> list[tuple[str, str]]:
     else:
         on = d["rules_on_passes"]
         by_rule = " · ".join(f"{name} {format_range(tuple(rules[name]))}" for name in RULES)
-        by_rule += (f" (measured {on['measured_tokens_per_pass']:.2f}; full rule on these very drafts "
+        by_rule += (f" (measured {on['measured_tokens_per_pass']:.2f}; one-hot and exact match keep an argmax "
+                    "draft equally often, p_target(argmax), and differ only in what they sample after a rejection; "
+                    f"full rule on these very drafts "
                     f"{format_range(tuple(rules['full-these-drafts']))}; {on['passes']} passes")
         skipped = [f"{on['skipped_tree']} tree passes" if on["skipped_tree"] else "",
                    f"{on['skipped_unrecorded']} without distributions" if on["skipped_unrecorded"] else ""]

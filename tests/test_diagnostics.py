@@ -107,7 +107,7 @@ def test_the_engine_k_maximises_vllm_goodput():
     assert dg.engine_k([1.0] * 10, 0.05, 1.0).k == 10  # vLLM's test: perfect acceptance picks the most
     assert dg.engine_k([0.01] * 10, 0.05, 1.0).k == 0  # ... and none picks K = 0 (plain decoding)
     assert dg.engine_k([0.8, 0.0, None, None], 0.1, 1.0).goodputs[3] == pytest.approx(1.8 / 1.3)
-    assert dg.engine_k([0.8], None, 1.0) is None
+    assert dg.engine_k([0.8], None, 1.0) is None and dg.engine_k([None], 0.1, 1.0) is None
 
 
 # --------------------------------------------------------------------------- rules on recorded passes

@@ -288,7 +288,8 @@ def test_the_run_view_shows_the_rules_and_both_acceptances(tiny_run):
     assert "accepted ÷ all drafting passes (full)" in names
     assert list(view.rules.data[0].x) == list(dg.RULES)
     assert sum(view.lengths.data[0].y) == dg.rules_on_passes(cut, 4).drafting_passes
-    assert "four rules" in view.rules.layout.title.text and "kept none" in view.lengths.layout.title.text
+    assert "four rules" in view.rules.layout.title.text and "whiskers" in view.rules.layout.title.text
+    assert "kept none" in view.lengths.layout.title.text
     assert "expected tokens per pass by rule" in view.summary
     for figure in view.figures():
         go.Figure(json.loads(figure.to_json()))  # valid with plotly's validation on

@@ -62,7 +62,7 @@ def rules_figure(d: RunDiagnostics | None) -> go.Figure:
                           "the top-10 tokens a trace keeps leave open), over " f"{on.passes} passes<extra></extra>"),
     }]
     layout["yaxis"]["rangemode"] = "tozero"
-    layout["title"]["text"] = f"{title} (over {on.passes} recorded passes; bars: the range the top-10 tokens leave open)"
+    layout["title"]["text"] = f"Same {on.passes} passes, four rules: tokens per pass (whiskers: top-10 range)"
     _hline(layout, on.measured_tokens_per_pass, THEORY_COLOR,
            f"this run, measured: {on.measured_tokens_per_pass:.2f}", dash="dash", right=True)
     return _build(data, layout)

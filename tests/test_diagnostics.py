@@ -12,6 +12,8 @@ import random
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specviz import diagnostics as dg
 from specviz.trace import (
@@ -293,3 +295,39 @@ def test_the_run_view_shows_the_rules_and_both_acceptances(tiny_run):
     assert "expected tokens per pass by rule" in view.summary
     for figure in view.figures():
         go.Figure(json.loads(figure.to_json()))  # valid with plotly's validation on
+
+
+def _top10(dist: list[float]) -> list:
+    ranked = sorted(((p, i) for i, p in enumerate(dist) if p > 0), reverse=True)[: dg.TOP_TOKENS_KEPT]
+    return [[i, "", p] for p, i in ranked]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 40), st.floats(0.2, 6.0), st.floats(0.0, 1.0))
+def test_each_position_figure_lies_in_its_bounds(seed, vocab, peak, weight):
+    """Random p_draft and p_target (vocabulary 2..40, from flat to peaked), the drafted token drawn
+    from p_draft, both cut to their top 10: every exact figure lies in its (low, high)."""
+    rng = random.Random(seed)
+
+    def dist():
+        w = [rng.random() ** peak for _ in range(vocab)]
+        return [x / sum(w) for x in w]
+
+    p_draft, p_target = dist(), dist()
+    x = rng.choices(range(vocab), weights=p_draft)[0]
+    token = DraftedToken(id=x, text="", p_draft=p_draft[x], p_target=p_target[x], accept_prob=0.0, uniform=0.0,
+                         accepted=False, tested=True, top_draft=_top10(p_draft), top_target=_top10(p_target))
+    position = dg._Position(token)
+    argmax = max(range(vocab), key=lambda i: (p_draft[i], -i))
+    exact = {
+        "overlap": sum(min(a, b) for a, b in zip(p_target, p_draft)),
+        "target_of_argmax": p_target[token.top_draft[0][0]],
+        "dot": sum(a * b for a, b in zip(p_target, p_draft)),
+    }
+    for name, value in exact.items():
+        low, high = getattr(position, name)()
+        assert low - 1e-9 <= value <= high + 1e-9, (name, low, value, high)
+    low, high = position.block_mass(weight)
+    value = sum(max(weight * a - b, 0.0) for a, b in zip(p_target, p_draft))
+    assert low - 1e-9 <= value <= high + 1e-9
+    assert p_draft[argmax] == pytest.approx(token.top_draft[0][2])

@@ -64,6 +64,7 @@ from pathlib import Path
 import torch
 
 from .analysis import PlainBaseline, analyse
+from .diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
 from .drafters import clear_recycle_table, clear_suffix_history
 from .runner import make_generation, warm_up
 
@@ -393,10 +394,12 @@ def spec_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict
     ours, hf, raw = (OURS_SPEC, temperature, k), (HF_SPEC, temperature, k), (OURS_SPEC_RAW, temperature, k)
     plain, hf_plain = (OURS_PLAIN, temperature, None), (HF_PLAIN, temperature, None)
     cpu = {key: m.tokens_per_s(key, cpu=True) for key in (ours, hf, raw, plain)}
+    analysis = spec_analysis(m, temperature, k)
     return {
         "temperature": temperature,
         "k": k,
-        **spec_analysis(m, temperature, k).scalars(),
+        **analysis.scalars(),
+        "diagnostics": diagnose(m.rounds(ours), k, analysis.cost_ratio_c, analysis.verify_cost_v).to_dict(),
         "ours_tokens_per_s": m.tokens_per_s(ours),
         "transformers_tokens_per_s": m.tokens_per_s(hf),
         "ratio_vs_transformers": _ratio(m.tokens_per_s(ours), m.tokens_per_s(hf)),
@@ -428,6 +431,7 @@ def tree_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict
         "temperature": temperature,
         "k": k,
         **analysis.scalars(),
+        "diagnostics": diagnose(m.rounds(tree), k, analysis.cost_ratio_c, analysis.verify_cost_v).to_dict(),
         "nodes_per_pass": analysis.proposed_per_pass,
         "ours_tokens_per_s": m.tokens_per_s(tree),
         "chain_tokens_per_s": m.tokens_per_s(chain),
@@ -617,6 +621,12 @@ def format_report(result: dict) -> str:
               f"{_f(r['same_greedy_text_as_plain'], '{:.0%}')}, {_f(r.get('same_greedy_text_as_chain'), '{:.0%}')}"]
              for r in result["tree"]],
         )]
+    rows = [r for r in result["spec"] + result.get("tree", []) if r.get("diagnostics")]
+    if rows:
+        out += ["", ("Diagnostics (drafting passes; the rules replayed on the recorded passes, [low, high] where "
+                     "the top-10 tokens a trace keeps leave a figure open)"), "",
+                _table(["T", "K", *DIAGNOSTICS_HEADERS],
+                       [[_f(r["temperature"], "{:g}"), str(r["k"]), *diagnostics_row(r["diagnostics"])] for r in rows])]
     if result["spec"]:
         out += ["", _table(
             ["prompt", "kind", "T", "K", "ours speedup", "ours tree speedup", "tree/chain", "assisted speedup"],

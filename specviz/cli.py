@@ -256,13 +256,21 @@ def run_once(args: argparse.Namespace) -> dict:
 
 def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) -> dict:
     """The ``run --json`` object: the tokens, then every figure of the run's analysis
-    (:meth:`specviz.analysis.RunAnalysis.scalars`, names as there), then the settings."""
+    (:meth:`specviz.analysis.RunAnalysis.scalars`, names as there), its diagnostics
+    (:meth:`specviz.diagnostics.RunDiagnostics.to_dict`: full and conditional acceptance by
+    position, the zero-accept share, the accepted-length histogram, the cliff, calibration, the K an
+    engine would pick and the expected tokens per pass under each verification rule), then the
+    settings."""
+    from .diagnostics import diagnose
+
+    diagnostics = diagnose(spec.rounds, analysis.k, analysis.cost_ratio_c, analysis.verify_cost_v)
     return {
         "text": target.decode(spec.token_ids),
         "tokens": [{"id": t.id, "text": t.text, "kind": t.kind} for t in spec.tokens],
         "finish_reason": spec.finish_reason,
         **analysis.scalars(),
         "per_position": [vars(p) for p in analysis.per_position],
+        **diagnostics.to_dict(),
         "prompt_tokens": prompt_tokens,
         "target": target.name,
         "draft": request.draft,
@@ -299,6 +307,10 @@ def format_text(result: dict, color: bool) -> str:
         parts.append(f"c {result['cost_ratio_c']:.3f}")
     parts.append(f"finish: {result['finish_reason']}")
     summary = " · ".join(parts + result.get("notes", []))
+    if result.get("proposed"):
+        from .diagnostics import describe
+
+        summary += "".join(f"\n   {name}: {value}" for name, value in describe(result))
     if color:
         legend = " ".join(f"{ANSI[k]}{k}{RESET}" for k in ("accepted", "resampled", "bonus")) + " plain"
         summary = f"{summary}\n{legend}"

@@ -136,6 +136,12 @@ def test_run_json_reports_a_consistent_run(tiny):
     assert n_accepted == out["accepted"]
     assert out["tokens_per_pass"] == pytest.approx(len(out["tokens"]) / out["target_passes"], abs=1e-3)
     assert out["speedup"] > 0 and out["plain_tokens_per_s"] > 0 and out["cost_ratio_c"] >= 0
+    # The diagnostics: each rule's expected tokens per pass as [low, high], the zero-accept share,
+    # full and conditional acceptance by position.
+    assert set(out["expected_tokens_per_pass"]) >= {"full", "one-hot", "exact-match", "block"}
+    assert all(lo <= hi for lo, hi in out["expected_tokens_per_pass"].values())
+    assert out["zero_accept_share"] is None or 0 <= out["zero_accept_share"] <= 1
+    assert all({"full", "conditional"} <= set(p) for p in out["acceptance_by_position"])
 
 
 @pytest.mark.parametrize("draft", ["ngram", "model"])
@@ -255,6 +261,7 @@ def test_bench_smoke(tiny, tmp_path, draft):
         assert isinstance(result[key], float), key
     assert len(result["spec"]) == 4 and len(result["plain"]) == 2
     assert "ours/assisted" in done.stdout
+    assert "Diagnostics" in done.stdout and all("diagnostics" in row for row in result["spec"])
     assert plot.stat().st_size > 0
 
 

@@ -1,5 +1,5 @@
 """The Run tab: model pair, drafter, prompt and sampling settings; the token stream, summary and
-inspector; the five charts; replay, export and saved traces; the "Is it lossless?" check; and
+inspector; the five charts and the three of the run's diagnostics; replay, export and saved traces; the "Is it lossless?" check; and
 their events. The callbacks live in :mod:`.run_stream`, :mod:`.replay` and :mod:`.lossless_check`."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from ..drafters import DRAFTER_KINDS, for_device
 from ..sampling import RULES
 from . import settings
 from .context import PageContext
-
-from .draw import charts, race
+from .draw import charts, diagnostic_charts, race
 from .draw.run_views import wrap_output
 from .fields import NAMES, SHARED, spec_fields
 from .lossless_check import run_lossless, settings_changed
@@ -223,6 +222,13 @@ def _charts_and_replay(c) -> None:
                                   show_label=False, elem_id="sv-positions")
         c.time_plot = gr.Plot(charts.time_split_figure(None), label="Time per round", show_label=False,
                               elem_id="sv-time")
+    with gr.Row():
+        c.rules_plot = gr.Plot(diagnostic_charts.rules_figure(None), label="Same passes, four rules",
+                               show_label=False, elem_id="sv-rules")
+        c.lengths_plot = gr.Plot(diagnostic_charts.accepted_length_figure(None), label="Accepted drafts per pass",
+                                 show_label=False, elem_id="sv-lengths")
+        c.calibration_plot = gr.Plot(diagnostic_charts.calibration_figure(None), label="Calibration",
+                                     show_label=False, elem_id="sv-calibration")
     c.race_plot = gr.Plot(race.race_figure(race.race_lanes([], None)), label="Race", show_label=False,
                           elem_id="sv-race")
     with gr.Row():
@@ -321,7 +327,8 @@ def _outputs_by_name(c, baselines, run_state):
     """The Run tab's output components by the names of :data:`specviz.ui.state.RUN_OUTPUTS`: a
     function from a tuple of names to the event's outputs list."""
     by_name = {**RunView(tokens=c.tokens_html, summary=c.summary, alpha=c.alpha_plot, tokens_per_pass=c.tpp_plot,
-                         speedup=c.speedup_plot, positions=c.position_plot, time=c.time_plot)._asdict(),
+                         speedup=c.speedup_plot, positions=c.position_plot, time=c.time_plot,
+                         rules=c.rules_plot, lengths=c.lengths_plot, calibration=c.calibration_plot)._asdict(),
                "baselines": baselines, "state": run_state, "slider": c.replay_slider}
     return lambda names: [by_name[name] for name in names]
 

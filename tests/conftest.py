@@ -46,3 +46,56 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def shared_app_url(tmp_path_factory):
+    """`python app.py` (README's command) in a subprocess, on a free loopback port; yields its URL.
+
+    Session-scoped: the browser modules (tests/test_browser*.py, through ``app_url``) share one
+    server, as visitors share a deployed app; each module opens its own browser, so its own
+    sessions. A server start costs an interpreter, the imports and the model load (tens of seconds
+    on a busy 2-core machine), which every module used to pay again.
+    """
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    port = _free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+    log_path = tmp_path_factory.mktemp("app") / "app.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "app.py"], cwd=Path(__file__).resolve().parents[1], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 240  # a first start converts the offline model
+    try:
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"app.py exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"app.py did not start listening:\n{log_path.read_text()[-3000:]}")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()

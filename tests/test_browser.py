@@ -9,15 +9,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -28,41 +23,11 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    """`python app.py` in a subprocess, on a free loopback port; yields its URL."""
-    port = _free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
-    log_path = tmp_path_factory.mktemp("app") / "app.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 240  # a first start converts the offline model
-    try:
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"app.py exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail(f"app.py did not start listening:\n{log_path.read_text()[-3000:]}")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+def app_url(shared_app_url):
+    """The app's URL: one `python app.py` for every browser module of the session
+    (``shared_app_url`` in tests/conftest.py), so each module pays for a browser, not a server start."""
+    return shared_app_url
 
 
 @pytest.fixture(scope="module")

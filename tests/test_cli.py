@@ -384,12 +384,20 @@ def test_app_cli_sweep_and_prepare_run_build_the_same_prompt_on_smollm2(chat, mo
 
 
 # --------------------------------------------------------------------------- the real model
+@pytest.fixture(scope="module")
+def smollm2_typo_plain():
+    """Plain greedy decoding of TYPO_PROMPT on SmolLM2, float32, 48 tokens, with the chat template:
+    the reference of both equality tests below (the same settings as their ``common``), run once."""
+    return run_json("--target", "smollm2-135m-instruct", "--temperature", "0", "--max-new-tokens", "48",
+                    "--dtype", "float32", "--chat", "--prompt", TYPO_PROMPT, "--draft", "none", "--no-baseline")
+
+
 @pytest.mark.skipif(not _smollm2_prepared(), reason="run `python -m specviz prepare smollm2-135m-instruct` first")
-def test_smollm2_greedy_prompt_lookup_equals_plain_in_float32():
+def test_smollm2_greedy_prompt_lookup_equals_plain_in_float32(smollm2_typo_plain):
     common = ("--target", "smollm2-135m-instruct", "--temperature", "0", "--max-new-tokens", "48",
               "--dtype", "float32", "--chat", "--prompt", TYPO_PROMPT)
     spec = run_json(*common, "--draft", "ngram", in_subprocess=True)  # the entry point a user runs
-    plain = run_json(*common, "--draft", "none", "--no-baseline")
+    plain = smollm2_typo_plain
     assert spec["text"] == plain["text"]
     assert spec["proposed"] > 0 and 0 <= spec["alpha"] <= 1
     assert spec["tokens_per_pass"] > 1.0
@@ -397,13 +405,13 @@ def test_smollm2_greedy_prompt_lookup_equals_plain_in_float32():
 
 
 @pytest.mark.skipif(not _smollm2_prepared(), reason="run `python -m specviz prepare smollm2-135m-instruct` first")
-def test_smollm2_greedy_tree_prompt_lookup_equals_plain_in_float32():
+def test_smollm2_greedy_tree_prompt_lookup_equals_plain_in_float32(smollm2_typo_plain):
     """Tree speculation (up to 4 matches per round, K = 4) on the real model: the greedy text is
     plain greedy decoding's, and the trees pay off in tokens per pass on a copy-heavy prompt."""
     common = ("--target", "smollm2-135m-instruct", "--temperature", "0", "--max-new-tokens", "48",
               "--dtype", "float32", "--chat", "--prompt", TYPO_PROMPT)
     tree = run_json(*common, "--draft", "ngram", "--branches", "4", "--no-baseline")
-    plain = run_json(*common, "--draft", "none", "--no-baseline")
+    plain = smollm2_typo_plain
     assert tree["text"] == plain["text"]
     assert tree["tokens_per_pass"] > 1.0 and tree["proposed_per_pass"] > 0
 

@@ -196,6 +196,16 @@ def _add_train_parser(sub) -> None:
                        help="AdamW's betas; EAGLE-3: 0.9 0.95 (default: %(default)s)")
     train.add_argument("--grad-clip", type=float, default=d.grad_clip, dest="grad_clip",
                        help="clip the gradient norm to this (default: %(default)s, as EAGLE-3)")
+    train.add_argument("--warmup", type=int, default=d.warmup,
+                       help="steps of linear learning-rate warm-up before the cosine decay, at most a tenth of "
+                            "--steps (default: %(default)s)")
+    train.add_argument("--init", default="", metavar="HEAD_DIR",
+                       help="start from this head (its weights and vocabulary) instead of the target's last layer, "
+                            "e.g. to continue the shipped head; with --steps 0 only score it on the held-out set")
+    train.add_argument("--val-fraction", type=float, default=d.val_fraction, dest="val_fraction",
+                       help="share of the teacher answers held out for validation (default: %(default)s)")
+    train.add_argument("--max-len", type=int, default=d.max_len, dest="max_len",
+                       help="longest training sequence in tokens; longer ones are cut (default: %(default)s)")
     train.add_argument("--seed", type=int, default=0, help="default: %(default)s")
     train.add_argument("--resume", action="store_true", help="continue from DIR's checkpoint and cached data")
     train.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
@@ -389,7 +399,7 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
     _check_threads(args)
     names = ("target", "out", "tokens", "steps", "rollout", "batch", "lr", "vocab", "max_new_tokens", "gen_batch",
              "checkpoint_every", "seed", "resume", "dtype", "data", "head_dtype", "device", "mask_outside_vocab",
-             "depth_decay", "tv_weight", "grad_clip")
+             "depth_decay", "tv_weight", "grad_clip", "warmup", "init", "val_fraction", "max_len")
     summary = train(TrainConfig(betas=tuple(args.betas), **{name: getattr(args, name) for name in names}))
     print(format_summary(summary))
     print(f"head written to {args.out}; use it with --draft eagle:{args.out}")

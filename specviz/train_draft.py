@@ -119,6 +119,14 @@ class TrainConfig:
             position's cross-entropy (LK losses; 0 = off).
         betas: AdamW's (β1, β2) (EAGLE-3: 0.9, 0.95).
         grad_clip: the gradient norm is clipped to this (> 0).
+        warmup: steps of the learning rate's linear warm-up (:func:`lr_factor`; at most a tenth of
+            ``steps``).
+        init: a head directory (:func:`~specviz.drafters.eagle.load_head`) to start from instead of
+            the target's last layer: its weights and its vocabulary (the data's frequent ids are
+            then unused). Continues a head whose training stopped early (the learning curve in
+            BENCHMARKS.md: the shipped head's validation was still rising at 2,000 steps); with
+            ``steps = 0`` it only scores that head on this data's held-out set. With ``resume``,
+            a checkpoint in ``out`` wins over it.
     """
 
     target: str
@@ -147,13 +155,19 @@ class TrainConfig:
     tv_weight: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float = 0.5
+    warmup: int = 50
+    init: str = ""
 
     def check(self) -> None:
         """Raises ValueError for out-of-range settings, and for a ``data`` file that is not
         teacher data for this target (its header read, no tensor; :func:`load_teacher_data`)."""
-        for name in ("tokens", "steps", "rollout", "batch", "max_new_tokens", "gen_batch", "checkpoint_every"):
-            if getattr(self, name) < 1:
+        for name in ("tokens", "steps", "rollout", "batch", "max_new_tokens", "gen_batch", "checkpoint_every", "max_len"):
+            if getattr(self, name) < (0 if name == "steps" and self.init else 1):
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.warmup < 0:
+            raise ValueError(f"--warmup must be >= 0, got {self.warmup}")
+        if self.init and not Path(self.init).expanduser().is_dir():
+            raise ValueError(f"--init {self.init}: no such head directory (one written by train-draft)")
         if self.vocab < 0 or not 0 < self.val_fraction < 1 or self.lr <= 0 or self.temperature <= 0:
             raise ValueError("need --vocab >= 0, 0 < val_fraction < 1, lr > 0 and temperature > 0")
         for name in ("dtype", "head_dtype"):
@@ -638,7 +652,10 @@ def _split(sequences: list[tuple[list[int], int]], cfg: TrainConfig) -> tuple[li
 def _start(cfg: TrainConfig, loaded, data: dict, out: Path, state: dict | None = None):
     """The head, its optimiser and the first step: from ``out``'s checkpoint when ``state`` (its
     :func:`load_state`) is given, its head and optimiser checked against each other."""
-    head = EagleHead(loaded.model, data["frequent_ids"].to(loaded.device))
+    if cfg.init:  # load_head checks it against the target; float32 weights for training, as a checkpoint's
+        head = load_head(cfg.init, loaded.model).float()
+    else:
+        head = EagleHead(loaded.model, data["frequent_ids"].to(loaded.device))
     optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
     checkpoint, step, history = out / CHECKPOINT_DIR, 0, []
     if state is not None:
@@ -670,12 +687,12 @@ def _load_optimizer(optimizer, state: dict) -> None:
 
 def lr_factor(step: int, steps: int, warmup: int = 50) -> float:
     """The learning rate's multiplier at optimiser step ``step`` (0-based) of ``steps``: a linear
-    warm-up over ``warmup`` steps, then a cosine decay to 0.1 (the schedule of most LM training
-    recipes, e.g. EAGLE's and HASS's). A pure function of the step, so a resumed run continues the
+    warm-up over ``warmup`` steps (at most a tenth of ``steps``; 0: none), then a cosine decay to
+    0.1 (the schedule of most LM training recipes, e.g. EAGLE's and HASS's). A pure function of the step, so a resumed run continues the
     same schedule."""
     import math
 
-    warmup = min(warmup, max(steps // 10, 1))
+    warmup = min(warmup, max(steps // 10, 1)) if warmup else 0
     if step < warmup:
         return (step + 1) / warmup
     progress = min((step - warmup) / max(steps - warmup, 1), 1.0)
@@ -731,7 +748,7 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
             loss, figures = rollout_loss(head, batch, cfg.rollout, cfg.feature_weight, tv_weight=cfg.tv_weight,
                                          mask_outside_vocab=cfg.mask_outside_vocab, depth_decay=cfg.depth_decay)
         for group in optimizer.param_groups:
-            group["lr"] = cfg.lr * lr_factor(step, cfg.steps)
+            group["lr"] = cfg.lr * lr_factor(step, cfg.steps, cfg.warmup)
             group["betas"] = tuple(cfg.betas)  # read by AdamW at every step, so a resumed run may change them
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -751,7 +768,7 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
     save_head(head, out, meta, dtype=getattr(torch, cfg.head_dtype))
     summary = {"config": asdict(cfg), "sequences": len(train_ids), "validation_sequences": len(val_ids),
                "answer_tokens": sum(len(data["sequences"][i][0]) - data["sequences"][i][1] for i in train_ids),
-               "vocabulary": int(data["frequent_ids"].numel()), "validation": validation, "history": history,
+               "vocabulary": int(head.frequent_ids.numel()), "validation": validation, "history": history,
                "seconds": round(time.perf_counter() - t0, 1)}
     (out / LOG_FILE).write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return summary

@@ -11,9 +11,15 @@ from helpers import bpe_tokenizer, tiny_llama
 
 from specviz import drafters
 from specviz.drafters import PromptLookupDrafter
-from specviz.drafttree import LastLayerFeatures
 from specviz.drafters.combined import LookupThenEagle
-from specviz.drafters.eagle import EagleDrafter, EagleHead, load_head, save_head, shipped_head_dir
+from specviz.drafters.eagle import (
+    EagleDrafter,
+    EagleHead,
+    load_head,
+    save_head,
+    shipped_head_dir,
+)
+from specviz.drafttree import LastLayerFeatures
 from specviz.engine import Generation
 from specviz.models import LoadedModel
 from specviz.sampling import SamplingConfig
@@ -125,9 +131,17 @@ def test_lookup_then_eagle_copies_where_it_can_and_keeps_greedy_text(target, bra
     drafter = Recording(EagleDrafter(agreeing_head(target), VOCAB), PromptLookupDrafter(VOCAB, min_ngram=3))
     gen = Generation(target, prompt, drafter, k=3, sampling=GREEDY, max_new_tokens=40, branches=branches).run()
     assert gen.token_ids == plain.token_ids
-    assert drafter.turns[0] == "lookup" and "head" in drafter.turns, drafter.turns
-    for turn, round_ in zip(drafter.turns, gen.rounds):  # lookup drafts point masses, the head does not
-        assert all(node.p_draft == 1.0 for node in round_.drafted) or turn == "head"
+    assert drafter.turns[0] == ("lookup" if branches == 1 else "both") and "head" in drafter.turns, drafter.turns
+    for turn, round_ in zip(drafter.turns, gen.rounds):  # at T = 0 every node is a point mass
+        assert all(node.p_draft == 1.0 for node in round_.drafted), turn
+    if branches > 1:  # the first tree holds lookup's copy and the head's branches beside it
+        first = gen.rounds[0].drafted
+        assert [node.id for node in first[:3]] == [8, 9, 10] and len(first) > 3, first
+    # As a chain, or with fill_trees off, a round comes from one of the two.
+    single = Recording(EagleDrafter(agreeing_head(target), VOCAB), PromptLookupDrafter(VOCAB, min_ngram=3),
+                       fill_trees=False)
+    again = Generation(target, prompt, single, k=3, sampling=GREEDY, max_new_tokens=40, branches=branches).run()
+    assert again.token_ids == plain.token_ids and "both" not in single.turns
     assert drafters.parse_drafter_spec("Lookup+EAGLE:/tmp/h") == "lookup+eagle:/tmp/h"
 
 
@@ -409,3 +423,32 @@ def test_train_draft_command_line_and_public_mode():
     # A head directory is read from the server's disk: public mode allows only the presets' drafters.
     with pytest.raises(RequestError, match="not allowed"):
         check_public_models("t", "eagle:/tmp/h", ["t"], [])
+
+
+def test_a_run_can_start_from_a_head_and_score_it_without_training(tiny_loaded, tmp_path):
+    """``init``: a head directory's weights and vocabulary are the starting point (with 0 steps the
+    written head is that head, scored on this data's held-out set); its vocabulary wins over the
+    data's; warm-up 0 starts at the peak learning rate."""
+    from specviz.train_draft import lr_factor
+
+    first = TrainConfig(target="tiny", out=str(tmp_path / "a"), tokens=400, steps=3, rollout=2, batch=4, vocab=60,
+                        max_new_tokens=24, gen_batch=16, max_len=48, checkpoint_every=100, device="cpu")
+    trained = train(first, tiny_loaded)
+    data = str(tmp_path / "a" / "teacher_data.safetensors")
+    scored = train(TrainConfig(**{**first.__dict__, "out": str(tmp_path / "b"), "steps": 0, "data": data,
+                                  "init": str(tmp_path / "a"), "vocab": 40}), tiny_loaded)
+    assert scored["history"] == [] and scored["validation"] == trained["validation"]
+    original, copy = load_head(tmp_path / "a", tiny_loaded.model), load_head(tmp_path / "b", tiny_loaded.model)
+    assert all(torch.equal(a, b) for a, b in zip(original.state_dict().values(), copy.state_dict().values()))
+    more = train(TrainConfig(**{**first.__dict__, "out": str(tmp_path / "c"), "steps": 2, "data": data,
+                                "init": str(tmp_path / "a"), "warmup": 0}), tiny_loaded)
+    assert len(more["history"]) == 2 and more["vocabulary"] == trained["vocabulary"]
+    assert lr_factor(0, 100, warmup=0) == pytest.approx(1.0) and lr_factor(0, 100) < 0.2
+    for bad in ({"init": str(tmp_path / "nowhere")}, {"warmup": -1}, {"steps": 0}):
+        with pytest.raises(ValueError):
+            TrainConfig(target="t", out="/tmp/h", **bad).check()
+    from specviz.cli import build_parser
+
+    args = build_parser().parse_args(["train-draft", "--out", "/tmp/h", "--init", "/tmp/a", "--warmup", "0",
+                                      "--val-fraction", "0.1", "--max-len", "256"])
+    assert (args.init, args.warmup, args.val_fraction, args.max_len) == ("/tmp/a", 0, 0.1, 256)

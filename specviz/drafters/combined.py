@@ -3,8 +3,8 @@
 :class:`LookupThen` pairs the copy machine for copy-heavy text (:mod:`specviz.drafters.lookup`)
 with a drafter for free text: Token Recycling (:mod:`specviz.drafters.recycle`, the registry's
 ``lookup+recycle``) or the EAGLE head (:mod:`specviz.drafters.eagle`, ``lookup+eagle``, through
-:class:`LookupThenEagle`). A chain comes from one of the two; a tree may take branches from both
-(:func:`merge_trees`). Each node is verified against the distribution it was drawn from, so the
+:class:`LookupThenEagle`). A chain comes from one of the two; a tree takes branches from both
+(:func:`merge_trees`): the copy's, then the other drafter's in the room left. Each node is verified against the distribution it was drawn from, so the
 output stays exactly the target's.
 """
 
@@ -148,20 +148,28 @@ class LookupThen:
 
 
 class LookupThenEagle(LookupThen):
-    """:class:`LookupThen` with the learned head (:class:`EagleDrafter`) behind prompt lookup; a
-    tree comes from one of the two, as a chain does (the head costs a pass per depth, which a
-    round the lookup fills should not pay).
+    """:class:`LookupThen` with the learned head (:class:`EagleDrafter`) behind prompt lookup.
+
+    A chain comes from one of the two. A tree (B > 1) with ``fill_trees`` takes branches from
+    both: lookup's copy first, then the head's EAGLE-2 tree in the nodes the copy left (its own
+    budget fixed by the copy's size before the head draws anything, so no node's presence depends
+    on a random draw; at T > 0 the head's nodes are sampled and never merged, at T = 0 they are
+    point masses and shared prefixes merge, :func:`merge_trees`). A round whose copy fills the
+    whole budget, like every chain the lookup drafts, costs no head pass; one the head fills costs
+    up to K head passes (c ≈ 0.08 of a target pass each for the shipped head).
 
     The head reads the target's features every round, whoever drafted, so its context is whole
-    when its turn comes; a round the lookup drafts costs no head pass.
+    when its turn comes.
 
     Args:
         head: the :class:`EagleDrafter`.
         lookup: a :class:`~specviz.drafters.lookup.PromptLookupDrafter` (``min_ngram=3`` in the
             registry's ``lookup+eagle``).
+        fill_trees: let the head fill a tree the lookup started (False: a tree comes from one of
+            them, like a chain).
     """
 
-    def __init__(self, head: EagleDrafter, lookup) -> None:
-        super().__init__(head, lookup, fill_trees=False, label="head")
+    def __init__(self, head: EagleDrafter, lookup, fill_trees: bool = True) -> None:
+        super().__init__(head, lookup, fill_trees=fill_trees, label="head")
         self.head = head
         self.name = f"prompt lookup, else the {head.name}"

@@ -231,7 +231,8 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
     DrafterKind("lookup+eagle", "Prompt lookup, else the learned head",
                 "Copies from the context where a trigram of it repeats (prompt lookup), and lets the learned "
                 "head (EAGLE) draft everywhere else: the copy machine for copy-heavy text, the head for free "
-                "text. Exactly lossless: each round is tested against the distribution of whichever drafted it.",
+                "text; a tree takes branches from both. Exactly lossless: each node is tested against the "
+                "distribution it was drawn from.",
                 "lookup+eagle[:DIR] (prompt lookup, else the learned head: the shipped one, or a head directory)",
                 _build_lookup_eagle, needs_model=True, pattern=r"lookup\+eagle(?::(.+))?"),
     DrafterKind("recycle", "Token Recycling (the target's own top-k next tokens)",

@@ -186,5 +186,6 @@ class RunState:
                        alpha=charts.alpha_figure(rounds),
                        tokens_per_pass=charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
                        speedup=charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup,
-                                                     NO_TRACE_BASELINE if never else charts.WAITING_TEXT),
+                                                     NO_TRACE_BASELINE if never else charts.WAITING_TEXT,
+                                                     doubt=a.speedup_doubt),
                        positions=charts.per_position_figure(a), time=charts.time_split_figure(a))

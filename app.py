@@ -17,6 +17,13 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
+from specviz.threads import configure_threads
+
+# Before any model loads, here rather than under __main__: a Space imports this module. Leaving a
+# core to the browser and everything else keeps a busy small CPU fast and steady
+# (specviz/threads.py; SPECVIZ_THREADS overrides it).
+THREADS, THREADS_SOURCE = configure_threads()
+
 from specviz import models  # noqa: E402
 from specviz.ui.page import build_page  # noqa: E402
 from specviz.ui.settings import DEFAULT_PRESET, PRESETS, PUBLIC, QUEUE_SIZE, max_upload_bytes  # noqa: E402
@@ -42,6 +49,7 @@ if __name__ == "__main__":
     fixed_mmap_threshold()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("specviz.app").info("torch threads: %d (%s)", THREADS, THREADS_SOURCE)
     # First start only: convert the default offline model once, logging its progress (later
     # starts find it cached).
     models.prepare_offline(PRESETS[DEFAULT_PRESET]["target"])

@@ -14,6 +14,7 @@ import gradio as gr
 from ..analysis import RunAnalysis, baseline_still_valid
 from ..request import RunRequest
 from ..runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
+from ..threads import busy_note
 from . import settings, visitors
 from .draw.escape import as_text
 from .draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
@@ -168,6 +169,7 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                 analysis = state.analysis()
                 if done or over:
                     state.finished = True
+                    state.busy_note = state.busy_note or busy_note() or ""
                     baselines = drop_if_contradicted(state, baselines)
                     log_run(request, state.label, analysis, run.finish_reason or "time-limit")
                 status = _status(run, request, state.label, done, over, max_run_s)
@@ -236,6 +238,7 @@ def _warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool):
     """:func:`run_demo` once the pair is loaded: warm up, the baseline, then the stream."""
     request, target, drafter, label = prepared.request, prepared.target, prepared.drafter, prepared.label
     state = RunState.new(request, target, drafter, label)
+    state.busy_note = busy_note() or ""  # and again at the end: a load that came during the run counts too
     panel = TokenPanel(state)
     yield _run_update(waiting_view(panel.html, f"Warming up {as_text(label)}…", request.k), baselines, state)
     with user_errors():

@@ -102,7 +102,8 @@ class RunState:
     ``meta`` the saved trace's fields other than the rounds; ``notes`` the engine's notes;
     ``max_new_tokens`` the run's token limit; ``finished`` whether it has ended (done, stopped or
     loaded); ``remeasure`` whether its baseline was dropped from the visitor's cache
-    (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace. ``label`` is the pair
+    (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace; ``busy_note`` what
+    :func:`specviz.threads.busy_note` said when it ran ("" for a quiet machine). ``label`` is the pair
     in words, text from outside (a trace's fields, a model's name): views escape it.
     """
 
@@ -121,6 +122,7 @@ class RunState:
     finished: bool = False
     remeasure: bool = False
     loaded: bool = False
+    busy_note: str = ""
 
     @classmethod
     def new(cls, request, target, drafter, label: str) -> RunState:
@@ -177,7 +179,8 @@ class RunState:
         with it); ``analysis``: :meth:`analysis` of the same rounds, if already computed."""
         rounds = self.rounds[:upto]
         a = analysis if analysis is not None else self.analysis(upto)
-        notes = self.notes + health_notes(a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
+        notes = self.notes + ([self.busy_note] if self.busy_note else []) + health_notes(
+            a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
         if self.remeasure and upto is None:
             notes.append(REMEASURE_NOTE)
         never = self.loaded and self.baseline is None  # a saved trace without one: no baseline is coming

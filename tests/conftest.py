@@ -46,3 +46,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def fresh_shared_baselines():
+    """Each test starts with an empty server-wide baseline store (specviz.ui.run_stream), so a
+    test that expects plain decoding to be timed is not handed another test's measurement."""
+    import sys
+
+    module = sys.modules.get("specviz.ui.run_stream")
+    if module is not None:
+        module.SHARED_BASELINES.clear()
+    yield

@@ -122,8 +122,9 @@ def build(ctx: PageContext) -> None:
                      api_name=False, concurrency_id="playground", concurrency_limit=None, show_progress="hidden")
     inputs = [parameter, values, tokens] + ctx.run_inputs(SHARED) + [ctx.last_analysis]
     trend = gr.State(None)  # the finished sweep's AlphaTrend.direction
-    event = start.click(functools.partial(run_sweep_ui, public=ctx.public), inputs,
-                        [status, table, *plots, csv_file, ctx.last_analysis, trend], api_name="sweep",
+    event = visitors.generation_click(start.click, functools.partial(run_sweep_ui, public=ctx.public), inputs,
+                                      [status, table, *plots, csv_file, ctx.last_analysis, trend], ctx.public,
+                                      api_name="sweep",
                         concurrency_id="generation", concurrency_limit=1, preprocess=False)
     stop.click(None, cancels=[event])
     event.then(prediction_verdict, [status, parameter, guess, trend], status, api_name=False,

@@ -9,7 +9,7 @@ import time
 import gradio as gr
 
 from ..drafters import DRAFTER_KINDS
-from . import settings
+from . import settings, visitors
 from .context import PageContext
 from .draw.escape import as_text
 from .draw.tab_views import side_by_side_html
@@ -80,8 +80,9 @@ def build(ctx: PageContext) -> None:
         stop = gr.Button("Stop", variant="stop")
     status = gr.Markdown(elem_id="sv-sbs-status")
     out = gr.HTML(elem_id="sv-sbs-out")
-    event = start.click(functools.partial(run_side_by_side, public=ctx.public),
-                        [chosen, tokens] + ctx.run_inputs(SHARED), [out, status], api_name="side_by_side",
+    event = visitors.generation_click(start.click, functools.partial(run_side_by_side, public=ctx.public),
+                                      [chosen, tokens] + ctx.run_inputs(SHARED), [out, status], ctx.public,
+                                      api_name="side_by_side",
                         concurrency_id="generation", concurrency_limit=1, preprocess=False)
     stop.click(None, cancels=[event])
     ctx.inputs["device"].change(on_device_change, ctx.inputs["device"], chosen, api_name=False,

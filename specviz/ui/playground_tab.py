@@ -194,13 +194,20 @@ def build(ctx: PageContext) -> None:
     # Model-free: its own queue with no limit, so it never waits behind a generation.
     shared = dict(concurrency_id="playground", concurrency_limit=None, preprocess=False)
     # One listener for every control, "always_last": a drag fires many changes, and separate listeners
-    # running at once could answer out of order and leave a stale figure on screen.
-    gr.on([control.change for control in inputs], playground_update, inputs,
-          [figures_api, map_plot, mc_text, mc_plot], api_name="playground", show_progress="hidden",
-          trigger_mode="always_last", **shared
+    # running at once could answer out of order and leave a stale figure on screen. It listens to
+    # the visitor's own input only: an update that sets several sliders at once (a classroom link,
+    # "Load α, c, v") fired it while only some had their new values, and its answer, computed
+    # from a mix of new and old values, landed last (issue 26: the map said c = 0.050 under a
+    # c = 0.2 link). Those updates redraw the panels themselves, once every slider is set.
+    outputs = [figures_api, map_plot, mc_text, mc_plot]
+    gr.on([control.input for control in inputs], playground_update, inputs, outputs, api_name="playground",
+          show_progress="hidden", trigger_mode="always_last", **shared
           ).then(shown_figures, [alpha, k, c, v, revealed], figures, api_name=False, show_progress="hidden", **shared)
     load_btn.click(analysis_for_playground, ctx.last_analysis, [alpha, k, c, v, load_note],
-                   api_name="playground_load_run", **shared)
+                   api_name="playground_load_run", **shared
+                   ).success(playground_update, inputs, outputs, api_name=False, show_progress="hidden", **shared
+                             ).then(shown_figures, [alpha, k, c, v, revealed], figures, api_name=False,
+                                    show_progress="hidden", **shared)
 
 
 def _sliders() -> tuple:

@@ -20,6 +20,7 @@ What it showed is in BENCHMARKS.md ("Threads on a busy CPU"); the app's default 
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import subprocess
 import sys
@@ -74,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--hogs", type=int, default=1, help="busy-loop processes of the competing load")
     parser.add_argument("--max-hog-s", type=float, default=600.0, help="each busy loop ends by itself after this")
+    parser.add_argument("--threads", type=int, nargs="+", default=None,
+                        help="thread counts to measure (default: 1, 2 and cores − 1)")
     args = parser.parse_args(argv)
+    # A terminated benchmark still stops its busy loops (the with-block's exit runs on SystemExit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tokens = args.tokens or (32 if args.quick else 64)
     repeats = args.repeats or (3 if args.quick else 5)
     cores = cpu_cores()
@@ -87,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     print("threads | load | spec tokens/s median (min–max) | plain tokens/s | speedup min–max | spec median "
           "÷ unloaded")
     unloaded = {}
-    for threads in thread_counts(cores):
+    for threads in args.threads or thread_counts(cores):
         torch.set_num_threads(threads)
         for hogs in (0, args.hogs):
             with Load(hogs, args.max_hog_s):

@@ -34,7 +34,9 @@ def test_the_setting_comes_from_the_cli_then_the_env_then_omp_then_the_default(k
 
 
 def test_the_app_sets_it_before_any_model_loads():
-    text = open("app.py", encoding="utf-8").read()
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "app.py").read_text(encoding="utf-8")
     assert text.index("configure_threads()") < text.index("from specviz import models")
 
 

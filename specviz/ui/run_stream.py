@@ -212,6 +212,8 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                 if done or over:
                     state.finished = True
                     state.busy_note = state.busy_note or busy_note() or ""
+                    if state.busy_note:  # it travels with the trace: a loaded run says it too
+                        state.meta["busy_note"] = state.busy_note
                     baselines = drop_if_contradicted(state, baselines)
                     log_run(request, state.label, analysis, run.finish_reason or "time-limit")
                 status = _status(run, request, state.label, done, over, max_run_s)

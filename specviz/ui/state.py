@@ -156,7 +156,8 @@ class RunState:
                    baseline=PlainBaseline.from_dict(base) if base else None, lookup=_looks_up(settings.get("draft")),
                    low_precision_greedy=meta.get("dtype") in ("bfloat16", "float16")
                    and not settings.get("temperature"),
-                   meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True, loaded=True)
+                   meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True, loaded=True,
+                   busy_note=meta["busy_note"] if isinstance(meta.get("busy_note"), str) else "")
 
     def add(self, round_: Round, run) -> None:
         """Record a finished round of ``run`` (a Generation): the round, its HTML, the prefill and notes."""

@@ -14,9 +14,11 @@ from typing import NamedTuple
 import gradio as gr
 
 from ..analysis import PlainBaseline, RunAnalysis, analyse, health_notes, running_speedup
+from ..diagnostics import diagnose
 from ..drafters import drafter_kind
-from ..trace import Round, trace_from_dict
-from .draw import charts
+from ..sampling import RULES
+from ..trace import Round, trace_from_dict, trace_rule
+from .draw import charts, diagnostic_charts
 from .draw.run_views import NO_TRACE_BASELINE, render_round, summary_markdown, wrap_output
 
 #: The summary's sentence when a finished run's own timings contradict its plain baseline.
@@ -25,7 +27,8 @@ REMEASURE_NOTE = ("This run's own timings disagree with the plain baseline, or i
 
 
 class RunView(NamedTuple):
-    """The Run tab's outputs that show a run: token panel, summary and the five charts."""
+    """The Run tab's outputs that show a run: token panel, summary and the eight charts (the five of
+    the run, then its diagnostics: the rules on its passes, accepted lengths, calibration)."""
 
     tokens: object
     summary: object
@@ -34,9 +37,12 @@ class RunView(NamedTuple):
     speedup: object
     positions: object
     time: object
+    rules: object
+    lengths: object
+    calibration: object
 
     def figures(self) -> tuple:
-        """The five charts, in the page's order (what the export's charts page holds)."""
+        """The charts, in the page's order (what the export's charts page holds)."""
         return tuple(getattr(self, name) for name in FIGURES)
 
 
@@ -83,12 +89,23 @@ def waiting_view(tokens: str, status: str, k: int) -> RunView:
     """The view before the first round: an empty panel, a status line and empty charts at lookahead ``k``."""
     return RunView(tokens=tokens, summary=status, alpha=charts.alpha_figure([]),
                    tokens_per_pass=charts.tokens_per_pass_figure([], k, None), speedup=charts.speedup_figure([], None),
-                   positions=charts.per_position_figure(None), time=charts.time_split_figure(None))
+                   positions=charts.per_position_figure(None), time=charts.time_split_figure(None),
+                   rules=diagnostic_charts.rules_figure(None), lengths=diagnostic_charts.accepted_length_figure(None),
+                   calibration=diagnostic_charts.calibration_figure(None))
 
 
 def _looks_up(spec) -> bool:
     """Whether a saved trace's drafter spec is a lookup drafter (a spec that is not text: no)."""
     return isinstance(spec, str) and drafter_kind(spec).lookup
+
+
+def rule_note(rule: str) -> str:
+    """The summary's sentence on a run verified by a rule other than the full one."""
+    found = RULES[rule]
+    if not found.lossless:
+        return (f"Verified by the {rule} rule, a LOSSY control ({found.description}): its output is not "
+                "distributed as the target's, and its α is not comparable with an exact rule's.")
+    return f"Verified by the {rule} rule: {found.description}."
 
 
 @dataclass
@@ -102,8 +119,11 @@ class RunState:
     ``meta`` the saved trace's fields other than the rounds; ``notes`` the engine's notes;
     ``max_new_tokens`` the run's token limit; ``finished`` whether it has ended (done, stopped or
     loaded); ``remeasure`` whether its baseline was dropped from the visitor's cache
-    (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace; ``busy_note`` what
-    :func:`specviz.threads.busy_note` said when it ran ("" for a quiet machine). ``label`` is the pair
+    (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace; ``stop_slot`` the
+    GPU job's Stop flag (:func:`specviz.ui.gpu.request_stop`; −1: none); ``rule`` the
+    verification rule (:data:`specviz.sampling.RULES`; ``"full"`` for a trace older than rules);
+    ``busy_note`` what :func:`specviz.threads.busy_note` said when it ran ("" for a quiet
+    machine). ``label`` is the pair
     in words, text from outside (a trace's fields, a model's name): views escape it.
     """
 
@@ -122,6 +142,8 @@ class RunState:
     finished: bool = False
     remeasure: bool = False
     loaded: bool = False
+    stop_slot: int = -1
+    rule: str = "full"
     busy_note: str = ""
 
     @classmethod
@@ -132,7 +154,7 @@ class RunState:
         return cls(label=label, k=request.k if drafter is not None else 0, eos=sorted(target.eos_token_ids),
                    lookup=drafter_kind(request.draft).lookup,
                    low_precision_greedy=low_precision and request.sampling.greedy,
-                   max_new_tokens=request.max_new_tokens)
+                   max_new_tokens=request.max_new_tokens, rule=request.rule)
 
     @classmethod
     def from_trace(cls, data: dict) -> RunState:
@@ -157,6 +179,7 @@ class RunState:
                    low_precision_greedy=meta.get("dtype") in ("bfloat16", "float16")
                    and not settings.get("temperature"),
                    meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True, loaded=True,
+                   rule=trace_rule(meta),
                    busy_note=meta["busy_note"] if isinstance(meta.get("busy_note"), str) else "")
 
     def add(self, round_: Round, run) -> None:
@@ -174,22 +197,30 @@ class RunState:
 
     def view(self, upto: int | None, status: str, done: bool, generated_at: float | None = None,
              analysis: RunAnalysis | None = None) -> RunView:
-        """Tokens HTML, summary and the five charts after ``upto`` rounds (None: all).
+        """Tokens HTML, summary and the eight charts after ``upto`` rounds (None: all), the summary
+        and charts with the run's diagnostics (:func:`specviz.diagnostics.diagnose`).
 
         ``generated_at``: the server's time.time() of the newest token (the browser measures lag
         with it); ``analysis``: :meth:`analysis` of the same rounds, if already computed."""
         rounds = self.rounds[:upto]
         a = analysis if analysis is not None else self.analysis(upto)
+        d = diagnose(rounds, self.k, a.cost_ratio_c, a.verify_cost_v) if rounds else None
         notes = self.notes + ([self.busy_note] if self.busy_note else []) + health_notes(
             a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
         if self.remeasure and upto is None:
             notes.append(REMEASURE_NOTE)
+        if self.k and self.rule != "full":
+            notes.append(rule_note(self.rule))
         never = self.loaded and self.baseline is None  # a saved trace without one: no baseline is coming
         return RunView(tokens=wrap_output("".join(self.html[: len(rounds)]), done, generated_at),
-                       summary=summary_markdown(a, status, notes, NO_TRACE_BASELINE if never else "measuring…"),
+                       summary=summary_markdown(a, status, notes, NO_TRACE_BASELINE if never else "measuring…",
+                                                diagnostics=d),
                        alpha=charts.alpha_figure(rounds),
                        tokens_per_pass=charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
                        speedup=charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup,
                                                      NO_TRACE_BASELINE if never else charts.WAITING_TEXT,
                                                      doubt=a.speedup_doubt),
-                       positions=charts.per_position_figure(a), time=charts.time_split_figure(a))
+                       positions=charts.per_position_figure(a, d.positions if d else None),
+                       time=charts.time_split_figure(a), rules=diagnostic_charts.rules_figure(d),
+                       lengths=diagnostic_charts.accepted_length_figure(d),
+                       calibration=diagnostic_charts.calibration_figure(d))

@@ -90,8 +90,10 @@ def test_experiment_rows_with_an_inconsistent_baseline_say_so():
 def test_the_cli_writes_the_words_not_the_figure():
     from specviz.cli import format_text
 
+    from specviz.diagnostics import diagnose
+
     a = analyse(ROUNDS, 4, wall_s=1.0, baseline=BUSY)
-    result = {**a.scalars(), "tokens": [], "text": "", "finish_reason": "length", "notes": [], "draft": "ngram",
+    result = {**a.scalars(), **diagnose(ROUNDS, a.k, a.cost_ratio_c, a.verify_cost_v).to_dict(), "tokens": [], "text": "", "finish_reason": "length", "notes": [], "draft": "ngram",
               "target": "t", "device": "cpu", "dtype": "float32"}
     line = format_text(result, color=False)
     assert f"speedup {NOT_MEASURABLE}: the plain baseline" in line and f"{a.speedup:.2f}×" not in line

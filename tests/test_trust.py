@@ -89,7 +89,6 @@ def test_experiment_rows_with_an_inconsistent_baseline_say_so():
 
 def test_the_cli_writes_the_words_not_the_figure():
     from specviz.cli import format_text
-
     from specviz.diagnostics import diagnose
 
     a = analyse(ROUNDS, 4, wall_s=1.0, baseline=BUSY)

@@ -27,6 +27,13 @@ try:
 except ImportError:  # not on a Space: nothing to patch
     pass
 
+from specviz.threads import configure_threads
+
+# Before any model loads, here rather than under __main__: a Space imports this module. Leaving a
+# core to the browser and everything else keeps a busy small CPU fast and steady
+# (specviz/threads.py; SPECVIZ_THREADS overrides it).
+THREADS, THREADS_SOURCE = configure_threads()
+
 from specviz import models  # noqa: E402
 from specviz.ui.gpu_work import place_at_import  # noqa: E402
 from specviz.ui.page import build_page  # noqa: E402
@@ -54,6 +61,7 @@ if __name__ == "__main__":
     fixed_mmap_threshold()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("specviz.app").info("torch threads: %d (%s)", THREADS, THREADS_SOURCE)
     # First start only: convert the default offline model once, logging its progress (later
     # starts find it cached).
     models.prepare_offline(PRESETS[DEFAULT_PRESET]["target"])

@@ -71,6 +71,7 @@ from . import theory
 from .trace import KINDS, Round
 
 __all__ = [
+    "NOT_MEASURABLE",
     "PlainBaseline",
     "PositionAcceptance",
     "RoundTime",
@@ -85,6 +86,8 @@ __all__ = [
     "measured_speedup",
     "running_acceptance",
     "running_speedup",
+    "speedup_doubt",
+    "speedup_shown",
     "speedup_with_spread",
 ]
 
@@ -292,12 +295,18 @@ class RunAnalysis:
         """The measured speedup with its range, as every front-end writes it (:func:`format_speedup`)."""
         return None if self.speedup is None else format_speedup(self.speedup, self.speedup_low, self.speedup_high)
 
+    @property
+    def speedup_doubt(self) -> str | None:
+        """Why the measured speedup cannot be trusted, one sentence (:func:`speedup_doubt`), or None."""
+        return speedup_doubt(self)
+
     def to_dict(self) -> dict:
         """Plain JSON-ready data: every field and property (per-position and per-round lists too)."""
         out = asdict(self)
         out["speedup_vs_theoretical"] = self.speedup_vs_theoretical
         out["speedup_vs_theoretical_actual_drafts"] = self.speedup_vs_theoretical_actual_drafts
         out["speedup_text"] = self.speedup_text
+        out["speedup_doubt"] = self.speedup_doubt
         return out
 
     def scalars(self) -> dict:
@@ -681,7 +690,7 @@ def health_notes(a: RunAnalysis, lookup: bool = False, low_precision_greedy: boo
     if lookup and a.passes_without_draft is not None and a.passes_without_draft > 0.5:
         notes.append(f"Prompt lookup found no earlier match in {a.passes_without_draft:.0%} of passes: there is "
                      "little to copy in this text, so most passes are plain decoding steps.")
-    if a.speedup is not None and (a.speedup_high or a.speedup) < 1 and not notes:
+    if a.speedup is not None and not speedup_doubt(a) and (a.speedup_high or a.speedup) < 1 and not notes:
         notes.append(f"Slower than plain decoding ({format_speedup(a.speedup, a.speedup_low, a.speedup_high)}): the "
                      f"{a.tokens_per_pass:.2f} tokens per pass do not make up for a round costing "
                      f"{a.k * (a.cost_ratio_c or 0) + (a.verify_cost_v or 1):.2f} plain steps (K·c + v).")
@@ -765,17 +774,53 @@ def baseline_still_valid(baseline: PlainBaseline | None, rounds: list[Round]) ->
     return disagreement is None and baseline.scatter <= BASELINE_SCATTER
 
 
+#: How every front-end begins the words that stand where an untrusted speedup would be.
+NOT_MEASURABLE = "not measurable now"
+
+
+def speedup_doubt(a: RunAnalysis) -> str | None:
+    """Why ``a``'s measured speedup cannot be trusted, as one sentence, or None when it can (or
+    there is none). The one rule the page's summary and speedup chart, the Experiments rows, the
+    CLI and the bench follow: a doubted speedup is never shown as a figure, only these words
+    after :data:`NOT_MEASURABLE` (:func:`speedup_shown`).
+
+    The rule: a speedup is doubted when its plain baseline is contradicted by the run's own
+    timings (:func:`baseline_disagreement`: the baseline's plain step is more than
+    :data:`BASELINE_DISAGREES` × slower or faster than this run's own plain-shaped passes, or
+    slower than its median verify pass by as much: the baseline or the run was timed while the
+    machine was busy), or when the baseline's own samples scatter by more than
+    :data:`BASELINE_SCATTER` (slowest ÷ fastest: the machine's speed changed while it was timed).
+    Uneven verify passes alone are not a doubt: they widen the range, which the figure carries.
+    """
+    if a.plain_step_ms is None or a.speedup is None:
+        return None
+    verify_passes = sum(1 for t in a.time_split if t.verify_ms > 0) - a.own_plain_steps
+    disagreement = baseline_disagreement(a.plain_step_ms, a.own_plain_step_ms, a.own_plain_steps,
+                                         a.median_verify_ms, verify_passes)
+    if disagreement:
+        return disagreement
+    if a.plain_scatter and a.plain_scatter > BASELINE_SCATTER:
+        return (f"The {a.plain_samples} timings of plain decoding scatter widely (the slowest took "
+                f"{a.plain_scatter:.1f}× as long per token as the fastest): the machine's speed changed while they "
+                "ran. Run again when the machine is quiet.")
+    return None
+
+
+def speedup_shown(speedup: float | None, low: float | None, high: float | None, doubt: str | None) -> str | None:
+    """The measured speedup as every front-end writes it: :func:`format_speedup` when it is
+    trusted, ``"not measurable now: <why>"`` when :func:`speedup_doubt` (or a sweep's
+    cross-row check) doubts it, None without a speedup."""
+    if doubt:
+        return f"{NOT_MEASURABLE}: {doubt[0].lower()}{doubt[1:]}"
+    return None if speedup is None else format_speedup(speedup, low, high)
+
+
 def _baseline_notes(a: RunAnalysis) -> list[str]:
     if a.plain_step_ms is None or a.speedup is None:
         return []
-    verify_passes = sum(1 for t in a.time_split if t.verify_ms > 0) - a.own_plain_steps
-    notes = [baseline_disagreement(a.plain_step_ms, a.own_plain_step_ms, a.own_plain_steps, a.median_verify_ms,
-                                   verify_passes)]
-    if a.plain_scatter and a.plain_scatter > BASELINE_SCATTER:
-        notes.append(f"The {a.plain_samples} timings of plain decoding scatter widely (the slowest took "
-                     f"{a.plain_scatter:.1f}× as long per token as the fastest): the machine's speed changed while "
-                     f"they ran, so the speedup's range ({format_speedup(a.speedup, a.speedup_low, a.speedup_high)}) "
-                     "is wide. Run again when the machine is quiet.")
+    doubt = speedup_doubt(a)
+    # A doubted speedup is said once, in words, never with the figure's range.
+    notes = [doubt]
     if a.plain_tokens is not None and a.plain_tokens < a.emitted:
         notes.append(f"Plain decoding stopped at end-of-text after {a.plain_tokens} tokens; this run emitted "
                      f"{a.emitted}. The speedup compares time per token: plain decoding's speed over its "

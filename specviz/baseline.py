@@ -12,12 +12,16 @@ Nothing here imports torch: a sample is any object shaped like :class:`~specviz.
 
 from __future__ import annotations
 
+import hashlib
 import statistics
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Generator
 
 from .analysis import PlainBaseline
 
-__all__ = ["MIN_SHORT_TOKENS", "measure_baseline", "short_sample_tokens"]
+__all__ = ["MIN_SHORT_TOKENS", "STALE_AFTER_S", "BaselineStore", "measure_baseline", "short_sample_tokens"]
 
 #: The fewest tokens a later (shorter) sample covers: enough steps that one held-up step does not
 #: decide its per-token time.
@@ -129,3 +133,79 @@ def _baseline(measured: list) -> PlainBaseline | None:
     per_token = tuple(ms for ms, _ in kept)
     rate = 1e3 / (statistics.median(per_token) + first.prefill_ms / max(full_tokens, 1))
     return PlainBaseline(statistics.median(steps), rate, per_token, tuple(t for _, t in kept), first.prefill_ms)
+
+
+#: A stored baseline older than this (s) is stale: a machine's load changes over minutes (issue 26
+#: saw plain steps of 110–699 ms within one sitting), so an older one is timed again.
+STALE_AFTER_S = 600.0
+#: Most baselines a store keeps (the least recently measured go first).
+STORE_SIZE = 256
+
+
+class BaselineStore:
+    """Plain baselines measured on this machine, shared by every visitor of a server, by settings.
+
+    A baseline is timing, not text: it holds times per token and per step, nothing a visitor
+    typed. Its key (:func:`specviz.runner.baseline_key`: model, device, dtype, the prompt's token
+    ids, sampling, length, seed, cache) does depend on the prompt, so the store keeps only a
+    SHA-256 digest of the key: what one visitor wrote never sits in a structure another visitor's
+    run reads, and a second visitor with the same settings reuses the timing without paying for a
+    fresh one. Thread-safe (the server runs callbacks on several threads).
+
+    The staleness rule: a baseline is reused for :data:`STALE_AFTER_S` after it was measured, and
+    not after a run contradicted it (:meth:`drop`; :func:`specviz.analysis.baseline_still_valid`).
+
+    Args:
+        stale_after_s: the age (s) past which :meth:`get` no longer returns a baseline.
+        size: most entries kept.
+        clock: seconds, monotonic (tests pass their own).
+    """
+
+    def __init__(self, stale_after_s: float = STALE_AFTER_S, size: int = STORE_SIZE, clock=None) -> None:
+        self.stale_after_s, self.size = stale_after_s, size
+        self._clock = clock or time.monotonic
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, tuple[PlainBaseline, float]] = OrderedDict()
+
+    @staticmethod
+    def _digest(key: str) -> str:
+        return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+    def get(self, key: str) -> tuple[PlainBaseline, float] | None:
+        """(baseline, its age in s) for ``key`` when one is stored and not stale, else None."""
+        digest = self._digest(key)
+        with self._lock:
+            entry = self._entries.get(digest)
+            if entry is None:
+                return None
+            age = self._clock() - entry[1]
+            if age > self.stale_after_s:
+                del self._entries[digest]
+                return None
+            return entry[0], age
+
+    def put(self, key: str, baseline: PlainBaseline) -> None:
+        """Store ``baseline`` for ``key``, measured now."""
+        digest = self._digest(key)
+        with self._lock:
+            self._entries.pop(digest, None)
+            self._entries[digest] = (baseline, self._clock())
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def drop(self, baseline: PlainBaseline) -> bool:
+        """Forget every entry holding ``baseline`` (a run contradicted it); whether one was held."""
+        with self._lock:
+            gone = [d for d, (b, _) in self._entries.items() if b == baseline]
+            for d in gone:
+                del self._entries[d]
+        return bool(gone)
+
+    def clear(self) -> None:
+        """Forget every baseline."""
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)

@@ -63,7 +63,7 @@ from pathlib import Path
 
 import torch
 
-from .analysis import PlainBaseline, analyse
+from .analysis import NOT_MEASURABLE, PlainBaseline, analyse
 from .diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
 from .drafters import clear_recycle_table, clear_suffix_history
 from .runner import make_generation, warm_up
@@ -600,7 +600,8 @@ def format_report(result: dict) -> str:
               _f(r["transformers_tokens_per_s"], "{:.1f}"), _f(r["ratio_vs_transformers"]),
               _f(r["cpu_ratio_vs_transformers"]), _f(r["acceptance_rate"]), _f(r["alpha"]),
               f"{_f(r['tokens_per_pass'])} ({_f(r['predicted_tokens_per_pass'])})",
-              _f(r["cost_ratio_c"], "{:.3f}"), _f(r["verify_cost_v"]), _f(r["speedup"], "{:.2f}×"),
+              _f(r["cost_ratio_c"], "{:.3f}"), _f(r["verify_cost_v"]),
+              NOT_MEASURABLE if r.get("speedup_doubt") else _f(r["speedup"], "{:.2f}×"),
               _f(r["transformers_speedup"], "{:.2f}×"), _f(r["theoretical_speedup"], "{:.2f}×"),
               _f(r["speedup_vs_theoretical"]), _f(r["theoretical_speedup_actual_drafts"], "{:.2f}×"),
               _f(r["speedup_vs_theoretical_actual_drafts"]), _f(r["instrumentation_overhead"], "{:+.1%}"),
@@ -617,7 +618,7 @@ def format_report(result: dict) -> str:
             [[_f(r["temperature"], "{:g}"), str(r["k"]), _f(r["ours_tokens_per_s"], "{:.1f}"),
               _f(r["chain_tokens_per_s"], "{:.1f}"), _f(r["tree_ratio_vs_chain"]), _f(r["cpu_tree_ratio_vs_chain"]),
               _f(r["nodes_per_pass"]), _f(r["alpha"]), _f(r["tokens_per_pass"]), _f(r["verify_cost_v"]),
-              _f(r["speedup"], "{:.2f}×"), _f(r["ratio_vs_transformers"]),
+              NOT_MEASURABLE if r.get("speedup_doubt") else _f(r["speedup"], "{:.2f}×"), _f(r["ratio_vs_transformers"]),
               f"{_f(r['same_greedy_text_as_plain'], '{:.0%}')}, {_f(r.get('same_greedy_text_as_chain'), '{:.0%}')}"]
              for r in result["tree"]],
         )]

@@ -297,7 +297,7 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
 
 
 def format_text(result: dict, color: bool) -> str:
-    from .analysis import format_speedup
+    from .analysis import format_speedup, speedup_shown
 
     if color:
         body = "".join(f"{ANSI[t['kind']]}{t['text']}{RESET if ANSI[t['kind']] else ''}" for t in result["tokens"])
@@ -310,7 +310,9 @@ def format_text(result: dict, color: bool) -> str:
                      "proposed)")
     parts.append(f"{result['tokens_per_pass']:.2f} tokens/pass")
     parts.append(f"{result['tokens_per_s']:.1f} tokens/s")
-    if result["speedup"] is not None:
+    if result.get("speedup_doubt"):
+        parts.append("speedup " + speedup_shown(result["speedup"], None, None, result["speedup_doubt"]))
+    elif result["speedup"] is not None:
         spread = format_speedup(result["speedup"], result.get("speedup_low"), result.get("speedup_high"))
         parts.append(f"speedup {spread} over plain ({result['plain_tokens_per_s']:.1f} tokens/s)")
     if result["cost_ratio_c"] is not None:
@@ -355,7 +357,7 @@ def sweep_setting(args: argparse.Namespace) -> tuple[str, list]:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .request import RequestError
-    from .sweep import alpha_trend, sweep, sweep_requests, write_csv
+    from .sweep import alpha_trend, row_speedups, sweep, sweep_requests, write_csv
 
     parameter, values = sweep_setting(args)
     drafts = [args.draft] if isinstance(args.draft, str) else args.draft
@@ -384,11 +386,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.csv_path:
         Path(args.csv_path).write_text(write_csv(rows), encoding="utf-8")
     if args.json_path != "-":
-        for row in rows:
+        for row, shown in zip(rows, row_speedups(rows)):
             tree = f" (tree B={row['branches']}, N={row['tree_nodes'] or 'default'})" if row["branches"] > 1 else ""
             print(f"{parameter}={row[parameter]}{tree}: per-token α {_num(row['alpha'])}, tokens/pass "
                   f"{row['tokens_per_pass']:.2f} (theory {_num(row['predicted_tokens_per_pass'])}), speedup "
-                  f"{_num(row['speedup'])}× (theory {_num(row['theoretical_speedup'])}×)")
+                  f"{shown or '—'} (theory {_num(row['theoretical_speedup'])}×)")
         print(alpha_trend(rows, parameter).sentence)
     return 0
 

@@ -99,3 +99,15 @@ def shared_app_url(tmp_path_factory):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(autouse=True)
+def fresh_shared_baselines():
+    """Each test starts with an empty server-wide baseline store (specviz.ui.run_stream), so a
+    test that expects plain decoding to be timed is not handed another test's measurement."""
+    import sys
+
+    module = sys.modules.get("specviz.ui.run_stream")
+    if module is not None:
+        module.SHARED_BASELINES.clear()
+    yield

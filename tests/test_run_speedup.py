@@ -54,7 +54,7 @@ def test_five_runs_of_the_same_settings_show_overlapping_speedup_ranges():
         assert summary.startswith("**Done**"), summary
         if i == 0:
             # Warm-up first, then three timed plain runs, their progress on the page.
-            assert lines[0].startswith("Warming up")
+            assert lines[0].startswith("Preparing")
             assert any("sample 3 of 3" in line for line in lines), lines
             assert "the median of 3 timed plain runs" in summary
         ranges.append(_shown_range(summary))

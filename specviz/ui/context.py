@@ -31,6 +31,9 @@ class PageContext:
             (for a URL router).
         playground: the Playground's sliders by name (``alpha``, ``k``, ``c``, ``v``), filled by
             the Playground tab, set by classroom links (:mod:`specviz.ui.links`).
+        playground_panels: ``(panels_for, components)`` from the Playground tab:
+            ``panels_for(slider_values)`` returns every panel the sliders drive, by name, and
+            ``components`` holds those panels by the same names (a link sets them with the sliders).
     """
 
     public: bool
@@ -42,6 +45,7 @@ class PageContext:
     run_state: gr.State | None = None
     watch: tuple[Callable[..., tuple], list[gr.components.Component]] | None = None
     playground: dict[str, gr.components.Component] = field(default_factory=dict)
+    playground_panels: tuple[Callable[[dict], dict], dict[str, gr.components.Component]] | None = None
 
     def run_inputs(self, names: tuple[str, ...]) -> list[gr.components.Component]:
         """The Run tab's components of ``names``, in that order (a callback's inputs)."""

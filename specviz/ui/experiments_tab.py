@@ -128,8 +128,9 @@ def build(ctx: PageContext) -> None:
                      api_name=False, concurrency_id="playground", concurrency_limit=None, show_progress="hidden")
     inputs = [parameter, values, tokens] + ctx.run_inputs(SHARED) + [ctx.last_analysis]
     trend = gr.State(None)  # the finished sweep's AlphaTrend.direction
-    event = start.click(functools.partial(run_sweep_ui, public=ctx.public), inputs,
-                        [status, table, *plots, csv_file, ctx.last_analysis, trend], api_name="sweep",
+    event = visitors.generation_click(start.click, functools.partial(run_sweep_ui, public=ctx.public), inputs,
+                                      [status, table, *plots, csv_file, ctx.last_analysis, trend], ctx.public,
+                                      api_name="sweep",
                         concurrency_id="generation", concurrency_limit=1, preprocess=False)
     # Stop ends the page's side of the event and, through the job's flag, the GPU worker's.
     stop.click(gpu.stop_session, None, None, cancels=[event], api_name=False, concurrency_id="playground",

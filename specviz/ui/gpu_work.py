@@ -36,7 +36,13 @@ def run(ctx: JobContext, request, baselines: dict, public: bool):
     """The Run tab (/run): the pair loaded (:func:`specviz.ui.run_stream.load_and_encode`), warmed
     up, its baseline timed or reused, and the speculative run streamed
     (:func:`specviz.ui.run_stream.warm_and_stream`): :data:`specviz.ui.state.RUN_OUTPUTS` tuples."""
-    prepared = run_stream.load_and_encode(request, ctx, warn=ctx.warn)
+    # The status says what is happening from the first second: loading takes up to a minute on
+    # a small CPU the first time, and nothing else would show but Gradio's timer.
+    loading = f"Loading the models for {as_text(request.target)}"
+    prepared = yield from run_stream.while_working(
+        lambda: run_stream.load_and_encode(request, ctx, warn=ctx.warn),
+        lambda s: run_stream.loading_update(f"{loading} (only the first run with these models waits for this; up to "
+                                            f"a minute on a small CPU) · {s:.0f} s…", baselines))
     with prepared.in_use():  # no other load evicts the pair while it runs
         yield from run_stream.warm_and_stream(prepared, baselines, public, ctx)
 

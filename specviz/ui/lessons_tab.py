@@ -62,24 +62,49 @@ def lesson_settings(name: str, device) -> tuple[dict, str | None]:
     return ({**lesson, **spec_fields(spec)} if sentence else lesson), sentence
 
 
-def apply_lesson(name: str, device="auto"):
-    """Updates for the Run tab's controls, its lesson note, the runs since the lesson (0) and the
-    selected tab (the Run tab). ``device``: the Run tab's Device (``auto``: the server's): the
-    lesson's drafter is one that runs there, and its note says which stands in for which."""
+#: What a lesson sets, by name, in the order of :func:`apply_lesson`'s values: the Run tab's
+#: controls (:data:`LESSON_FIELDS`), its lesson note, the runs since the lesson and the selected
+#: tab. The Lessons buttons and a ``?lesson=`` link (:mod:`specviz.ui.links`) both list their
+#: outputs from these names, so neither can send one value too many.
+LESSON_TARGETS = (*LESSON_FIELDS, "lesson_note", "lesson_runs", "tabs")
+
+
+def lesson_values(name: str, device="auto") -> dict:
+    """Lesson ``name``'s updates by :data:`LESSON_TARGETS` name: the Run tab's controls, its lesson
+    note, the runs since the lesson (0) and the selected tab (the Run tab). ``device``: the Run
+    tab's Device (``auto``: the server's): the lesson's drafter is one that runs there, and its
+    note says which stands in for which.
+
+    Raises:
+        gr.Error: for an unknown lesson.
+    """
     if name not in LESSONS:
         raise refused(f"Unknown lesson {name!r}.")
     lesson, sentence = lesson_settings(name, settings.target_device(device))
     lesson = {"rule": "full", **lesson}  # a lesson about another thing runs under the rule it was written for
-    updates = [gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS]
     stand_in = f"*{sentence}* " if sentence else ""
-    note = gr.update(value=f"**Lesson: {name}.** {stand_in}{lesson_note(name)}", visible=True)
-    return (*updates, note, 0, gr.Tabs(selected="run"))
+    return {**{f: gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS},
+            "lesson_note": gr.update(value=f"**Lesson: {name}.** {stand_in}{lesson_note(name)}", visible=True),
+            "lesson_runs": 0, "tabs": gr.Tabs(selected="run")}
+
+
+def lesson_components(ctx: PageContext) -> dict:
+    """The components a lesson sets, by :data:`LESSON_TARGETS` name."""
+    return {**dict(zip(LESSON_FIELDS, ctx.run_inputs(LESSON_FIELDS), strict=True)), "lesson_note": ctx.lesson_note,
+            "lesson_runs": ctx.lesson_runs, "tabs": ctx.tabs}
+
+
+def apply_lesson(name: str, device="auto"):
+    """:func:`lesson_values` in :data:`LESSON_TARGETS` order (a Lessons button's outputs)."""
+    values = lesson_values(name, device)
+    return tuple(values[target] for target in LESSON_TARGETS)
 
 
 def build(ctx: PageContext) -> None:
     """One button per lesson beside its note."""
     gr.Markdown("### Lessons\nEach button sets up the **Run** tab for one scenario and says what to notice there.")
-    targets = ctx.run_inputs(LESSON_FIELDS) + [ctx.lesson_note, ctx.lesson_runs, ctx.tabs]
+    components = lesson_components(ctx)
+    targets = [components[target] for target in LESSON_TARGETS]
     for name in LESSONS:
         with gr.Row():
             button = gr.Button(name, scale=1, min_width=280)

@@ -7,57 +7,100 @@ import gradio as gr
 
 from .context import PageContext
 from .draw.escape import as_text
-from .lessons_tab import LESSON_FIELDS, LESSONS, apply_lesson
+from .lessons_tab import LESSON_TARGETS, LESSONS, lesson_components, lesson_values
 from .teach import link_query
 
 #: The lessons by the slug a link names them with.
 LESSON_SLUGS = {lesson["slug"]: name for name, lesson in LESSONS.items()}
 
 
-def _watch_updates(watch, link: link_query.Link, notes: list[str]) -> list:
-    """The Watch tab's updates for the link's trace (skips when it names none or cannot be opened)."""
-    if watch is None:
-        return []
-    open_fn, outputs = watch
-    skips = [gr.skip()] * len(outputs)
-    if link.trace is None:
-        return skips
+def link_targets(playground_names: tuple[str, ...], watch_outputs: int, panels: tuple[str, ...] = ()
+                 ) -> tuple[str, ...]:
+    """Every output a link may set, by name, in the order of the page load's outputs: the selected
+    tab, the link note, the Playground's sliders and every panel they drive (``panels``), what a lesson sets (its
+    :data:`~specviz.ui.lessons_tab.LESSON_TARGETS` but the tab, which the router selects itself)
+    and the Watch tab's outputs. :func:`route` and :func:`wire` both list theirs from here, so the
+    values and the outputs cannot disagree in number or order (issue 26: a lesson link sent 28
+    values for 27 outputs and the page load failed)."""
+    lesson = tuple(t for t in LESSON_TARGETS if t != "tabs")
+    return ("tabs", "note", *(f"playground.{n}" for n in playground_names), *(f"panel.{n}" for n in panels),
+            *lesson, *(f"watch.{i}" for i in range(watch_outputs)))
+
+
+def _watch_updates(watch, link: link_query.Link, notes: list[str]) -> dict:
+    """The Watch tab's updates for the link's trace, by ``watch.<i>`` (none when it names none or
+    cannot be opened)."""
+    if watch is None or link.trace is None:
+        return {}
+    open_fn = watch[0]
     try:
         updates = open_fn(*link.trace)
     except (gr.Error, ValueError, KeyError, IndexError):  # its message would quote the link's name
         notes.append(f"trace is not a bundled trace with a pass {link.trace[1]}: the trace link was ignored.")
-        return skips
-    return list(updates) if isinstance(updates, (tuple, list)) else [updates]
+        return {}
+    updates = list(updates) if isinstance(updates, (tuple, list)) else [updates]
+    return {f"watch.{i}": u for i, u in enumerate(updates)}
 
 
-def _lesson_updates(link: link_query.Link) -> list:
+def _lesson_updates(link: link_query.Link) -> dict:
     if link.lesson is None:
-        return [gr.skip()] * (len(LESSON_FIELDS) + 1)
-    return list(apply_lesson(LESSON_SLUGS[link.lesson]))[:-1]  # the router selects the tab itself
+        return {}
+    values = lesson_values(LESSON_SLUGS[link.lesson])
+    del values["tabs"]  # the router selects the tab itself
+    return values
 
 
-def route(params, watch, playground_names: tuple[str, ...]) -> list:
-    """The page's updates for query parameters ``params``: the selected tab, the link note, the
-    Playground's sliders (``playground_names`` in order), the lesson's Run-tab controls and note,
-    and the Watch tab's outputs (``watch``: ``ctx.watch`` or None). Never raises: bad values are
-    skipped and the note says so."""
+def route(params, watch, playground_names: tuple[str, ...], panels=None) -> list:
+    """The page's updates for query parameters ``params``, one per :func:`link_targets` name (a
+    ``gr.skip()`` for what the link leaves alone): the selected tab, the link note, the
+    Playground's sliders (``playground_names`` in order), what a lesson sets on the Run tab, and the
+    Watch tab's outputs (``watch``: ``ctx.watch`` or None). ``panels``: ``ctx.playground_panels``
+    or None; with it, a link that sets a slider sets every Playground panel too, from the link's
+    values, in the same update. Never raises for a bad link: bad values are skipped and the note
+    says so.
+
+    Raises:
+        ValueError: an update named no target (a wiring mistake, caught by the tests).
+    """
     link = link_query.parse(params, LESSON_SLUGS, watch=watch is not None)
     notes = list(link.notes)
-    watch_updates = _watch_updates(watch, link, notes)
-    sliders = [gr.update(value=link.playground[n]) if n in link.playground else gr.skip() for n in playground_names]
-    note = (gr.update(value="*Link: " + as_text(" ".join(notes)) + "*", visible=True) if notes else gr.skip())
-    tab = gr.Tabs(selected=link.tab) if link.tab else gr.skip()
-    return [tab, note, *sliders, *_lesson_updates(link), *watch_updates]
+    updates = {**_watch_updates(watch, link, notes), **_lesson_updates(link),
+               **{f"playground.{n}": gr.update(value=link.playground[n]) for n in playground_names
+                  if n in link.playground}}
+    if panels is not None and link.playground:
+        updates.update({f"panel.{n}": value for n, value in panels[0](link.playground).items()})
+    if notes:
+        updates["note"] = gr.update(value="*Link: " + as_text(" ".join(notes)) + "*", visible=True)
+    if link.tab:
+        updates["tabs"] = gr.Tabs(selected=link.tab)
+    names = link_targets(playground_names, len(watch[1]) if watch else 0, tuple(panels[1]) if panels else ())
+    unknown = set(updates) - set(names)
+    if unknown:
+        raise ValueError(f"link updates without an output: {sorted(unknown)}")
+    return [updates.get(name, gr.skip()) for name in names]
+
+
+def link_components(ctx: PageContext, note: gr.Markdown) -> dict:
+    """The components a link may set, by :func:`link_targets` name."""
+    watch = getattr(ctx, "watch", None)
+    lesson = lesson_components(ctx)
+    del lesson["tabs"]
+    panels = ctx.playground_panels[1] if ctx.playground_panels else {}
+    return {"tabs": ctx.tabs, "note": note, **{f"playground.{n}": c for n, c in ctx.playground.items()},
+            **{f"panel.{n}": c for n, c in panels.items()}, **lesson,
+            **{f"watch.{i}": c for i, c in enumerate(watch[1] if watch else [])}}
 
 
 def wire(demo: gr.Blocks, ctx: PageContext, note: gr.Markdown) -> None:
     """Open what the page's address asks for when it loads (once per visit)."""
     watch = getattr(ctx, "watch", None)
     names = tuple(ctx.playground)
-    outputs = [ctx.tabs, note, *[ctx.playground[n] for n in names], *ctx.run_inputs(LESSON_FIELDS),
-               ctx.lesson_note, *(watch[1] if watch else [])]
+    panels = ctx.playground_panels
+    components = link_components(ctx, note)
+    outputs = [components[name] for name in link_targets(names, len(watch[1]) if watch else 0,
+                                                          tuple(panels[1]) if panels else ())]
 
     def open_link(request: gr.Request):
-        return route(dict(request.query_params) if request is not None else {}, watch, names)
+        return route(dict(request.query_params) if request is not None else {}, watch, names, panels)
 
     demo.load(open_link, None, outputs, api_name=False, show_progress="hidden")

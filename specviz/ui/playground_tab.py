@@ -54,6 +54,26 @@ def playground_update(alpha, k, c, v, map_axes, rounds, seed):
     return playground_figures_markdown(cf), fig, monte_carlo_markdown(mc, cf), mc_fig
 
 
+#: The sliders' values when the page opens (a link sets some of them; the rest stay these).
+SLIDER_DEFAULTS = {"alpha": 0.7, "k": 4, "c": 0.05, "v": 1.0}
+#: The map's axes, simulated passes and seed when the page opens.
+OPENING = ("α and K", 24, 0)
+#: The Playground's panels that follow the sliders, by name (what :func:`linked_panels` returns).
+PANELS = ("figures_api", "map", "mc_text", "mc_plot", "figures")
+
+
+def linked_panels(values: dict) -> dict:
+    """Every panel the sliders drive, by :data:`PANELS` name, for a classroom link's slider
+    ``values`` (the others at :data:`SLIDER_DEFAULTS`, the map and simulation as the page opens):
+    the closed form, the map, the Monte-Carlo table and chart. A link sets them with its sliders
+    in one update (:mod:`specviz.ui.links`), so no panel shows the opening values beside the
+    link's (issue 26: the map's title said c = 0.050 and the table 1.907× under a c = 0.2 link)."""
+    a, k, c, v = (values.get(name, default) for name, default in SLIDER_DEFAULTS.items())
+    figures_api, map_fig, mc_text, mc_fig = playground_update(a, k, c, v, *OPENING)
+    return {"figures_api": figures_api, "map": map_fig, "mc_text": mc_text, "mc_plot": mc_fig,
+            "figures": shown_figures(a, k, c, v, False)}
+
+
 def analysis_for_playground(state):
     """The last real run's α, K, c and v as slider updates, plus a line saying where they came from.
 
@@ -146,19 +166,19 @@ def build(ctx: PageContext) -> None:
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
             alpha, k, c, v = _sliders()
-            map_axes = gr.Radio(["α and K", "α and c"], value="α and K", label="Map over")
+            map_axes = gr.Radio(["α and K", "α and c"], value=OPENING[0], label="Map over")
             with gr.Row():
-                rounds = gr.Slider(1, 200, value=24, step=1, label="passes per simulated run")
-                seed = gr.Number(0, precision=0, minimum=0, label="simulation seed")
+                rounds = gr.Slider(1, 200, value=OPENING[1], step=1, label="passes per simulated run")
+                seed = gr.Number(OPENING[2], precision=0, minimum=0, label="simulation seed")
             load_btn = gr.Button("Load α, c, v of the last real run")
             load_note = gr.Markdown()
             copy_link("Copy link", "sv-pg-copy", link_query.playground_link, [alpha, k, c, v])
             # Pure and instant: the first figures are computed while the page is built.
-            first = playground_update(0.7, 4, 0.05, 1.0, "α and K", 24, 0)
+            first = playground_update(*SLIDER_DEFAULTS.values(), *OPENING)
             # The /playground endpoint's figures (all of them); the page shows them through
             # shown_figures, which keeps the best K back until the learner has guessed.
             figures_api = gr.Markdown(first[0], visible=False)
-            figures = gr.Markdown(shown_figures(0.7, 4, 0.05, 1.0, False), latex_delimiters=LATEX,
+            figures = gr.Markdown(shown_figures(*SLIDER_DEFAULTS.values(), False), latex_delimiters=LATEX,
                                   elem_id="sv-pg-figures")
             revealed = _prediction(alpha, k, c, v, figures)
         with gr.Column(scale=2, min_width=300):
@@ -168,27 +188,36 @@ def build(ctx: PageContext) -> None:
                 mc_text = gr.Markdown(first[2], elem_id="sv-pg-mc-text")
     gr.Markdown(prose("playground_notes"), latex_delimiters=LATEX)
     ctx.playground.update(alpha=alpha, k=k, c=c, v=v)
+    ctx.playground_panels = (linked_panels, dict(zip(PANELS, (figures_api, map_plot, mc_text, mc_plot, figures),
+                                                     strict=True)))
     inputs = [alpha, k, c, v, map_axes, rounds, seed]
     # Model-free: its own queue with no limit, so it never waits behind a generation.
     shared = dict(concurrency_id="playground", concurrency_limit=None, preprocess=False)
     # One listener for every control, "always_last": a drag fires many changes, and separate listeners
-    # running at once could answer out of order and leave a stale figure on screen.
-    gr.on([control.change for control in inputs], playground_update, inputs,
-          [figures_api, map_plot, mc_text, mc_plot], api_name="playground", show_progress="hidden",
-          trigger_mode="always_last", **shared
+    # running at once could answer out of order and leave a stale figure on screen. It listens to
+    # the visitor's own input only: an update that sets several sliders at once (a classroom link,
+    # "Load α, c, v") fired it while only some had their new values, and its answer, computed
+    # from a mix of new and old values, landed last (issue 26: the map said c = 0.050 under a
+    # c = 0.2 link). Those updates redraw the panels themselves, once every slider is set.
+    outputs = [figures_api, map_plot, mc_text, mc_plot]
+    gr.on([control.input for control in inputs], playground_update, inputs, outputs, api_name="playground",
+          show_progress="hidden", trigger_mode="always_last", **shared
           ).then(shown_figures, [alpha, k, c, v, revealed], figures, api_name=False, show_progress="hidden", **shared)
     load_btn.click(analysis_for_playground, ctx.last_analysis, [alpha, k, c, v, load_note],
-                   api_name="playground_load_run", **shared)
+                   api_name="playground_load_run", **shared
+                   ).success(playground_update, inputs, outputs, api_name=False, show_progress="hidden", **shared
+                             ).then(shown_figures, [alpha, k, c, v, revealed], figures, api_name=False,
+                                    show_progress="hidden", **shared)
 
 
 def _sliders() -> tuple:
     """α, K, c and v, over :data:`specviz.ui.teach.link_query.PLAYGROUND_RANGES` (a link's values fit them)."""
     r = link_query.PLAYGROUND_RANGES
-    alpha = gr.Slider(*r["alpha"][1:3], value=0.7, step=0.01, label="per-token α (chance a tested draft is accepted)",
+    alpha = gr.Slider(*r["alpha"][1:3], value=SLIDER_DEFAULTS["alpha"], step=0.01, label="per-token α (chance a tested draft is accepted)",
                       elem_id="sv-pg-alpha")
-    k = gr.Slider(*r["k"][1:3], value=4, step=1, label="lookahead K (drafts per round)", elem_id="sv-pg-k")
-    c = gr.Slider(*r["c"][1:3], value=0.05, step=0.005, label="cost ratio c (one draft step ÷ one plain step)",
+    k = gr.Slider(*r["k"][1:3], value=SLIDER_DEFAULTS["k"], step=1, label="lookahead K (drafts per round)", elem_id="sv-pg-k")
+    c = gr.Slider(*r["c"][1:3], value=SLIDER_DEFAULTS["c"], step=0.005, label="cost ratio c (one draft step ÷ one plain step)",
                   elem_id="sv-pg-c")
-    v = gr.Slider(*r["v"][1:3], value=1.0, step=0.01, label="verify cost v (one verify pass ÷ one plain step)",
+    v = gr.Slider(*r["v"][1:3], value=SLIDER_DEFAULTS["v"], step=0.01, label="verify cost v (one verify pass ÷ one plain step)",
                   elem_id="sv-pg-v")
     return alpha, k, c, v

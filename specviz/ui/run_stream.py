@@ -5,6 +5,8 @@ page's one place for it), warm up and measure the plain baseline, then stream th
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
 import functools
 import logging
 import time
@@ -12,8 +14,10 @@ import time
 import gradio as gr
 
 from ..analysis import RunAnalysis, baseline_still_valid
+from ..baseline import STALE_AFTER_S, BaselineStore
 from ..request import RunRequest
 from ..runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
+from ..threads import busy_note
 from . import gpu, gpu_budget, gpu_work, settings, visitors
 from .draw.escape import as_text
 from .draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
@@ -56,24 +60,63 @@ def load_and_encode(request: RunRequest, progress, warn=gr.Warning) -> PreparedR
     return prepared
 
 
-def measure_baseline(prepared: PreparedRun, baselines: dict):
-    """Warm up once per pair, then the plain baseline of these settings: reused from this
-    visitor's earlier run, or timed by :func:`specviz.runner.baseline_steps` (three samples, the
-    CLI's and the sweeps' measurement too). The warm-up comes first so that no sample times a cold
+#: Plain baselines measured on this server, shared by its visitors by settings (timing, not text:
+#: see :class:`specviz.baseline.BaselineStore`); a visitor's prompt and outputs stay theirs.
+SHARED_BASELINES = BaselineStore()
+#: While a model loads or warms up, the status line says so after this long (s), then every WORK_EVERY_S.
+WORK_FIRST_S, WORK_EVERY_S = 0.3, 1.0
+
+
+def while_working(work, say):
+    """Run ``work()`` in a thread and yield ``say(elapsed_s)`` (a status line) after
+    :data:`WORK_FIRST_S` and then every :data:`WORK_EVERY_S` until it ends; return its result
+    (its exception is raised here). Quick work yields nothing. The thread runs in a copy of this
+    context, so Gradio's warnings and progress still reach this visitor's page."""
+    ctx = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="specviz-work") as pool:
+        future = pool.submit(ctx.run, work)
+        start, wait = time.perf_counter(), WORK_FIRST_S
+        while True:
+            try:
+                return future.result(timeout=wait)
+            except concurrent.futures.TimeoutError:
+                yield say(time.perf_counter() - start)
+                wait = WORK_EVERY_S
+
+
+def measure_baseline(prepared: PreparedRun, baselines: dict, store: BaselineStore | None = None):
+    """Warm up once per pair, then the plain baseline of these settings: this visitor's from an
+    earlier run, else one this server measured for the same settings less than
+    :data:`specviz.baseline.STALE_AFTER_S` ago (``store``, default :data:`SHARED_BASELINES`), else
+    timed by :func:`specviz.runner.baseline_steps` (three samples, the CLI's and the sweeps'
+    measurement too) and stored there. The warm-up comes first so that no sample times a cold
     model (a first run once timed plain decoding at 192 ms/token against 53–69 later).
-    Yields progress lines; returns (baseline, baselines)."""
-    prepared.warm_up(once=True)
+    Yields status lines (warming up and for how long, timing plain decoding n/N, a reused
+    baseline's age); returns (baseline, baselines)."""
+    store = SHARED_BASELINES if store is None else store
+    yield from while_working(lambda: prepared.warm_up(once=True),
+                             lambda s: f"Warming up {prepared.label} (an untimed run, so that no timing sees a cold "
+                                       f"model) · {s:.0f} s…")
     key = baseline_key(prepared)
+    if key not in baselines and (shared := store.get(key)) is not None:
+        baseline, age = shared
+        yield (f"Using the plain baseline this server measured {age:.0f} s ago for these settings (kept for "
+               f"{STALE_AFTER_S / 60:.0f} minutes)…")
+        return baseline, {**baselines, key: baseline}
     baseline = yield from baseline_steps(prepared, baselines)
+    if baseline is not None and key not in baselines:
+        store.put(key, baseline)
     return baseline, ({**baselines, key: baseline} if baseline is not None else baselines)
 
 
-def drop_if_contradicted(state: RunState, baselines: dict) -> dict:
+def drop_if_contradicted(state: RunState, baselines: dict, store: BaselineStore | None = None) -> dict:
     """``baselines`` without the run's baseline when the finished run's own timings contradict it
-    (:func:`specviz.analysis.baseline_still_valid`); ``state.remeasure`` then says so."""
+    (:func:`specviz.analysis.baseline_still_valid`), and the server's store
+    (:data:`SHARED_BASELINES`) without it too; ``state.remeasure`` then says so."""
     if state.baseline is None or baseline_still_valid(state.baseline, state.rounds):
         return baselines
     state.remeasure = True
+    (SHARED_BASELINES if store is None else store).drop(state.baseline)
     return {key: b for key, b in baselines.items() if b != state.baseline}
 
 
@@ -116,6 +159,11 @@ def log_run(request: RunRequest, label: str, analysis: RunAnalysis, outcome: str
                 request.max_new_tokens, request.seed, request.chat, request.device, request.dtype,
                 analysis.emitted, _fmt(analysis.alpha, ".3f", "n/a"), analysis.tokens_per_s,
                 _fmt(analysis.speedup, ".2f", "n/a"))
+
+
+def loading_update(status: str, baselines: dict) -> tuple:
+    """/run's outputs while the pair loads: only the status line (the rest as it is)."""
+    return _run_update(_skipped(summary=status), baselines, KEEP)
 
 
 def _skipped(**shown) -> RunView:
@@ -175,6 +223,9 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                 analysis = state.analysis()
                 if done or over:
                     state.finished = True
+                    state.busy_note = state.busy_note or busy_note() or ""
+                    if state.busy_note:  # it travels with the trace: a loaded run says it too
+                        state.meta["busy_note"] = state.busy_note
                     baselines = drop_if_contradicted(state, baselines)
                     log_run(request, state.label, analysis, run.finish_reason or "time-limit")
                 status = _status(run, request, state.label, done, over, max_run_s,
@@ -254,9 +305,10 @@ def warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool, ctx=No
     the GPU job's :class:`~specviz.ui.gpu.JobContext`, or None)."""
     request, target, drafter, label = prepared.request, prepared.target, prepared.drafter, prepared.label
     state = RunState.new(request, target, drafter, label)
+    state.busy_note = busy_note() or ""  # and again at the end: a load that came during the run counts too
     state.stop_slot = ctx.slot if ctx is not None else -1
     panel = TokenPanel(state)
-    yield _run_update(waiting_view(panel.html, f"Warming up {as_text(label)}…", request.k), baselines, state)
+    yield _run_update(waiting_view(panel.html, f"Preparing {as_text(label)}…", request.k), baselines, state)
     with user_errors():
         steps = measure_baseline(prepared, baselines)
         while True:

@@ -23,6 +23,7 @@ from .replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures
 from .run_stream import run_demo, stop_run
 from .settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PRESETS
 from .state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
+from .visitors import generation_click
 
 
 def rule_label(rule) -> str:
@@ -154,7 +155,8 @@ def _settings(c, limits, public: bool) -> None:
     c.target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model", interactive=not public,
                              info="Set by the model pair above" if public else
                              "Offline name (smollm2-135m-instruct, gemma-3-270m), hub id or local directory")
-    c.drafter_kind = gr.Dropdown(settings.drafter_menu(settings.server_device()), value="ngram", label="Drafter")
+    c.drafter_kind = gr.Dropdown(settings.drafter_menu(settings.server_device(), public), value="ngram",
+                                 label="Drafter")
     c.draft_model = gr.Textbox("", label="Draft model", visible=False, interactive=not public,
                                info="Set by the model pair above" if public else
                                "Hub id or local directory; must share the target's tokenizer")
@@ -163,7 +165,8 @@ def _settings(c, limits, public: bool) -> None:
     c.prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
     c.chat = gr.Checkbox(True, label="Chat prompt (apply the target's chat template)")
     with gr.Row():
-        c.k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K")
+        c.k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K",
+                        info=settings.capped_info("K", limits.max_k, public), elem_id="sv-k")
         c.temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
     with gr.Row():
         c.branches = gr.Slider(1, limits.max_branches, value=1, step=1, label="Tree branches B (1 = chain)",
@@ -180,7 +183,8 @@ def _settings(c, limits, public: bool) -> None:
         c.top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
     with gr.Row():
         c.max_new_tokens = gr.Slider(1, min(512, limits.max_new_tokens), value=96, step=1,
-                                     label="Max new tokens", elem_id="sv-max-new")
+                                     label="Max new tokens", elem_id="sv-max-new",
+                                     info=settings.capped_info("length", limits.max_new_tokens, public))
         c.seed = gr.Number(0, precision=0, minimum=0, label="Seed")
     with gr.Accordion("Device", open=False, visible=not public):
         c.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
@@ -282,8 +286,8 @@ def _wire(c, ctx: PageContext) -> None:
     run_state = ctx.run_state = gr.State(None)  # this visitor's RunState (the Watch tab reads it too)
     out = _outputs_by_name(c, baselines, run_state)
     view = out(VIEW_OUTPUTS)
-    run_event = c.run_btn.click(functools.partial(run_demo, public=ctx.public), ctx.run_inputs(NAMES) + [baselines],
-                                out(RUN_OUTPUTS),
+    run_event = generation_click(c.run_btn.click, functools.partial(run_demo, public=ctx.public),
+                                ctx.run_inputs(NAMES) + [baselines], out(RUN_OUTPUTS), ctx.public,
                                 api_name="run", concurrency_id="generation", concurrency_limit=1,
                                 # Raw values reach the callback, which validates them itself: a
                                 # component's own preprocessing would answer a bad API value with
@@ -301,8 +305,8 @@ def _wire(c, ctx: PageContext) -> None:
     # The check's own temperature stands in for the run's.
     lossless_inputs = [c.check_temperature if name == "temperature" else c_ for name, c_ in
                        zip(SHARED, ctx.run_inputs(SHARED))] + [c.n_draws, c.control]
-    c.lossless_btn.click(functools.partial(run_lossless, public=ctx.public), lossless_inputs,
-                         [c.lossless_plot, c.lossless_text], api_name="lossless", concurrency_id="generation",
+    generation_click(c.lossless_btn.click, functools.partial(run_lossless, public=ctx.public), lossless_inputs,
+                     [c.lossless_plot, c.lossless_text], ctx.public, api_name="lossless", concurrency_id="generation",
                          concurrency_limit=1, preprocess=False)
     c.tokens_html.click(inspect_token, run_state, [c.inspector_md, c.inspector_plot, c.inspector_tree],
                         api_name=False, **FREE)

@@ -144,10 +144,24 @@ FREE_TEXT_PROMPT = EXAMPLES[3][0]
 
 
 # ----------------------------------------------------------------------------- per device
-def drafter_menu(device) -> list[tuple[str, str]]:
+def drafter_menu(device, public: bool = False) -> list[tuple[str, str]]:
     """The Drafter menu's (label, spec) entries for a target on ``device``: the kinds that run
-    there (:func:`specviz.drafters.kinds_for`; no int8 self-draft on CUDA)."""
-    return [(kind.label, kind.spec) for kind in kinds_for(device)]
+    there (:func:`specviz.drafters.kinds_for`; no int8 self-draft on CUDA). In public mode a
+    separate draft model is offered only where a preset's draft model may run
+    (:func:`public_allowed`: the hub presets, on a CUDA server); on a CPU Space it would only be
+    refused."""
+    kinds = kinds_for(device)
+    if public and not any(d not in DRAFTER_KINDS for d in public_allowed()[1]):
+        kinds = [kind for kind in kinds if kind.parameter != "model_name"]
+    return [(kind.label, kind.spec) for kind in kinds]
+
+
+def capped_info(what: str, cap: int, public: bool) -> str | None:
+    """A public slider's cap in words (Gradio's slider clamps a typed value to its maximum
+    without a word): "at most 8 in this public demo: a larger K typed here runs as 8"."""
+    if not public:
+        return None
+    return f"At most {cap} in this public demo: a larger {what} typed here runs as {cap}."
 
 
 def preset_names(public: bool) -> list[str]:

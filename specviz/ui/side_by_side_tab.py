@@ -8,7 +8,7 @@ import functools
 import gradio as gr
 
 from ..drafters import DRAFTER_KINDS
-from . import gpu, gpu_budget, gpu_work, settings
+from . import gpu, gpu_budget, gpu_work, settings, visitors
 from .context import PageContext
 from .fields import SHARED, drafter_spec, spread
 from .prose import prose
@@ -63,8 +63,9 @@ def build(ctx: PageContext) -> None:
         stop = gr.Button("Stop", variant="stop")
     status = gr.Markdown(elem_id="sv-sbs-status")
     out = gr.HTML(elem_id="sv-sbs-out")
-    event = start.click(functools.partial(run_side_by_side, public=ctx.public),
-                        [chosen, tokens] + ctx.run_inputs(SHARED), [out, status], api_name="side_by_side",
+    event = visitors.generation_click(start.click, functools.partial(run_side_by_side, public=ctx.public),
+                                      [chosen, tokens] + ctx.run_inputs(SHARED), [out, status], ctx.public,
+                                      api_name="side_by_side",
                         concurrency_id="generation", concurrency_limit=1, preprocess=False)
     # Stop ends the page's side of the event and, through the job's flag, the GPU worker's.
     stop.click(gpu.stop_session, None, None, cancels=[event], api_name=False, concurrency_id="playground",

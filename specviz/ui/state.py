@@ -121,7 +121,9 @@ class RunState:
     loaded); ``remeasure`` whether its baseline was dropped from the visitor's cache
     (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace; ``stop_slot`` the
     GPU job's Stop flag (:func:`specviz.ui.gpu.request_stop`; −1: none); ``rule`` the
-    verification rule (:data:`specviz.sampling.RULES`; ``"full"`` for a trace older than rules). ``label`` is the pair
+    verification rule (:data:`specviz.sampling.RULES`; ``"full"`` for a trace older than rules);
+    ``busy_note`` what :func:`specviz.threads.busy_note` said when it ran ("" for a quiet
+    machine). ``label`` is the pair
     in words, text from outside (a trace's fields, a model's name): views escape it.
     """
 
@@ -142,6 +144,7 @@ class RunState:
     loaded: bool = False
     stop_slot: int = -1
     rule: str = "full"
+    busy_note: str = ""
 
     @classmethod
     def new(cls, request, target, drafter, label: str) -> RunState:
@@ -176,7 +179,8 @@ class RunState:
                    low_precision_greedy=meta.get("dtype") in ("bfloat16", "float16")
                    and not settings.get("temperature"),
                    meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True, loaded=True,
-                   rule=trace_rule(meta))
+                   rule=trace_rule(meta),
+                   busy_note=meta["busy_note"] if isinstance(meta.get("busy_note"), str) else "")
 
     def add(self, round_: Round, run) -> None:
         """Record a finished round of ``run`` (a Generation): the round, its HTML, the prefill and notes."""
@@ -201,7 +205,8 @@ class RunState:
         rounds = self.rounds[:upto]
         a = analysis if analysis is not None else self.analysis(upto)
         d = diagnose(rounds, self.k, a.cost_ratio_c, a.verify_cost_v) if rounds else None
-        notes = self.notes + health_notes(a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
+        notes = self.notes + ([self.busy_note] if self.busy_note else []) + health_notes(
+            a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
         if self.remeasure and upto is None:
             notes.append(REMEASURE_NOTE)
         if self.k and self.rule != "full":
@@ -213,7 +218,8 @@ class RunState:
                        alpha=charts.alpha_figure(rounds),
                        tokens_per_pass=charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
                        speedup=charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup,
-                                                     NO_TRACE_BASELINE if never else charts.WAITING_TEXT),
+                                                     NO_TRACE_BASELINE if never else charts.WAITING_TEXT,
+                                                     doubt=a.speedup_doubt),
                        positions=charts.per_position_figure(a, d.positions if d else None),
                        time=charts.time_split_figure(a), rules=diagnostic_charts.rules_figure(d),
                        lengths=diagnostic_charts.accepted_length_figure(d),

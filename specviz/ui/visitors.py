@@ -242,8 +242,9 @@ class GenerationGate:
         except Exception:  # noqa: BLE001 — as in busy()
             return False
 
-    def admit(self, session: str | None) -> bool:
-        """Whether ``session`` may push another generation now (and if so, note the push)."""
+    def admit(self, session: str | None, note: bool = True) -> bool:
+        """Whether ``session`` may push another generation now (and if so, with ``note``, note the
+        push; :func:`check_generation` asks without noting, the validator then notes it)."""
         if session is None:
             return True
         now = time.time()
@@ -253,7 +254,8 @@ class GenerationGate:
                     del self._accepted[s]
             if session in self._accepted or self.busy(session):
                 return False
-            self._accepted[session] = now
+            if note:
+                self._accepted[session] = now
             return True
 
     def validator(self, request: gr.Request, *values):
@@ -268,11 +270,47 @@ class GenerationGate:
         return [first] + [gr.validate(True, "")] * (len(values) - 1)
 
 
+#: The public page's gate, by its Blocks (set by :func:`one_generation`; read by :func:`check_generation`).
+_GATES: dict[int, GenerationGate] = {}
+
+
 def one_generation(demo: gr.Blocks) -> int:
     """Give every generation event of ``demo`` (concurrency_id "generation") the one-per-visitor
     validator; returns how many got it."""
     generation = [f for f in demo.fns.values() if getattr(f, "concurrency_id", None) == GENERATION]
     gate = GenerationGate(demo, frozenset(f.api_name for f in generation))
+    _GATES[id(demo)] = gate
     for block_fn in generation:
         block_fn.validator = gate.validator
     return len(generation)
+
+
+def check_generation(demo: gr.Blocks, request: gr.Request | None = None) -> None:
+    """The page's check before a generation starts in public mode: raises ``gr.Error`` with
+    :data:`ONE_GENERATION` when this visitor already has one waiting or running. A ``gr.Error``
+    is a pop-up over whatever tab the visitor pressed Run on; the validator's refusal alone reaches
+    the page only as a 422 in the console (the Run tab) or a box over the first input (issue 26
+    item 8), so every generation button runs this first (:func:`generation_click`). Nothing when
+    the page has no gate (not public)."""
+    gate = _GATES.get(id(demo))
+    if gate is not None and not gate.admit(session_of(request), note=False):
+        raise gr.Error(ONE_GENERATION, title="Please wait")
+
+
+def generation_click(trigger, fn, inputs, outputs, public: bool, **kwargs):
+    """Wire a generation button while the page is built: ``trigger(fn, inputs, outputs, **kwargs)``,
+    in public mode after a quick :func:`check_generation` of its own (model-free, never queued
+    behind a generation), so any tab's refusal shows as a message where the visitor pressed the
+    button. Returns the generation's event (what Stop cancels)."""
+    if not public:
+        return trigger(fn, inputs, outputs, **kwargs)
+    from gradio.context import Context
+
+    demo = Context.root_block  # the page being built
+
+    def check(request: gr.Request):
+        check_generation(demo, request)
+
+    first = trigger(check, None, None, api_name=False, concurrency_id="playground", concurrency_limit=None,
+                    show_progress="hidden")
+    return first.success(fn, inputs, outputs, **kwargs)

@@ -291,7 +291,12 @@ SPEEDUP_HOW = ("speedup = this run's tokens/s ÷ plain decoding's over as many t
                "runs)<br>range: the slowest and the fastest plain run, and this run's pass-to-pass variation")
 
 
-def speedup_figure(points: list[dict], theoretical: float | None, empty: str = WAITING_TEXT) -> go.Figure:
+#: The speedup chart's note when :func:`specviz.analysis.speedup_doubt` doubts the run's speedup.
+DOUBTED_TEXT = "not measurable now:<br>the plain baseline and this run's own timings<br>disagree (the summary says why)"
+
+
+def speedup_figure(points: list[dict], theoretical: float | None, empty: str = WAITING_TEXT,
+                   doubt: str | None = None) -> go.Figure:
     """Measured running speedup over time, with its range, against the theory and plain decoding.
 
     Args:
@@ -302,6 +307,8 @@ def speedup_figure(points: list[dict], theoretical: float | None, empty: str = W
         theoretical: predicted speedup (e.g. :func:`specviz.theory.expected_speedup`), drawn as a
             dashed horizontal line, or None.
         empty: the note of a chart with no point (a loaded trace without a plain baseline says so).
+        doubt: :func:`specviz.analysis.speedup_doubt` of the run: when set, no line is drawn, only
+            :data:`DOUBTED_TEXT` (a figure we cannot trust is not drawn either).
 
     The range is a shaded band around the measured line (the slowest and fastest plain run, and
     the run's pass-to-pass variation: :func:`specviz.analysis.speedup_with_spread`), and the
@@ -315,6 +322,8 @@ def speedup_figure(points: list[dict], theoretical: float | None, empty: str = W
     uirev = "speedup"
     x_title, y_title = "seconds since start", "speedup (×)"
     kept = [p for p in points if _finite(p.get("t")) and _finite(p.get("speedup"))]
+    if doubt:
+        return _waiting(title, uirev, x_title, y_title, DOUBTED_TEXT)
     if not kept:
         return _waiting(title, uirev, x_title, y_title, empty)
     xs = [float(p["t"]) for p in kept]
@@ -678,6 +687,12 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
     if parameter == "draft":
         layout["xaxis"]["type"] = "category"
     ys = [r.get(key) for r in rows]
+    doubted = []
+    if metric == "speedup":  # a doubted speedup is not drawn: a gap, and the words in its place
+        from ...sweep import speedup_doubts
+
+        doubted = [x for x, doubt in zip(xs, speedup_doubts(rows)) if doubt]
+        ys = [None if doubt else y for y, doubt in zip(ys, speedup_doubts(rows))]
     data = [{"type": "scatter", "x": xs, "y": ys, "mode": "lines+markers", "name": "measured",
              "line": {"color": SPEC_COLOR, "width": 2}, "marker": {"color": SPEC_COLOR, "size": 9},
              "hovertemplate": f"{x_title} %{{x}}: {y_title} = %{{y:.3f}} (measured)<extra></extra>"}]
@@ -701,4 +716,8 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
         layout["shapes"].append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": 0.0,
                                  "y1": 1.0, "fillcolor": SLOW_FILL, "line": {"width": 0}, "layer": "below"})
         _hline(layout, 1.0, PLAIN_COLOR, "plain decoding (below: a slowdown)")
+        for x in doubted:
+            layout["annotations"].append({"text": "not measurable now<br>(see the table)", "x": x, "xref": "x",
+                                          "y": 1.0, "yref": "y", "yanchor": "bottom", "showarrow": False,
+                                          "font": {"color": KIND_COLORS[REJECTED], "size": 10}})
     return _build(data, layout)

@@ -16,6 +16,7 @@ import dataclasses
 import time
 
 from ...analysis import RunAnalysis, draft_depth, format_speedup, health_notes, is_tree_round
+from ...analysis import NOT_MEASURABLE, speedup_shown
 from ...diagnostics import describe
 from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, emitted_piece, token_label, visible_text
 from .escape import as_text
@@ -157,6 +158,9 @@ def _speedup_verdict(a: RunAnalysis, no_baseline: str = "measuring…") -> str:
     measured; ``no_baseline``: the words for a speculative run without a plain baseline (yet)."""
     if a.speedup is None:
         return no_baseline if a.k and a.plain_tokens_per_s is None else "—"
+    doubt = a.speedup_doubt
+    if doubt:  # a figure we cannot trust is not a headline: words only, no number
+        return as_text(speedup_shown(a.speedup, a.speedup_low, a.speedup_high, doubt))
     text = format_speedup(a.speedup, a.speedup_low, a.speedup_high)
     low, high = a.speedup_low or a.speedup, a.speedup_high or a.speedup
     if low < 1 <= high:
@@ -239,8 +243,12 @@ def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None
         ("theoretical speedup", f"{_fmt(a.theoretical_speedup)}×  = (1 − α^(K+1)) / ((1 − α)(K·c + v)); on the "
                                 f"actual draft lengths {_fmt(a.theoretical_speedup_actual_drafts)}×{chain_only}"),
     ]
+    if a.speedup_doubt:  # c, v and the theory divide by the same doubted plain step
+        rows[-3:] = [(name, f"{NOT_MEASURABLE} (divided by the doubted plain step above)") for name, _ in rows[-3:]]
     table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)
     notes = health_notes(a) if notes is None else notes
+    doubt = a.speedup_doubt
+    notes = [n for n in notes if n != doubt]  # the speedup row says it already
     text = "\n".join(f"- ⚠ {as_text(note)}" for note in notes)
     extra = diagnostics_markdown(diagnostics)
     return (f"{status}\n\n{table}" + (f"\n\n{extra}" if extra else "")

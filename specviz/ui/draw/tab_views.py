@@ -3,6 +3,8 @@ Markdown, the experiments' table rows, and the side-by-side tab's coloured outpu
 
 from __future__ import annotations
 
+from ...analysis import NOT_MEASURABLE
+from ...sweep import speedup_doubts
 from ..teach import playground
 from .escape import as_text
 from .run_views import legend_html, render_rounds
@@ -54,10 +56,13 @@ SWEEP_HEADERS = ["setting", "per-token α (accepted ÷ tested)", "acceptance rat
 
 
 def sweep_table(rows: list[dict], parameter: str) -> list[list]:
-    """The experiment's rows (:mod:`specviz.sweep`) as the table's cells, columns as :data:`SWEEP_HEADERS`."""
+    """The experiment's rows (:mod:`specviz.sweep`) as the table's cells, columns as :data:`SWEEP_HEADERS`.
+    A speedup :func:`specviz.sweep.speedup_doubts` doubts shows as "not measurable now: …", no figure."""
+    doubts = speedup_doubts(rows)
     return [[str(r[parameter]), _f(r["alpha"]), _f(r["acceptance_rate"]), _f(r["tokens_per_pass"]),
-             _f(r["predicted_tokens_per_pass"]), _f(r["speedup"]), _f(r["theoretical_speedup"]),
-             _f(r["cost_ratio_c"]), _f(r["verify_cost_v"]), _f(r["tokens_per_s"], ".1f")] for r in rows]
+             _f(r["predicted_tokens_per_pass"]), f"{NOT_MEASURABLE}: {doubt}" if doubt else _f(r["speedup"]),
+             _f(r["theoretical_speedup"]), _f(r["cost_ratio_c"]), _f(r["verify_cost_v"]), _f(r["tokens_per_s"], ".1f")]
+            for r, doubt in zip(rows, doubts)]
 
 
 def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> str:
@@ -66,10 +71,15 @@ def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> st
     ``rows_runs``: (sweep row, its Generation) per drafter (a Generation without a drafter is plain
     decoding, the baseline); ``eos``: the target's end-of-sequence ids."""
     blocks = [legend_html(clickable=False)]
-    for row, run in rows_runs:
-        speed = ("the baseline itself (plain decoding)" if run.drafter is None else
-                 f"speedup <b>{_f(row['speedup'], '.2f')}×</b> (measured ÷ plain decoding; theory "
-                 f"{_f(row['theoretical_speedup'], '.2f')}×)")
+    doubts = speedup_doubts([row for row, _ in rows_runs])
+    for (row, run), doubt in zip(rows_runs, doubts):
+        if run.drafter is None:
+            speed = "the baseline itself (plain decoding)"
+        elif doubt:
+            speed = f"speedup {NOT_MEASURABLE}: {as_text(doubt)}"
+        else:
+            speed = (f"speedup <b>{_f(row['speedup'], '.2f')}×</b> (measured ÷ plain decoding; theory "
+                     f"{_f(row['theoretical_speedup'], '.2f')}×)")
         head = (f"<b>{as_text(row['drafter'])}</b> · per-token α <b>{_f(row['alpha'])}</b> (accepted ÷ tested, "
                 f"{row['accepted']}/{row['tested']}) · <b>{row['tokens_per_pass']:.2f}</b> tokens per pass · {speed}")
         body = render_rounds(run.rounds, eos)

@@ -1,0 +1,110 @@
+"""Issue 26's classroom items in a real browser (headless Debian Chromium, see tests/test_browser.py):
+a ``?lesson=`` link followed by Watch a pass → Load works (item 6), a Playground link's map and
+Monte-Carlo table use the linked c (item 7), and public mode's one-generation refusal appears as
+a message on the tab where Run was pressed (item 8)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from test_browser import CHROMIUM, LAUNCH_ARGS, ROOT, _free_port, app_url  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]
+
+_HAS_TEXT = "([sel, want]) => document.querySelector(sel) && document.querySelector(sel).innerText.includes(want)"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield browser
+        browser.close()
+
+
+def _open(browser, url: str):
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(url, wait_until="domcontentloaded", timeout=180_000)
+    page.wait_for_selector("#sv-tour-btn", timeout=180_000)
+    return page, errors
+
+
+def test_a_lesson_link_then_watch_a_pass_load_works(browser, app_url):  # noqa: F811
+    page, _ = _open(browser, app_url + "/?lesson=temperature")
+    page.wait_for_selector("#sv-lesson-note >> text=Lesson", timeout=30_000)
+    page.get_by_role("tab", name="Watch a pass").click()
+    source = page.locator("#sv-watch-source input")
+    assert source.input_value()  # the trace list kept its value (the failed load emptied it)
+    page.evaluate("() => { window.svLoaded = 0; }")
+    page.locator("#sv-watch-load").click()
+    # Load answers with the trace's first interesting pass at beat 0 and no error pop-up.
+    page.wait_for_function(_HAS_TEXT, arg=["#sv-watch-stage .sv-watch-progress", "beat 1 of"], timeout=60_000)
+    page.wait_for_timeout(5000)
+    assert not page.locator("[data-testid=toast-body]").count(), page.locator("[data-testid=toast-body]").all_inner_texts()
+    assert source.input_value()
+    page.close()
+
+
+def test_a_playground_link_sets_the_map_and_the_table_too(browser, app_url):  # noqa: F811
+    page, _ = _open(browser, app_url + "/?tab=playground&alpha=0.6&k=5&c=0.2&v=1")
+    page.wait_for_function(_HAS_TEXT, arg=["#sv-pg-figures", "1.19×"], timeout=30_000)
+    page.wait_for_function(_HAS_TEXT, arg=["#sv-pg-map", "c = 0.200"], timeout=30_000)
+    page.wait_for_timeout(3000)  # any later update has landed
+    table = page.inner_text("#sv-pg-mc-text")
+    assert "1.907" not in table and "1.19" in table, (table, page.inner_text("#sv-pg-map"))
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def public_url(tmp_path_factory):
+    """``SPECVIZ_PUBLIC=1 python app.py`` on a free loopback port of its own."""
+    port = _free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "SPECVIZ_PUBLIC": "1",
+           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+    log_path = tmp_path_factory.mktemp("public") / "app.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 240
+        import socket
+
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"app.py exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.mark.parametrize("tab,button", [("Run", "#sv-run-btn"), ("Experiments", "#sv-exp-run")])
+def test_the_public_refusal_is_a_message_on_the_tab_where_run_was_pressed(browser, public_url, tab, button):
+    page, _ = _open(browser, public_url)
+    # A long plain run keeps this visitor's one generation busy while the second press is refused.
+    page.locator("#sv-max-new input[type=number]").fill("256")
+    page.locator("#sv-max-new input[type=number]").press("Enter")
+    page.locator("#sv-run-btn").click()
+    page.wait_for_timeout(2000)  # the first run's event is in the queue by now
+    page.get_by_role("tab", name=tab).click()
+    page.locator(button).click()
+    toast = page.locator("[data-testid=toast-body]").filter(has_text="One generation at a time")
+    toast.first.wait_for(timeout=30_000)
+    assert toast.first.is_visible()
+    page.close()

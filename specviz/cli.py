@@ -72,6 +72,9 @@ def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) ->
                         "attention mask; 1 = chains (default: %(default)s)")
     p.add_argument("--tree-nodes", type=int, default=None, dest="tree_nodes", metavar="N",
                    help="most nodes per draft tree, >= K (default: 2·K when --branches > 1)")
+    p.add_argument("--rule", default="full", metavar="RULE",
+                   help="verification rule: full (Chen/Leviathan), one-hot (vLLM), exact-match (llama.cpp), block "
+                        "(Sun et al. 2024, chains only) or relaxed-top-k (a LOSSY control) (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
 
 
@@ -217,7 +220,7 @@ def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str =
                             top_k=args.top_k, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
                             chat=getattr(args, "chat", False), device=args.device, dtype=args.dtype,
                             branches=args.branches, tree_nodes=args.tree_nodes,
-                            cache=getattr(args, "cache", "dynamic"))
+                            cache=getattr(args, "cache", "dynamic"), rule=args.rule)
 
 
 def _check_branches(request) -> None:
@@ -276,6 +279,7 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
         "branches": request.branches,
         "tree_nodes": request.tree_nodes,
         "cache": request.cache,
+        "rule": request.rule,
         "notes": list(getattr(spec, "notes", [])),
         "device": str(target.device),
         "dtype": str(target.dtype).removeprefix("torch."),
@@ -469,6 +473,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         warmup_tokens=default_warmup_tokens(args.max_new_tokens, bool(args.compile)),
         transformers_baselines=not args.no_transformers, instrument_check=not args.no_instrument_check,
         draft_spec=args.draft, report=report, branches=args.branches, tree_nodes=args.tree_nodes,
+        rule=_request(args, args.k[0], args.temperature[0]).rule,
     )
     if tty:
         print("\r\033[K", end="", file=sys.stderr)

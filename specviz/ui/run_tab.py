@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..drafters import DRAFTER_KINDS, for_device
+from ..sampling import RULES
 from . import settings
 from .context import PageContext
 from .draw import charts, diagnostic_charts, race
@@ -22,6 +23,13 @@ from .replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures
 from .run_stream import run_demo, stop_run
 from .settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PRESETS
 from .state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
+
+
+def rule_label(rule) -> str:
+    """A verification rule's menu label: its name, and a word on what it is."""
+    kind = "lossy control" if not rule.lossless else ("argmax draft" if rule.proposes == "argmax" else "exact")
+    return f"{rule.name} ({kind})"
+
 
 TOKENS_JS = """
 element.addEventListener('click', (event) => {
@@ -163,6 +171,10 @@ def _settings(c, limits, public: bool) -> None:
                                elem_id="sv-branches")
         c.tree_nodes = gr.Number(0, precision=0, minimum=0, label="Tree node budget N (0 = auto)",
                                  elem_id="sv-tree-nodes")
+    c.rule = gr.Dropdown([(rule_label(rule), rule.name) for rule in RULES.values()], value="full",
+                         label="Verification rule", elem_id="sv-rule",
+                         info="The same drafts, judged by the rule an engine ships: α differs, the exact rules' "
+                              "output does not (relaxed top-k is a lossy control)")
     with gr.Row():
         c.top_k = gr.Number(0, precision=0, minimum=0, label="Top-k (0 = off)")
         c.top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
@@ -283,7 +295,7 @@ def _wire(c, ctx: PageContext) -> None:
     c.run_btn.click(reset_inspector, None, inspector, api_name=False, **FREE)
     c.run_btn.click(lesson_run, ctx.lesson_runs, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
     c.prompt.input(hide_lesson, None, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
-    for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat):
+    for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat, c.rule):
         setting.change(settings_changed, c.lossless_text, [c.lossless_plot, c.lossless_text], api_name=False,
                        **FREE)
     # The check's own temperature stands in for the run's.

@@ -16,7 +16,8 @@ import gradio as gr
 from ..analysis import PlainBaseline, RunAnalysis, analyse, health_notes, running_speedup
 from ..diagnostics import diagnose
 from ..drafters import drafter_kind
-from ..trace import Round, trace_from_dict
+from ..sampling import RULES
+from ..trace import Round, trace_from_dict, trace_rule
 from .draw import charts, diagnostic_charts
 from .draw.run_views import NO_TRACE_BASELINE, render_round, summary_markdown, wrap_output
 
@@ -98,6 +99,15 @@ def _looks_up(spec) -> bool:
     return isinstance(spec, str) and drafter_kind(spec).lookup
 
 
+def rule_note(rule: str) -> str:
+    """The summary's sentence on a run verified by a rule other than the full one."""
+    found = RULES[rule]
+    if not found.lossless:
+        return (f"Verified by the {rule} rule, a LOSSY control ({found.description}): its output is not "
+                "distributed as the target's, and its α is not comparable with an exact rule's.")
+    return f"Verified by the {rule} rule: {found.description}."
+
+
 @dataclass
 class RunState:
     """A run (live or loaded from a trace) and what its views need.
@@ -109,7 +119,9 @@ class RunState:
     ``meta`` the saved trace's fields other than the rounds; ``notes`` the engine's notes;
     ``max_new_tokens`` the run's token limit; ``finished`` whether it has ended (done, stopped or
     loaded); ``remeasure`` whether its baseline was dropped from the visitor's cache
-    (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace. ``label`` is the pair
+    (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace; ``stop_slot`` the
+    GPU job's Stop flag (:func:`specviz.ui.gpu.request_stop`; −1: none); ``rule`` the
+    verification rule (:data:`specviz.sampling.RULES`; ``"full"`` for a trace older than rules). ``label`` is the pair
     in words, text from outside (a trace's fields, a model's name): views escape it.
     """
 
@@ -128,6 +140,8 @@ class RunState:
     finished: bool = False
     remeasure: bool = False
     loaded: bool = False
+    stop_slot: int = -1
+    rule: str = "full"
 
     @classmethod
     def new(cls, request, target, drafter, label: str) -> RunState:
@@ -137,7 +151,7 @@ class RunState:
         return cls(label=label, k=request.k if drafter is not None else 0, eos=sorted(target.eos_token_ids),
                    lookup=drafter_kind(request.draft).lookup,
                    low_precision_greedy=low_precision and request.sampling.greedy,
-                   max_new_tokens=request.max_new_tokens)
+                   max_new_tokens=request.max_new_tokens, rule=request.rule)
 
     @classmethod
     def from_trace(cls, data: dict) -> RunState:
@@ -161,7 +175,8 @@ class RunState:
                    baseline=PlainBaseline.from_dict(base) if base else None, lookup=_looks_up(settings.get("draft")),
                    low_precision_greedy=meta.get("dtype") in ("bfloat16", "float16")
                    and not settings.get("temperature"),
-                   meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True, loaded=True)
+                   meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True, loaded=True,
+                   rule=trace_rule(meta))
 
     def add(self, round_: Round, run) -> None:
         """Record a finished round of ``run`` (a Generation): the round, its HTML, the prefill and notes."""
@@ -189,6 +204,8 @@ class RunState:
         notes = self.notes + health_notes(a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
         if self.remeasure and upto is None:
             notes.append(REMEASURE_NOTE)
+        if self.k and self.rule != "full":
+            notes.append(rule_note(self.rule))
         never = self.loaded and self.baseline is None  # a saved trace without one: no baseline is coming
         return RunView(tokens=wrap_output("".join(self.html[: len(rounds)]), done, generated_at),
                        summary=summary_markdown(a, status, notes, NO_TRACE_BASELINE if never else "measuring…",

@@ -612,6 +612,10 @@ def rules_on_passes(rounds: list[Round], k: int) -> RulesOnPasses | None:
       expectation never below full-these-drafts (Sun et al., Theorem 2), though a single block
       can be.
 
+    A run verified by a rule whose draft proposes its argmax (``--rule one-hot`` or
+    ``exact-match``) drafted at temperature 0, so its recorded p_draft rows are point masses: on
+    its passes the full rule, one-hot and exact match keep the drafts equally often.
+
     Each pass's figures are ``(low, high)`` ranges from the "other tokens" bucket
     (:class:`_Position`); the run's figures are their means over passes, so they bound the run's
     figure the same way.

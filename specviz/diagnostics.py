@@ -601,14 +601,20 @@ def rules_on_passes(rounds: list[Round], k: int) -> RulesOnPasses | None:
     * full: a_i = Σ_x min(p_target, p_draft); one-hot and exact-match: a_i = p_target(argmax
       p_draft); exact-match-sampled: a_i = Σ_x p_target·p_draft; reach_i = Π_{j≤i} a_j, expected
       tokens 1 + Σ_i reach_i (the chain's formula with per-position acceptance, as vLLM's Adaptive
-      K and Leviathan et al.'s eq. 1 with α_i). An argmax draft would continue from its own prefix
-      where the recorded one differs; the recorded prefix's distributions stand in for it.
+      K and Leviathan et al.'s eq. 1 with α_i). The product treats the positions as independent
+      given the recorded prefix (a model, as the closed forms are); an argmax draft would also
+      continue from its own prefix where the recorded one differs, and the recorded prefix's
+      distributions stand in for it.
     * full-these-drafts: a_i = min(1, p_target(x_i)/p_draft(x_i)) on the recorded drafts: exact, and
       its mean over passes is an unbiased estimate of the full rule's expected tokens (the drafts
       were sampled from p_draft).
     * block: P(τ ≥ i) on the recorded block (:func:`block_reach`); unbiased in the same way, and in
       expectation never below full-these-drafts (Sun et al., Theorem 2), though a single block
       can be.
+
+    A run verified by a rule whose draft proposes its argmax (``--rule one-hot`` or
+    ``exact-match``) drafted at temperature 0, so its recorded p_draft rows are point masses: on
+    its passes the full rule, one-hot and exact match keep the drafts equally often.
 
     Each pass's figures are ``(low, high)`` ranges from the "other tokens" bucket
     (:class:`_Position`); the run's figures are their means over passes, so they bound the run's

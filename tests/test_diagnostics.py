@@ -331,3 +331,14 @@ def test_each_position_figure_lies_in_its_bounds(seed, vocab, peak, weight):
     value = sum(max(weight * a - b, 0.0) for a, b in zip(p_target, p_draft))
     assert low - 1e-9 <= value <= high + 1e-9
     assert p_draft[argmax] == pytest.approx(token.top_draft[0][2])
+
+
+def test_the_summary_says_where_the_cliff_is_and_a_plain_run_has_no_diagnostics():
+    from specviz.ui.draw.run_views import diagnostics_markdown
+
+    # 100 passes, K = 4: 40 keep nothing, 10 keep one, 50 keep two and never a third (0.6, 0.83, 0).
+    rounds = ([chain(i, 4, 0) for i in range(40)] + [chain(40 + i, 4, 1) for i in range(10)]
+              + [chain(50 + i, 4, 2) for i in range(50)])
+    d = dg.diagnose(rounds, 4)
+    assert d.cliff.position == 2 and "collapses after position 2" in diagnostics_markdown(d)
+    assert diagnostics_markdown(dg.diagnose([chain(0, 0, 0)], 0)) == ""

@@ -32,7 +32,8 @@ def _run(baselines: dict) -> tuple[str, dict, RunState, list[str]]:
     """One /run as the page does it: (final summary, baselines after it, the run's state, every status line)."""
     updates = list(run_stream.run_demo(**_args(), baselines=baselines, progress=lambda *a, **k: None, public=False))
     lines = [u[1] for u in updates if isinstance(u[1], str)]
-    _, summary, _, _, _, _, _, baselines, state, _ = updates[-1]
+    final = dict(zip(run_stream.RUN_OUTPUTS, updates[-1]))
+    summary, baselines, state = final["summary"], final["baselines"], final["state"]
     return summary, baselines, state, lines
 
 

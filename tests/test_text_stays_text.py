@@ -212,7 +212,8 @@ def test_notes_lossless_text_and_chart_labels_take_text(loaded):
     from specviz.ui.lossless_check import lossless_markdown
 
     report = SimpleNamespace(n=100, draft_label=LABEL, acceptance_rate=0.5, tv_speculative=0.1, tv_direct=0.1,
-                             p_value_speculative=0.5, p_value_direct=0.5, token_ids=[1], temperature=1.0)
+                             p_value_speculative=0.5, p_value_direct=0.5, token_ids=[1], temperature=1.0,
+                             rule="full")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("specviz.ui.lossless_check.lossless_notes", lambda *a, **k: [f"note on {LABEL}"])
         _escaped_once(lossless_markdown(report, 1.0, 1.0, "real", False), [LABEL])
@@ -229,7 +230,7 @@ def test_run_status_lines_take_the_pairs_names_as_text():
     request = SimpleNamespace(max_new_tokens=4)
     for done, over in ((True, False), (False, True), (False, False)):
         _escaped_once(run_stream._status(run, request, LABEL, done, over, 60.0), [LABEL])
-    state = SimpleNamespace(finished=False, rounds=[], max_new_tokens=4, label=LABEL)
+    state = SimpleNamespace(finished=False, rounds=[], max_new_tokens=4, label=LABEL, stop_slot=-1)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(run_stream, "RunState", SimpleNamespace)
         mp.setattr(run_stream, "STOP_SETTLE_S", 0.0)

@@ -56,7 +56,7 @@ def rules_figure(d: RunDiagnostics | None) -> go.Figure:
         "type": "bar", "x": list(RULES), "y": mids, "name": "expected tokens per pass",
         "marker": {"color": [RULE_COLORS[name] for name in RULES]},
         "error_y": {"type": "data", "symmetric": False, "array": [hi - m for (_, hi), m in zip(values, mids)],
-                    "arrayminus": [m - lo for (lo, _), m in zip(values, mids)], "color": "#444"},
+                    "arrayminus": [m - lo for (lo, _), m in zip(values, mids)], "color": palette.MEAN},
         "customdata": [[lo, hi] for lo, hi in values],
         "hovertemplate": ("%{x}: between %{customdata[0]:.3f} and %{customdata[1]:.3f} tokens per pass (the range "
                           "the top-10 tokens a trace keeps leave open), over " f"{on.passes} passes<extra></extra>"),

@@ -30,13 +30,8 @@ element.addEventListener('click', (event) => {
   trigger('click', {round: Number(token.dataset.r), slot: Number(token.dataset.i),
                     rejected: token.dataset.rej === '1'});
 });
-// Keyboard: every token is a button reachable by Tab; Enter or Space opens it like a click.
-const mark = () => element.querySelectorAll('[data-r]:not([tabindex])').forEach((token) => {
-  token.tabIndex = 0;
-  token.setAttribute('role', 'button');
-});
-new MutationObserver(mark).observe(element, {childList: true, subtree: true});
-mark();
+// Keyboard: every token is a button reachable by Tab (tabindex and role come in the HTML, see
+// render_round); Enter or Space opens it like a click.
 element.addEventListener('keydown', (event) => {
   const token = event.target.closest('[data-r]');
   if (!token || (event.key !== 'Enter' && event.key !== ' ')) return;

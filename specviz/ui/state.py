@@ -170,21 +170,27 @@ class RunState:
         return analyse(rounds, self.k, rounds[-1].elapsed_s if rounds else 0.0, self.prefill_ms, self.baseline)
 
     def view(self, upto: int | None, status: str, done: bool, generated_at: float | None = None,
-             analysis: RunAnalysis | None = None) -> RunView:
+             analysis: RunAnalysis | None = None, drawn: tuple[str, ...] = FIGURES) -> RunView:
         """Tokens HTML, summary and the five charts after ``upto`` rounds (None: all).
 
         ``generated_at``: the server's time.time() of the newest token (the browser measures lag
-        with it); ``analysis``: :meth:`analysis` of the same rounds, if already computed."""
+        with it); ``analysis``: :meth:`analysis` of the same rounds, if already computed;
+        ``drawn``: the charts (names among :data:`FIGURES`) to build, the others ``gr.skip()`` (left
+        as they are on the page: a streamed run redraws one chart at a time)."""
         rounds = self.rounds[:upto]
         a = analysis if analysis is not None else self.analysis(upto)
         notes = self.notes + health_notes(a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
         if self.remeasure and upto is None:
             notes.append(REMEASURE_NOTE)
         never = self.loaded and self.baseline is None  # a saved trace without one: no baseline is coming
+        build = {
+            "alpha": lambda: charts.alpha_figure(rounds),
+            "tokens_per_pass": lambda: charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
+            "speedup": lambda: charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup,
+                                                     NO_TRACE_BASELINE if never else charts.WAITING_TEXT),
+            "positions": lambda: charts.per_position_figure(a),
+            "time": lambda: charts.time_split_figure(a),
+        }
         return RunView(tokens=wrap_output("".join(self.html[: len(rounds)]), done, generated_at),
                        summary=summary_markdown(a, status, notes, NO_TRACE_BASELINE if never else "measuring…"),
-                       alpha=charts.alpha_figure(rounds),
-                       tokens_per_pass=charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
-                       speedup=charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup,
-                                                     NO_TRACE_BASELINE if never else charts.WAITING_TEXT),
-                       positions=charts.per_position_figure(a), time=charts.time_split_figure(a))
+                       **{name: build[name]() if name in drawn else gr.skip() for name in FIGURES})

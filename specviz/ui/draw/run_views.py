@@ -69,29 +69,37 @@ def _shown_draft(text: str) -> str:
     return text.replace("\r", "␍").replace("\n", "↵") if text.strip() else visible_text(text)
 
 
-def render_round(round_: Round, eos_ids: set[int]) -> str:
+def render_round(round_: Round, eos_ids: set[int], clickable: bool = True) -> str:
     """HTML for one round's emitted tokens (rejected draft struck through before a resampled token),
-    wrapped in the round's own span so the round boundaries show (a thin dotted line)."""
+    wrapped in the round's own span so the round boundaries show (a thin dotted line).
+
+    ``clickable`` (the Run tab's panel, which opens the inspector): every token is a button reachable by
+    Tab, written into the HTML itself. Adding those attributes in the browser after each update made the
+    page's morph (gradio's HTML component compares the new HTML with the DOM) strip and re-add them on
+    every token of every update."""
     r = round_.index
+    button = ' tabindex="0" role="button"' if clickable else ""
     out = [f'<span class="sv-round" data-round="{r}">']
     for i, tok in enumerate(round_.emitted):
         title = _token_title(tok.kind, round_, i)
         if tok.kind == RESAMPLED and tok.rejected_text is not None:
-            out.append(f'<s class="sv-rejected" data-r="{r}" data-i="{i}" data-rej="1" title="{title}">'
+            out.append(f'<s class="sv-rejected" data-r="{r}" data-i="{i}" data-rej="1"{button} title="{title}">'
                        f'{as_text(_shown_draft(tok.rejected_text))}</s>')
         text = tok.text
         if not text and tok.id in eos_ids:
             text_html = '<span class="sv-special">⟨eos⟩</span>'
         else:
             text_html = as_text(text)
-        out.append(f'<span class="sv-tok sv-{tok.kind}" data-r="{r}" data-i="{i}" title="{title}">{text_html}</span>')
+        out.append(f'<span class="sv-tok sv-{tok.kind}" data-r="{r}" data-i="{i}"{button} title="{title}">'
+                   f'{text_html}</span>')
     out.append("</span>")
     return "".join(out)
 
 
-def render_rounds(rounds: list[Round], eos_ids: set[int]) -> str:
-    """HTML of several rounds in order (a whole run, or a replay up to some pass)."""
-    return "".join(render_round(r, eos_ids) for r in rounds)
+def render_rounds(rounds: list[Round], eos_ids: set[int], clickable: bool = True) -> str:
+    """HTML of several rounds in order (a whole run, or a replay up to some pass); ``clickable`` as
+    :func:`render_round`."""
+    return "".join(render_round(r, eos_ids, clickable) for r in rounds)
 
 
 def legend_html(clickable: bool = True) -> str:

@@ -59,6 +59,16 @@ STRETCH_JS = """
 }
 """
 
+#: The inspector just opened on a token: brought into view if it is not (the page may be scrolled
+#: elsewhere, or a phone's screen shows only the tokens).
+INSPECTOR_IN_VIEW_JS = """
+() => {
+  const inspector = document.querySelector('#sv-inspector');
+  if (inspector) inspector.scrollIntoView({block: 'nearest'});
+  return [];
+}
+"""
+
 #: Model-free views never wait behind a generation.
 FREE = dict(concurrency_limit=None, show_progress="hidden")
 
@@ -176,16 +186,17 @@ def _settings(c, limits, public: bool) -> None:
 
 
 def _outputs(c) -> None:
-    """The right column: the token stream (a fixed-height box), the three main charts, the summary
-    and the token inspector."""
+    """The right column: the token stream (a fixed-height box), the token inspector right under it
+    (a click answers where the visitor is looking, issue 26 item 5: under six charts and the summary
+    it opened 1,800 px below the tokens), the three main charts and the summary."""
     c.tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
-    _main_charts(c)
-    c.summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
-    with gr.Accordion("Token inspector: why was this token emitted?", open=True):
+    with gr.Accordion("Token inspector: why was this token emitted?", open=True, elem_id="sv-inspector-panel"):
         c.inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
         c.inspector_plot = gr.Plot(label="Distributions behind the decision", show_label=False,
                                    elem_id="sv-inspector-plot")
         c.inspector_tree = gr.HTML("", elem_id="sv-inspector-tree")
+    _main_charts(c)
+    c.summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
 
 
 def _main_charts(c) -> None:
@@ -281,7 +292,7 @@ def _wire(c, ctx: PageContext) -> None:
                          [c.lossless_plot, c.lossless_text], api_name="lossless", concurrency_id="generation",
                          concurrency_limit=1, preprocess=False)
     c.tokens_html.click(inspect_token, run_state, [c.inspector_md, c.inspector_plot, c.inspector_tree],
-                        api_name=False, **FREE)
+                        api_name=False, **FREE).then(None, None, None, js=INSPECTOR_IN_VIEW_JS, api_name=False)
     replayed = [c.replay_slider.release(replay, [c.replay_slider, run_state], view, api_name="replay",
                                         preprocess=False, **FREE)]
     # A replayed pass shows nothing after it: the inspector starts over.

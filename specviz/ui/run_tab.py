@@ -131,7 +131,7 @@ def hide_lesson():
 def build(ctx: PageContext) -> None:
     """The Run tab's components and events; fills ``ctx.inputs``."""
     c = SimpleNamespace()
-    with gr.Row():
+    with gr.Row(elem_id="sv-run-row"):  # on a phone the two columns stack (styles.PHONE_CSS)
         with gr.Column(scale=1, min_width=340):
             _settings(c, settings.limits(ctx.public), ctx.public)
         # The token box has a fixed height and the charts follow it, so a long run stays on one screen.
@@ -146,7 +146,7 @@ def build(ctx: PageContext) -> None:
 
 
 def _settings(c, limits, public: bool) -> None:
-    """The left column: model pair, drafter, prompt and sampling settings, Run and Stop."""
+    """The left column: model pair, drafter, prompt, Run and Stop, then the sampling settings."""
     c.preset = gr.Dropdown(settings.preset_names(public), value=DEFAULT_PRESET, label="Model pair")
     c.target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model", interactive=not public,
                              info="Set by the model pair above" if public else
@@ -159,6 +159,10 @@ def _settings(c, limits, public: bool) -> None:
     c.drafter_note = gr.Markdown(DRAFTER_NOTES["ngram"])
     c.prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
     c.chat = gr.Checkbox(True, label="Chat prompt (apply the target's chat template)")
+    # Run right under the prompt, not under every setting: on a phone's width it was 2,470 px down.
+    with gr.Row():
+        c.run_btn = gr.Button("Run", variant="primary", elem_id="sv-run-btn")
+        c.stop_btn = gr.Button("Stop", variant="stop")
     with gr.Row():
         c.k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K")
         c.temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
@@ -179,9 +183,6 @@ def _settings(c, limits, public: bool) -> None:
         c.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
         c.dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="Dtype",
                               info="auto: bf16 on GPUs and CPUs that run it natively, else fp32")
-    with gr.Row():
-        c.run_btn = gr.Button("Run", variant="primary", elem_id="sv-run-btn")
-        c.stop_btn = gr.Button("Stop", variant="stop")
     gr.Examples(EXAMPLES, [c.prompt, c.chat], label="Example prompts", example_labels=EXAMPLE_LABELS)
 
 

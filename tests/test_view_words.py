@@ -164,3 +164,15 @@ def test_the_tree_note_says_under_or_over_from_the_sign_of_the_gap():
     assert "overestimates" in note and "underestimates" not in note and "3.29 observed, 3.36" in note
     above = dataclasses.replace(a, tokens_per_pass=3.50, predicted_tokens_per_pass=3.36)
     assert "underestimates" in next(n for n in health_notes(above) if "drafted trees" in n)
+
+
+def test_the_inspector_writes_tiny_probabilities_with_significant_figures():
+    """Issue 26 item 12: "0.0000 / 0.0004 = 0.0021" told nothing; a probability under 0.001 is
+    written to three significant figures, and the ratio shows its two numbers."""
+    d = DraftedToken(5, "x", 0.000412, 8.4e-7, 0.00204, 0.5, accepted=False, tested=True)
+    r = Round(index=0, drafted=[d], n_accepted=0,
+              emitted=[EmittedToken(7, "y", RESAMPLED, 0.3, 0, rejected_id=5, rejected_text="x")])
+    story = inspector_markdown(r, 0)
+    assert "p_draft = 0.000412, p_target = 8.4e-07" in story
+    assert "min(1, p_target / p_draft) = **0.0020** (p_target / p_draft = 8.4e-07 / 0.000412)" in story
+    assert "0.0000" not in story

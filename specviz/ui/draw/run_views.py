@@ -17,6 +17,7 @@ import time
 
 from ...analysis import RunAnalysis, draft_depth, format_speedup, health_notes, is_tree_round
 from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, emitted_piece, token_label, visible_text
+from ..teach.beats import fmt
 from .escape import as_text
 
 __all__ = ["DONE_MARK", "KIND_LABELS", "NO_TRACE_BASELINE", "PANEL_OPEN", "TREE_BONUS_LABEL", "inspector_markdown",
@@ -263,6 +264,14 @@ def _inspector_head(round_: Round, slot: int) -> str:
     return head
 
 
+def _ratio(d) -> str:
+    """min(1, p_target / p_draft) with its numbers, each to :func:`~specviz.ui.teach.beats.fmt`'s
+    significant figures: "0.0000 / 0.0004 = 0.0021" told nothing about a token the target all but
+    ruled out."""
+    return (f"min(1, p_target / p_draft) = **{fmt(d.accept_prob)}** "
+            f"(p_target / p_draft = {fmt(d.p_target)} / {fmt(d.p_draft)})")
+
+
 def inspector_markdown(round_: Round, slot: int) -> str:
     """The story of one decision: the emitted token at ``slot`` of ``round_`` with the numbers that
     decided it. A resampled token and the struck-through draft rejected in its place tell one
@@ -279,18 +288,18 @@ def inspector_markdown(round_: Round, slot: int) -> str:
     d = round_.drafted_for(slot)
     if tok.kind == ACCEPTED and d is not None:
         return (f"{head}\n\n**Accepted draft token** {_code(d.id, d.text)}\n\n"
-                f"- p_draft = {d.p_draft:.4f}, p_target = {d.p_target:.4f}\n"
-                f"- acceptance probability min(1, p_target / p_draft) = **{d.accept_prob:.4f}**\n"
-                f"- uniform draw u = {d.uniform:.4f} < {d.accept_prob:.4f} → **accepted**")
+                f"- p_draft = {fmt(d.p_draft)}, p_target = {fmt(d.p_target)}\n"
+                f"- acceptance probability {_ratio(d)}\n"
+                f"- uniform draw u = {fmt(d.uniform)} < {fmt(d.accept_prob)} → **accepted**")
     if tok.kind == RESAMPLED and d is not None:
         story = (f"{head}\n\n**Rejected draft token** {_code(d.id, d.text)}\n\n"
-                 f"- p_draft = {d.p_draft:.4f}, p_target = {d.p_target:.4f}\n"
-                 f"- acceptance probability min(1, p_target / p_draft) = **{d.accept_prob:.4f}**\n"
-                 f"- uniform draw u = {d.uniform:.4f} ≥ {d.accept_prob:.4f} → **rejected**; the drafts after it are "
+                 f"- p_draft = {fmt(d.p_draft)}, p_target = {fmt(d.p_target)}\n"
+                 f"- acceptance probability {_ratio(d)}\n"
+                 f"- uniform draw u = {fmt(d.uniform)} ≥ {fmt(d.accept_prob)} → **rejected**; the drafts after it are "
                  "discarded untested\n\n"
                  f"**Resampled** {_code(tok.id, tok.text)} from the residual normalize(max(0, p_target − p_draft))")
         if tok.p_source is not None:
-            story += f": residual probability {tok.p_source:.4f} (p_target = {tok.p_target:.4f})."
+            story += f": residual probability {fmt(tok.p_source)} (p_target = {fmt(tok.p_target)})."
         return story
     if tok.kind == BONUS:
         if is_tree_round(round_):
@@ -300,9 +309,9 @@ def inspector_markdown(round_: Round, slot: int) -> str:
             why = (f"all {len(round_.drafted)} drafts were accepted, so the verify pass already holds the target's "
                    "distribution after them")
         return (f"{head}\n\n**Bonus token** {_code(tok.id, tok.text)}: {why}; one more token is drawn from it for "
-                f"free. p_target = {tok.p_target:.4f}.")
+                f"free. p_target = {fmt(tok.p_target)}.")
     return (f"{head}\n\n**Plain target step** {_code(tok.id, tok.text)}: the target drew its token directly. "
-            f"p_target = {tok.p_target:.4f}.")
+            f"p_target = {fmt(tok.p_target)}.")
 
 
 def round_tree_html(round_: Round) -> str:

@@ -90,6 +90,11 @@ def on_drafter_change(kind: str):
             DRAFTER_NOTES[kind])
 
 
+def empty_race():
+    """The race before a run has any pass: no lanes (Run pressed; the last run's lanes go)."""
+    return race.race_figure(race.race_lanes([], None))
+
+
 def pair_note(kind: str, target: str, draft_model: str) -> str:
     """The drafter's note and, for one with layers of its own, what it costs on a GPU
     (:func:`specviz.ui.settings.gpu_cost_sentence`): follows :func:`on_drafter_change`."""
@@ -217,7 +222,7 @@ def _charts_and_replay(c) -> None:
                                   show_label=False, elem_id="sv-positions")
         c.time_plot = gr.Plot(charts.time_split_figure(None), label="Time per round", show_label=False,
                               elem_id="sv-time")
-    c.race_plot = gr.Plot(race.race_figure(race.race_lanes([], None)), label="Race", show_label=False,
+    c.race_plot = gr.Plot(empty_race(), label="Race", show_label=False,
                           elem_id="sv-race")
     with gr.Row():
         c.race_from = gr.Number(None, precision=0, label="Highlight from pass", elem_id="sv-race-from")
@@ -281,6 +286,8 @@ def _wire(c, ctx: PageContext) -> None:
     c.stop_btn.click(stop_run, run_state, out(SHOWN_OUTPUTS), cancels=[run_event], api_name=False, **FREE)
     inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
     c.run_btn.click(reset_inspector, None, inspector, api_name=False, **FREE)
+    # The race shows the run on screen: while a new run waits for its first token, no lanes of the last one.
+    c.run_btn.click(empty_race, None, c.race_plot, api_name=False, **FREE)
     c.run_btn.click(lesson_run, ctx.lesson_runs, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
     c.prompt.input(hide_lesson, None, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
     for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat):

@@ -22,7 +22,8 @@ Starts ``python app.py`` on a free loopback port, opens it in headless Chromium 
 
 Usage::
 
-    python -m scripts.screenshots [--only run tree playground sweep watch learned phone] [--tokens 24] [--draft int8] [--out assets]
+    python -m scripts.screenshots [--only run tree playground sweep watch learned phone] [--tokens 24]
+                                  [--draft int8] [--out assets]
 """
 
 from __future__ import annotations

@@ -104,8 +104,8 @@ def charts_html(figures, label: str = "", meta: dict | None = None) -> str:
     """The run's charts as one self-contained HTML page (plotly.js embedded once, no network),
     under a title naming the run (``label``: the pair in words) and a table of the run's settings,
     model names, device and dtype (``meta``: the saved trace's fields other than the rounds), so a
-    page opened later says what it shows. Every value from outside goes through :func:`~specviz.ui.draw.escape.as_text`. The same figures
-    and settings give the same bytes (fixed element ids), so re-exporting a run adds nothing to
+    page opened later says what it shows. Every value from outside goes through
+    :func:`~specviz.ui.draw.escape.as_text`. The same figures and settings give the same bytes (fixed element ids), so re-exporting a run adds nothing to
     gradio's content-addressed cache."""
     meta = meta or {}
     rows = [("target", meta.get("target")), ("drafter", meta.get("drafter") or "plain decoding"),
@@ -133,7 +133,8 @@ def export_run(state):
     trace = json.dumps(trace_to_dict(state.rounds, **state.meta), ensure_ascii=False)
     return [_write(os.path.join(folder, "specviz-trace.json"), trace),
             _write(os.path.join(folder, "specviz-rounds.csv"), rounds_csv(state.rounds)),
-            _write(os.path.join(folder, "specviz-charts.html"), charts_html(state.view(None, "", True).figures(), state.label, state.meta))]
+            _write(os.path.join(folder, "specviz-charts.html"),
+                   charts_html(state.view(None, "", True).figures(), state.label, state.meta))]
 
 
 def _trace_problem(err: TraceError) -> str:

@@ -105,8 +105,8 @@ def charts_html(figures, label: str = "", meta: dict | None = None) -> str:
     under a title naming the run (``label``: the pair in words) and a table of the run's settings,
     model names, device and dtype (``meta``: the saved trace's fields other than the rounds), so a
     page opened later says what it shows. Every value from outside goes through
-    :func:`~specviz.ui.draw.escape.as_text`. The same figures and settings give the same bytes (fixed element ids), so re-exporting a run adds nothing to
-    gradio's content-addressed cache."""
+    :func:`~specviz.ui.draw.escape.as_text`. The same figures and settings give the same bytes
+    (fixed element ids), so re-exporting a run adds nothing to gradio's content-addressed cache."""
     meta = meta or {}
     rows = [("target", meta.get("target")), ("drafter", meta.get("drafter") or "plain decoding"),
             *((name, value) for name, value in (meta.get("settings") or {}).items() if name != "prompt"),

@@ -7,6 +7,11 @@ Spaces import it.
 
 Run ``python app.py`` and open the printed URL. The first start prepares the offline models
 (a minute, with progress in the terminal); later starts take seconds.
+
+On a ZeroGPU Space ``spaces`` must be imported before anything imports torch (it patches CUDA in
+the main process), so it comes first here where it is installed; the page's one GPU entry point is
+:func:`specviz.ui.gpu.run_job`, and the public presets' models are placed on ``cuda`` at import
+(:func:`specviz.ui.gpu_work.place_at_import`; nothing happens off a Space).
 """
 
 from __future__ import annotations
@@ -17,11 +22,18 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
+try:
+    import spaces  # noqa: F401  (first: before torch is imported)
+except ImportError:  # not on a Space: nothing to patch
+    pass
+
 from specviz import models  # noqa: E402
+from specviz.ui.gpu_work import place_at_import  # noqa: E402
 from specviz.ui.page import build_page  # noqa: E402
 from specviz.ui.settings import DEFAULT_PRESET, PRESETS, PUBLIC, QUEUE_SIZE, max_upload_bytes  # noqa: E402
 
 demo = build_page(PUBLIC)
+place_at_import()
 
 
 def fixed_mmap_threshold(nbytes: int = 4 << 20) -> bool:

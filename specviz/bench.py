@@ -64,6 +64,7 @@ from pathlib import Path
 import torch
 
 from .analysis import PlainBaseline, analyse
+from .diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
 from .drafters import clear_recycle_table, clear_suffix_history
 from .runner import make_generation, warm_up
 
@@ -127,10 +128,10 @@ class Sample:
 
 
 def time_ours(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed, instrument=True, branches=1,
-              tree_nodes=None) -> Sample:
+              tree_nodes=None, rule="full") -> Sample:
     gen = make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed,
                           instrument=instrument, eos=False, decode=instrument, branches=branches,
-                          tree_nodes=tree_nodes)
+                          tree_nodes=tree_nodes, rule=rule)
     c0, t0 = time.process_time(), time.perf_counter()
     gen.run()
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -257,8 +258,8 @@ class _Methods:
     """The timed calls of one benchmark: ours and transformers', plain and speculative."""
 
     def __init__(self, target, drafter, ks, seed, transformers_baselines, instrument_check, branches=1,
-                 tree_nodes=None):
-        self.target, self.drafter, self.seed = target, drafter, seed
+                 tree_nodes=None, rule="full"):
+        self.target, self.drafter, self.seed, self.rule = target, drafter, seed, rule
         self.branches, self.tree_nodes = branches, tree_nodes
         self.draft_model = getattr(drafter, "model", None)
         hf_spec = transformers_baselines and transformers_counterpart(drafter) is not None
@@ -275,11 +276,12 @@ class _Methods:
         clear_recycle_table()  # nor from a Token Recycling table an earlier call filled
         if method == OURS_TREE:
             return time_ours(target, self.drafter, ids, k, sampling, n_tokens, seed, branches=self.branches,
-                             tree_nodes=self.tree_nodes)
+                             tree_nodes=self.tree_nodes, rule=self.rule)
         if method == OURS_PLAIN:
             return time_ours(target, None, ids, 1, sampling, n_tokens, seed)
         if method in (OURS_SPEC, OURS_SPEC_RAW):
-            return time_ours(target, self.drafter, ids, k, sampling, n_tokens, seed, instrument=method == OURS_SPEC)
+            return time_ours(target, self.drafter, ids, k, sampling, n_tokens, seed, instrument=method == OURS_SPEC,
+                             rule=self.rule)
         if method == HF_PLAIN:
             return time_hf(target, ids, sampling, n_tokens, seed)
         if self.draft_model is not None:
@@ -302,8 +304,10 @@ def transformers_counterpart(drafter) -> str | None:
 
 def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=1.0, max_new_tokens=64,
             repeats=3, seed=0, transformers_baselines=True, instrument_check=True, report=None,
-            warmup_tokens=None, branches=1, tree_nodes=None) -> Measurements:
+            warmup_tokens=None, branches=1, tree_nodes=None, rule="full") -> Measurements:
     """Time every method on every prompt (see the module docstring for the protocol).
+
+    Our speculative methods verify under ``rule`` (:data:`specviz.sampling.RULES`).
 
     With ``branches`` > 1 the tree variant of our speculative loop (``ours tree``) is timed too,
     with at most ``tree_nodes`` nodes per tree.
@@ -315,7 +319,8 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
     from .sampling import SamplingConfig
 
     report = report or (lambda line: None)
-    methods = _Methods(target, drafter, ks, seed, transformers_baselines, instrument_check, branches, tree_nodes)
+    methods = _Methods(target, drafter, ks, seed, transformers_baselines, instrument_check, branches, tree_nodes,
+                       rule)
     out = Measurements(loadavg_before=_loadavg())
     started = time.perf_counter()
     n_warm = warmup_tokens or default_warmup_tokens(max_new_tokens)
@@ -389,10 +394,12 @@ def spec_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict
     ours, hf, raw = (OURS_SPEC, temperature, k), (HF_SPEC, temperature, k), (OURS_SPEC_RAW, temperature, k)
     plain, hf_plain = (OURS_PLAIN, temperature, None), (HF_PLAIN, temperature, None)
     cpu = {key: m.tokens_per_s(key, cpu=True) for key in (ours, hf, raw, plain)}
+    analysis = spec_analysis(m, temperature, k)
     return {
         "temperature": temperature,
         "k": k,
-        **spec_analysis(m, temperature, k).scalars(),
+        **analysis.scalars(),
+        "diagnostics": diagnose(m.rounds(ours), k, analysis.cost_ratio_c, analysis.verify_cost_v).to_dict(),
         "ours_tokens_per_s": m.tokens_per_s(ours),
         "transformers_tokens_per_s": m.tokens_per_s(hf),
         "ratio_vs_transformers": _ratio(m.tokens_per_s(ours), m.tokens_per_s(hf)),
@@ -424,6 +431,7 @@ def tree_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict
         "temperature": temperature,
         "k": k,
         **analysis.scalars(),
+        "diagnostics": diagnose(m.rounds(tree), k, analysis.cost_ratio_c, analysis.verify_cost_v).to_dict(),
         "nodes_per_pass": analysis.proposed_per_pass,
         "ours_tokens_per_s": m.tokens_per_s(tree),
         "chain_tokens_per_s": m.tokens_per_s(chain),
@@ -500,7 +508,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
                   top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, repeats: int = 3, seed: int = 0,
                   transformers_baselines: bool = True, instrument_check: bool = True,
                   draft_spec: str = "", report=None, warmup_tokens: int | None = None, branches: int = 1,
-                  tree_nodes: int | None = None) -> dict:
+                  tree_nodes: int | None = None, rule: str = "full") -> dict:
     """Measure (:func:`measure`) and summarise (:func:`summarise`): every figure as plain data.
 
     Args:
@@ -510,6 +518,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         ks, temperatures: the grid; plain rows are measured once per temperature.
         branches, tree_nodes: with ``branches`` > 1, the tree variant (``ours tree``) runs beside
             the chain at every (T, K), at most ``tree_nodes`` nodes per tree (default 2·K).
+        rule: the verification rule of our speculative rows (:data:`specviz.sampling.RULES`).
         report: optional ``str -> None`` called with a progress line before each call.
         warmup_tokens: tokens per warm-up call of each method (default
             :func:`specviz.runner.default_warmup_tokens`; the CLI passes ``max_new_tokens`` with
@@ -529,11 +538,11 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         encoded.append(ids)
         notes += [f"Prompt {p.name!r}: {note}" for note in prompt_notes]
     m = measure(target, drafter, prompts, encoded, ks, temperatures, top_k, top_p, max_new_tokens, repeats, seed,
-                transformers_baselines, instrument_check, report, warmup_tokens, branches, tree_nodes)
+                transformers_baselines, instrument_check, report, warmup_tokens, branches, tree_nodes, rule)
     assisted = transformers_counterpart(drafter) if transformers_baselines else None
     settings = {"draft": draft_spec, "transformers_assisted": assisted, "max_new_tokens": max_new_tokens,
                 "repeats": repeats, "top_k": top_k, "top_p": top_p, "seed": seed, "branches": branches,
-                "tree_nodes": tree_nodes}
+                "tree_nodes": tree_nodes, "rule": rule}
     return {**summarise(m, target, drafter, prompts, encoded, ks, temperatures, settings), "notes": notes}
 
 def _loadavg() -> float | None:
@@ -612,6 +621,12 @@ def format_report(result: dict) -> str:
               f"{_f(r['same_greedy_text_as_plain'], '{:.0%}')}, {_f(r.get('same_greedy_text_as_chain'), '{:.0%}')}"]
              for r in result["tree"]],
         )]
+    rows = [r for r in result["spec"] + result.get("tree", []) if r.get("diagnostics")]
+    if rows:
+        out += ["", ("Diagnostics (drafting passes; the rules replayed on the recorded passes, [low, high] where "
+                     "the top-10 tokens a trace keeps leave a figure open)"), "",
+                _table(["T", "K", *DIAGNOSTICS_HEADERS],
+                       [[_f(r["temperature"], "{:g}"), str(r["k"]), *diagnostics_row(r["diagnostics"])] for r in rows])]
     if result["spec"]:
         out += ["", _table(
             ["prompt", "kind", "T", "K", "ours speedup", "ours tree speedup", "tree/chain", "assisted speedup"],

@@ -72,6 +72,9 @@ def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) ->
                         "attention mask; 1 = chains (default: %(default)s)")
     p.add_argument("--tree-nodes", type=int, default=None, dest="tree_nodes", metavar="N",
                    help="most nodes per draft tree, >= K (default: 2·K when --branches > 1)")
+    p.add_argument("--rule", default="full", metavar="RULE",
+                   help="verification rule: full (Chen/Leviathan), one-hot (vLLM), exact-match (llama.cpp), block "
+                        "(Sun et al. 2024, chains only) or relaxed-top-k (a LOSSY control) (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
 
 
@@ -217,7 +220,7 @@ def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str =
                             top_k=args.top_k, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
                             chat=getattr(args, "chat", False), device=args.device, dtype=args.dtype,
                             branches=args.branches, tree_nodes=args.tree_nodes,
-                            cache=getattr(args, "cache", "dynamic"))
+                            cache=getattr(args, "cache", "dynamic"), rule=args.rule)
 
 
 def _check_branches(request) -> None:
@@ -253,13 +256,21 @@ def run_once(args: argparse.Namespace) -> dict:
 
 def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) -> dict:
     """The ``run --json`` object: the tokens, then every figure of the run's analysis
-    (:meth:`specviz.analysis.RunAnalysis.scalars`, names as there), then the settings."""
+    (:meth:`specviz.analysis.RunAnalysis.scalars`, names as there), its diagnostics
+    (:meth:`specviz.diagnostics.RunDiagnostics.to_dict`: full and conditional acceptance by
+    position, the zero-accept share, the accepted-length histogram, the cliff, calibration, the K an
+    engine would pick and the expected tokens per pass under each verification rule), then the
+    settings."""
+    from .diagnostics import diagnose
+
+    diagnostics = diagnose(spec.rounds, analysis.k, analysis.cost_ratio_c, analysis.verify_cost_v)
     return {
         "text": target.decode(spec.token_ids),
         "tokens": [{"id": t.id, "text": t.text, "kind": t.kind} for t in spec.tokens],
         "finish_reason": spec.finish_reason,
         **analysis.scalars(),
         "per_position": [vars(p) for p in analysis.per_position],
+        **diagnostics.to_dict(),
         "prompt_tokens": prompt_tokens,
         "target": target.name,
         "draft": request.draft,
@@ -268,6 +279,7 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
         "branches": request.branches,
         "tree_nodes": request.tree_nodes,
         "cache": request.cache,
+        "rule": request.rule,
         "notes": list(getattr(spec, "notes", [])),
         "device": str(target.device),
         "dtype": str(target.dtype).removeprefix("torch."),
@@ -295,6 +307,10 @@ def format_text(result: dict, color: bool) -> str:
         parts.append(f"c {result['cost_ratio_c']:.3f}")
     parts.append(f"finish: {result['finish_reason']}")
     summary = " · ".join(parts + result.get("notes", []))
+    if result.get("proposed"):
+        from .diagnostics import describe
+
+        summary += "".join(f"\n   {name}: {value}" for name, value in describe(result))
     if color:
         legend = " ".join(f"{ANSI[k]}{k}{RESET}" for k in ("accepted", "resampled", "bonus")) + " plain"
         summary = f"{summary}\n{legend}"
@@ -457,6 +473,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         warmup_tokens=default_warmup_tokens(args.max_new_tokens, bool(args.compile)),
         transformers_baselines=not args.no_transformers, instrument_check=not args.no_instrument_check,
         draft_spec=args.draft, report=report, branches=args.branches, tree_nodes=args.tree_nodes,
+        rule=_request(args, args.k[0], args.temperature[0]).rule,
     )
     if tty:
         print("\r\033[K", end="", file=sys.stderr)

@@ -9,7 +9,9 @@ Algorithm 1):
    a tree attention mask lets each node see the committed context and its own ancestors, with
    position ids by depth (SpecInfer, Miao et al. 2024), giving N + 1 distributions;
 3. :func:`specviz.sampling.verify_tree` accepts a path from the root, then resamples one token
-   from the residual or, at a leaf, samples a bonus token;
+   from the residual or, at a leaf, samples a bonus token, under the run's verification rule
+   (:data:`specviz.sampling.RULES`; a rule whose draft proposes its argmax has the drafter draft
+   at temperature 0, so each drafted token is a point mass);
 4. both models' KV caches keep only the committed tokens and the accepted path.
 
 A drafter that reads the target's features (``wants_features``, an EAGLE-style head) is handed
@@ -68,7 +70,7 @@ from .generators import GeneratorPool
 from .kvcache import CACHE_KINDS, PaddedStaticCache, run_pass
 from .phaseclock import PhaseClock
 from .recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
-from .sampling import SamplingConfig, logits_to_probs, verify_tree
+from .sampling import RULES, SamplingConfig, check_rule, logits_to_probs, verify_tree
 from .trace import EmittedToken, Round
 
 __all__ = ["TOP_TOKENS", "ContextLengthError", "DraftIdError", "Generation", "IncrementalDecoder", "checked_draft_ids",
@@ -228,6 +230,11 @@ class Generation:
             token per pass), which a CUDA graph can replay; their outputs equal the dynamic
             path's. Where a model's attention takes no arbitrary mask the run stays dynamic and
             says so in :attr:`notes`.
+        rule: the verification rule, a name of :data:`specviz.sampling.RULES` (default
+            ``"full"``). For a rule whose draft proposes its argmax (``"one-hot"``,
+            ``"exact-match"``) the drafter drafts with temperature 0 and the run's top-k/top-p,
+            so ``p_draft`` rows are one-hot; the target keeps the run's sampling. ``"block"``
+            verifies chains only.
 
     Every phase boundary is read through one :class:`~specviz.phaseclock.PhaseClock`, which
     synchronises the devices first, so ``prefill_ms`` and each round's ``draft_ms``,
@@ -247,6 +254,7 @@ class Generation:
         specviz.sampling.NonFiniteLogitsError: if a model produces NaN/+inf logits.
         DraftIdError: if the drafter proposes an id outside the vocabulary (:func:`checked_draft_ids`).
         ValueError: for an empty prompt or out-of-range K / max_new_tokens.
+        specviz.sampling.RuleError: for an unknown rule, or a chain-only rule with B > 1.
     """
 
     target: object
@@ -264,6 +272,7 @@ class Generation:
     branches: int = 1
     tree_nodes: int | None = None
     cache: str = "dynamic"
+    rule: str = "full"
 
     def __post_init__(self) -> None:
         self.notes: list[str] = []
@@ -314,6 +323,7 @@ class Generation:
             raise ValueError(f"branches B must be between 1 and {MAX_BRANCHES}, got {self.branches}")
         if self.tree_nodes is not None and not self.k <= self.tree_nodes <= MAX_TREE_NODES:
             raise ValueError(f"tree nodes N must be between K = {self.k} and {MAX_TREE_NODES}, got {self.tree_nodes}")
+        check_rule(self.rule, tree=self.drafter is not None and self.branches > 1)
         if self.cache not in CACHE_KINDS:
             raise ValueError(f"the KV cache must be one of {', '.join(CACHE_KINDS)}, got {self.cache!r}")
         # The longest forward pass covers the prompt and max_new_tokens - 1 new tokens (drafts are
@@ -359,6 +369,9 @@ class Generation:
         self._generator = self._generators.get(self._device)  # the verify walk's
         drafter_device = getattr(self.drafter, "device", None) or self._device
         self._draft_generator = self._generators.get(drafter_device)
+        s = self.sampling
+        argmax = RULES[self.rule].proposes == "argmax"
+        self._draft_sampling = SamplingConfig(0.0, s.top_k, s.top_p) if argmax else s
         self._clock = PhaseClock([self._device, drafter_device])
         self._recorder = RoundRecorder(self.decode, self.instrument, self.eos_token_ids, self.label)
         self._committed = list(self.prompt_ids)
@@ -433,7 +446,7 @@ class Generation:
 
     def _draft(self, k_round: int) -> DraftTree:
         if k_round > 0:
-            tree = self.drafter.propose(self._committed, k_round, self.sampling, self._draft_generator,
+            tree = self.drafter.propose(self._committed, k_round, self._draft_sampling, self._draft_generator,
                                         branches=self._branches, max_nodes=max(self._tree_nodes, k_round))
             if isinstance(tree, tuple):  # a drafter written for the chain-only interface
                 tree = DraftTree.chain(*tree)
@@ -457,7 +470,7 @@ class Generation:
         # 3. The accept walk: an accepted path from the root, then a resampled or a bonus token.
         tokens = torch.tensor(tree.tokens, dtype=torch.long, device=self._device)
         result = verify_tree(tokens, tree.parents, tree.p_draft.to(self._device), p_target, tree.point_mass,
-                             self._generator)
+                             self._generator, self.rule)
         # 4. Both caches keep the committed context plus the accepted path.
         self._keep_path(len(self._committed), result.path, tree.is_chain)
         self._hand_features(result.path)

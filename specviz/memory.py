@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,16 +208,43 @@ def pair_fits(target: str, draft: str, dtype: str | torch.dtype, free_bytes: int
 
 
 # --------------------------------------------------------------------------- devices
+#: A ZeroGPU slice's memory when the Space does not say (``spaces.config``'s default: an H200 MIG 3g.71gb).
+ZERO_GPU_MEMORY = 74625056768
+
+
+def on_zero_gpu(env=None) -> bool:
+    """Whether this process runs on a ZeroGPU Space (``SPACES_ZERO_GPU``, as ``spaces.config`` reads it)."""
+    env = os.environ if env is None else env
+    return str(env.get("SPACES_ZERO_GPU", "")).lower() in ("1", "t", "true")
+
+
+def zero_gpu_memory(env=None) -> int:
+    """The bytes of a ZeroGPU slice: ``ZEROGPU_CUDA_TOTAL_MEMORY`` less ``ZEROGPU_CUDA_RESERVED_MEMORY``
+    (as ``spaces.config`` reads them), :data:`ZERO_GPU_MEMORY` where unset or unreadable."""
+    env = os.environ if env is None else env
+    try:
+        total = int(env.get("ZEROGPU_CUDA_TOTAL_MEMORY", ZERO_GPU_MEMORY))
+        reserved = int(env.get("ZEROGPU_CUDA_RESERVED_MEMORY", 0))
+    except ValueError:
+        total, reserved = ZERO_GPU_MEMORY, 0
+    return max(0, total - reserved)
+
+
 def device_free_bytes(device: str | torch.device) -> int:
     """Free memory of a device in bytes: on the CPU what ``psutil`` calls available (free plus
     reclaimable caches), on CUDA ``torch.cuda.mem_get_info``'s free bytes (which ZeroGPU answers
     in its main process too, from its configured card), falling back to the card's total memory
-    where that query fails.
+    where that query fails. On a ZeroGPU Space (``SPACES_ZERO_GPU`` set) CUDA is emulated in the
+    main process and the card is the Space's alone, so CUDA is never asked: the card's memory as
+    ZeroGPU declares it (``ZEROGPU_CUDA_TOTAL_MEMORY``, :data:`ZERO_GPU_MEMORY` by default) less
+    its reserved part.
 
     Raises:
         ValueError: for a device that is neither cpu nor cuda.
     """
     device = torch.device(device)
+    if device.type == "cuda" and on_zero_gpu():
+        return zero_gpu_memory()
     if device.type == "cpu":
         import psutil
 

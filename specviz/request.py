@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from . import memory
 from .drafters import DRAFTER_KINDS, drafter_kind, for_device, parse_drafter_spec
 from .kvcache import CACHE_KINDS
-from .sampling import SamplingConfig
+from .sampling import RuleError, SamplingConfig, check_rule
 
 __all__ = ["DEFAULT_LIMITS", "MODEL_FREE_DRAFTERS", "PUBLIC_LIMITS", "Limits", "PublicPolicy", "RequestError",
            "RunRequest", "ServerDevice", "check_drafter_device", "check_public_models", "pin_public_device",
@@ -91,6 +91,8 @@ class RunRequest:
             request was validated with (None: no cap but the model's context).
         cache: the KV cache kind, ``"dynamic"`` or ``"static"`` (:data:`specviz.kvcache.CACHE_KINDS`;
             the same outputs, static passes of fixed shapes).
+        rule: the verification rule, a name of :data:`specviz.sampling.RULES` (``"full"``,
+            ``"one-hot"``, ``"exact-match"``, ``"block"`` or the lossy ``"relaxed-top-k"``).
     """
 
     prompt: str
@@ -107,6 +109,7 @@ class RunRequest:
     tree_nodes: int | None = None
     max_prompt_tokens: int | None = None
     cache: str = "dynamic"
+    rule: str = "full"
 
     @property
     def plain(self) -> bool:
@@ -278,13 +281,14 @@ def validate_request(
     branches=1,
     tree_nodes=None,
     cache="dynamic",
+    rule="full",
     limits: Limits = DEFAULT_LIMITS,
 ) -> RunRequest:
     """Check and normalise a run's settings (see the module docstring for what is accepted).
 
     Args:
         prompt, target, draft, k, temperature, top_k, top_p, max_new_tokens, seed, chat,
-        device, dtype, branches, tree_nodes, cache: as sent by the user (any type); see
+        device, dtype, branches, tree_nodes, cache, rule: as sent by the user (any type); see
             :class:`RunRequest`.
         limits: the bounds (the app's public mode passes tighter ones).
 
@@ -298,22 +302,45 @@ def validate_request(
     target = _text("target model", target, 500).strip()
     draft = validate_draft(draft)
     k = to_int("lookahead K", k, 1, limits.max_k)
+    sampling = validate_sampling(temperature, top_k, top_p, limits)
+    max_new_tokens = to_int("max new tokens", max_new_tokens, 1, limits.max_new_tokens)
+    seed = to_int("seed", seed, 0, limits.max_seed)
+    chat = _flag("chat", chat)
+    device = _choice("device", device, DEVICES)
+    dtype = _choice("dtype", dtype, DTYPES)
+    branches = to_int("branches", branches, 1, limits.max_branches)
     return RunRequest(
         prompt=prompt,
         target=target,
         draft=draft,
         k=k,
-        sampling=validate_sampling(temperature, top_k, top_p, limits),
-        max_new_tokens=to_int("max new tokens", max_new_tokens, 1, limits.max_new_tokens),
-        seed=to_int("seed", seed, 0, limits.max_seed),
-        chat=_flag("chat", chat),
-        device=_choice("device", device, DEVICES),
-        dtype=_choice("dtype", dtype, DTYPES),
-        branches=to_int("branches", branches, 1, limits.max_branches),
+        sampling=sampling,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        chat=chat,
+        device=device,
+        dtype=dtype,
+        branches=branches,
         tree_nodes=None if tree_nodes is None else to_int("tree nodes", tree_nodes, k, limits.max_tree_nodes),
         max_prompt_tokens=limits.max_prompt_tokens,
         cache=_choice("KV cache", cache, CACHE_KINDS),
+        rule=validate_rule(rule, branches if not drafter_kind(draft).plain else 1),
     )
+
+
+def validate_rule(rule, branches=1) -> str:
+    """A verification rule as typed (:data:`specviz.sampling.RULES`), checked against the draft's
+    shape (B > 1 drafts trees, which the chain-only ``"block"`` rule cannot verify).
+
+    Raises:
+        RequestError: one sentence, for an unknown rule or one that does not apply to trees.
+    """
+    name = rule.strip().lower() if isinstance(rule, str) else rule
+    tree = isinstance(branches, int) and not isinstance(branches, bool) and branches > 1
+    try:
+        return check_rule(name, tree=tree).name
+    except RuleError as err:
+        raise RequestError(str(err)) from None
 
 
 # --------------------------------------------------------------------------- public mode

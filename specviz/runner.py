@@ -72,15 +72,16 @@ def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: st
 
 
 def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed, instrument=True, eos=True,
-                    decode=True, branches=1, tree_nodes=None, cache="dynamic"):
+                    decode=True, branches=1, tree_nodes=None, cache="dynamic", rule="full"):
     """A :class:`~specviz.engine.Generation` wired to a loaded target and drafter.
 
     Args:
         target: a :class:`~specviz.models.LoadedModel`.
         drafter: a drafter, or None for plain decoding.
         prompt_ids: the encoded prompt.
-        k, sampling, max_new_tokens, seed, instrument, branches, tree_nodes, cache: as in
-            :class:`~specviz.engine.Generation` (B = 1 drafts chains; ``cache`` the KV cache kind).
+        k, sampling, max_new_tokens, seed, instrument, branches, tree_nodes, cache, rule: as in
+            :class:`~specviz.engine.Generation` (B = 1 drafts chains; ``cache`` the KV cache kind;
+            ``rule`` the verification rule, :data:`specviz.sampling.RULES`).
         eos: stop at the target's EOS ids (the bench turns this off to generate equal lengths).
         decode: record each token's text.
     """
@@ -104,6 +105,7 @@ def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, se
         branches=branches,
         tree_nodes=tree_nodes,
         cache=cache,
+        rule=rule,
     )
 
 
@@ -180,7 +182,7 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
                 "temperature": request.sampling.temperature, "top_k": request.sampling.top_k,
                 "top_p": request.sampling.top_p, "max_new_tokens": request.max_new_tokens, "seed": request.seed,
                 "chat": request.chat, "branches": request.branches, "tree_nodes": request.tree_nodes,
-                "cache": request.cache}
+                "cache": request.cache, "rule": request.rule}
     return trace_to_dict(
         run.rounds, settings=settings, target=target.name, drafter=getattr(drafter, "name", None),
         k=request.k if drafter is not None else 0, device=str(target.device),
@@ -220,7 +222,7 @@ class PreparedRun:
         r = self.request
         return make_generation(self.target, self.drafter if speculative else None, self.prompt_ids, r.k, r.sampling,
                                r.max_new_tokens, r.seed, instrument=instrument, eos=eos, decode=decode,
-                               branches=r.branches, tree_nodes=r.tree_nodes, cache=r.cache)
+                               branches=r.branches, tree_nodes=r.tree_nodes, cache=r.cache, rule=r.rule)
 
     def in_use(self):
         """A context manager pinning this run's target and draft model in the model cache while it

@@ -34,6 +34,28 @@ point mass zeroes it), so a repeated child can never be accepted. A repeated *po
 child is skipped (merged; ``tested`` stays False) because its rejection changes nothing; a
 repeated *sampled* child still applies its residual update, which the exactness argument for
 independent draws needs. The drafters merge duplicates when they build the tree.
+
+Verification rules. Engines verify the same drafts by different rules, all exact but one; each is
+a ``rule`` of :func:`verify_tree` and :func:`verify` (the table :data:`RULES`):
+
+* ``"full"``: the rule above (Chen et al. 2023; Leviathan et al. 2023; SpecInfer for trees).
+* ``"one-hot"``: vLLM V1's rejection sampler for an argmax draft (vllm-project/vllm PR #16899):
+  the draft is the point mass ``δ_x`` at its argmax, accepted with probability ``p_target(x)``;
+  the residual is ``p_target`` with ``x`` removed and renormalised. It is the point-mass case of
+  the full rule, so trees need nothing new. Exact only when the drafted token is a function of the
+  context (an argmax, a lookup): a *sampled* token tested as a point mass would be biased.
+* ``"exact-match"``: llama.cpp's (and MLX's MTP before its PR #1085): the target draws its own
+  token ``y ~ p_target`` at each position and the draft is kept iff ``y == x``; at the first
+  mismatch ``y`` is emitted. Every emitted token is the target's own draw, so it is exact for any
+  draft, chains and trees alike; with an argmax draft it accepts with the same probability
+  ``p_target(x)`` as one-hot and its residual has the same law (``p_target`` given ``y ≠ x``).
+* ``"block"``: block verification (Sun et al. 2024, arXiv 2403.10444, Algorithm 2), which
+  decides the accepted length of the whole chain jointly; its expected accepted length is never
+  below token-by-token verification's (their Theorem 2). Chains only.
+* ``"relaxed-top-k"``: a **lossy** control: a drafted token is accepted whenever it is among the
+  target's :data:`RELAXED_TOP_K` most likely tokens (the "relaxed acceptance" some engines offer
+  for reasoning text); a rejection draws from ``p_target``. The output is *not* distributed as
+  the target's; the lossless checks exist to show it.
 """
 
 from __future__ import annotations
@@ -43,10 +65,17 @@ from dataclasses import dataclass
 import torch
 
 __all__ = [
+    "RELAXED_TOP_K",
+    "RULES",
+    "RULE_NAMES",
     "NonFiniteLogitsError",
+    "Rule",
+    "RuleError",
     "SamplingConfig",
     "TreeVerifyResult",
     "VerifyResult",
+    "block_weights",
+    "check_rule",
     "logits_to_probs",
     "residual_distribution",
     "sample",
@@ -89,6 +118,74 @@ class SamplingConfig:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+
+class RuleError(ValueError):
+    """An unknown verification rule, or one that does not apply to the draft's shape."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One verification rule of :data:`RULES`.
+
+    Attributes:
+        name: the rule's name (``"full"``, ``"one-hot"``, …), as the CLI and the page take it.
+        description: one line on what it does and where it comes from.
+        lossless: True when the output is distributed exactly as the target's (greedy decoding
+            at T = 0); False for the lossy control.
+        proposes: ``"sample"`` when the draft samples its tokens from ``p_draft``, ``"argmax"``
+            when it proposes its most likely token (a point mass) instead.
+        trees: True when :func:`verify_tree` can verify a tree of drafts under the rule.
+    """
+
+    name: str
+    description: str
+    lossless: bool
+    proposes: str
+    trees: bool
+
+
+#: The target's top-k that the lossy ``"relaxed-top-k"`` control accepts a drafted token from.
+RELAXED_TOP_K = 5
+
+#: The verification rules, by name (see the module docstring, "Verification rules").
+RULES: dict[str, Rule] = {
+    "full": Rule("full", "accept x with min(1, p_target(x)/p_draft(x)), resample from max(0, p_target − p_draft) "
+                 "(Chen et al. 2023; Leviathan et al. 2023)", True, "sample", True),
+    "one-hot": Rule("one-hot", "the draft proposes its argmax x as a point mass: accept with p_target(x), resample "
+                    "from p_target without x (vLLM V1, PR #16899)", True, "argmax", True),
+    "exact-match": Rule("exact-match", "the draft proposes its argmax, the target samples its own token and the "
+                        "draft is kept iff the two are equal (llama.cpp)", True, "argmax", True),
+    "block": Rule("block", "the whole chain is verified jointly; never fewer tokens accepted on average than token "
+                  "by token (Sun et al. 2024, arXiv 2403.10444)", True, "sample", False),
+    "relaxed-top-k": Rule("relaxed-top-k", f"LOSSY control: accept any drafted token within the target's top "
+                          f"{RELAXED_TOP_K}, else draw from p_target (relaxed acceptance)", False, "sample", True),
+}
+RULE_NAMES: tuple[str, ...] = tuple(RULES)
+
+
+def check_rule(rule, tree: bool = False) -> Rule:
+    """The :class:`Rule` named ``rule``, checked against the draft's shape.
+
+    Args:
+        rule: a rule name of :data:`RULES` (any type: it comes from a user).
+        tree: True when the drafts form a tree (B > 1), False for a chain.
+
+    Returns:
+        The :class:`Rule`.
+
+    Raises:
+        RuleError: one sentence, for an unknown rule or a chain-only rule asked to verify a tree.
+    """
+    found = RULES.get(rule) if isinstance(rule, str) else None
+    if found is None:
+        raise RuleError(f"the verification rule must be one of {', '.join(RULE_NAMES)}, got {rule!r}")
+    if tree and not found.trees:
+        chains = ", ".join(r.name for r in RULES.values() if not r.trees)
+        trees = ", ".join(r.name for r in RULES.values() if r.trees)
+        raise RuleError(f"the {chains} rule verifies a chain of drafts only (Sun et al. 2024 define it for one "
+                        f"block): draft chains (B = 1) or pick one of {trees} for trees")
+    return found
 
 
 def logits_to_probs(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
@@ -171,13 +268,19 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
     """
     flat = probs.reshape(-1, probs.shape[-1])
     dtype = torch.float32 if flat.device.type == "mps" else torch.float64
+    uniforms = torch.rand(flat.shape[0], 1, generator=generator, device=flat.device, dtype=dtype)
+    return _locate(flat, uniforms).reshape(probs.shape[:-1])
+
+
+def _locate(flat: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Inverse CDF of each row of ``flat`` ``(R, V)`` at its uniform ``(R, 1)``: ``(R,)`` ids (see
+    :func:`sample`, which draws the uniforms; exact match records them)."""
+    dtype = torch.float32 if flat.device.type == "mps" else torch.float64
     cdf = flat.to(dtype).cumsum(dim=-1)
     total = cdf[:, -1:]
-    uniforms = torch.rand(flat.shape[0], 1, generator=generator, device=flat.device, dtype=dtype)
     # u * total can round up to total itself; the largest float below total keeps u inside.
-    u = torch.minimum(uniforms * total, torch.nextafter(total, torch.zeros_like(total)))
-    ids = torch.searchsorted(cdf, u, right=True).squeeze(-1)
-    return ids.reshape(probs.shape[:-1])
+    u = torch.minimum(uniforms.to(dtype) * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, u, right=True).squeeze(-1)
 
 
 def residual_distribution(p_target: torch.Tensor, p_draft: torch.Tensor) -> torch.Tensor:
@@ -314,6 +417,7 @@ def verify_tree(
     p_target: torch.Tensor,
     point_mass: bool | list[bool],
     generator: torch.Generator | None,
+    rule: str = "full",
 ) -> TreeVerifyResult:
     """The verify step for a tree of drafted tokens: exact multi-step speculative sampling.
 
@@ -350,17 +454,39 @@ def verify_tree(
             row ``i + 1`` the one after node ``i``.
         point_mass: one flag for the tree, or one per node: True for deterministic nodes.
         generator: random source of the uniforms and the final draw.
+        rule: the verification rule (:data:`RULES`; module docstring, "Verification rules").
+            ``"full"`` is the walk above; ``"one-hot"`` is that walk with every node a point mass
+            (the drafts must be functions of the context, e.g. the draft's argmax);
+            ``"exact-match"`` walks down the target's own draws (:func:`_exact_match`);
+            ``"block"`` verifies a chain jointly (:func:`_block_verify`); ``"relaxed-top-k"`` is
+            the lossy control (:func:`_relaxed_top_k`).
 
     Returns:
-        A :class:`TreeVerifyResult`.
+        A :class:`TreeVerifyResult`. Under ``"exact-match"`` a node's ``uniforms`` entry is the
+        uniform of the target's draw at its parent's row and ``accept_prob`` is ``p_target(x)``
+        (the chance that draw is ``x``); under ``"block"`` they are Sun et al.'s ``η_i`` and
+        ``h_i`` (the accepted length is the last ``i`` with ``η_i < h_i``, so a node can be
+        accepted after a failed test of its own); under ``"relaxed-top-k"`` the test is
+        deterministic: ``accept_prob`` is 1 or 0 and the uniform 0.
 
     Raises:
         ValueError: on shapes that disagree or parents that are not parents-first.
+        RuleError: for an unknown rule, or ``"block"`` on a tree that is not a chain.
     """
     parents = parents.tolist() if isinstance(parents, torch.Tensor) else list(parents)
     _check_tree(tokens, parents, p_draft, p_target)
     n = tokens.shape[0]
+    is_chain = all(parent == i - 1 for i, parent in enumerate(parents))
+    check_rule(rule, tree=not is_chain)
     flags = [bool(point_mass)] * n if isinstance(point_mass, bool) else [bool(f) for f in point_mass]
+    if rule == "one-hot":
+        flags = [True] * n
+    elif rule == "exact-match":
+        return _exact_match(tokens, parents, p_draft, p_target, flags, generator)
+    elif rule == "block":
+        return _block_verify(tokens, p_draft, p_target, flags, generator)
+    elif rule == "relaxed-top-k":
+        return _relaxed_top_k(tokens, parents, p_draft, p_target, flags, generator)
     p_target_node, p_draft_node, uniforms, first_test, accept_prob = _node_figures(
         tokens, parents, p_draft, p_target, flags, generator)
     tested, accepted = [False] * n, [False] * n
@@ -416,6 +542,172 @@ def _walk(parents: list[int], p_target: torch.Tensor, tests: _NodeTests, accepte
     return path, node, p_target[node + 1], "bonus", rejected_node
 
 
+def _children_of(parents: list[int]) -> list[list[int]]:
+    children: list[list[int]] = [[] for _ in range(len(parents) + 1)]
+    for i, parent in enumerate(parents):
+        children[parent + 1].append(i)
+    return children
+
+
+def _node_probs(tokens, parents, p_draft, p_target, flags):
+    """``(p_target(x), q(x))`` of every node, both ``(N,)`` (``q = 1`` for a point mass)."""
+    n = tokens.shape[0]
+    device = p_target.device
+    rows = torch.tensor([p + 1 for p in parents], dtype=torch.long, device=device)
+    p_target_node = p_target[rows, tokens]
+    p_draft_node = p_draft[torch.arange(n, device=device), tokens]
+    if any(flags):
+        p_draft_node = torch.where(torch.tensor(flags, device=device), 1.0, p_draft_node)
+    return p_target_node, p_draft_node
+
+
+def _first_passing_walk(parents: list[int], passes) -> tuple[list[int], int, list[bool], int | None]:
+    """Down from the root: at each node, its children are tried in order and the first for which
+    ``passes(child)`` holds is taken. Returns ``(path, last node, tested flags, last tried child
+    of the last node or None)``."""
+    children = _children_of(parents)
+    tested = [False] * len(parents)
+    path, node, last_tried = [], -1, None
+    while True:
+        chosen, last_tried = None, None
+        for child in children[node + 1]:
+            tested[child] = True
+            last_tried = child
+            if passes(child):
+                chosen = child
+                break
+        if chosen is None:
+            return path, node, tested, last_tried
+        path.append(chosen)
+        node = chosen
+
+
+def _exact_match(tokens, parents, p_draft, p_target, flags, generator) -> TreeVerifyResult:
+    """Exact match (llama.cpp's rule): the target draws ``y ~ p_target`` at every row by inverse
+    CDF (one uniform per row, all drawn up front), and the walk follows the child equal to ``y``;
+    the first row whose ``y`` no child matches emits ``y`` (``"resampled"``, or ``"bonus"`` at a
+    leaf). Every emitted token is the target's own draw at its context, so the output is the
+    target's whatever the drafts are."""
+    n = tokens.shape[0]
+    p_target_node, p_draft_node = _node_probs(tokens, parents, p_draft, p_target, flags)
+    row_uniforms = torch.rand(n + 1, 1, generator=generator, device=p_target.device)
+    draws = _locate(p_target, row_uniforms).tolist()
+    token_ids = tokens.tolist()
+    path, node, tested, last_tried = _first_passing_walk(parents, lambda c: token_ids[c] == draws[parents[c] + 1])
+    rows = torch.tensor([p + 1 for p in parents], dtype=torch.long, device=p_target.device)
+    next_token = draws[node + 1]
+    kind = "resampled" if last_tried is not None else "bonus"
+    return TreeVerifyResult(
+        path=path, next_token=next_token, next_kind=kind, p_target_node=p_target_node, p_draft_node=p_draft_node,
+        accept_prob=p_target_node.clone(), uniforms=row_uniforms.squeeze(-1)[rows].float(), tested=tested,
+        accepted=[i in path for i in range(n)], next_p_target=float(p_target[node + 1, next_token]),
+        rejected_node=last_tried, next_distribution=p_target[node + 1],
+    )
+
+
+def _relaxed_top_k(tokens, parents, p_draft, p_target, flags, generator) -> TreeVerifyResult:
+    """The lossy control: the first child among the target's :data:`RELAXED_TOP_K` most likely
+    tokens at its row (and of positive probability) is accepted outright; if none is, the next
+    token is drawn from ``p_target``. A token in the top k is accepted even where the target gives
+    it less mass than the draft does, so its share of the output is too large."""
+    n = tokens.shape[0]
+    p_target_node, p_draft_node = _node_probs(tokens, parents, p_draft, p_target, flags)
+    rows = torch.tensor([p + 1 for p in parents], dtype=torch.long, device=p_target.device)
+    kth = p_target.topk(min(RELAXED_TOP_K, p_target.shape[-1]), dim=-1).values[:, -1]
+    in_top = ((p_target_node >= kth[rows]) & (p_target_node > 0)).tolist()
+    path, node, tested, last_tried = _first_passing_walk(parents, lambda c: in_top[c])
+    distribution = p_target[node + 1]
+    next_token = int(sample(distribution, generator).item())
+    return TreeVerifyResult(
+        path=path, next_token=next_token, next_kind="resampled" if last_tried is not None else "bonus",
+        p_target_node=p_target_node, p_draft_node=p_draft_node,
+        accept_prob=torch.tensor(in_top, dtype=torch.float32, device=p_target.device),
+        uniforms=torch.zeros(n, device=p_target.device), tested=tested, accepted=[i in path for i in range(n)],
+        next_p_target=float(p_target[node + 1, next_token]), rejected_node=last_tried,
+        next_distribution=distribution,
+    )
+
+
+def block_weights(p_target_drafted: torch.Tensor, p_draft_drafted: torch.Tensor, p_target: torch.Tensor,
+                  p_draft: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Block verification's weights for one drafted chain (Sun et al. 2024, arXiv 2403.10444,
+    Algorithm 2, written with ``M_b = p_target`` and ``M_s = p_draft``).
+
+    With ``p_0 = 1`` and ``X^i`` the first ``i`` drafted tokens:
+
+    * ``p_i = min(1, p_{i−1} · p_target(X_i | X^{i−1}) / p_draft(X_i | X^{i−1}))``;
+    * ``R_i = Σ_x max(0, p_i · p_target(x | X^i) − p_draft(x | X^i))``, the residual mass at
+      ``i`` (for ``i < K``);
+    * ``h_i = R_i / (R_i + 1 − p_i)`` for ``i < K`` and ``h_K = p_K``.
+
+    The accepted length is ``τ = max{i : η_i ≤ h_i}`` (0 if none) for independent uniforms
+    ``η_i``; after ``τ < K`` the next token is drawn from ``normalize(max(0, p_τ · p_target(· |
+    X^τ) − p_draft(· | X^τ)))``, after ``τ = K`` from ``p_target(· | X^K)`` (the bonus token). So
+    ``P(τ = i) = h_i · Π_{j>i} (1 − h_j)`` given the draft. ``R_i + 1 − p_i = 0`` only when
+    ``p_i = 1`` and the two distributions agree at ``i``; then every later ``h`` reaches 1 by
+    ``h_K`` and ``h_i`` cannot decide ``τ``, so it is set to 0 there.
+
+    Args:
+        p_target_drafted: ``(K,)`` the target's probability of each drafted token.
+        p_draft_drafted: ``(K,)`` the draft's probability of each (1 for a point mass).
+        p_target: ``(K + 1, V)`` the target's rows (row ``i`` after ``X^i``).
+        p_draft: ``(K, V)`` the rows the drafted tokens were drawn from (one-hot for a point mass).
+
+    Returns:
+        ``(weights, h, residual_mass)``: ``weights`` ``(K + 1,)`` the ``p_i`` from ``p_0 = 1``;
+        ``h`` ``(K,)`` the ``h_1 … h_K``; ``residual_mass`` ``(K,)`` the ``R_0 … R_{K−1}``. All
+        float32 on ``p_target``'s device.
+    """
+    k = p_target_drafted.shape[0]
+    device = p_target.device
+    tiny = torch.finfo(torch.float32).tiny
+    ratios = (p_target_drafted / p_draft_drafted.clamp_min(tiny)).tolist()  # one host sync
+    weights = [1.0]
+    for ratio in ratios:  # a running product capped at 1: sequential, K ≤ 64 floats
+        weights.append(min(weights[-1] * ratio, 1.0))
+    w = torch.tensor(weights, dtype=torch.float32, device=device)
+    residual_mass = (w[:k, None] * p_target[:k] - p_draft).clamp_min(0.0).sum(dim=-1)
+    h = torch.zeros(k, dtype=torch.float32, device=device)
+    if k:
+        inner = residual_mass[1:]
+        denominator = inner + 1.0 - w[1:k]
+        h[: k - 1] = torch.where(denominator > 0, inner / denominator.clamp_min(tiny), 0.0)
+        h[k - 1] = w[k]
+    return w, h, residual_mass
+
+
+def _block_verify(tokens, p_draft, p_target, flags, generator) -> TreeVerifyResult:
+    """Block verification of a chain (:func:`block_weights`): one uniform per position, the
+    accepted length the last position that passes its test, then the block residual's draw."""
+    k = tokens.shape[0]
+    device = p_target.device
+    parents = list(range(-1, k - 1))
+    p_target_node, p_draft_node = _node_probs(tokens, parents, p_draft, p_target, flags)
+    q_rows = p_draft
+    if any(flags):  # a point-mass node's row is its one-hot row, whatever was passed
+        one_hot = torch.nn.functional.one_hot(tokens, p_target.shape[-1]).to(p_target.dtype)
+        q_rows = torch.where(torch.tensor(flags, device=device)[:, None], one_hot, p_draft)
+    w, h, mass = block_weights(p_target_node, p_draft_node, p_target, q_rows)
+    uniforms = torch.rand(k, generator=generator, device=device) if k else p_target.new_zeros(0)
+    passed = (uniforms < h).tolist()  # strict: η ∈ [0, 1) passes h = 1 and fails h = 0
+    tau = max((i + 1 for i, ok in enumerate(passed) if ok), default=0)
+    if tau == k:
+        distribution, kind = p_target[k], "bonus"
+    else:
+        residual = (w[tau] * p_target[tau] - q_rows[tau]).clamp_min(0.0)
+        # No residual mass: τ = tau is then impossible in exact arithmetic (h_tau = 0); rounding
+        # can still land here, so fall back to the target's row as residual_distribution does.
+        distribution = residual / mass[tau] if float(mass[tau]) > 0 else p_target[tau]
+        kind = "resampled"
+    next_token = int(sample(distribution, generator).item())
+    return TreeVerifyResult(
+        path=list(range(tau)), next_token=next_token, next_kind=kind, p_target_node=p_target_node,
+        p_draft_node=p_draft_node, accept_prob=h, uniforms=uniforms, tested=[True] * k,
+        accepted=[i < tau for i in range(k)], next_p_target=float(p_target[tau, next_token]),
+        rejected_node=tau if tau < k else None, next_distribution=distribution,
+    )
+
+
 @dataclass
 class VerifyResult:
     """Outcome of verifying one block of drafted tokens (a chain).
@@ -447,6 +739,7 @@ def verify(
     p_draft: torch.Tensor,
     p_target: torch.Tensor,
     generator: torch.Generator | None,
+    rule: str = "full",
 ) -> VerifyResult:
     """The verify step of speculative sampling for one block of K drafted tokens (a chain).
 
@@ -465,12 +758,16 @@ def verify(
         p_target: ``(K + 1, V)`` target distributions at the K drafted positions and one more
             (for the bonus token).
         generator: random source for the uniforms and the resample.
+        rule: the verification rule (:data:`RULES`, :func:`verify_tree`); ``"full"`` is the rule
+            above.
 
     Returns:
-        A :class:`VerifyResult`.
+        A :class:`VerifyResult` (``accept_prob`` and ``uniforms`` as :func:`verify_tree` says
+        per rule).
 
     Raises:
         ValueError: if the shapes disagree.
+        RuleError: for an unknown rule.
     """
     k = draft_tokens.shape[0]
     if p_draft.shape[0] != k or p_target.shape[0] != k + 1 or p_draft.shape[-1] != p_target.shape[-1]:
@@ -478,7 +775,7 @@ def verify(
             f"shape mismatch: draft_tokens {tuple(draft_tokens.shape)}, p_draft {tuple(p_draft.shape)}, "
             f"p_target {tuple(p_target.shape)}; expected (K,), (K, V), (K+1, V)"
         )
-    result = verify_tree(draft_tokens, list(range(-1, k - 1)), p_draft, p_target, False, generator)
+    result = verify_tree(draft_tokens, list(range(-1, k - 1)), p_draft, p_target, False, generator, rule)
     return VerifyResult(
         n_accepted=result.n_accepted,
         next_token=result.next_token,

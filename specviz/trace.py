@@ -360,7 +360,24 @@ _SETTINGS_CHECKS = {
     "max_new_tokens": _optional(_int), "seed": _optional(_int), "chat": _optional(_bool),
     "branches": _optional(lambda v, p: _int(v, p, 1, MAX_DRAFTED)),
     "tree_nodes": _optional(lambda v, p: _int(v, p, 0, MAX_DRAFTED)),
+    "rule": lambda v, p: _rule(v, p),
 }
+
+
+def _rule(value, path: str):
+    # Imported here: the records need no torch, and a trace is read where the rules are known anyway.
+    from .sampling import RULE_NAMES
+
+    if value is not None and value not in RULE_NAMES:
+        _fail(path, value, f"is not a verification rule ({', '.join(RULE_NAMES)})")
+    return value
+
+
+def trace_rule(meta: dict) -> str:
+    """The verification rule a saved trace's run used (:data:`specviz.sampling.RULES`): its
+    ``settings.rule``, or ``"full"`` for a trace written before runs had a rule (the only rule then)."""
+    settings = meta.get("settings") or {}
+    return settings.get("rule") or "full"
 
 
 def _settings(value, path: str):

@@ -77,14 +77,14 @@ API = {
     "/export": [],
     "/forget": [],
     "/load_trace": ["path"],
-    "/lossless": SETTINGS + DEVICE + ["n_draws", "control"],
+    "/lossless": SETTINGS + DEVICE + ["rule", "n_draws", "control"],
     "/on_drafter_change": ["kind"],
     "/playground": ["alpha", "k", "c", "v", "map_axes", "rounds", "seed"],
     "/playground_load_run": [],
     "/replay": ["upto"],
-    "/run": SETTINGS + ["max_new_tokens"] + DEVICE + ["branches", "tree_nodes"],
-    "/side_by_side": ["drafters", "max_new_tokens"] + SETTINGS + DEVICE,
-    "/sweep": ["parameter", "values_text", "max_new_tokens"] + SETTINGS + DEVICE,
+    "/run": SETTINGS + ["max_new_tokens"] + DEVICE + ["branches", "tree_nodes", "rule"],
+    "/side_by_side": ["drafters", "max_new_tokens"] + SETTINGS + DEVICE + ["rule"],
+    "/sweep": ["parameter", "values_text", "max_new_tokens"] + SETTINGS + DEVICE + ["rule"],
 }
 
 

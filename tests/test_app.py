@@ -96,12 +96,12 @@ def test_bad_input_is_a_clear_gradio_error(offline_model, overrides, message):
     assert message.lower() in str(err.value.message).lower()
 
 
-def test_a_run_streams_coloured_tokens_a_summary_and_three_charts(offline_model):
+def test_a_run_streams_coloured_tokens_a_summary_and_eight_charts(offline_model):
     updates = _run(max_new_tokens=24)
     final_html, final_summary, *figures, baselines, state, slider = updates[-1]
     assert "sv-accepted" in final_html
     assert "**Done**" in final_summary and "measured speedup" in final_summary
-    assert len(figures) == 5 and all(isinstance(fig, go.Figure) for fig in figures)
+    assert len(figures) == 8 and all(isinstance(fig, go.Figure) for fig in figures)
     assert slider["maximum"] == len(state.rounds) == slider["value"]
     # The plain baseline was timed and kept for the next run, unless this run's own timings
     # contradicted it (a busy machine), which the summary then says.

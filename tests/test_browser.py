@@ -90,11 +90,12 @@ def test_default_run_shows_three_kinds_of_tokens_and_three_charts(page):
     assert re.search(r"acceptance rate \(accepted ÷ proposed\)\s+0\.\d+", summary), summary
     assert re.search(r"per-token α \(accepted ÷ tested\)\s+0\.\d+", summary), summary
     assert "plain decoding tokens/s" in summary and "measuring" not in summary
-    for plot in ("#sv-alpha", "#sv-tpp", "#sv-speedup"):
+    for plot in ("#sv-alpha", "#sv-tpp", "#sv-speedup", "#sv-positions", "#sv-rules", "#sv-lengths", "#sv-calibration"):
         assert page.locator(f"{plot} .js-plotly-plot").count() == 1, f"{plot} has no Plotly chart"
         assert page.locator(f"{plot} .main-svg").count() >= 1
     text = page.inner_text("#sv-alpha")
     assert "running acceptance rate" in text and "per-token α" in text
+    assert "four rules" in page.inner_text("#sv-rules") and "zero-accept share" in summary
 
 
 def _number_after(text: str, name: str) -> float:

@@ -347,7 +347,7 @@ def test_lossless_figure_rejects_mismatched_lengths():
 def test_per_position_figure_shows_rates_and_the_constant_alpha_of_the_theory():
     a = analyse(ROUNDS, 4, 1.0)
     fig = charts.per_position_figure(a)
-    bars = trace(fig, "accepted ÷ tested at position i")
+    bars = trace(fig, "accepted ÷ tested at position i (conditional)")
     assert list(bars.x) == [p.position for p in a.per_position if p.tested]
     assert list(bars.y) == pytest.approx([p.rate for p in a.per_position if p.tested])
     assert any(f"per-token α {a.alpha:.2f}" in t for t in annotation_texts(fig))

@@ -136,6 +136,12 @@ def test_run_json_reports_a_consistent_run(tiny):
     assert n_accepted == out["accepted"]
     assert out["tokens_per_pass"] == pytest.approx(len(out["tokens"]) / out["target_passes"], abs=1e-3)
     assert out["speedup"] > 0 and out["plain_tokens_per_s"] > 0 and out["cost_ratio_c"] >= 0
+    # The diagnostics: each rule's expected tokens per pass as [low, high], the zero-accept share,
+    # full and conditional acceptance by position.
+    assert set(out["expected_tokens_per_pass"]) >= {"full", "one-hot", "exact-match", "block"}
+    assert all(lo <= hi for lo, hi in out["expected_tokens_per_pass"].values())
+    assert out["zero_accept_share"] is None or 0 <= out["zero_accept_share"] <= 1
+    assert all({"full", "conditional"} <= set(p) for p in out["acceptance_by_position"])
 
 
 @pytest.mark.parametrize("draft", ["ngram", "model"])
@@ -179,6 +185,8 @@ BAD_ARGS = {
     "unknown-model": ["--target", "no-such-model-anywhere"],
     "uncached-hub-id": ["--target", "nobody/not-cached-model"],
     "unknown-drafter": ["--draft", "early-exit:many"],
+    "unknown-rule": ["--rule", "typical"],
+    "block-rule-on-trees": ["--rule", "block", "--branches", "2"],
 }
 
 
@@ -253,6 +261,7 @@ def test_bench_smoke(tiny, tmp_path, draft):
         assert isinstance(result[key], float), key
     assert len(result["spec"]) == 4 and len(result["plain"]) == 2
     assert "ours/assisted" in done.stdout
+    assert "Diagnostics" in done.stdout and all("diagnostics" in row for row in result["spec"])
     assert plot.stat().st_size > 0
 
 
@@ -427,3 +436,18 @@ def test_a_trace_from_a_newer_format_says_why_it_cannot_load():
         trace_from_dict({"rounds": []})
     with pytest.raises(ValueError, match=r"rounds\[0\]: unknown field 'bogus'"):
         trace_from_dict({"format": "specviz-trace", "version": 1, "rounds": [{"index": 0, "bogus": 1}]})
+
+
+def test_run_rule_is_reported_and_written_to_the_trace(tiny, tmp_path):
+    """``run --rule exact-match --json`` says its rule, writes it into the trace, and at T = 0 writes
+    the plain greedy text (an exact rule)."""
+    from specviz.trace import trace_from_dict, trace_rule
+
+    path = tmp_path / "run.trace.json"
+    common = ("--target", tiny["target"], "--temperature", "0", "--max-new-tokens", "12", "--dtype", "float32",
+              "--prompt", "the quick brown fox the quick brown", "--no-baseline")
+    out = run_json(*common, "--draft", tiny["draft"], "-k", "3", "--rule", "exact-match", "--trace", str(path))
+    plain = run_json(*common, "--draft", "none")
+    assert out["rule"] == "exact-match" and out["text"] == plain["text"]
+    _, meta = trace_from_dict(json.loads(path.read_text(encoding="utf-8")))
+    assert trace_rule(meta) == "exact-match"

@@ -90,3 +90,31 @@ def test_token_labels_show_whitespace_and_ids():
     assert token_label("", 3) != token_label("", 2)  # two empty decodings stay apart
     assert token_label("a\x01", 9) == "a\\x01\u00a0#9"
     assert "other" in token_label("", -1)
+
+
+@pytest.mark.parametrize("rule", ["one-hot", "exact-match", "block"])
+def test_every_exact_rule_passes_the_check_and_the_lossy_control_fails_it(rule):
+    """The page's check per rule: the first token under each exact rule follows p_target (a fixed
+    seed, as in the test above); under relaxed-top-k every drafted token of a 3-token vocabulary is
+    in the top 5, so it follows p_draft (statistic ≈ 0.63 n ≈ 1,260, test above) and fails.
+    One-hot and exact match propose the draft's argmax (token 2), accepted with p_target(2) = 0.2."""
+    n = 2000
+    counts, accepted = draw_first_tokens(P_TARGET, P_DRAFT, n, torch.Generator().manual_seed(0), rule=rule)
+    assert 0 < accepted < n
+    assert _p_value(counts, P_TARGET, n) > 0.01
+    lossy, accepted = draw_first_tokens(P_TARGET, P_DRAFT, n, torch.Generator().manual_seed(0), rule="relaxed-top-k")
+    assert accepted == n and _p_value(lossy, P_TARGET, n) < 0.01
+
+
+def test_the_check_on_a_model_fails_for_the_lossy_rule_and_says_why(tiny):
+    """On a tiny model at T = 1 with prompt lookup's point mass x: relaxed top-k keeps x whenever it
+    is in the target's top 5, so x's bin is far too tall; the notes name the lossy control."""
+    prompt = [5, 6, 7, 8, 5, 6, 7]
+    drafter = PromptLookupDrafter(vocab_size=64)
+    sampling = SamplingConfig(temperature=1.0)
+    lossy = first_token_experiment(tiny, drafter, prompt, sampling, n=2000, seed=0, rule="relaxed-top-k")
+    exact = first_token_experiment(tiny, drafter, prompt, sampling, n=2000, seed=0, rule="one-hot")
+    assert lossy.rule == "relaxed-top-k" and exact.rule == "one-hot"
+    assert exact.p_value_speculative > 0.01
+    assert lossy.p_value_speculative < 0.01 or lossy.acceptance_rate == 0.0
+    assert any("lossy control" in note for note in lossless_notes(lossy, 1.0, lookup=True))

@@ -141,10 +141,10 @@ def test_the_module_flag_applies_when_no_mode_is_bound(no_loading, monkeypatch):
 def test_lossless_draws_are_capped_in_public_mode(no_loading):
     args = {name: value for name, value in _args().items() if name != "max_new_tokens"}
     with pytest.raises(gr.Error, match="Draws must be a whole number between 100 and 4000"):
-        run_lossless(*args.values(), 20000, progress=lambda *a, **k: None, public=True)
+        run_lossless(**args, n_draws=20000, progress=lambda *a, **k: None, public=True)
     with pytest.raises(gr.Error, match="Public mode: the target model"):
-        run_lossless(*{**args, "target_id": "gpt2"}.values(), 1000, progress=lambda *a, **k: None,
-                         public=True)
+        run_lossless(**{**args, "target_id": "gpt2"}, n_draws=1000, progress=lambda *a, **k: None,
+                     public=True)
 
 
 def test_a_run_past_the_time_limit_stops_with_its_tokens(monkeypatch, caplog):
@@ -314,3 +314,12 @@ def test_importing_the_page_asks_cuda_nothing():
             "import specviz.ui.page\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_rule_reaches_a_public_request_and_a_bad_one_is_refused_before_loading(no_loading):
+    """Public mode offers the rule control too: a rule reaches the request, a bad one is one sentence."""
+    from specviz.ui.fields import request_from
+
+    assert request_from(_args(rule="exact-match"), public=True).rule == "exact-match"
+    with pytest.raises(gr.Error, match="The verification rule must be one of"):
+        _run_demo(rule="typical")

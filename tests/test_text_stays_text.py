@@ -139,7 +139,8 @@ def loaded(tmp_path_factory):
     path = tmp_path_factory.mktemp("hostile") / "trace.json"
     path.write_text(json.dumps(hostile_trace()), encoding="utf-8")
     outputs = replay.load_trace(str(path), public=False)
-    return dict(zip(("tokens", "summary", "alpha", "tpp", "speedup", "positions", "time", "state", "slider"),
+    return dict(zip(("tokens", "summary", "alpha", "tpp", "speedup", "positions", "time", "rules", "lengths",
+                     "calibration", "state", "slider"),
                     outputs))
 
 

@@ -10,15 +10,14 @@ import time
 import gradio as gr
 
 from ..sweep import TREND_WORDS, alpha_trend, write_csv
-from . import settings, visitors
+from . import gpu, gpu_budget, gpu_work, settings, visitors
 from .context import PageContext
 from .draw import charts
 from .draw.escape import as_text
 from .draw.tab_views import SWEEP_HEADERS, sweep_table
 from .fields import SHARED, spread
-from .gpu import gpu
 from .prose import LATEX, prose
-from .sweep_steps import SWEEP_DEFAULTS, SWEEP_LABELS, sweep_default, sweep_plan, sweep_steps
+from .sweep_steps import SWEEP_DEFAULTS, SWEEP_LABELS, sweep_default, sweep_plan
 
 METRICS = ("alpha", "tokens_per_pass", "speedup")
 
@@ -38,9 +37,8 @@ def _results(rows: list[dict], parameter: str) -> tuple:
             _csv(rows, parameter) if rows else None)
 
 
-@gpu
 @spread(SHARED)
-def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis, progress=gr.Progress(), *,
+def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis=None, progress=gr.Progress(), *,
                  public: bool | None = None):
     """Stream an experiment: (status, table, α chart, tokens/pass chart, speedup chart, CSV file,
     last_analysis, trend).
@@ -48,14 +46,22 @@ def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis, 
     The status line updates a few times a second; the table and charts when a setting finishes; the
     CSV (written with specviz.sweep.write_csv) after each finished setting, so a stopped sweep keeps
     what it measured. ``trend``: the finished sweep's :attr:`specviz.sweep.AlphaTrend.direction`
-    (None until every setting has finished), for :func:`prediction_verdict`."""
+    (None until every setting has finished), for :func:`prediction_verdict`. Validated here
+    (:func:`specviz.ui.sweep_steps.sweep_plan`), then one GPU job (:func:`specviz.ui.gpu_work.sweep`)
+    reserved for :func:`specviz.ui.gpu_budget.sweep_duration`."""
     public = settings.is_public(public)
     parameter, requests = sweep_plan(parameter, values_text, max_new_tokens, values, public)
+    duration = gpu_budget.sweep_duration(requests, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
+    job = gpu.make_job(gpu_work.sweep, parameter, requests, last_analysis, public, duration_s=duration)
+    yield from gpu.stream_job(job, progress)
+
+
+def sweep_outputs(parameter: str, requests: list, last_analysis, steps):
+    """:func:`run_sweep_ui`'s updates from a sweep's ``steps`` (:class:`specviz.ui.sweep_steps.SweepSteps`)."""
     rows: list[dict] = []
     last = 0.0
     empty = [charts.sweep_figure([], parameter, m) for m in METRICS]
     yield f"Starting: {len(requests)} settings of {parameter}…", [], *empty, None, last_analysis, None
-    steps = sweep_steps(requests, progress, public)
     for step in steps:
         if step.row is None:
             if time.perf_counter() - last > 0.3:
@@ -125,6 +131,8 @@ def build(ctx: PageContext) -> None:
     event = start.click(functools.partial(run_sweep_ui, public=ctx.public), inputs,
                         [status, table, *plots, csv_file, ctx.last_analysis, trend], api_name="sweep",
                         concurrency_id="generation", concurrency_limit=1, preprocess=False)
-    stop.click(None, cancels=[event])
+    # Stop ends the page's side of the event and, through the job's flag, the GPU worker's.
+    stop.click(gpu.stop_session, None, None, cancels=[event], api_name=False, concurrency_id="playground",
+               concurrency_limit=None, show_progress="hidden")
     event.then(prediction_verdict, [status, parameter, guess, trend], status, api_name=False,
                concurrency_id="playground", concurrency_limit=None, show_progress="hidden")

@@ -35,6 +35,7 @@ FIELDS = (
     Field("prompt"), Field("target_id"), Field("drafter_kind"), Field("draft_model"), Field("early_exit_layers"),
     Field("k"), Field("temperature"), Field("top_k"), Field("top_p"), Field("max_new_tokens"), Field("seed"),
     Field("chat"), Field("device"), Field("dtype"), Field("branches", 1), Field("tree_nodes", 0),
+    Field("rule", "full"),
 )
 NAMES = tuple(f.name for f in FIELDS)
 #: The settings an experiment or a comparison takes from the Run tab: it sets its own token
@@ -75,8 +76,8 @@ def spec_fields(spec: str) -> dict:
 def request_from(values: Mapping, public: bool) -> RunRequest:
     """The page's (or an API caller's) values, by field name, as a validated request.
 
-    ``max_new_tokens``, ``branches`` and ``tree_nodes`` may be absent (1, a chain, the default
-    budget). In public mode the tighter public limits apply, only the presets' models are
+    ``max_new_tokens``, ``branches``, ``tree_nodes`` and ``rule`` may be absent (1, a chain, the
+    default budget, the full rule). In public mode the tighter public limits apply, only the presets' models are
     allowed, and the server's own device and dtype are used (a visitor's other choice, a drafter
     that does not run there or a pair that does not fit its memory is refused:
     :func:`specviz.request.pin_public_device`). In every mode a drafter that does not run with
@@ -95,7 +96,8 @@ def request_from(values: Mapping, public: bool) -> RunRequest:
             max_new_tokens=values.get("max_new_tokens", 1), seed=values["seed"], chat=values["chat"],
             device=values["device"], dtype=values["dtype"], limits=settings.limits(public),
             branches=1 if branches in (None, "") else branches,
-            tree_nodes=None if tree_nodes in (None, "", 0, 0.0, "0") else tree_nodes)
+            tree_nodes=None if tree_nodes in (None, "", 0, 0.0, "0") else tree_nodes,
+            rule=values.get("rule") or "full")
         if public:
             check_public_models(request.target, request.draft, *settings.public_allowed())
             request = pin_public_device(request, settings.public_server())

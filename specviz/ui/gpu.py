@@ -1,14 +1,277 @@
-"""The ZeroGPU decorator: on Hugging Face Spaces (``spaces`` installed) a callback holds a GPU only
-while it generates; anywhere else the decorator returns the callback unchanged."""
+"""The page's one GPU entry point: every generation (Run, the lossless check, an experiment, side
+by side) goes through :func:`run_job`, decorated with ``spaces.GPU`` where ``spaces`` is installed.
+
+ZeroGPU (https://huggingface.co/docs/hub/spaces-zerogpu) runs a decorated function in a worker
+forked from the main process and pickles what crosses: the arguments on the way in, each yielded
+value on the way out, and the decorated function itself by reference. So:
+
+* the decorated callable is one module-level function, :func:`run_job`; its argument is a
+  :class:`Job`, a dataclass naming a module-level work function (:mod:`specviz.ui.gpu_work`) and
+  plain arguments (strings, numbers, dicts, :class:`~specviz.request.RunRequest`);
+* a work function is a generator given a :class:`JobContext` first; it reaches models through the
+  model cache's module globals (placed on ``cuda`` at import on a Space:
+  :func:`specviz.ui.gpu_work.place_at_import`) and yields the page's outputs, which
+  :func:`run_job` wraps in :class:`Record` s (no CUDA tensors, no closures), together with the
+  progress lines and warnings raised meanwhile;
+* a ``gr.Error`` raised in the worker reached the page as a bare "Error" (gradio#12792): it
+  travels as an ``error`` record and :func:`stream_job`, in the main process, raises it again;
+  the callbacks validate their input before the call, so most refusals never reach a GPU;
+* Stop reaches the worker through shared memory (:data:`_STOP`, created at import, so a forked
+  worker inherits it; a job carries its slot's index), and the work ends its loop at the
+  deadline (:func:`specviz.ui.gpu_budget.deadline_s`) with what was generated kept;
+* the reservation is the job's own :attr:`Job.duration_s` (:func:`job_duration`, ZeroGPU's
+  callable ``duration``), estimated from the request by :mod:`specviz.ui.gpu_budget`.
+
+Outside a Space, ``spaces.GPU`` returns the function unchanged (and without ``spaces`` installed a
+stand-in does the same): the job runs in the server's process, the same code.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import gradio as gr
+
+from . import visitors
+from .gpu_budget import MIN_S, deadline_s
+from .visitors import JOB_SESSION, session_of
+
 try:
     import spaces
+except ImportError:  # not on a Space, nor in the dev environment: no ZeroGPU
+    spaces = None
 
-    gpu = spaces.GPU(duration=120)
-except ImportError:
+#: Slots of the Stop flags; more than the generations that can be running or queued at once
+#: (one at a time, the queue holds :data:`specviz.ui.settings.QUEUE_SIZE`), so a slot is reused
+#: only long after its job ended.
+STOP_SLOTS = 256
+#: The Stop flags, one byte per slot, in memory shared with every process forked after import
+#: (ZeroGPU's worker among them): 1 asks the job holding the slot to stop.
+_STOP = multiprocessing.RawArray(ctypes.c_byte, STOP_SLOTS)
+_slots_lock = threading.Lock()
+_next_slot = 0
+_session_slots: dict[str, int] = {}
 
-    def gpu(fn):
-        """No ZeroGPU here: ``fn`` itself."""
-        return fn
+
+def on_zero_gpu() -> bool:
+    """True on a ZeroGPU Space: ``spaces.config.Config.zero_gpu`` where ``spaces`` is installed
+    (it reads ``SPACES_ZERO_GPU``), else that variable itself."""
+    if spaces is not None:
+        from spaces.config import Config
+
+        return bool(Config.zero_gpu)
+    return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
+
+
+# ----------------------------------------------------------------------------- stop flags
+def new_stop_slot(session: str | None = None) -> int:
+    """A cleared Stop slot for a new job, remembered as ``session``'s latest (for :func:`stop_session`)."""
+    global _next_slot
+    with _slots_lock:
+        slot = _next_slot
+        _next_slot = (_next_slot + 1) % STOP_SLOTS
+        _STOP[slot] = 0
+        if session:
+            _session_slots[session] = slot
+            if len(_session_slots) > STOP_SLOTS:  # forget the oldest sessions' slots
+                for old in list(_session_slots)[: len(_session_slots) - STOP_SLOTS]:
+                    del _session_slots[old]
+    return slot
+
+
+def request_stop(slot: int | None) -> None:
+    """Ask the job holding ``slot`` to stop (nothing for None or a negative slot)."""
+    if slot is not None and 0 <= slot < STOP_SLOTS:
+        _STOP[slot] = 1
+
+
+def stop_requested(slot: int | None) -> bool:
+    """Whether Stop was asked of the job holding ``slot``."""
+    return slot is not None and 0 <= slot < STOP_SLOTS and bool(_STOP[slot])
+
+
+def stop_session(request: gr.Request | None = None) -> None:
+    """A Stop button's handler: ask the visitor's latest job to stop (gradio's ``cancels`` ends the
+    page's side of the event; this ends the worker's)."""
+    session = session_of(request)
+    if session in _session_slots:
+        request_stop(_session_slots[session])
+
+
+# ----------------------------------------------------------------------------- jobs and records
+@dataclass(frozen=True)
+class Job:
+    """One generation for :func:`run_job`: what the worker runs, picklable.
+
+    Attributes:
+        work: a module-level generator function ``work(ctx, *args, **kwargs)`` (pickled by
+            reference; a lambda, closure or method is refused with ValueError).
+        args, kwargs: its plain arguments.
+        duration_s: the GPU seconds reserved (:mod:`specviz.ui.gpu_budget`).
+        stop_slot: its Stop flag (:func:`new_stop_slot`).
+        session: the visitor's session hash (their history, table and export folder), or None.
+        enforce_deadline: whether the work ends at the deadline; None: on ZeroGPU only (which
+            kills a worker past its reservation; elsewhere nothing does).
+        stores: the visitor's (:class:`~specviz.drafters.SuffixHistory`,
+            :class:`~specviz.drafters.RecycleTable`), or None: they travel with the job, since a
+            forked worker's copies of the main process's would be stale, and come back updated
+            (a ``stores`` record). Outside a Space they are the very objects, and nothing is copied.
+    """
+
+    work: Callable
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    duration_s: int = int(MIN_S)
+    stop_slot: int = -1
+    session: str | None = None
+    enforce_deadline: bool | None = None
+    stores: tuple | None = None
+
+    def __post_init__(self):
+        module = sys.modules.get(getattr(self.work, "__module__", None) or "")
+        name = getattr(self.work, "__qualname__", "")
+        if module is None or "." in name or getattr(module, name, None) is not self.work:
+            raise ValueError(f"a job's work must be a module-level function, got {self.work!r}")
+
+
+@dataclass(frozen=True)
+class Record:
+    """What a job streams back: ``kind`` ``"outputs"`` (the callback's outputs, ``value``),
+    ``"progress"`` (``(fraction, message)``), ``"warning"`` (a sentence), ``"stores"`` (the
+    visitor's history and table, updated: :attr:`Job.stores`) or ``"error"`` (``(message, title)``
+    of a ``gr.Error``)."""
+
+    kind: str
+    value: object = None
+
+
+class JobContext:
+    """A job's side of the worker: progress and warnings collected until the work's next yield,
+    the Stop flag and the deadline. Not pickled (built in the worker). A progress line reaches the
+    page at the work's next yield, so a model loaded inside the worker shows its steps once loaded
+    (on a Space the presets' models are placed at import and a worker rarely loads).
+
+    Call it like ``gr.Progress``: ``ctx(fraction, desc=message)``."""
+
+    def __init__(self, job: Job, clock=time.monotonic) -> None:
+        self.job, self.clock = job, clock
+        self.slot, self.session = job.stop_slot, job.session
+        self.budget_s = deadline_s(job.duration_s)
+        self.deadline = clock() + self.budget_s
+        self.pending: list[Record] = []
+        self.enforced = on_zero_gpu() if job.enforce_deadline is None else bool(job.enforce_deadline)
+
+    def __call__(self, fraction, desc: str | None = None, **_) -> None:
+        self.pending.append(Record("progress", (fraction, desc)))
+
+    def warn(self, text: str) -> None:
+        """A pop-up warning for the visitor (``text`` already escaped for the page)."""
+        self.pending.append(Record("warning", text))
+
+    def stopped(self) -> bool:
+        """Whether the visitor pressed Stop."""
+        return stop_requested(self.slot)
+
+    def past_deadline(self) -> bool:
+        """Whether the reservation's deadline has passed (the work should end now, keeping what it
+        made); always False where the deadline is not enforced."""
+        return self.enforced and self.clock() > self.deadline
+
+    def should_end(self) -> bool:
+        """Stop pressed or the deadline passed."""
+        return self.stopped() or self.past_deadline()
+
+    def flush(self) -> Iterator[Record]:
+        """The records collected since the last flush."""
+        pending, self.pending = self.pending, []
+        yield from pending
+
+
+def job_duration(job: Job) -> int:
+    """ZeroGPU's callable ``duration`` for :func:`run_job`: the seconds the job reserved."""
+    return int(job.duration_s)
+
+
+def _gpu(fn):
+    """``spaces.GPU(duration=job_duration)`` where ``spaces`` is installed (a pass-through outside
+    a Space), else ``fn`` itself."""
+    return spaces.GPU(duration=job_duration)(fn) if spaces is not None else fn
+
+
+@_gpu
+def run_job(job: Job) -> Iterator[Record]:
+    """Run ``job`` (on the GPU on a Space): its work's outputs and messages as :class:`Record` s,
+    a ``gr.Error`` it raises as a last ``error`` record."""
+    ctx = JobContext(job)
+    _put_stores(job.session, job.stores)
+    work = job.work(ctx, *job.args, **job.kwargs)
+    try:
+        while True:
+            # The session is set around each step, not across yields: gradio may advance a
+            # generator from a fresh copy of its context each time.
+            token = JOB_SESSION.set(job.session)
+            try:
+                outputs = next(work)
+            except StopIteration:
+                break
+            finally:
+                JOB_SESSION.reset(token)
+            yield from ctx.flush()
+            yield Record("outputs", outputs)
+        yield from ctx.flush()
+        yield from _stores_record(job)
+    except gr.Error as err:
+        yield from ctx.flush()
+        yield from _stores_record(job)
+        yield Record("error", (str(err.message), err.title))
+    finally:
+        work.close()
+
+
+def _put_stores(session: str | None, stores) -> None:
+    if session and stores is not None:
+        history, table = stores
+        visitors.HISTORIES.put(session, history)
+        visitors.TABLES.put(session, table)
+
+
+def _stores_record(job: Job) -> Iterator[Record]:
+    if job.session and job.stores is not None:
+        yield Record("stores", (visitors.HISTORIES.get(job.session), visitors.TABLES.get(job.session)))
+
+
+def stream_job(job: Job, progress=None) -> Iterator:
+    """The main process's side: the outputs of :func:`run_job` ``(job)``, its progress passed to
+    ``progress`` (a ``gr.Progress``), its warnings shown, its error raised as a ``gr.Error``. If
+    the page stops listening (Stop's ``cancels``, a closed tab), the job is asked to stop."""
+    try:
+        for record in run_job(job):
+            if record.kind == "outputs":
+                yield record.value
+            elif record.kind == "progress":
+                if progress is not None:
+                    fraction, message = record.value
+                    progress(fraction, desc=message)
+            elif record.kind == "warning":
+                gr.Warning(record.value)
+            elif record.kind == "stores":
+                _put_stores(job.session, record.value)
+            elif record.kind == "error":
+                message, title = record.value
+                raise gr.Error(message, title=title, print_exception=False)
+    finally:
+        request_stop(job.stop_slot)
+
+
+def make_job(work: Callable, *args, duration_s: int, **kwargs) -> Job:
+    """A :class:`Job` of ``work`` for the visitor the running callback serves, with a fresh Stop slot."""
+    session = session_of()
+    stores = (visitors.HISTORIES.get(session), visitors.TABLES.get(session)) if session else None
+    return Job(work, args, kwargs, int(duration_s), new_stop_slot(session), session, stores=stores)

@@ -35,6 +35,9 @@ LESSONS = {
     "A learned draft at T = 1 (EAGLE head)": dict(
         slug="learned_draft", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="eagle", k=3, temperature=1.0,
         max_new_tokens=64),
+    "Same output, different speed (verification rules)": dict(
+        slug="rules", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=1.0,
+        max_new_tokens=48, rule="one-hot", check_temperature=1.0, control=False),
     "Lossless check at T = 1": dict(
         slug="lossless_check", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=1.0,
         max_new_tokens=48, check_temperature=1.0, control=False),
@@ -66,6 +69,7 @@ def apply_lesson(name: str, device="auto"):
     if name not in LESSONS:
         raise refused(f"Unknown lesson {name!r}.")
     lesson, sentence = lesson_settings(name, settings.target_device(device))
+    lesson = {"rule": "full", **lesson}  # a lesson about another thing runs under the rule it was written for
     updates = [gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS]
     stand_in = f"*{sentence}* " if sentence else ""
     note = gr.update(value=f"**Lesson: {name}.** {stand_in}{lesson_note(name)}", visible=True)

@@ -11,13 +11,12 @@ import gradio as gr
 
 from ..drafters import drafter_kind, real_draft_phrase
 from ..request import to_int
+from ..sampling import RULES
 from ..trace import TokenPieces, token_label
-from . import settings
+from . import gpu, gpu_budget, gpu_work, settings
 from .draw import charts
 from .draw.escape import as_text
 from .fields import SHARED, flag_value, request_from, spread
-from .gpu import gpu
-from .run_stream import load_and_encode
 from .teach.lossless import ACCEPT_ALL, REAL_VERIFY, first_token_experiment, lossless_notes
 from .user_errors import refused, user_errors
 
@@ -38,7 +37,8 @@ def lossless_markdown(report, seconds: float, temperature: float, control: str, 
     wall time; ``device``: the target's (the notes suggest only drafters that run there)."""
     text = (
         f"**{report.n} draws each** in {seconds:.1f} s at temperature "
-        f"{temperature:g}, draft: {as_text(report.draft_label)} "
+        f"{temperature:g}, verification rule **{as_text(report.rule)}**"
+        f"{' (a lossy control)' if not RULES[report.rule].lossless else ''}, draft: {as_text(report.draft_label)} "
         f"(its token was accepted in {report.acceptance_rate:.0%} of draws"
         f"{'; control case: every draft token accepted' if control == 'accept_all' else ''}).\n\n"
         f"| | total-variation distance to p_target | chi-square p-value |\n|---|---|---|\n"
@@ -66,14 +66,15 @@ def settings_changed(shown):
     return None, STALE
 
 
-@gpu
 @spread(SHARED)
-def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, public: bool | None = None):
+def run_lossless(values, n_draws=4000, control=False, progress=gr.Progress(), *, public: bool | None = None):
     """The "Is it lossless?" panel: first-token histograms, speculative vs direct, against p_target.
 
     ``temperature`` is the check's own (the page sends its "Check's temperature", default 1);
     ``control`` true runs the broken accept-every-draft method, which the test should reject.
-    ``public``: public mode (bound by build_page; None reads the module's PUBLIC): caps the draws."""
+    ``public``: public mode (bound by build_page; None reads the module's PUBLIC): caps the draws.
+    Validated here, then one GPU job (:func:`specviz.ui.gpu_work.lossless`) reserved for
+    :func:`specviz.ui.gpu_budget.draws_duration`."""
     public = settings.is_public(public)
     request = request_from(values, public)
     with user_errors():
@@ -81,14 +82,15 @@ def run_lossless(values, n_draws, control=False, progress=gr.Progress(), *, publ
         control = ACCEPT_ALL if flag_value("control", control) else REAL_VERIFY
     if request.plain:
         raise refused("Pick a drafter: with plain decoding there is nothing to compare.")
-    started = time.perf_counter()
-    prepared = load_and_encode(request, progress)
-    with prepared.in_use():  # no other load evicts the pair while it draws
-        return _check(prepared, n_draws, control, started, settings.PUBLIC_POLICY.max_run_s if public else None,
-                      progress)
+    duration = gpu_budget.draws_duration(request, n_draws, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
+    job = gpu.make_job(gpu_work.lossless, request, n_draws, control, public, duration_s=duration)
+    outputs = None
+    for outputs in gpu.stream_job(job, progress):
+        pass
+    return outputs
 
 
-def _check(prepared, n_draws: int, control: str, started: float, max_run_s: float | None, progress):
+def check(prepared, n_draws: int, control: str, started: float, max_run_s: float | None, progress):
     """:func:`run_lossless` once the pair is loaded: the draws (as many as fit in ``max_run_s``
     since ``started``), the histograms and the figures."""
     request, target, drafter, prompt_ids = prepared.request, prepared.target, prepared.drafter, prepared.prompt_ids
@@ -99,7 +101,8 @@ def _check(prepared, n_draws: int, control: str, started: float, max_run_s: floa
     def experiment(n):
         with user_errors(hint=functools.partial(_no_first_draft_hint, device=target.device)):
             return first_token_experiment(target.model, drafter, prompt_ids, request.sampling, n=n,
-                                          seed=request.seed, vocab_size=drafter.vocab_size, control=control)
+                                          seed=request.seed, vocab_size=drafter.vocab_size, control=control,
+                                          rule=request.rule)
 
     asked, n_draws = n_draws, _draws_in_time(experiment, n_draws, started, max_run_s)
     progress(0.5, desc=f"Drawing {n_draws} first tokens each way…")

@@ -14,11 +14,10 @@ import gradio as gr
 from ..analysis import RunAnalysis, baseline_still_valid
 from ..request import RunRequest
 from ..runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
-from . import settings, visitors
+from . import gpu, gpu_budget, gpu_work, settings, visitors
 from .draw.escape import as_text
 from .draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
 from .fields import NAMES, request_from, spread
-from .gpu import gpu
 from .state import FIGURES, KEEP, RUN_OUTPUTS, SHOWN_OUTPUTS, RunState, RunUpdate, RunView, waiting_view
 from .user_errors import refused, user_errors
 
@@ -30,7 +29,8 @@ CHART_INTERVAL_S = 1.0
 #: The charts a streamed run redraws, one per summary update in turn, so that each of the page's
 #: updates costs the browser at most one Plotly redraw (issue 26 item 4: five redraws a second made
 #: the main thread of a busy 2-core machine run tasks of up to 1.5 s, and a click wait 11 s). The
-#: other charts (acceptance by draft position, time per round) and the race are drawn at the end.
+#: other charts (acceptance by draft position, time per round, the diagnostics) and the race are drawn
+#: at the end.
 STREAMED_CHARTS = ("alpha", "tokens_per_pass", "speedup")
 # Coalescing rounds that finish within this interval into one token update keeps the browser
 # (which compares the whole panel with its DOM on each update) from competing with generation on a
@@ -40,14 +40,15 @@ TOKEN_INTERVAL_S = 0.4
 STOP_SETTLE_S = 0.5
 
 
-def load_and_encode(request: RunRequest, progress) -> PreparedRun:
+def load_and_encode(request: RunRequest, progress, warn=gr.Warning) -> PreparedRun:
     """The request prepared for a run (:func:`specviz.runner.prepare_run`, the one way the app, the
     CLI and the sweeps take): the pair loaded with progress on the page, the prompt encoded under
     the one chat-template policy (a target without a template reads it as plain text, said here as
     a warning) and its tokens checked against the request's limit, the stop ids and the pair's
     label. A suffix drafter searches only this visitor's own earlier outputs
     (:func:`specviz.ui.visitors.visitor_history`), and Token Recycling drafts only from this
-    visitor's own table (:func:`specviz.ui.visitors.visitor_table`), in every mode.
+    visitor's own table (:func:`specviz.ui.visitors.visitor_table`), in every mode. ``warn``
+    shows a note as a pop-up (in a GPU job: :meth:`specviz.ui.gpu.JobContext.warn`).
 
     Raises:
         gr.Error: the models cannot load or cannot be paired, or the prompt has more tokens (chat
@@ -59,7 +60,7 @@ def load_and_encode(request: RunRequest, progress) -> PreparedRun:
     with user_errors():
         prepared = prepare_run(request, report, history=visitors.visitor_history(), table=visitors.visitor_table())
     for note in prepared.notes:
-        gr.Warning(as_text(note))  # a pop-up reads HTML, and a note may name a model
+        warn(as_text(note))  # a pop-up reads HTML, and a note may name a model
     return prepared
 
 
@@ -141,10 +142,14 @@ def _slider(state: RunState):
     return gr.update(maximum=len(state.rounds), value=len(state.rounds))
 
 
-def _status(run, request: RunRequest, label: str, done: bool, over: bool, max_run_s: float | None) -> str:
+def _status(run, request: RunRequest, label: str, done: bool, over: bool, max_run_s: float | None,
+            deadline_s: float | None = None) -> str:
     label = as_text(label)  # the pair's names come from outside (a model's name or directory)
     if done:
         return f"**Done** ({run.finish_reason}) · {label}"
+    if over and deadline_s is not None:
+        return (f"**Stopped** at the end of the GPU time reserved for this run ({deadline_s:.0f} s) · {label} · "
+                f"{len(run.tokens)}/{request.max_new_tokens} tokens")
     if over:
         return (f"**Stopped** at the public time limit of {max_run_s:g} s · {label} · "
                 f"{len(run.tokens)}/{request.max_new_tokens} tokens")
@@ -152,25 +157,28 @@ def _status(run, request: RunRequest, label: str, done: bool, over: bool, max_ru
 
 
 def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of, max_run_s: float | None = None,
-           panel: TokenPanel | None = None):
+           panel: TokenPanel | None = None, ctx=None):
     """Run the speculative generation, yielding the page's outputs: tokens often (every
     :data:`TOKEN_INTERVAL_S`), the summary and one chart of :data:`STREAMED_CHARTS` in turn about
     once a second, and everything at the end. Every round yields (the token panel
     as it stands, other outputs skipped in between), so Stop ends the run within one round. With
     ``max_run_s`` (public mode) a run whose generation time passes it stops there: its tokens
     stay on screen, the status says so, and no error is raised. ``panel``: the token panel
-    (:class:`TokenPanel`; default: a new append-only one)."""
+    (:class:`TokenPanel`; default: a new append-only one). ``ctx``: the GPU job's
+    :class:`~specviz.ui.gpu.JobContext` (None: no job): Stop reaches the loop through its flag,
+    and past its deadline the run stops as at the time limit, its tokens kept."""
     panel = panel if panel is not None else TokenPanel(state)
     last_chart = last_tokens = 0.0
     turn = 0  # which of STREAMED_CHARTS the next summary update redraws
     try:
         for round_ in run:
-            if state.finished:
+            if state.finished or (ctx is not None and ctx.stopped()):
                 return  # Stop was pressed: its handler (stop_run) has shown the run as it stood
             generated_at = time.time()
             state.add(round_, run)
             done = run.finish_reason is not None
-            over = not done and max_run_s is not None and run.elapsed_s > max_run_s
+            late = not done and ctx is not None and ctx.past_deadline()
+            over = not done and (late or (max_run_s is not None and run.elapsed_s > max_run_s))
             if done or over or time.perf_counter() - last_chart > CHART_INTERVAL_S:
                 last_chart = last_tokens = time.perf_counter()
                 state.meta = trace_of(run)
@@ -179,7 +187,8 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                     state.finished = True
                     baselines = drop_if_contradicted(state, baselines)
                     log_run(request, state.label, analysis, run.finish_reason or "time-limit")
-                status = _status(run, request, state.label, done, over, max_run_s)
+                status = _status(run, request, state.label, done, over, max_run_s,
+                                 ctx.budget_s if late else None)
                 drawn = FIGURES if done or over else (STREAMED_CHARTS[turn % len(STREAMED_CHARTS)],)
                 turn += 1
                 view = state.view(None, status, done or over, generated_at, analysis=analysis, drawn=drawn)
@@ -207,6 +216,7 @@ def stop_run(state):
     if not isinstance(state, RunState) or state.finished:
         return RunUpdate(_skipped()).values(SHOWN_OUTPUTS)
     state.finished = True  # the same object the stream holds: it yields nothing more
+    gpu.request_stop(state.stop_slot)  # and in a GPU worker, where the object is a copy
     # An update the stream sent just before Stop is still on its way to the page; let it land
     # first, or it would overwrite this status with "Generating".
     time.sleep(STOP_SETTLE_S)
@@ -225,7 +235,6 @@ def _trace_meta(run, request, target, drafter, baseline) -> dict:
     return meta
 
 
-@gpu
 @spread(NAMES)
 def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | None = None):
     """Stream a speculative run: the outputs :data:`specviz.ui.state.RUN_OUTPUTS` names (the view's
@@ -234,19 +243,30 @@ def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | N
     ``values``: the run's fields (:data:`specviz.ui.fields.FIELDS`, passed one per parameter);
     ``branches``/``tree_nodes`` among them are the draft tree's B and N (B = 1 drafts chains;
     N = 0 is the default budget). ``public``: public mode (bound by build_page; None reads
-    :data:`specviz.ui.settings.PUBLIC`)."""
+    :data:`specviz.ui.settings.PUBLIC`). The request is validated here, then runs as one GPU job
+    (:func:`specviz.ui.gpu_work.run`) reserved for :func:`specviz.ui.gpu_budget.request_duration`."""
     public = settings.is_public(public)
     request = request_from(values, public)
     baselines = baselines if isinstance(baselines, dict) else {}
-    prepared = load_and_encode(request, progress)
-    with prepared.in_use():  # no other load evicts the pair while it runs
-        yield from _warm_and_stream(prepared, baselines, public)
+    timed = not any(key_matches(key, request) for key in baselines)
+    duration = gpu_budget.request_duration(request, timed, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
+    yield from gpu.stream_job(gpu.make_job(gpu_work.run, request, baselines, public, duration_s=duration), progress)
 
 
-def _warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool):
-    """:func:`run_demo` once the pair is loaded: warm up, the baseline, then the stream."""
+def key_matches(key, request: RunRequest) -> bool:
+    """Whether a visitor's stored baseline ``key`` (:func:`specviz.runner.baseline_key`) may be this
+    request's: it holds the request's sampling, token limit and seed (an estimate for the reservation
+    only; the run itself looks the key up exactly)."""
+    return (isinstance(key, str) and repr(request.sampling) in key
+            and f", {request.max_new_tokens}, {request.seed}, " in key)
+
+
+def warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool, ctx=None):
+    """:func:`run_demo` once the pair is loaded: warm up, the baseline, then the stream (``ctx``:
+    the GPU job's :class:`~specviz.ui.gpu.JobContext`, or None)."""
     request, target, drafter, label = prepared.request, prepared.target, prepared.drafter, prepared.label
     state = RunState.new(request, target, drafter, label)
+    state.stop_slot = ctx.slot if ctx is not None else -1
     panel = TokenPanel(state)
     yield _run_update(waiting_view(panel.html, f"Warming up {as_text(label)}…", request.k), baselines, state)
     with user_errors():
@@ -257,11 +277,11 @@ def _warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool):
             except StopIteration as finished:
                 state.baseline, baselines = finished.value
                 break
-            if state.finished:
+            if state.finished or (ctx is not None and ctx.stopped()):
                 return  # stopped while the baseline was timed
             yield _run_update(_skipped(tokens=panel.current(), summary=as_text(line)), baselines, state)
     run = prepared.generation()
     trace_of = functools.partial(_trace_meta, request=request, target=target, drafter=drafter,
                                  baseline=state.baseline)
     yield from stream(run, request, state, baselines, trace_of,
-                      max_run_s=settings.PUBLIC_POLICY.max_run_s if public else None, panel=panel)
+                      max_run_s=settings.PUBLIC_POLICY.max_run_s if public else None, panel=panel, ctx=ctx)

@@ -1,5 +1,5 @@
 """The Run tab: model pair, drafter, prompt and sampling settings; the token stream, summary and
-inspector; the five charts; replay, export and saved traces; the "Is it lossless?" check; and
+inspector; the five charts and the three of the run's diagnostics; replay, export and saved traces; the "Is it lossless?" check; and
 their events. The callbacks live in :mod:`.run_stream`, :mod:`.replay` and :mod:`.lossless_check`."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..drafters import DRAFTER_KINDS, for_device
+from ..sampling import RULES
 from . import settings
 from .context import PageContext
-from .draw import charts, race
+from .draw import charts, diagnostic_charts, race
 from .draw.run_views import wrap_output
 from .fields import NAMES, SHARED, spec_fields
 from .lossless_check import run_lossless, settings_changed
@@ -22,6 +23,13 @@ from .replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures
 from .run_stream import run_demo, stop_run
 from .settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PRESETS
 from .state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
+
+
+def rule_label(rule) -> str:
+    """A verification rule's menu label: its name, and a word on what it is."""
+    kind = "lossy control" if not rule.lossless else ("argmax draft" if rule.proposes == "argmax" else "exact")
+    return f"{rule.name} ({kind})"
+
 
 TOKENS_JS = """
 element.addEventListener('click', (event) => {
@@ -177,6 +185,10 @@ def _settings(c, limits, public: bool) -> None:
                                elem_id="sv-branches")
         c.tree_nodes = gr.Number(0, precision=0, minimum=0, label="Tree node budget N (0 = auto)",
                                  elem_id="sv-tree-nodes")
+    c.rule = gr.Dropdown([(rule_label(rule), rule.name) for rule in RULES.values()], value="full",
+                         label="Verification rule", elem_id="sv-rule",
+                         info="The same drafts, judged by the rule an engine ships: α differs, the exact rules' "
+                              "output does not (relaxed top-k is a lossy control)")
     with gr.Row():
         c.top_k = gr.Number(0, precision=0, minimum=0, label="Top-k (0 = off)")
         c.top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
@@ -222,6 +234,13 @@ def _charts_and_replay(c) -> None:
                                   show_label=False, elem_id="sv-positions")
         c.time_plot = gr.Plot(charts.time_split_figure(None), label="Time per round", show_label=False,
                               elem_id="sv-time")
+    with gr.Row():
+        c.rules_plot = gr.Plot(diagnostic_charts.rules_figure(None), label="Same passes, four rules",
+                               show_label=False, elem_id="sv-rules")
+        c.lengths_plot = gr.Plot(diagnostic_charts.accepted_length_figure(None), label="Accepted drafts per pass",
+                                 show_label=False, elem_id="sv-lengths")
+        c.calibration_plot = gr.Plot(diagnostic_charts.calibration_figure(None), label="Calibration",
+                                     show_label=False, elem_id="sv-calibration")
     c.race_plot = gr.Plot(empty_race(), label="Race", show_label=False,
                           elem_id="sv-race")
     with gr.Row():
@@ -290,7 +309,7 @@ def _wire(c, ctx: PageContext) -> None:
     c.run_btn.click(empty_race, None, c.race_plot, api_name=False, **FREE)
     c.run_btn.click(lesson_run, ctx.lesson_runs, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
     c.prompt.input(hide_lesson, None, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
-    for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat):
+    for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat, c.rule):
         setting.change(settings_changed, c.lossless_text, [c.lossless_plot, c.lossless_text], api_name=False,
                        **FREE)
     # The check's own temperature stands in for the run's.
@@ -322,7 +341,8 @@ def _outputs_by_name(c, baselines, run_state):
     """The Run tab's output components by the names of :data:`specviz.ui.state.RUN_OUTPUTS`: a
     function from a tuple of names to the event's outputs list."""
     by_name = {**RunView(tokens=c.tokens_html, summary=c.summary, alpha=c.alpha_plot, tokens_per_pass=c.tpp_plot,
-                         speedup=c.speedup_plot, positions=c.position_plot, time=c.time_plot)._asdict(),
+                         speedup=c.speedup_plot, positions=c.position_plot, time=c.time_plot,
+                         rules=c.rules_plot, lengths=c.lengths_plot, calibration=c.calibration_plot)._asdict(),
                "baselines": baselines, "state": run_state, "slider": c.replay_slider}
     return lambda names: [by_name[name] for name in names]
 

@@ -14,9 +14,11 @@ from typing import NamedTuple
 import gradio as gr
 
 from ..analysis import PlainBaseline, RunAnalysis, analyse, health_notes, running_speedup
+from ..diagnostics import diagnose
 from ..drafters import drafter_kind
-from ..trace import Round, trace_from_dict
-from .draw import charts
+from ..sampling import RULES
+from ..trace import Round, trace_from_dict, trace_rule
+from .draw import charts, diagnostic_charts
 from .draw.run_views import NO_TRACE_BASELINE, render_round, summary_markdown, wrap_output
 
 #: The summary's sentence when a finished run's own timings contradict its plain baseline.
@@ -25,7 +27,8 @@ REMEASURE_NOTE = ("This run's own timings disagree with the plain baseline, or i
 
 
 class RunView(NamedTuple):
-    """The Run tab's outputs that show a run: token panel, summary and the five charts."""
+    """The Run tab's outputs that show a run: token panel, summary and the eight charts (the five of
+    the run, then its diagnostics: the rules on its passes, accepted lengths, calibration)."""
 
     tokens: object
     summary: object
@@ -34,9 +37,12 @@ class RunView(NamedTuple):
     speedup: object
     positions: object
     time: object
+    rules: object
+    lengths: object
+    calibration: object
 
     def figures(self) -> tuple:
-        """The five charts, in the page's order (what the export's charts page holds)."""
+        """The charts, in the page's order (what the export's charts page holds)."""
         return tuple(getattr(self, name) for name in FIGURES)
 
 
@@ -83,12 +89,23 @@ def waiting_view(tokens: str, status: str, k: int) -> RunView:
     """The view before the first round: an empty panel, a status line and empty charts at lookahead ``k``."""
     return RunView(tokens=tokens, summary=status, alpha=charts.alpha_figure([]),
                    tokens_per_pass=charts.tokens_per_pass_figure([], k, None), speedup=charts.speedup_figure([], None),
-                   positions=charts.per_position_figure(None), time=charts.time_split_figure(None))
+                   positions=charts.per_position_figure(None), time=charts.time_split_figure(None),
+                   rules=diagnostic_charts.rules_figure(None), lengths=diagnostic_charts.accepted_length_figure(None),
+                   calibration=diagnostic_charts.calibration_figure(None))
 
 
 def _looks_up(spec) -> bool:
     """Whether a saved trace's drafter spec is a lookup drafter (a spec that is not text: no)."""
     return isinstance(spec, str) and drafter_kind(spec).lookup
+
+
+def rule_note(rule: str) -> str:
+    """The summary's sentence on a run verified by a rule other than the full one."""
+    found = RULES[rule]
+    if not found.lossless:
+        return (f"Verified by the {rule} rule, a LOSSY control ({found.description}): its output is not "
+                "distributed as the target's, and its α is not comparable with an exact rule's.")
+    return f"Verified by the {rule} rule: {found.description}."
 
 
 @dataclass
@@ -102,7 +119,9 @@ class RunState:
     ``meta`` the saved trace's fields other than the rounds; ``notes`` the engine's notes;
     ``max_new_tokens`` the run's token limit; ``finished`` whether it has ended (done, stopped or
     loaded); ``remeasure`` whether its baseline was dropped from the visitor's cache
-    (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace. ``label`` is the pair
+    (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace; ``stop_slot`` the
+    GPU job's Stop flag (:func:`specviz.ui.gpu.request_stop`; −1: none); ``rule`` the
+    verification rule (:data:`specviz.sampling.RULES`; ``"full"`` for a trace older than rules). ``label`` is the pair
     in words, text from outside (a trace's fields, a model's name): views escape it.
     """
 
@@ -121,6 +140,8 @@ class RunState:
     finished: bool = False
     remeasure: bool = False
     loaded: bool = False
+    stop_slot: int = -1
+    rule: str = "full"
 
     @classmethod
     def new(cls, request, target, drafter, label: str) -> RunState:
@@ -130,7 +151,7 @@ class RunState:
         return cls(label=label, k=request.k if drafter is not None else 0, eos=sorted(target.eos_token_ids),
                    lookup=drafter_kind(request.draft).lookup,
                    low_precision_greedy=low_precision and request.sampling.greedy,
-                   max_new_tokens=request.max_new_tokens)
+                   max_new_tokens=request.max_new_tokens, rule=request.rule)
 
     @classmethod
     def from_trace(cls, data: dict) -> RunState:
@@ -154,7 +175,8 @@ class RunState:
                    baseline=PlainBaseline.from_dict(base) if base else None, lookup=_looks_up(settings.get("draft")),
                    low_precision_greedy=meta.get("dtype") in ("bfloat16", "float16")
                    and not settings.get("temperature"),
-                   meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True, loaded=True)
+                   meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True, loaded=True,
+                   rule=trace_rule(meta))
 
     def add(self, round_: Round, run) -> None:
         """Record a finished round of ``run`` (a Generation): the round, its HTML, the prefill and notes."""
@@ -171,7 +193,8 @@ class RunState:
 
     def view(self, upto: int | None, status: str, done: bool, generated_at: float | None = None,
              analysis: RunAnalysis | None = None, drawn: tuple[str, ...] = FIGURES) -> RunView:
-        """Tokens HTML, summary and the five charts after ``upto`` rounds (None: all).
+        """Tokens HTML, summary and the eight charts after ``upto`` rounds (None: all), the summary
+        and charts with the run's diagnostics (:func:`specviz.diagnostics.diagnose`).
 
         ``generated_at``: the server's time.time() of the newest token (the browser measures lag
         with it); ``analysis``: :meth:`analysis` of the same rounds, if already computed;
@@ -179,18 +202,25 @@ class RunState:
         as they are on the page: a streamed run redraws one chart at a time)."""
         rounds = self.rounds[:upto]
         a = analysis if analysis is not None else self.analysis(upto)
+        d = diagnose(rounds, self.k, a.cost_ratio_c, a.verify_cost_v) if rounds else None
         notes = self.notes + health_notes(a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
         if self.remeasure and upto is None:
             notes.append(REMEASURE_NOTE)
+        if self.k and self.rule != "full":
+            notes.append(rule_note(self.rule))
         never = self.loaded and self.baseline is None  # a saved trace without one: no baseline is coming
         build = {
             "alpha": lambda: charts.alpha_figure(rounds),
             "tokens_per_pass": lambda: charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
             "speedup": lambda: charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup,
                                                      NO_TRACE_BASELINE if never else charts.WAITING_TEXT),
-            "positions": lambda: charts.per_position_figure(a),
+            "positions": lambda: charts.per_position_figure(a, d.positions if d else None),
             "time": lambda: charts.time_split_figure(a),
+            "rules": lambda: diagnostic_charts.rules_figure(d),
+            "lengths": lambda: diagnostic_charts.accepted_length_figure(d),
+            "calibration": lambda: diagnostic_charts.calibration_figure(d),
         }
         return RunView(tokens=wrap_output("".join(self.html[: len(rounds)]), done, generated_at),
-                       summary=summary_markdown(a, status, notes, NO_TRACE_BASELINE if never else "measuring…"),
+                       summary=summary_markdown(a, status, notes, NO_TRACE_BASELINE if never else "measuring…",
+                                                diagnostics=d),
                        **{name: build[name]() if name in drawn else gr.skip() for name in FIGURES})

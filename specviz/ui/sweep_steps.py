@@ -79,13 +79,17 @@ class SweepSteps:
         requests: from :func:`sweep_plan`.
         progress: the callback's ``gr.Progress``.
         max_run_s: the time limit (seconds), or None.
+        ctx: the GPU job's :class:`~specviz.ui.gpu.JobContext`, or None: Stop and the job's
+            deadline end the sweep after the round that sees them, as the time limit does.
     """
 
-    def __init__(self, requests, progress, max_run_s: float | None = None) -> None:
+    def __init__(self, requests, progress, max_run_s: float | None = None, ctx=None) -> None:
         self.requests = requests
         self.progress = progress
         self.max_run_s = max_run_s
+        self.ctx = ctx
         self.stopped = False
+        self.why = ""  # what stopped it: "limit", "stop" or "deadline"
 
     def __iter__(self):
         def report(fraction, message):
@@ -95,15 +99,26 @@ class SweepSteps:
         with user_errors():
             for step in sweep(self.requests, progress=report, prepare=prepare, max_run_s=self.max_run_s):
                 if step.phase == "stopped":
-                    self.stopped = True
+                    self.stopped, self.why = True, "limit"
                     return
                 yield step
+                if self.ctx is not None and self.ctx.should_end():
+                    self.stopped, self.why = True, "stop" if self.ctx.stopped() else "deadline"
+                    return
 
     def stopped_note(self) -> str:
-        """The status line's words for a stop at the time limit ("" if it did not stop)."""
-        return f"**Stopped** at the public time limit of {self.max_run_s:g} s" if self.stopped else ""
+        """The status line's words for a stop ("" if it did not stop): at the time limit, by the
+        visitor, or at the end of the GPU time reserved."""
+        if not self.stopped:
+            return ""
+        if self.why == "stop":
+            return "**Stopped** by you"
+        if self.why == "deadline":
+            return f"**Stopped** at the end of the GPU time reserved ({self.ctx.budget_s:.0f} s)"
+        return f"**Stopped** at the public time limit of {self.max_run_s:g} s"
 
 
-def sweep_steps(requests, progress, public: bool = False) -> SweepSteps:
-    """The visitor's :class:`SweepSteps`, capped at the public time limit in public mode."""
-    return SweepSteps(requests, progress, settings.PUBLIC_POLICY.max_run_s if public else None)
+def sweep_steps(requests, progress, public: bool = False, ctx=None) -> SweepSteps:
+    """The visitor's :class:`SweepSteps`, capped at the public time limit in public mode (``ctx``:
+    the GPU job's context, or None)."""
+    return SweepSteps(requests, progress, settings.PUBLIC_POLICY.max_run_s if public else None, ctx)

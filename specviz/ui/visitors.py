@@ -11,6 +11,7 @@ directly) have no session: they get a fresh, empty history and table of their ow
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import logging
 import os
@@ -79,6 +80,15 @@ class HistoryStore:
                 break
             del self._by_session[oldest]
 
+    def put(self, session: str, value) -> None:
+        """Make ``value`` the session's history (or table), used now: what a GPU worker updated,
+        brought back (:func:`specviz.ui.gpu.stream_job`), or what the main process sent it."""
+        with self._lock:
+            self._by_session.pop(session, None)
+            self._by_session[session] = (value, time.monotonic())
+            while len(self._by_session) > self.max_sessions:
+                self._by_session.popitem(last=False)
+
     def drop(self, session: str) -> None:
         """Forget the session's history (the session ended, or the visitor asked)."""
         with self._lock:
@@ -107,9 +117,17 @@ HISTORIES = HistoryStore()
 TABLES = HistoryStore(factory=new_table)
 
 
+#: The session of the visitor a GPU job serves (:func:`specviz.ui.gpu.run_job` sets it in the
+#: worker, where gradio's request context may be missing); :func:`session_of` reads it first.
+JOB_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("specviz_job_session", default=None)
+
+
 def session_of(request: gr.Request | None = None) -> str | None:
-    """The session hash of ``request``, else of the request the running callback serves (None
-    outside the server). Reads gradio's context variable; a gradio without it gives None."""
+    """The session hash of ``request``, else of the GPU job running (:data:`JOB_SESSION`), else of
+    the request the running callback serves (None outside the server). Reads gradio's context
+    variable; a gradio without it gives None."""
+    if request is None and JOB_SESSION.get() is not None:
+        return JOB_SESSION.get()
     if request is None:
         try:
             from gradio.context import LocalContext

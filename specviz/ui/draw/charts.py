@@ -438,18 +438,22 @@ def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: l
 
 
 # --------------------------------------------------------------------------- per position
-def per_position_figure(analysis) -> go.Figure:
-    """How often the i-th draft token of a round is accepted when it is tested, i = 1..K.
+def per_position_figure(analysis, positions=None) -> go.Figure:
+    """Acceptance at the i-th draft position of a round, i = 1..K, two ways.
 
-    Bars: :attr:`specviz.analysis.RunAnalysis.per_position` rates (accepted ÷ tested at that
-    position; hover gives the counts). Dashed line: the run's per-token α, the constant rate
-    Leviathan et al.'s model assumes at every position. Positions never tested have no bar.
+    Bars: conditional acceptance, :attr:`specviz.analysis.RunAnalysis.per_position` rates (accepted
+    ÷ tested at that position; hover gives the counts), and, given ``positions``
+    (:func:`specviz.diagnostics.acceptance_by_position`), full acceptance beside it (accepted ÷
+    drafting passes: the share of all passes that got past position i). Dashed line: the run's
+    per-token α, the constant conditional rate Leviathan et al.'s model assumes at every position.
+    Positions never tested have no bar.
 
     Args:
         analysis: a :class:`~specviz.analysis.RunAnalysis`, or None before the first round.
+        positions: the run's :class:`specviz.diagnostics.PositionRates`, or None (conditional only).
     """
-    title, uirev = "Acceptance by draft position", "per_position"
-    x_title, y_title = "draft position i in the round", "accepted ÷ tested"
+    title, uirev = "Acceptance by draft position: conditional (of tested) and full (of all passes)", "per_position"
+    x_title, y_title = "draft position i in the round", "share accepted"
     if analysis is None or not analysis.target_passes:
         return _waiting(title, uirev, x_title, y_title)
     layout = _layout(title, uirev, x_title, y_title)
@@ -461,11 +465,21 @@ def per_position_figure(analysis) -> go.Figure:
     layout["xaxis"].update(tickmode="linear", dtick=1, range=[0.4, len(analysis.per_position) + 0.6])
     data = [{
         "type": "bar", "x": [p.position for p in tested], "y": [p.rate for p in tested],
-        "customdata": [[p.accepted, p.tested] for p in tested], "name": "accepted ÷ tested at position i",
+        "customdata": [[p.accepted, p.tested] for p in tested], "name": "accepted ÷ tested at position i (conditional)",
         "marker": {"color": KIND_COLORS[ACCEPTED], "opacity": 0.8},
         "hovertemplate": "position %{x}: %{customdata[0]}/%{customdata[1]} tested drafts accepted "
-                         "(%{y:.2f})<extra></extra>",
+                         "(%{y:.2f}, conditional)<extra></extra>",
     }]
+    shown = [p for p in positions or () if p.tested and p.full is not None]
+    if shown:
+        data.append({
+            "type": "bar", "x": [p.position for p in shown], "y": [p.full for p in shown],
+            "customdata": [[p.accepted, p.drafting_passes] for p in shown],
+            "name": "accepted ÷ all drafting passes (full)", "marker": {"color": THEORY_COLOR, "opacity": 0.7},
+            "hovertemplate": "position %{x}: %{customdata[0]} of %{customdata[1]} drafting passes kept a draft here "
+                             "(%{y:.2f}, full)<extra></extra>",
+        })
+        layout["barmode"] = "group"
     if analysis.alpha is not None:
         _hline(layout, analysis.alpha, THEORY_COLOR, f"per-token α {analysis.alpha:.2f} (the theory: same at every i)",
                dash="dash", right=True)

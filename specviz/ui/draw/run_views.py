@@ -16,6 +16,7 @@ import dataclasses
 import time
 
 from ...analysis import RunAnalysis, draft_depth, format_speedup, health_notes, is_tree_round
+from ...diagnostics import describe
 from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, emitted_piece, token_label, visible_text
 from ..teach.beats import fmt
 from .escape import as_text
@@ -200,15 +201,29 @@ def _shape_row(a: RunAnalysis) -> tuple[str, str]:
     return ("draft shape", f"a chain of up to K = {a.k} drafts per pass" if a.k else "none (plain decoding)")
 
 
+def diagnostics_markdown(d) -> str:
+    """The run's diagnostics as a table (:func:`specviz.diagnostics.describe`: zero-accept share,
+    full and conditional acceptance by position, accepted lengths, each rule's expected tokens per
+    pass on these passes with the range the top-10 tokens leave open, the K an engine would pick,
+    the cliff), or "" for none (``d``: a :class:`specviz.diagnostics.RunDiagnostics` or None)."""
+    if d is None or not any(d.accepted_length_histogram):
+        return ""
+    rows = describe(d.to_dict())
+    return ("**Diagnostics** (the units engines report; the rules replayed on this run's recorded passes)\n\n"
+            "| diagnostic | value |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows))
+
+
 def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None,
-                     no_baseline: str = "measuring…") -> str:
+                     no_baseline: str = "measuring…", diagnostics=None) -> str:
     """The summary table of a run: every figure from its :class:`~specviz.analysis.RunAnalysis`,
     each with what it is and how it was measured (the speedup with its range,
     :func:`specviz.analysis.format_speedup`), then the health notes (one sentence each, from
     :func:`specviz.analysis.health_notes`, or ``notes`` if given; shown as text). A tree run says
     it was a tree (B, N) and that the theory rows are a chain's.
 
-    ``status``: the first line, Markdown (anything from outside in it already :func:`as_text`);
+    ``diagnostics``: the run's :class:`specviz.diagnostics.RunDiagnostics`, shown after the table
+    (:func:`diagnostics_markdown`); ``status``: the first line, Markdown (anything from outside in
+    it already :func:`as_text`);
     ``no_baseline``: what the speedup row says when there is no plain baseline (a live run's is
     being measured; a loaded trace may have none: :data:`NO_TRACE_BASELINE`)."""
     counts = a.counts
@@ -236,7 +251,9 @@ def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None
     table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)
     notes = health_notes(a) if notes is None else notes
     text = "\n".join(f"- ⚠ {as_text(note)}" for note in notes)
-    return f"{status}\n\n{table}" + (f"\n\n**What the figures say**\n\n{text}" if notes else "")
+    extra = diagnostics_markdown(diagnostics)
+    return (f"{status}\n\n{table}" + (f"\n\n{extra}" if extra else "")
+            + (f"\n\n**What the figures say**\n\n{text}" if notes else ""))
 
 
 # ----------------------------------------------------------------------------- the inspector

@@ -27,7 +27,7 @@ import torch
 from scipy import stats
 
 from ...drafters import Drafter, ModelDrafter, real_draft_phrase
-from ...sampling import SamplingConfig, logits_to_probs, sample, verify
+from ...sampling import RULES, SamplingConfig, check_rule, logits_to_probs, sample, verify
 from ...trace import token_label
 
 __all__ = ["ACCEPT_ALL", "CONTROLS", "REAL_VERIFY", "LosslessReport", "draw_first_tokens", "first_token_experiment",
@@ -55,6 +55,7 @@ class LosslessReport:
         draft_label: what proposed the draft token.
         control: ``"none"``, or ``"accept_all"`` when the verify step was deliberately broken.
         p_draft: p_draft of each bin (what a broken verify step would reproduce).
+        rule: the verification rule the speculative draws used (:data:`specviz.sampling.RULES`).
     """
 
     token_ids: list[int]
@@ -70,6 +71,7 @@ class LosslessReport:
     draft_label: str
     control: str = "none"
     p_draft: list[float] | None = None
+    rule: str = "full"
 
 
 def _binned(counts: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
@@ -122,6 +124,7 @@ def first_token_experiment(
     top: int = 12,
     vocab_size: int | None = None,
     control: str = "none",
+    rule: str = "full",
 ) -> LosslessReport:
     """Draw ``n`` first tokens speculatively and ``n`` directly from the target, and compare.
 
@@ -140,6 +143,7 @@ def first_token_experiment(
         vocab_size: shared vocabulary width (defaults to the target's logits width).
         control: ``"none"`` (the real verify step) or ``"accept_all"`` (accept every draft token:
             a deliberately broken method, which the test should reject; see :func:`draw_first_tokens`).
+        rule: the verification rule of the speculative draws (:func:`draw_first_tokens`).
 
     Returns:
         A :class:`LosslessReport`.
@@ -150,6 +154,7 @@ def first_token_experiment(
     """
     if control not in CONTROLS:
         raise ValueError(f"control must be one of {', '.join(CONTROLS)}, got {control!r}")
+    check_rule(rule)
     if not prompt_ids:
         raise ValueError("the prompt is empty")
     if n < 100:
@@ -159,7 +164,7 @@ def first_token_experiment(
     generator = torch.Generator(device=device).manual_seed(seed)
     p_target_first, p_draft_first = _first_distributions(target, drafter, prompt_ids, sampling, vocab, generator)
 
-    spec_counts, accepted = draw_first_tokens(p_target_first, p_draft_first, n, generator, control)
+    spec_counts, accepted = draw_first_tokens(p_target_first, p_draft_first, n, generator, control, rule)
     direct = torch.multinomial(p_target_first, n, replacement=True, generator=generator).cpu()
     direct_counts = torch.bincount(direct, minlength=vocab)
 
@@ -186,11 +191,12 @@ def first_token_experiment(
         draft_label=drafter.name,
         control=control,
         p_draft=_binned(p_draft_first.cpu().double(), top_ids).tolist(),
+        rule=rule,
     )
 
 
 def draw_first_tokens(p_target: torch.Tensor, p_draft: torch.Tensor, n: int, generator: torch.Generator | None,
-                      control: str = "none") -> tuple[torch.Tensor, int]:
+                      control: str = "none", rule: str = "full") -> tuple[torch.Tensor, int]:
     """Draw the first emitted token ``n`` times: a draft token from ``p_draft``, then the verify step.
 
     With ``control="none"`` this is :func:`specviz.sampling.verify` (accept with probability
@@ -203,6 +209,9 @@ def draw_first_tokens(p_target: torch.Tensor, p_draft: torch.Tensor, n: int, gen
         n: number of draws (>= 1).
         generator: random source.
         control: ``"none"`` or ``"accept_all"``.
+        rule: the verification rule (:data:`specviz.sampling.RULES`): a rule whose draft proposes
+            its argmax proposes the argmax of ``p_draft`` as a point mass every draw; the lossy
+            ``"relaxed-top-k"`` control is expected to fail the check.
 
     Returns:
         ``(counts, accepted)``: ``(V,)`` int64 counts of the first emitted token (on the CPU) and
@@ -217,9 +226,14 @@ def draw_first_tokens(p_target: torch.Tensor, p_draft: torch.Tensor, n: int, gen
     p_target_rows = torch.stack([p_target, p_target])
     counts = torch.zeros(vocab, dtype=torch.long)
     accepted = 0
+    argmax = RULES[rule].proposes == "argmax"
+    if argmax:
+        draft_token = p_draft.argmax().view(1)
+        draft_row = torch.nn.functional.one_hot(draft_token, vocab).to(p_draft.dtype)
     for _ in range(n):
-        draft_token = sample(p_draft, generator).view(1)
-        result = verify(draft_token, p_draft.view(1, -1), p_target_rows, generator)
+        if not argmax:
+            draft_token, draft_row = sample(p_draft, generator).view(1), p_draft.view(1, -1)
+        result = verify(draft_token, draft_row, p_target_rows, generator, rule)
         first = int(draft_token) if result.n_accepted == 1 else result.next_token
         accepted += result.n_accepted
         counts[first] += 1
@@ -244,6 +258,10 @@ def lossless_notes(report: LosslessReport, temperature: float, lookup: bool = Fa
         notes.append("At temperature 0 there is nothing to sample: every draw is the argmax, both histograms are "
                      "one bar and both p-values are 1. Set the check's temperature above 0 (1 is the model's own "
                      "distribution) to see the test work.")
+    if report.control == REAL_VERIFY and not RULES[report.rule].lossless:
+        notes.append(f"The {report.rule} rule is a lossy control: it accepts any drafted token within the target's "
+                     "top few, so the first token is drawn too often where the draft likes it. A working test "
+                     "rejects it (a tiny p-value) whenever the draft and the target disagree.")
     if report.control == "accept_all":
         notes.append("Control case: every draft token was accepted, so the first token follows p_draft, not "
                      "p_target. A working test rejects this (a tiny p-value) whenever the two differ.")

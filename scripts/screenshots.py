@@ -1,6 +1,6 @@
 """README screenshots: the run page, the inspector on a rejection, a tree round, the playground,
-a sweep and a verify pass mid-beat (assets/screenshot.png, inspector.png, tree.png, playground.png,
-sweep.png, watch_pass.png, learned_draft.png).
+a sweep, a verify pass mid-beat and the page at a phone's width (assets/screenshot.png, inspector.png,
+tree.png, playground.png, sweep.png, watch_pass.png, learned_draft.png, phone.png).
 
 Starts ``python app.py`` on a free loopback port, opens it in headless Chromium (Debian's
 ``/usr/bin/chromium`` driven by Playwright; never ``playwright install``), then
@@ -15,11 +15,15 @@ Starts ``python app.py`` on a free loopback port, opens it in headless Chromium 
   tab when it is done;
 * Watch a pass: its default trace (the poem at T = 1, int8 self-draft), six beats into pass 2;
 * Learned draft: the lesson "A learned draft at T = 1" run with the shipped EAGLE head, the
-  inspector open on an accepted draft with a fractional acceptance probability (learned_draft.png).
+  inspector open on an accepted draft with a fractional acceptance probability (learned_draft.png);
+* Phone: a 390 × 844 page, a short run of the default preset, the inspector opened on a token
+  (phone.png, the screen as the phone shows it); prints where Run and the tokens are and how tall
+  the page is.
 
 Usage::
 
-    python -m scripts.screenshots [--only run tree playground sweep watch learned] [--tokens 24] [--draft int8] [--out assets]
+    python -m scripts.screenshots [--only run tree playground sweep watch learned phone] [--tokens 24]
+                                  [--draft int8] [--out assets]
 """
 
 from __future__ import annotations
@@ -130,6 +134,28 @@ def shoot_learned(page, out: Path) -> None:
     page.screenshot(path=str(out / "learned_draft.png"), full_page=True)
 
 
+def shoot_phone(browser, url: str, out: Path, tokens: int) -> None:
+    """The page at a phone's width (390 × 844): a short default run, a token opened in the inspector."""
+    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#sv-run-btn", timeout=60_000)
+    _number(page, "sv-max-new", tokens)
+    top = page.evaluate("() => ({run: document.querySelector('#sv-run-btn').getBoundingClientRect().top + scrollY,"
+                        " tokens: document.querySelector('#sv-tokens').getBoundingClientRect().top + scrollY,"
+                        " height: document.documentElement.scrollHeight})")
+    print(f"phone 390 px: Run at {top['run']:.0f} px, tokens at {top['tokens']:.0f} px, page {top['height']} px tall")
+    page.locator("#sv-run-btn").click()
+    page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
+    page.locator("#sv-tokens .sv-out .sv-tok").nth(3).click()
+    page.wait_for_selector("#sv-inspector >> text=pass", timeout=60_000)
+    time.sleep(1.5)
+    page.locator("#sv-tokens").scroll_into_view_if_needed()
+    page.evaluate("() => window.scrollBy(0, -120)")
+    time.sleep(0.5)
+    page.screenshot(path=str(out / "phone.png"))
+    page.close()
+
+
 def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -149,6 +175,8 @@ def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None
             shoot_watch(page, out)
         if "learned" in only:
             shoot_learned(page, out)
+        if "phone" in only:
+            shoot_phone(browser, url, out, tokens)
         browser.close()
 
 
@@ -181,8 +209,8 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", type=int, default=24)
     p.add_argument("--draft", default="int8", choices=["int8", "ngram"])
     p.add_argument("--out", default=str(ROOT / "assets"))
-    p.add_argument("--only", nargs="+", default=["run", "tree", "playground", "sweep", "watch", "learned"],
-                   choices=["run", "tree", "playground", "sweep", "watch", "learned"])
+    p.add_argument("--only", nargs="+", default=["run", "tree", "playground", "sweep", "watch", "learned", "phone"],
+                   choices=["run", "tree", "playground", "sweep", "watch", "learned", "phone"])
     args = p.parse_args(argv)
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",

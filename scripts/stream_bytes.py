@@ -36,8 +36,10 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # tests/helpers.py: the tiny Llama builders
 
-#: Outputs of the /run event: the token panel, the summary, then the five charts.
-TOKENS, SUMMARY, CHARTS = 0, 1, slice(2, 7)
+from specviz.ui.state import FIGURES  # noqa: E402
+
+#: Outputs of the /run event: the token panel, the summary, then the charts (RunView's, in order).
+TOKENS, SUMMARY, CHARTS = 0, 1, slice(2, 2 + len(FIGURES))
 
 
 class _SimulatedClock:

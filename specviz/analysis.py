@@ -686,7 +686,7 @@ def health_notes(a: RunAnalysis, lookup: bool = False, low_precision_greedy: boo
         if ceiling < 1:
             notes.append(f"Even if every draft were accepted this could not be faster: a round costs K·c + v = "
                          f"{a.k * a.cost_ratio_c + a.verify_cost_v:.2f} plain steps and yields at most K + 1 = "
-                         f"{a.k + 1} tokens (ceiling {ceiling:.2f}×). The draft step is too expensive here.")
+                         f"{a.k + 1} tokens (ceiling {ceiling:.2f}×). {_costly_part(a)}")
     if lookup and a.passes_without_draft is not None and a.passes_without_draft > 0.5:
         notes.append(f"Prompt lookup found no earlier match in {a.passes_without_draft:.0%} of passes: there is "
                      "little to copy in this text, so most passes are plain decoding steps.")
@@ -828,14 +828,28 @@ def _baseline_notes(a: RunAnalysis) -> list[str]:
     return [n for n in notes if n]
 
 
+def _costly_part(a: RunAnalysis) -> str:
+    """Which part of a round costs too much, decided from the two terms of K·c + v: the K draft steps
+    (K·c) or the verify pass (v, in plain steps; a busy CPU makes one pass wait for a core)."""
+    drafting = a.k * a.cost_ratio_c
+    if drafting >= a.verify_cost_v:
+        return f"The draft step is too expensive here (K·c = {drafting:.2f} against v = {a.verify_cost_v:.2f})."
+    return (f"The verify pass is too slow here (v = {a.verify_cost_v:.2f} plain steps against K·c = {drafting:.2f} "
+            "for the drafts); a verify pass this slow often means the CPU was busy.")
+
+
 def _tree_note(a: RunAnalysis) -> list[str]:
     if not a.tree_rounds or a.predicted_tokens_per_pass is None:
         return []
+    gap = a.tokens_per_pass - a.predicted_tokens_per_pass
+    # The word follows the sign: a tree usually goes deeper than the chain formula says, not always.
+    verdict = ("therefore underestimates" if gap > 0.005 else "here overestimates" if gap < -0.005
+               else "here happens to match")
     return [f"This run drafted trees ({a.tree_rounds} of {a.target_passes} passes; up to {a.tree_nodes_max} nodes, "
             f"up to {a.tree_branching_max} children at a node). The theory rows are a chain's, "
             "(1 − α^(K+1))/(1 − α): one draft per depth, each accepted with probability α. A tree tries several siblings at a depth, each "
             "against the residual the rejected ones leave, so its accepted path goes deeper than a chain's, while "
-            "every rejected sibling counts as a failed test in α. The chain formula therefore underestimates a "
+            f"every rejected sibling counts as a failed test in α. The chain formula {verdict} this "
             f"tree's tokens per pass ({a.tokens_per_pass:.2f} observed, {a.predicted_tokens_per_pass:.2f} for a chain "
             "at this α): read it as a chain's reference, not a prediction for this tree."]
 

@@ -261,3 +261,19 @@ def test_a_trace_written_by_run_trace_on_the_offline_model_loads_in_the_app(offl
     assert [t.id for r in state.rounds for t in r.emitted] == [t["id"] for t in printed["tokens"]]
     assert "**Loaded**" in summary and slider["value"] == len(state.rounds) == printed["target_passes"]
     assert f"{printed['alpha']:.3f}" in summary
+
+
+def test_the_inspector_sits_right_under_the_token_panel_and_the_tour_says_so():
+    """Issue 26 item 5: a click on a token answers where the visitor is looking. The inspector is
+    the next thing after the token panel (before the charts and the summary; it used to sit under
+    six charts, the summary table and its notes, about 1,800 px below the tokens), the page scrolls
+    it into view when it opens, and the tour's step about it says where it is."""
+    from specviz.ui import run_tab, tour
+
+    order = [block.elem_id for block in app.demo.blocks.values() if getattr(block, "elem_id", None)]
+    tokens, inspector = order.index("sv-tokens"), order.index("sv-inspector")
+    assert tokens < inspector < order.index("sv-alpha") and inspector < order.index("sv-summary")
+    assert all(not name.startswith("sv-") or name.startswith("sv-inspector") for name in order[tokens + 1:inspector])
+    assert "scrollIntoView" in run_tab.INSPECTOR_IN_VIEW_JS
+    step = next(s for s in tour.STEPS if "token inspector" in s["text"])
+    assert "right under the tokens" in step["text"]

@@ -64,7 +64,7 @@ def test_default_run_shows_three_kinds_of_tokens_and_three_charts(page):
 
 
 def _number_after(text: str, name: str) -> float:
-    match = re.search(re.escape(name) + r"\s*=\s*\**([0-9.]+)", text)
+    match = re.search(re.escape(name) + r"\s*=\s*\**([0-9.]+(?:e[-+]?[0-9]+)?)", text)
     assert match, (name, text)
     return float(match.group(1))
 

@@ -50,3 +50,27 @@ def test_the_experiments_csv_neutralises_text_and_keeps_negative_numbers():
     assert table[0]["draft"] == "'=HYPERLINK(\"x\")" and table[0]["text"] == "'+1+1 is two"
     assert table[0]["speedup"] == "-0.5" and table[0]["k"] == "4" and table[0]["count_accepted"] == "3"
     assert (table[0]["speedup_low"], table[0]["speedup_high"]) == ("0.9", "1.3")
+
+
+def test_the_exported_charts_page_has_a_title_and_the_runs_settings():
+    """Issue 26 item 12: the exported charts page had no title and no settings, so a page opened
+    later did not say what it showed. Its title names the run, a table lists the settings, and
+    text from outside (the prompt, a model's name) stays text."""
+    import html
+
+    import plotly.graph_objects as go
+
+    from specviz.ui.replay import charts_html
+
+    meta = {"target": "smollm2-135m-instruct", "drafter": "prompt lookup (n-gram)", "device": "cpu",
+            "dtype": "bfloat16", "finish_reason": "length",
+            "settings": {"prompt": "Fix <b>this</b>", "k": 4, "temperature": 0.0, "max_new_tokens": 96}}
+    page = charts_html([go.Figure()], "smollm2 ← prompt lookup", meta)
+    assert "<title>specviz charts · smollm2 ← prompt lookup</title>" in page
+    assert "<h1>specviz charts · smollm2 ← prompt lookup</h1>" in page
+    shown = html.unescape(page)  # as the browser reads the escaped values
+    for name, value in (("k", "4"), ("temperature", "0.0"), ("max_new_tokens", "96"), ("dtype", "bfloat16"),
+                        ("target", "smollm2-135m-instruct")):
+        assert f"<tr><th>{name}</th><td>{value}</td></tr>" in shown, name
+    assert "<b>this</b>" not in page and "&lt;b&gt;this&lt;/b&gt;" in page
+    assert charts_html([go.Figure()], "x", meta) == charts_html([go.Figure()], "x", meta)

@@ -112,3 +112,20 @@ def test_playground_charts_build_with_plotly_validation():
     assert sum(fig.data[0].y) == pytest.approx(1.0)
     with pytest.raises(ValueError):
         charts.playground_map_figure(alphas, ks, z[:2], "K")
+
+
+def test_a_reveal_verdict_is_cleared_when_alpha_c_or_v_change():
+    """Issue 26 item 10: the Reveal verdict stayed on screen after α changed, judging a guess
+    against figures no longer shown. A change of α, c or v clears the score and hides the best K."""
+    import app
+
+    from specviz.ui.playground_tab import forget_verdict
+
+    assert forget_verdict() == ("", False)
+    ids = {block.elem_id: block._id for block in app.demo.blocks.values() if getattr(block, "elem_id", None)}
+    clearing = [fn for fn in app.demo.fns.values() if fn.fn is forget_verdict]
+    assert len(clearing) == 1
+    triggers = {(getattr(block, "_id", block), event) for block, event in clearing[0].targets}
+    for name in ("sv-pg-alpha", "sv-pg-c", "sv-pg-v"):
+        assert (ids[name], "change") in triggers, name
+    assert ids["sv-pg-score"] in [block._id for block in clearing[0].outputs]

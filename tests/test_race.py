@@ -65,3 +65,18 @@ def test_the_figure_has_two_lanes_finish_markers_and_dims_outside_the_stretch():
     assert list(finish.x) == pytest.approx([93.5, 150.0])
     assert len(fig.layout.shapes) == 2  # the stretch shaded in both lanes
     assert race.race_figure(race.race_lanes([], None)).layout.title.text.startswith("Race")
+
+
+def test_the_race_lanes_of_the_last_run_go_when_run_is_pressed():
+    """Issue 26 item 10: the race kept showing the previous run while a new one waited. Run
+    clears it to the empty race at once (a model-free event, not behind the generation)."""
+    import app
+
+    from specviz.ui import run_tab
+
+    ids = {block.elem_id: block._id for block in app.demo.blocks.values() if getattr(block, "elem_id", None)}
+    clearing = [fn for fn in app.demo.fns.values() if fn.fn is run_tab.empty_race]
+    assert len(clearing) == 1
+    assert (ids["sv-run-btn"], "click") in {(getattr(b, "_id", b), e) for b, e in clearing[0].targets}
+    assert [b._id for b in clearing[0].outputs] == [ids["sv-race"]]
+    assert run_tab.empty_race().to_plotly_json() == race.race_figure(race.race_lanes([], None)).to_plotly_json()

@@ -52,3 +52,37 @@ def test_the_token_panel_streams_as_small_appends_to_the_end_of_a_1024_token_run
     assert panel.endswith(DONE_MARK + "</div>") and panel.count(DONE_MARK) == 1
     assert panel.startswith(stream_head()) and len(SENT.findall(panel)) == len(appends)
     assert panel.count('class="sv-tok ') - legend_html().count('class="sv-tok ') == 1024
+
+
+def test_a_256_token_stream_redraws_at_most_one_chart_per_update_and_few_a_second():
+    """Issue 26 item 4: what each streamed update costs the browser is bounded. Through the page's
+    own stream, postprocessing and gradio's diff (scripts/stream_bytes.py, a simulated 60 ms per
+    round): until the final update no update redraws more than one chart (each Plotly redraw is one
+    long task on a busy machine; five at once ran 1.5 s), charts are redrawn at most about once per
+    simulated second, the token panel about every 0.4 s, and the panel's tokens carry their
+    keyboard attributes in the HTML (so the browser does not rewrite every token after each update).
+    Fails on the code before: every summary update redrew all five charts."""
+    from scripts.stream_bytes import CHARTS, TOKENS, _changes, stream_updates
+
+    from specviz.ui.state import FIGURES
+
+    def redraws(edit) -> bool:  # a new figure for the chart (a skip after a figure diffs to "update")
+        if isinstance(edit, dict):
+            return "plot" in edit
+        return any(op in ("add", "replace") and (path == ["plot"] or (not path and isinstance(value, dict)
+                                                                     and "plot" in value))
+                   for op, path, value in edit)
+
+    round_s = 0.06
+    updates = list(stream_updates(256, whole=False, round_ms=round_s * 1e3))
+    charts_per_update = [sum(redraws(d) for d in data[CHARTS]) for data in updates]
+    streamed, final = charts_per_update[:-1], charts_per_update[-1]
+    assert final == len(FIGURES), final  # the end shows every chart
+    assert max(streamed[1:], default=0) <= 1, streamed  # update 0: the panel's first, whole value
+    seconds = len(updates) * round_s  # the stream yields once per round
+    assert sum(streamed[1:]) <= seconds / 1.0 + 1, (sum(streamed[1:]), seconds)
+    token_updates = sum(_changes(data[TOKENS]) for data in updates)
+    # Every 0.4 s, and with each summary update (about once a second).
+    assert token_updates <= seconds / 0.4 + seconds / 1.0 + 2, (token_updates, seconds)
+    panel = "".join(e[0][2] for e in (data[TOKENS] for data in updates[1:]) if _changes(e) and e[0][0] == "append")
+    assert panel.count('role="button"') >= 256 and panel.count('tabindex="0"') >= 256

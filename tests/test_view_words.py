@@ -136,3 +136,43 @@ def test_a_range_that_includes_1_is_no_clear_speedup_or_slowdown():
     assert "no clear difference from plain decoding (its range includes 1×)" in summary
     assert "faster than plain" not in summary and "a slowdown" not in summary
     assert not any("Slower than plain" in n for n in health_notes(a))
+
+
+def test_a_round_that_cannot_pay_names_the_part_that_costs_too_much():
+    """Issue 26 item 10: "the draft step is too expensive" was said whatever made a round cost more
+    than K + 1 plain steps; with v = 8.70 and K·c = 0.41 (a slow verify pass on a busy CPU) the
+    verify pass is the one to name. The word is decided from K·c against v."""
+    import dataclasses
+
+    a = analyse([chain_round(i, 2) for i in range(10)], 4, wall_s=1.0)
+    slow_verify = dataclasses.replace(a, k=4, cost_ratio_c=0.1025, verify_cost_v=8.70)
+    notes = " ".join(health_notes(slow_verify))
+    assert "The verify pass is too slow here (v = 8.70" in notes and "draft step is too expensive" not in notes
+    costly_draft = dataclasses.replace(a, k=4, cost_ratio_c=1.5, verify_cost_v=1.1)
+    notes = " ".join(health_notes(costly_draft))
+    assert "The draft step is too expensive here (K·c = 6.00" in notes and "verify pass is too slow" not in notes
+
+
+def test_the_tree_note_says_under_or_over_from_the_sign_of_the_gap():
+    """Issue 26 item 10: the tree note said the chain formula "underestimates" with 3.29 tokens per
+    pass observed against 3.36 for a chain: the word now follows the sign."""
+    import dataclasses
+
+    a = analyse([tree_round(i) for i in range(12)], 8, wall_s=1.0)
+    below = dataclasses.replace(a, tokens_per_pass=3.29, predicted_tokens_per_pass=3.36)
+    note = next(n for n in health_notes(below) if "drafted trees" in n)
+    assert "overestimates" in note and "underestimates" not in note and "3.29 observed, 3.36" in note
+    above = dataclasses.replace(a, tokens_per_pass=3.50, predicted_tokens_per_pass=3.36)
+    assert "underestimates" in next(n for n in health_notes(above) if "drafted trees" in n)
+
+
+def test_the_inspector_writes_tiny_probabilities_with_significant_figures():
+    """Issue 26 item 12: "0.0000 / 0.0004 = 0.0021" told nothing; a probability under 0.001 is
+    written to three significant figures, and the ratio shows its two numbers."""
+    d = DraftedToken(5, "x", 0.000412, 8.4e-7, 0.00204, 0.5, accepted=False, tested=True)
+    r = Round(index=0, drafted=[d], n_accepted=0,
+              emitted=[EmittedToken(7, "y", RESAMPLED, 0.3, 0, rejected_id=5, rejected_text="x")])
+    story = inspector_markdown(r, 0)
+    assert "p_draft = 0.000412, p_target = 8.4e-07" in story
+    assert "min(1, p_target / p_draft) = **0.0020** (p_target / p_draft = 8.4e-07 / 0.000412)" in story
+    assert "0.0000" not in story

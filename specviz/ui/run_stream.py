@@ -22,16 +22,24 @@ from . import gpu, gpu_budget, gpu_work, settings, visitors
 from .draw.escape import as_text
 from .draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
 from .fields import NAMES, request_from, spread
-from .state import KEEP, RUN_OUTPUTS, SHOWN_OUTPUTS, RunState, RunUpdate, RunView, waiting_view
+from .state import FIGURES, KEEP, RUN_OUTPUTS, SHOWN_OUTPUTS, RunState, RunUpdate, RunView, waiting_view
 from .user_errors import refused, user_errors
 
 logger = logging.getLogger("specviz.app")
 
-CHART_INTERVAL_S = 1.0  # the browser lags behind if Plotly redraws on every round
+#: The summary (and one chart) are updated about this often while a run streams: the browser lags
+#: behind if Plotly redraws on every round.
+CHART_INTERVAL_S = 1.0
+#: The charts a streamed run redraws, one per summary update in turn, so that each of the page's
+#: updates costs the browser at most one Plotly redraw (issue 26 item 4: five redraws a second made
+#: the main thread of a busy 2-core machine run tasks of up to 1.5 s, and a click wait 11 s). The
+#: other charts (acceptance by draft position, time per round, the diagnostics) and the race are drawn
+#: at the end.
+STREAMED_CHARTS = ("alpha", "tokens_per_pass", "speedup")
 # Coalescing rounds that finish within this interval into one token update keeps the browser
-# (which re-renders the panel on each update) from competing with generation on a small CPU. The
-# final update is always sent.
-TOKEN_INTERVAL_S = 0.25
+# (which compares the whole panel with its DOM on each update) from competing with generation on a
+# small CPU. The final update is always sent.
+TOKEN_INTERVAL_S = 0.4
 #: Stop's handler waits this long before showing the stopped run (see :func:`stop_run`).
 STOP_SETTLE_S = 0.5
 
@@ -198,8 +206,9 @@ def _status(run, request: RunRequest, label: str, done: bool, over: bool, max_ru
 
 def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of, max_run_s: float | None = None,
            panel: TokenPanel | None = None, ctx=None):
-    """Run the speculative generation, yielding the page's outputs: tokens often, charts and the
-    summary about once a second, and everything at the end. Every round yields (the token panel
+    """Run the speculative generation, yielding the page's outputs: tokens often (every
+    :data:`TOKEN_INTERVAL_S`), the summary and one chart of :data:`STREAMED_CHARTS` in turn about
+    once a second, and everything at the end. Every round yields (the token panel
     as it stands, other outputs skipped in between), so Stop ends the run within one round. With
     ``max_run_s`` (public mode) a run whose generation time passes it stops there: its tokens
     stay on screen, the status says so, and no error is raised. ``panel``: the token panel
@@ -208,6 +217,7 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
     and past its deadline the run stops as at the time limit, its tokens kept."""
     panel = panel if panel is not None else TokenPanel(state)
     last_chart = last_tokens = 0.0
+    turn = 0  # which of STREAMED_CHARTS the next summary update redraws
     try:
         for round_ in run:
             if state.finished or (ctx is not None and ctx.stopped()):
@@ -230,7 +240,9 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                     log_run(request, state.label, analysis, run.finish_reason or "time-limit")
                 status = _status(run, request, state.label, done, over, max_run_s,
                                  ctx.budget_s if late else None)
-                view = state.view(None, status, done or over, generated_at, analysis=analysis)
+                drawn = FIGURES if done or over else (STREAMED_CHARTS[turn % len(STREAMED_CHARTS)],)
+                turn += 1
+                view = state.view(None, status, done or over, generated_at, analysis=analysis, drawn=drawn)
                 if state.finished and not (done or over):
                     return  # stopped while the charts were drawn
                 yield _run_update(view._replace(tokens=panel.update(generated_at, done or over)), baselines, state,

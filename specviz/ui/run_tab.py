@@ -39,13 +39,8 @@ element.addEventListener('click', (event) => {
   trigger('click', {round: Number(token.dataset.r), slot: Number(token.dataset.i),
                     rejected: token.dataset.rej === '1'});
 });
-// Keyboard: every token is a button reachable by Tab; Enter or Space opens it like a click.
-const mark = () => element.querySelectorAll('[data-r]:not([tabindex])').forEach((token) => {
-  token.tabIndex = 0;
-  token.setAttribute('role', 'button');
-});
-new MutationObserver(mark).observe(element, {childList: true, subtree: true});
-mark();
+// Keyboard: every token is a button reachable by Tab (tabindex and role come in the HTML, see
+// render_round); Enter or Space opens it like a click.
 element.addEventListener('keydown', (event) => {
   const token = event.target.closest('[data-r]');
   if (!token || (event.key !== 'Enter' && event.key !== ' ')) return;
@@ -73,6 +68,16 @@ STRETCH_JS = """
 }
 """
 
+#: The inspector just opened on a token: brought into view if it is not (the page may be scrolled
+#: elsewhere, or a phone's screen shows only the tokens).
+INSPECTOR_IN_VIEW_JS = """
+() => {
+  const inspector = document.querySelector('#sv-inspector');
+  if (inspector) inspector.scrollIntoView({block: 'nearest'});
+  return [];
+}
+"""
+
 #: Model-free views never wait behind a generation.
 FREE = dict(concurrency_limit=None, show_progress="hidden")
 
@@ -92,6 +97,11 @@ def on_drafter_change(kind: str):
     parameter = DRAFTER_KINDS[kind].parameter
     return (gr.update(visible=parameter == "model_name"), gr.update(visible=parameter == "layers"),
             DRAFTER_NOTES[kind])
+
+
+def empty_race():
+    """The race before a run has any pass: no lanes (Run pressed; the last run's lanes go)."""
+    return race.race_figure(race.race_lanes([], None))
 
 
 def pair_note(kind: str, target: str, draft_model: str) -> str:
@@ -135,7 +145,7 @@ def hide_lesson():
 def build(ctx: PageContext) -> None:
     """The Run tab's components and events; fills ``ctx.inputs``."""
     c = SimpleNamespace()
-    with gr.Row():
+    with gr.Row(elem_id="sv-run-row"):  # on a phone the two columns stack (styles.PHONE_CSS)
         with gr.Column(scale=1, min_width=340):
             _settings(c, settings.limits(ctx.public), ctx.public)
         # The token box has a fixed height and the charts follow it, so a long run stays on one screen.
@@ -150,7 +160,7 @@ def build(ctx: PageContext) -> None:
 
 
 def _settings(c, limits, public: bool) -> None:
-    """The left column: model pair, drafter, prompt and sampling settings, Run and Stop."""
+    """The left column: model pair, drafter, prompt, Run and Stop, then the sampling settings."""
     c.preset = gr.Dropdown(settings.preset_names(public), value=DEFAULT_PRESET, label="Model pair")
     c.target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model", interactive=not public,
                              info="Set by the model pair above" if public else
@@ -164,6 +174,10 @@ def _settings(c, limits, public: bool) -> None:
     c.drafter_note = gr.Markdown(DRAFTER_NOTES["ngram"])
     c.prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
     c.chat = gr.Checkbox(True, label="Chat prompt (apply the target's chat template)")
+    # Run right under the prompt, not under every setting: on a phone's width it was 2,470 px down.
+    with gr.Row():
+        c.run_btn = gr.Button("Run", variant="primary", elem_id="sv-run-btn")
+        c.stop_btn = gr.Button("Stop", variant="stop")
     with gr.Row():
         c.k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K",
                         info=settings.capped_info("K", limits.max_k, public), elem_id="sv-k")
@@ -190,23 +204,21 @@ def _settings(c, limits, public: bool) -> None:
         c.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
         c.dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="Dtype",
                               info="auto: bf16 on GPUs and CPUs that run it natively, else fp32")
-    with gr.Row():
-        c.run_btn = gr.Button("Run", variant="primary", elem_id="sv-run-btn")
-        c.stop_btn = gr.Button("Stop", variant="stop")
     gr.Examples(EXAMPLES, [c.prompt, c.chat], label="Example prompts", example_labels=EXAMPLE_LABELS)
 
 
 def _outputs(c) -> None:
-    """The right column: the token stream (a fixed-height box), the three main charts, the summary
-    and the token inspector."""
+    """The right column: the token stream (a fixed-height box), the token inspector right under it
+    (a click answers where the visitor is looking, issue 26 item 5: under six charts and the summary
+    it opened 1,800 px below the tokens), the three main charts and the summary."""
     c.tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
-    _main_charts(c)
-    c.summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
-    with gr.Accordion("Token inspector: why was this token emitted?", open=True):
+    with gr.Accordion("Token inspector: why was this token emitted?", open=True, elem_id="sv-inspector-panel"):
         c.inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
         c.inspector_plot = gr.Plot(label="Distributions behind the decision", show_label=False,
                                    elem_id="sv-inspector-plot")
         c.inspector_tree = gr.HTML("", elem_id="sv-inspector-tree")
+    _main_charts(c)
+    c.summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
 
 
 def _main_charts(c) -> None:
@@ -233,7 +245,7 @@ def _charts_and_replay(c) -> None:
                                  show_label=False, elem_id="sv-lengths")
         c.calibration_plot = gr.Plot(diagnostic_charts.calibration_figure(None), label="Calibration",
                                      show_label=False, elem_id="sv-calibration")
-    c.race_plot = gr.Plot(race.race_figure(race.race_lanes([], None)), label="Race", show_label=False,
+    c.race_plot = gr.Plot(empty_race(), label="Race", show_label=False,
                           elem_id="sv-race")
     with gr.Row():
         c.race_from = gr.Number(None, precision=0, label="Highlight from pass", elem_id="sv-race-from")
@@ -297,6 +309,8 @@ def _wire(c, ctx: PageContext) -> None:
     c.stop_btn.click(stop_run, run_state, out(SHOWN_OUTPUTS), cancels=[run_event], api_name=False, **FREE)
     inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
     c.run_btn.click(reset_inspector, None, inspector, api_name=False, **FREE)
+    # The race shows the run on screen: while a new run waits for its first token, no lanes of the last one.
+    c.run_btn.click(empty_race, None, c.race_plot, api_name=False, **FREE)
     c.run_btn.click(lesson_run, ctx.lesson_runs, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
     c.prompt.input(hide_lesson, None, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
     for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat, c.rule):
@@ -309,7 +323,7 @@ def _wire(c, ctx: PageContext) -> None:
                      [c.lossless_plot, c.lossless_text], ctx.public, api_name="lossless", concurrency_id="generation",
                          concurrency_limit=1, preprocess=False)
     c.tokens_html.click(inspect_token, run_state, [c.inspector_md, c.inspector_plot, c.inspector_tree],
-                        api_name=False, **FREE)
+                        api_name=False, **FREE).then(None, None, None, js=INSPECTOR_IN_VIEW_JS, api_name=False)
     replayed = [c.replay_slider.release(replay, [c.replay_slider, run_state], view, api_name="replay",
                                         preprocess=False, **FREE)]
     # A replayed pass shows nothing after it: the inspector starts over.

@@ -196,12 +196,14 @@ class RunState:
         return analyse(rounds, self.k, rounds[-1].elapsed_s if rounds else 0.0, self.prefill_ms, self.baseline)
 
     def view(self, upto: int | None, status: str, done: bool, generated_at: float | None = None,
-             analysis: RunAnalysis | None = None) -> RunView:
+             analysis: RunAnalysis | None = None, drawn: tuple[str, ...] = FIGURES) -> RunView:
         """Tokens HTML, summary and the eight charts after ``upto`` rounds (None: all), the summary
         and charts with the run's diagnostics (:func:`specviz.diagnostics.diagnose`).
 
         ``generated_at``: the server's time.time() of the newest token (the browser measures lag
-        with it); ``analysis``: :meth:`analysis` of the same rounds, if already computed."""
+        with it); ``analysis``: :meth:`analysis` of the same rounds, if already computed;
+        ``drawn``: the charts (names among :data:`FIGURES`) to build, the others ``gr.skip()`` (left
+        as they are on the page: a streamed run redraws one chart at a time)."""
         rounds = self.rounds[:upto]
         a = analysis if analysis is not None else self.analysis(upto)
         d = diagnose(rounds, self.k, a.cost_ratio_c, a.verify_cost_v) if rounds else None
@@ -212,15 +214,19 @@ class RunState:
         if self.k and self.rule != "full":
             notes.append(rule_note(self.rule))
         never = self.loaded and self.baseline is None  # a saved trace without one: no baseline is coming
+        build = {
+            "alpha": lambda: charts.alpha_figure(rounds),
+            "tokens_per_pass": lambda: charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
+            "speedup": lambda: charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup,
+                                                     NO_TRACE_BASELINE if never else charts.WAITING_TEXT,
+                                                     doubt=a.speedup_doubt),
+            "positions": lambda: charts.per_position_figure(a, d.positions if d else None),
+            "time": lambda: charts.time_split_figure(a),
+            "rules": lambda: diagnostic_charts.rules_figure(d),
+            "lengths": lambda: diagnostic_charts.accepted_length_figure(d),
+            "calibration": lambda: diagnostic_charts.calibration_figure(d),
+        }
         return RunView(tokens=wrap_output("".join(self.html[: len(rounds)]), done, generated_at),
                        summary=summary_markdown(a, status, notes, NO_TRACE_BASELINE if never else "measuring…",
                                                 diagnostics=d),
-                       alpha=charts.alpha_figure(rounds),
-                       tokens_per_pass=charts.tokens_per_pass_figure(rounds, self.k, a.alpha),
-                       speedup=charts.speedup_figure(running_speedup(rounds, self.baseline), a.theoretical_speedup,
-                                                     NO_TRACE_BASELINE if never else charts.WAITING_TEXT,
-                                                     doubt=a.speedup_doubt),
-                       positions=charts.per_position_figure(a, d.positions if d else None),
-                       time=charts.time_split_figure(a), rules=diagnostic_charts.rules_figure(d),
-                       lengths=diagnostic_charts.accepted_length_figure(d),
-                       calibration=diagnostic_charts.calibration_figure(d))
+                       **{name: build[name]() if name in drawn else gr.skip() for name in FIGURES})

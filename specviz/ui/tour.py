@@ -20,7 +20,7 @@ STEPS = [
     dict(text="Tokens arrive coloured by how they were made: accepted drafts, a resampled token at the first "
               "rejection (the struck-through draft before it), a bonus token when all K passed.",
          action="click any token (or Tab to it and press Enter)", selector="#sv-tokens [data-r]", events=["click"]),
-    dict(text="The <b>token inspector</b> below the tokens shows the decision: p_draft, p_target, "
+    dict(text="The <b>token inspector</b>, right under the tokens, shows the decision: p_draft, p_target, "
               "min(1, p_target/p_draft) and the uniform draw.",
          action="open <b>Replay, export and saved traces</b> (under the charts)", selector="button, .label-wrap",
          label="Replay, export", events=["click"]),

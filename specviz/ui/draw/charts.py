@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import textwrap
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -65,14 +66,28 @@ def _template() -> dict:
     return pio.templates["plotly_white"].to_plotly_json()
 
 
+#: Characters of a title line: a chart a third of the page wide holds about this many at 14 px
+#: (Plotly never wraps a title, so a longer one was cut at the chart's right edge).
+TITLE_LINE = 44
+#: Pixels each further title line takes from the plot area.
+TITLE_LINE_PX = 18
+
+
+def _title_lines(title: str) -> list[str]:
+    """The title in lines of at most :data:`TITLE_LINE` characters, broken at spaces."""
+    return textwrap.wrap(title, TITLE_LINE, break_long_words=False) or [""]
+
+
 def _layout(title: str, uirevision: str, x_title: str = "", y_title: str = "") -> dict:
+    lines = _title_lines(title)
+    extra = TITLE_LINE_PX * (len(lines) - 1)
     return {
         "template": _template(),
-        # Title on the first line, legend on the second, both above the plot area.
-        "title": {"text": title, "x": 0.01, "xanchor": "left", "y": 0.985, "yanchor": "top",
+        # Title on the first line(s), legend on the next, both above the plot area.
+        "title": {"text": "<br>".join(lines), "x": 0.01, "xanchor": "left", "y": 0.985, "yanchor": "top",
                   "yref": "container", "font": {"size": 14}},
-        "height": HEIGHT,
-        "margin": {"l": 50, "r": 20, "t": 62, "b": 40},
+        "height": HEIGHT,  # one height for every chart, so a row of them lines up; the plot area gives way
+        "margin": {"l": 50, "r": 20, "t": 62 + extra, "b": 40},
         "uirevision": uirevision,
         "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0.0,
                    "font": {"size": 11}},

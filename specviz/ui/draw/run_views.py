@@ -19,6 +19,7 @@ from ...analysis import RunAnalysis, draft_depth, format_speedup, health_notes, 
 from ...analysis import NOT_MEASURABLE, speedup_shown
 from ...diagnostics import describe
 from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, emitted_piece, token_label, visible_text
+from ..teach.beats import fmt
 from .escape import as_text
 
 __all__ = ["DONE_MARK", "KIND_LABELS", "NO_TRACE_BASELINE", "PANEL_OPEN", "TREE_BONUS_LABEL", "inspector_markdown",
@@ -71,29 +72,37 @@ def _shown_draft(text: str) -> str:
     return text.replace("\r", "␍").replace("\n", "↵") if text.strip() else visible_text(text)
 
 
-def render_round(round_: Round, eos_ids: set[int]) -> str:
+def render_round(round_: Round, eos_ids: set[int], clickable: bool = True) -> str:
     """HTML for one round's emitted tokens (rejected draft struck through before a resampled token),
-    wrapped in the round's own span so the round boundaries show (a thin dotted line)."""
+    wrapped in the round's own span so the round boundaries show (a thin dotted line).
+
+    ``clickable`` (the Run tab's panel, which opens the inspector): every token is a button reachable by
+    Tab, written into the HTML itself. Adding those attributes in the browser after each update made the
+    page's morph (gradio's HTML component compares the new HTML with the DOM) strip and re-add them on
+    every token of every update."""
     r = round_.index
+    button = ' tabindex="0" role="button"' if clickable else ""
     out = [f'<span class="sv-round" data-round="{r}">']
     for i, tok in enumerate(round_.emitted):
         title = _token_title(tok.kind, round_, i)
         if tok.kind == RESAMPLED and tok.rejected_text is not None:
-            out.append(f'<s class="sv-rejected" data-r="{r}" data-i="{i}" data-rej="1" title="{title}">'
+            out.append(f'<s class="sv-rejected" data-r="{r}" data-i="{i}" data-rej="1"{button} title="{title}">'
                        f'{as_text(_shown_draft(tok.rejected_text))}</s>')
         text = tok.text
         if not text and tok.id in eos_ids:
             text_html = '<span class="sv-special">⟨eos⟩</span>'
         else:
             text_html = as_text(text)
-        out.append(f'<span class="sv-tok sv-{tok.kind}" data-r="{r}" data-i="{i}" title="{title}">{text_html}</span>')
+        out.append(f'<span class="sv-tok sv-{tok.kind}" data-r="{r}" data-i="{i}"{button} title="{title}">'
+                   f'{text_html}</span>')
     out.append("</span>")
     return "".join(out)
 
 
-def render_rounds(rounds: list[Round], eos_ids: set[int]) -> str:
-    """HTML of several rounds in order (a whole run, or a replay up to some pass)."""
-    return "".join(render_round(r, eos_ids) for r in rounds)
+def render_rounds(rounds: list[Round], eos_ids: set[int], clickable: bool = True) -> str:
+    """HTML of several rounds in order (a whole run, or a replay up to some pass); ``clickable`` as
+    :func:`render_round`."""
+    return "".join(render_round(r, eos_ids, clickable) for r in rounds)
 
 
 def legend_html(clickable: bool = True) -> str:
@@ -280,6 +289,14 @@ def _inspector_head(round_: Round, slot: int) -> str:
     return head
 
 
+def _ratio(d) -> str:
+    """min(1, p_target / p_draft) with its numbers, each to :func:`~specviz.ui.teach.beats.fmt`'s
+    significant figures: "0.0000 / 0.0004 = 0.0021" told nothing about a token the target all but
+    ruled out."""
+    return (f"min(1, p_target / p_draft) = **{fmt(d.accept_prob)}** "
+            f"(p_target / p_draft = {fmt(d.p_target)} / {fmt(d.p_draft)})")
+
+
 def inspector_markdown(round_: Round, slot: int) -> str:
     """The story of one decision: the emitted token at ``slot`` of ``round_`` with the numbers that
     decided it. A resampled token and the struck-through draft rejected in its place tell one
@@ -296,18 +313,18 @@ def inspector_markdown(round_: Round, slot: int) -> str:
     d = round_.drafted_for(slot)
     if tok.kind == ACCEPTED and d is not None:
         return (f"{head}\n\n**Accepted draft token** {_code(d.id, d.text)}\n\n"
-                f"- p_draft = {d.p_draft:.4f}, p_target = {d.p_target:.4f}\n"
-                f"- acceptance probability min(1, p_target / p_draft) = **{d.accept_prob:.4f}**\n"
-                f"- uniform draw u = {d.uniform:.4f} < {d.accept_prob:.4f} → **accepted**")
+                f"- p_draft = {fmt(d.p_draft)}, p_target = {fmt(d.p_target)}\n"
+                f"- acceptance probability {_ratio(d)}\n"
+                f"- uniform draw u = {fmt(d.uniform)} < {fmt(d.accept_prob)} → **accepted**")
     if tok.kind == RESAMPLED and d is not None:
         story = (f"{head}\n\n**Rejected draft token** {_code(d.id, d.text)}\n\n"
-                 f"- p_draft = {d.p_draft:.4f}, p_target = {d.p_target:.4f}\n"
-                 f"- acceptance probability min(1, p_target / p_draft) = **{d.accept_prob:.4f}**\n"
-                 f"- uniform draw u = {d.uniform:.4f} ≥ {d.accept_prob:.4f} → **rejected**; the drafts after it are "
+                 f"- p_draft = {fmt(d.p_draft)}, p_target = {fmt(d.p_target)}\n"
+                 f"- acceptance probability {_ratio(d)}\n"
+                 f"- uniform draw u = {fmt(d.uniform)} ≥ {fmt(d.accept_prob)} → **rejected**; the drafts after it are "
                  "discarded untested\n\n"
                  f"**Resampled** {_code(tok.id, tok.text)} from the residual normalize(max(0, p_target − p_draft))")
         if tok.p_source is not None:
-            story += f": residual probability {tok.p_source:.4f} (p_target = {tok.p_target:.4f})."
+            story += f": residual probability {fmt(tok.p_source)} (p_target = {fmt(tok.p_target)})."
         return story
     if tok.kind == BONUS:
         if is_tree_round(round_):
@@ -317,9 +334,9 @@ def inspector_markdown(round_: Round, slot: int) -> str:
             why = (f"all {len(round_.drafted)} drafts were accepted, so the verify pass already holds the target's "
                    "distribution after them")
         return (f"{head}\n\n**Bonus token** {_code(tok.id, tok.text)}: {why}; one more token is drawn from it for "
-                f"free. p_target = {tok.p_target:.4f}.")
+                f"free. p_target = {fmt(tok.p_target)}.")
     return (f"{head}\n\n**Plain target step** {_code(tok.id, tok.text)}: the target drew its token directly. "
-            f"p_target = {tok.p_target:.4f}.")
+            f"p_target = {fmt(tok.p_target)}.")
 
 
 def round_tree_html(round_: Round) -> str:

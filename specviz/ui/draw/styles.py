@@ -100,9 +100,13 @@ TOUR_CSS = """
 .sv-round.sv-stretch { background: var(--sv-highlight); box-shadow: 0 0 0 1px var(--sv-highlight-edge) inset; }
 """
 
-#: Phones (under 600 px): rows wrap, wide figures and tables scroll sideways.
+#: Phones (under 600 px): rows wrap, the Run tab's two columns stack (side by side they were 170 and
+#: 180 px wide, cutting the dropdowns), the token box is shorter, wide figures and tables scroll sideways.
 PHONE_CSS = """
 @media (max-width: 600px) {
+  #sv-run-row { flex-direction: column !important; }
+  #sv-run-row > .column { width: 100% !important; min-width: 100% !important; flex: 1 1 100% !important; }
+  #sv-tokens { height: 260px !important; }
   .gradio-container, .gradio-container .main { padding-left: 6px !important; padding-right: 6px !important; }
   .gradio-container .row, .gradio-container .form { flex-wrap: wrap !important; }
   .gradio-container .row > *, .gradio-container .column { min-width: min(100%, 160px) !important; }

@@ -82,7 +82,7 @@ def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> st
                      f"{_f(row['theoretical_speedup'], '.2f')}×)")
         head = (f"<b>{as_text(row['drafter'])}</b> · per-token α <b>{_f(row['alpha'])}</b> (accepted ÷ tested, "
                 f"{row['accepted']}/{row['tested']}) · <b>{row['tokens_per_pass']:.2f}</b> tokens per pass · {speed}")
-        body = render_rounds(run.rounds, eos)
+        body = render_rounds(run.rounds, eos, clickable=False)
         blocks.append(f'<div class="sv-sbs" data-draft="{as_text(row["draft"])}">{head}</div>'
                       f'<div class="sv-out">{body}</div>')
     return "".join(blocks)

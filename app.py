@@ -16,7 +16,6 @@ the main process), so it comes first here where it is installed; the page's one 
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 
@@ -27,34 +26,21 @@ try:
 except ImportError:  # not on a Space: nothing to patch
     pass
 
-from specviz.threads import configure_threads
+from specviz.ui.threads import configure_threads
 
 # Before any model loads, here rather than under __main__: a Space imports this module. Leaving a
 # core to the browser and everything else keeps a busy small CPU fast and steady
-# (specviz/threads.py; SPECVIZ_THREADS overrides it).
+# (specviz/ui/threads.py; SPECVIZ_THREADS overrides it).
 THREADS, THREADS_SOURCE = configure_threads()
 
 from specviz import models  # noqa: E402
+from specviz.memory import fixed_mmap_threshold  # noqa: E402
 from specviz.ui.gpu_work import place_at_import  # noqa: E402
 from specviz.ui.page import build_page  # noqa: E402
 from specviz.ui.settings import DEFAULT_PRESET, PRESETS, PUBLIC, QUEUE_SIZE, max_upload_bytes  # noqa: E402
 
 demo = build_page(PUBLIC)
 place_at_import()
-
-
-def fixed_mmap_threshold(nbytes: int = 4 << 20) -> bool:
-    """Make glibc serve buffers of ``nbytes`` and more from mmap, returned to the system when freed.
-
-    By default glibc raises its mmap threshold to the size of the largest buffer freed so far, so
-    after the first export (a 5 MB charts page, built and copied a few times) later ones stay in
-    its heap: the server's resident memory grew by about 2 MB per export up to a plateau near
-    300 MB (scripts/export_disk.py, BENCHMARKS.md). A fixed threshold stops that. False where
-    there is no glibc (nothing changes)."""
-    try:
-        return bool(ctypes.CDLL("libc.so.6").mallopt(-3, nbytes))  # -3: M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        return False
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ load slowed that thread count.
     python -m scripts.threads_busy --quick      # 32 tokens, 3 repeats
 
 What it showed is in BENCHMARKS.md ("Threads on a busy CPU"); the app's default follows it
-(:func:`specviz.threads.default_threads`).
+(:func:`specviz.ui.threads.default_threads`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import torch
 
 from specviz import bench, models
 from specviz.sampling import SamplingConfig
-from specviz.threads import cpu_cores, machine_load
+from specviz.ui.threads import cpu_cores, machine_load
 
 #: A busy loop for one core that ends on its own after the given seconds.
 HOG = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"

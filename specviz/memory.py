@@ -14,6 +14,7 @@ mode (:func:`specviz.request.pin_public_device`) refuses a pair that would not f
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
@@ -26,7 +27,7 @@ from .drafters import drafter_kind
 from .offline import OFFLINE_MODELS, cache_dir, is_repo_id
 
 __all__ = ["CACHE_FRACTION", "HEADROOM", "MODEL_SHAPES", "ModelShape", "bytes_per_parameter", "device_free_bytes",
-           "drafter_layers", "drafter_parameters", "memory_budget", "model_layers", "model_parameters", "pair_bytes",
+           "drafter_layers", "drafter_parameters", "fixed_mmap_threshold", "memory_budget", "model_layers", "model_parameters", "pair_bytes",
            "pair_fits", "safetensors_parameters"]
 
 #: The share of a device's free memory (plus what the cache already holds there) the model cache
@@ -262,3 +263,17 @@ def memory_budget(device: str | torch.device, held: int = 0, fraction: float = C
     """Bytes the model cache may fill on ``device``: ``fraction × (free + held)``, where ``held``
     is what the cache already holds there (it would be free again if evicted)."""
     return int(fraction * (device_free_bytes(device) + held))
+
+
+def fixed_mmap_threshold(nbytes: int = 4 << 20) -> bool:
+    """Make glibc serve buffers of ``nbytes`` and more from mmap, returned to the system when freed.
+
+    By default glibc raises its mmap threshold to the size of the largest buffer freed so far, so
+    after the first export (a 5 MB charts page, built and copied a few times) later ones stay in
+    its heap: the server's resident memory grew by about 2 MB per export up to a plateau near
+    300 MB (scripts/export_disk.py, BENCHMARKS.md). A fixed threshold stops that. False where
+    there is no glibc (nothing changes)."""
+    try:
+        return bool(ctypes.CDLL("libc.so.6").mallopt(-3, nbytes))  # -3: M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        return False

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import csv
 import io
-import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from .analysis import speedup_doubts
 from .request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
 from .trace import spreadsheet_safe
 
@@ -205,43 +205,6 @@ def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterat
                 break
             yield step("plain", len(spec.tokens), spec, note=line)
     yield step("done", len(spec.tokens), spec, row=_row(prepared, spec, spec.analysis(baseline)))
-
-
-def speedup_doubts(rows: Sequence[dict]) -> list[str | None]:
-    """Per row, why its measured speedup cannot be trusted (one sentence), or None: what the
-    Experiments table and chart, the side-by-side heads and ``specviz sweep`` show in place of a
-    doubted figure (:func:`specviz.analysis.speedup_shown`).
-
-    The rule: a row's own doubt (``row["speedup_doubt"]``, :func:`specviz.analysis.speedup_doubt`),
-    else a baseline out of line with the other rows'. Every row of a sweep times plain decoding of
-    the same target, prompt and length (only the swept setting changes, and plain decoding's cost
-    per step does not depend on T, K or the drafter), so their plain steps should agree. A row
-    whose ``plain_step_ms`` is more than :data:`specviz.analysis.BASELINE_DISAGREES` × slower or
-    faster than the median of the rows' plain steps (with two rows: than the other row's; then
-    neither can be told right, and both say so) was timed while the machine's speed changed, and
-    its speedup, divided by that baseline, is not comparable with the others (issue 26: T = 0 and
-    T = 0.3 with the same α and tokens per pass showed 2.94× and 1.75×).
-    """
-    from .analysis import BASELINE_DISAGREES
-
-    steps = [r.get("plain_step_ms") if r.get("speedup") is not None else None for r in rows]
-    timed = [s for s in steps if s]
-    out = []
-    for row, step in zip(rows, steps):
-        doubt = row.get("speedup_doubt")
-        if not doubt and step and len(timed) >= 2:
-            others = list(timed)
-            others.remove(step)
-            reference = others[0] if len(timed) == 2 else statistics.median(timed)
-            ratio = step / reference
-            if ratio > BASELINE_DISAGREES or ratio < 1 / BASELINE_DISAGREES:
-                what = "the other setting's" if len(timed) == 2 else "the median of the settings'"
-                doubt = (f"This setting's plain baseline ({step:.0f} ms a step) is {max(ratio, 1 / ratio):.1f}× "
-                         f"{'slower' if ratio > 1 else 'faster'} than {what} ({reference:.0f} ms), though plain "
-                         "decoding is the same at every setting: the machine's speed changed between them, so its "
-                         "speedup cannot be compared. Run the experiment again when the machine is quiet.")
-        out.append(doubt)
-    return out
 
 
 def row_speedups(rows: Sequence[dict]) -> list[str | None]:

@@ -22,6 +22,8 @@ import math
 import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
+from .rules import RULE_NAMES
+
 #: Kinds of emitted tokens.
 ACCEPTED = "accepted"  # a draft token that passed the min(1, p_target/p_draft) test
 RESAMPLED = "resampled"  # drawn from normalize(max(0, p_target - p_draft)) at the first rejection
@@ -365,9 +367,6 @@ _SETTINGS_CHECKS = {
 
 
 def _rule(value, path: str):
-    # Imported here: the records need no torch, and a trace is read where the rules are known anyway.
-    from .sampling import RULE_NAMES
-
     if value is not None and value not in RULE_NAMES:
         _fail(path, value, f"is not a verification rule ({', '.join(RULE_NAMES)})")
     return value

@@ -6,12 +6,22 @@ a message on the tab where Run was pressed (item 8)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM, LAUNCH_ARGS, ROOT, _free_port, app_url  # noqa: F401  (fixture)
+from test_browser import CHROMIUM, LAUNCH_ARGS, app_url  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz import threads
+from specviz.ui import threads
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from packaging.requirements import Requirement
 
 from specviz import memory
 from specviz.request import ServerDevice, pin_public_device
-from specviz.ui import gpu, gpu_budget, gpu_work, settings
+from specviz.ui import gpu, gpu_budget, gpu_work, run_stream, settings
 from specviz.ui.experiments_tab import run_sweep_ui
 from specviz.ui.lossless_check import run_lossless
 from specviz.ui.run_stream import run_demo
@@ -173,7 +173,7 @@ def test_each_generation_runs_as_one_job_whose_records_pickle(tiny_target, one_t
     side = list(run_side_by_side(["Prompt lookup", "None (plain decoding)"], 4, **_values(tiny_target),
                                  progress=_no_progress))
     assert "**Done**: 2 drafters" in side[-1][1]
-    assert [job.work for job in calls] == [gpu_work.run, gpu_work.lossless, gpu_work.sweep, gpu_work.side_by_side]
+    assert [job.work for job in calls] == [*gpu_work.WORKS]
     assert all(gpu_budget.MIN_S <= job.duration_s <= gpu_budget.PRIVATE_CAP_S for job in calls)
 
 
@@ -284,7 +284,7 @@ def test_the_deadline_ends_a_real_run_with_its_tokens_kept(tiny_target, one_torc
     from specviz.ui.fields import request_from
 
     request = request_from({**_values(tiny_target), "max_new_tokens": 64}, False)
-    job = gpu.Job(gpu_work.run, (request, {}, False), {}, 0, gpu.new_stop_slot(), None, enforce_deadline=True)
+    job = gpu.Job(run_stream.run_work, (request, {}, False), {}, 0, gpu.new_stop_slot(), None, enforce_deadline=True)
     outputs = list(gpu.stream_job(job))
     state = outputs[-1][-2]
     tokens = sum(len(r.emitted) for r in state.rounds)

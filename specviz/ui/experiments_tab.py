@@ -10,14 +10,20 @@ import time
 import gradio as gr
 
 from ..sweep import TREND_WORDS, alpha_trend, write_csv
-from . import gpu, gpu_budget, gpu_work, settings, visitors
+from . import gpu, gpu_budget, settings, visitors
 from .context import PageContext
 from .draw import charts
 from .draw.escape import as_text
 from .draw.tab_views import SWEEP_HEADERS, sweep_table
 from .fields import SHARED, spread
 from .prose import LATEX, prose
-from .sweep_steps import SWEEP_DEFAULTS, SWEEP_LABELS, sweep_default, sweep_plan
+from .sweep_steps import (
+    SWEEP_DEFAULTS,
+    SWEEP_LABELS,
+    sweep_default,
+    sweep_plan,
+    sweep_steps,
+)
 
 METRICS = ("alpha", "tokens_per_pass", "speedup")
 
@@ -47,12 +53,12 @@ def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis=N
     CSV (written with specviz.sweep.write_csv) after each finished setting, so a stopped sweep keeps
     what it measured. ``trend``: the finished sweep's :attr:`specviz.sweep.AlphaTrend.direction`
     (None until every setting has finished), for :func:`prediction_verdict`. Validated here
-    (:func:`specviz.ui.sweep_steps.sweep_plan`), then one GPU job (:func:`specviz.ui.gpu_work.sweep`)
+    (:func:`specviz.ui.sweep_steps.sweep_plan`), then one GPU job (:func:`sweep_work`)
     reserved for :func:`specviz.ui.gpu_budget.sweep_duration`."""
     public = settings.is_public(public)
     parameter, requests = sweep_plan(parameter, values_text, max_new_tokens, values, public)
     duration = gpu_budget.sweep_duration(requests, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
-    job = gpu.make_job(gpu_work.sweep, parameter, requests, last_analysis, public, duration_s=duration)
+    job = gpu.make_job(sweep_work, parameter, requests, last_analysis, public, duration_s=duration)
     yield from gpu.stream_job(job, progress)
 
 
@@ -137,3 +143,10 @@ def build(ctx: PageContext) -> None:
                concurrency_limit=None, show_progress="hidden")
     event.then(prediction_verdict, [status, parameter, guess, trend], status, api_name=False,
                concurrency_id="playground", concurrency_limit=None, show_progress="hidden")
+
+
+# ----------------------------------------------------------------------------- in the GPU job
+def sweep_work(ctx: "gpu.JobContext", parameter: str, requests: list, last_analysis, public: bool):
+    """An experiment (/sweep): :func:`specviz.ui.sweep_outputs`' updates."""
+    steps = sweep_steps(requests, ctx, public, ctx=ctx)
+    yield from sweep_outputs(parameter, requests, last_analysis, steps)

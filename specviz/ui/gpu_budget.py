@@ -51,9 +51,9 @@ def step_layers(target: str, draft: str) -> tuple[int, int]:
     int8 self-draft the target's."""
     target_layers = memory.model_layers(target) or UNKNOWN_LAYERS
     kind = drafter_kind(draft)
-    if kind.spec == "int8":  # the target itself, quantized: its layers again
+    if kind.copy_bytes:  # the int8 self-draft: the target itself, quantized: its layers again
         return target_layers, target_layers
-    if kind.spec == "early-exit":
+    if kind.parameter == "layers":  # early exit: the target's first N layers
         layers = draft.partition(":")[2]
         return target_layers, int(layers) if layers.isdigit() else target_layers // 2
     if kind.needs_model:

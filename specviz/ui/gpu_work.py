@@ -1,5 +1,6 @@
-"""What runs on the GPU: the page's generations as module-level work functions for
-:func:`specviz.ui.gpu.run_job`, and the models placed at import on a ZeroGPU Space.
+"""What runs on the GPU: the list of the page's work functions for :func:`specviz.ui.gpu.run_job`
+(one module-level ``*_work`` function beside each generating tab's callback), and the models
+placed at import on a ZeroGPU Space.
 
 Each work function takes the job's :class:`~specviz.ui.gpu.JobContext` first and the plain
 arguments its callback validated (the callbacks in :mod:`~specviz.ui.run_stream`,
@@ -11,82 +12,23 @@ yields the callback's outputs: strings, figures, dicts and the run's state, all 
 (:meth:`~specviz.ui.gpu.JobContext.stopped`) and the deadline
 (:meth:`~specviz.ui.gpu.JobContext.past_deadline`) end the loops with what was made kept.
 
-The tab modules import this one, and this one reads them as modules at call time (never names at
-import), so either may be imported first.
+The tab modules do not import this one (a job names its work function directly), so the imports
+run one way: this module → the tabs → :mod:`specviz.ui.gpu`.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-
-import gradio as gr
 
 from . import experiments_tab, lossless_check, run_stream, settings, side_by_side_tab
-from .draw.escape import as_text
-from .draw.tab_views import side_by_side_html
-from .gpu import JobContext, on_zero_gpu
-from .sweep_steps import sweep_steps
+from .gpu import on_zero_gpu
 
 logger = logging.getLogger("specviz.app")
 
 
-# ----------------------------------------------------------------------------- work functions
-def run(ctx: JobContext, request, baselines: dict, public: bool):
-    """The Run tab (/run): the pair loaded (:func:`specviz.ui.run_stream.load_and_encode`), warmed
-    up, its baseline timed or reused, and the speculative run streamed
-    (:func:`specviz.ui.run_stream.warm_and_stream`): :data:`specviz.ui.state.RUN_OUTPUTS` tuples."""
-    # The status says what is happening from the first second: loading takes up to a minute on
-    # a small CPU the first time, and nothing else would show but Gradio's timer.
-    loading = f"Loading the models for {as_text(request.target)}"
-    prepared = yield from run_stream.while_working(
-        lambda: run_stream.load_and_encode(request, ctx, warn=ctx.warn),
-        lambda s: run_stream.loading_update(f"{loading} (only the first run with these models waits for this; up to "
-                                            f"a minute on a small CPU) · {s:.0f} s…", baselines))
-    with prepared.in_use():  # no other load evicts the pair while it runs
-        yield from run_stream.warm_and_stream(prepared, baselines, public, ctx)
-
-
-def lossless(ctx: JobContext, request, n_draws: int, control: str, public: bool):
-    """The "Is it lossless?" check (/lossless): one ``(figure, Markdown)`` pair."""
-    started = time.perf_counter()
-    prepared = run_stream.load_and_encode(request, ctx, warn=ctx.warn)
-    max_run_s = settings.PUBLIC_POLICY.max_run_s if public else None
-    if ctx.enforced and (max_run_s is None or ctx.budget_s < max_run_s):  # the reservation's deadline is tighter
-        max_run_s = ctx.budget_s
-    with prepared.in_use():  # no other load evicts the pair while it draws
-        yield lossless_check.check(prepared, n_draws, control, started, max_run_s, ctx)
-
-
-def sweep(ctx: JobContext, parameter: str, requests: list, last_analysis, public: bool):
-    """An experiment (/sweep): :func:`specviz.ui.experiments_tab.sweep_outputs`' updates."""
-    steps = sweep_steps(requests, ctx, public, ctx=ctx)
-    yield from experiments_tab.sweep_outputs(parameter, requests, last_analysis, steps)
-
-
-def side_by_side(ctx: JobContext, requests: list, public: bool):
-    """Drafters side by side (/side_by_side): (HTML, status) updates."""
-    done: list[tuple[dict, object]] = []
-    eos: set[int] = set()
-    last = 0.0
-    steps = sweep_steps(requests, ctx, public, ctx=ctx)
-    for step in steps:
-        if step.row is not None:
-            eos = set(step.stop_ids)
-            done.append((step.row, step.run))
-            yield side_by_side_html(done, eos), f"Finished {len(done)}/{len(requests)} drafters."
-        elif time.perf_counter() - last > 0.3:
-            last = time.perf_counter()
-            yield gr.skip(), f"Running {as_text(step.message)}…"
-    if steps.stopped:
-        yield side_by_side_html(done, eos), f"{steps.stopped_note()}: {len(done)}/{len(requests)} drafters finished."
-    else:
-        yield side_by_side_html(done, eos), f"**Done**: {len(done)} drafters, same prompt and settings."
-
-
-#: Every work function a job may name (tests check each pickles by reference).
-WORKS = (run, lossless, sweep, side_by_side)
-_ = side_by_side_tab  # imported so that a worker unpickling a job has every tab's module loaded
+#: Every work function a job may name, one per generating tab, each beside the callback that
+#: validates its request (tests check each pickles by reference).
+WORKS = (run_stream.run_work, lossless_check.lossless_work, experiments_tab.sweep_work, side_by_side_tab.side_by_side_work)
 
 
 # ----------------------------------------------------------------------------- models at import

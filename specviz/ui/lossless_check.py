@@ -13,11 +13,16 @@ from ..drafters import drafter_kind, real_draft_phrase
 from ..request import to_int
 from ..sampling import RULES
 from ..trace import TokenPieces, token_label
-from . import gpu, gpu_budget, gpu_work, settings
+from . import gpu, gpu_budget, run_stream, settings
 from .draw import charts
 from .draw.escape import as_text
 from .fields import SHARED, flag_value, request_from, spread
-from .teach.lossless import ACCEPT_ALL, REAL_VERIFY, first_token_experiment, lossless_notes
+from .teach.lossless import (
+    ACCEPT_ALL,
+    REAL_VERIFY,
+    first_token_experiment,
+    lossless_notes,
+)
 from .user_errors import refused, user_errors
 
 PILOT_DRAWS = 100  # the fewest draws the check takes; in public mode, a pilot that times them
@@ -73,7 +78,7 @@ def run_lossless(values, n_draws=4000, control=False, progress=gr.Progress(), *,
     ``temperature`` is the check's own (the page sends its "Check's temperature", default 1);
     ``control`` true runs the broken accept-every-draft method, which the test should reject.
     ``public``: public mode (bound by build_page; None reads the module's PUBLIC): caps the draws.
-    Validated here, then one GPU job (:func:`specviz.ui.gpu_work.lossless`) reserved for
+    Validated here, then one GPU job (:func:`lossless_work`) reserved for
     :func:`specviz.ui.gpu_budget.draws_duration`."""
     public = settings.is_public(public)
     request = request_from(values, public)
@@ -83,7 +88,7 @@ def run_lossless(values, n_draws=4000, control=False, progress=gr.Progress(), *,
     if request.plain:
         raise refused("Pick a drafter: with plain decoding there is nothing to compare.")
     duration = gpu_budget.draws_duration(request, n_draws, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
-    job = gpu.make_job(gpu_work.lossless, request, n_draws, control, public, duration_s=duration)
+    job = gpu.make_job(lossless_work, request, n_draws, control, public, duration_s=duration)
     outputs = None
     for outputs in gpu.stream_job(job, progress):
         pass
@@ -140,3 +145,15 @@ def _draws_in_time(experiment, n_draws: int, started: float, max_run_s: float | 
     per_draw = (time.perf_counter() - t0) / PILOT_DRAWS
     left = max_run_s - (time.perf_counter() - started)
     return max(PILOT_DRAWS, min(n_draws, int(left / per_draw)))
+
+
+# ----------------------------------------------------------------------------- in the GPU job
+def lossless_work(ctx: "gpu.JobContext", request, n_draws: int, control: str, public: bool):
+    """The "Is it lossless?" check (/lossless): one ``(figure, Markdown)`` pair."""
+    started = time.perf_counter()
+    prepared = run_stream.load_and_encode(request, ctx, warn=ctx.warn)
+    max_run_s = settings.PUBLIC_POLICY.max_run_s if public else None
+    if ctx.enforced and (max_run_s is None or ctx.budget_s < max_run_s):  # the reservation's deadline is tighter
+        max_run_s = ctx.budget_s
+    with prepared.in_use():  # no other load evicts the pair while it draws
+        yield check(prepared, n_draws, control, started, max_run_s, ctx)

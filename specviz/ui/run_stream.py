@@ -17,12 +17,21 @@ from ..analysis import RunAnalysis, baseline_still_valid
 from ..baseline import STALE_AFTER_S, BaselineStore
 from ..request import RunRequest
 from ..runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
-from ..threads import busy_note
-from . import gpu, gpu_budget, gpu_work, settings, visitors
+from . import gpu, gpu_budget, settings, visitors
 from .draw.escape import as_text
 from .draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
 from .fields import NAMES, request_from, spread
-from .state import FIGURES, KEEP, RUN_OUTPUTS, SHOWN_OUTPUTS, RunState, RunUpdate, RunView, waiting_view
+from .state import (
+    FIGURES,
+    KEEP,
+    RUN_OUTPUTS,
+    SHOWN_OUTPUTS,
+    RunState,
+    RunUpdate,
+    RunView,
+    waiting_view,
+)
+from .threads import busy_note
 from .user_errors import refused, user_errors
 
 logger = logging.getLogger("specviz.app")
@@ -295,13 +304,13 @@ def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | N
     ``branches``/``tree_nodes`` among them are the draft tree's B and N (B = 1 drafts chains;
     N = 0 is the default budget). ``public``: public mode (bound by build_page; None reads
     :data:`specviz.ui.settings.PUBLIC`). The request is validated here, then runs as one GPU job
-    (:func:`specviz.ui.gpu_work.run`) reserved for :func:`specviz.ui.gpu_budget.request_duration`."""
+    (:func:`run_work`) reserved for :func:`specviz.ui.gpu_budget.request_duration`."""
     public = settings.is_public(public)
     request = request_from(values, public)
     baselines = baselines if isinstance(baselines, dict) else {}
     timed = not any(key_matches(key, request) for key in baselines)
     duration = gpu_budget.request_duration(request, timed, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
-    yield from gpu.stream_job(gpu.make_job(gpu_work.run, request, baselines, public, duration_s=duration), progress)
+    yield from gpu.stream_job(gpu.make_job(run_work, request, baselines, public, duration_s=duration), progress)
 
 
 def key_matches(key, request: RunRequest) -> bool:
@@ -337,3 +346,19 @@ def warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool, ctx=No
                                  baseline=state.baseline)
     yield from stream(run, request, state, baselines, trace_of,
                       max_run_s=settings.PUBLIC_POLICY.max_run_s if public else None, panel=panel, ctx=ctx)
+
+
+# ----------------------------------------------------------------------------- in the GPU job
+def run_work(ctx: "gpu.JobContext", request, baselines: dict, public: bool):
+    """The Run tab (/run): the pair loaded (:func:`specviz.ui.load_and_encode`), warmed
+    up, its baseline timed or reused, and the speculative run streamed
+    (:func:`specviz.ui.warm_and_stream`): :data:`specviz.ui.state.RUN_OUTPUTS` tuples."""
+    # The status says what is happening from the first second: loading takes up to a minute on
+    # a small CPU the first time, and nothing else would show but Gradio's timer.
+    loading = f"Loading the models for {as_text(request.target)}"
+    prepared = yield from while_working(
+        lambda: load_and_encode(request, ctx, warn=ctx.warn),
+        lambda s: loading_update(f"{loading} (only the first run with these models waits for this; up to "
+                                            f"a minute on a small CPU) · {s:.0f} s…", baselines))
+    with prepared.in_use():  # no other load evicts the pair while it runs
+        yield from warm_and_stream(prepared, baselines, public, ctx)

@@ -4,15 +4,18 @@ with each chosen drafter, one coloured output above the other with its figures."
 from __future__ import annotations
 
 import functools
+import time
 
 import gradio as gr
 
 from ..drafters import DRAFTER_KINDS
-from . import gpu, gpu_budget, gpu_work, settings, visitors
+from . import gpu, gpu_budget, settings, visitors
 from .context import PageContext
+from .draw.escape import as_text
+from .draw.tab_views import side_by_side_html
 from .fields import SHARED, drafter_spec, spread
 from .prose import prose
-from .sweep_steps import sweep_plan
+from .sweep_steps import sweep_plan, sweep_steps
 from .user_errors import refused, user_errors
 
 SIDE_BY_SIDE = {"Prompt lookup": "ngram", "Draft model (Run tab's)": "model", "int8 self-draft": "int8",
@@ -38,7 +41,7 @@ def on_device_change(device):
 @spread(SHARED)
 def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *, public: bool | None = None):
     """Stream the same prompt and settings run with each chosen drafter: (HTML, status). Validated
-    here, then one GPU job (:func:`specviz.ui.gpu_work.side_by_side`) reserved for
+    here, then one GPU job (:func:`side_by_side_work`) reserved for
     :func:`specviz.ui.gpu_budget.sweep_duration`."""
     public = settings.is_public(public)
     if not isinstance(drafters, list) or not drafters:
@@ -48,7 +51,7 @@ def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *
                  for d in drafters]
     _, requests = sweep_plan("draft", "", max_new_tokens, values, public, replace=specs)
     duration = gpu_budget.sweep_duration(requests, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
-    yield from gpu.stream_job(gpu.make_job(gpu_work.side_by_side, requests, public, duration_s=duration), progress)
+    yield from gpu.stream_job(gpu.make_job(side_by_side_work, requests, public, duration_s=duration), progress)
 
 
 def build(ctx: PageContext) -> None:
@@ -72,3 +75,24 @@ def build(ctx: PageContext) -> None:
                concurrency_limit=None, show_progress="hidden")
     ctx.inputs["device"].change(on_device_change, ctx.inputs["device"], chosen, api_name=False,
                                 concurrency_id="playground", concurrency_limit=None, show_progress="hidden")
+
+
+# ----------------------------------------------------------------------------- in the GPU job
+def side_by_side_work(ctx: "gpu.JobContext", requests: list, public: bool):
+    """Drafters side by side (/side_by_side): (HTML, status) updates."""
+    done: list[tuple[dict, object]] = []
+    eos: set[int] = set()
+    last = 0.0
+    steps = sweep_steps(requests, ctx, public, ctx=ctx)
+    for step in steps:
+        if step.row is not None:
+            eos = set(step.stop_ids)
+            done.append((step.row, step.run))
+            yield side_by_side_html(done, eos), f"Finished {len(done)}/{len(requests)} drafters."
+        elif time.perf_counter() - last > 0.3:
+            last = time.perf_counter()
+            yield gr.skip(), f"Running {as_text(step.message)}…"
+    if steps.stopped:
+        yield side_by_side_html(done, eos), f"{steps.stopped_note()}: {len(done)}/{len(requests)} drafters finished."
+    else:
+        yield side_by_side_html(done, eos), f"**Done**: {len(done)} drafters, same prompt and settings."

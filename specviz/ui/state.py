@@ -122,7 +122,7 @@ class RunState:
     (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace; ``stop_slot`` the
     GPU job's Stop flag (:func:`specviz.ui.gpu.request_stop`; −1: none); ``rule`` the
     verification rule (:data:`specviz.sampling.RULES`; ``"full"`` for a trace older than rules);
-    ``busy_note`` what :func:`specviz.threads.busy_note` said when it ran ("" for a quiet
+    ``busy_note`` what :func:`specviz.ui.threads.busy_note` said when it ran ("" for a quiet
     machine). ``label`` is the pair
     in words, text from outside (a trace's fields, a model's name): views escape it.
     """

@@ -704,7 +704,7 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
     ys = [r.get(key) for r in rows]
     doubted = []
     if metric == "speedup":  # a doubted speedup is not drawn: a gap, and the words in its place
-        from ...sweep import speedup_doubts
+        from ...analysis import speedup_doubts
 
         doubted = [x for x, doubt in zip(xs, speedup_doubts(rows)) if doubt]
         ys = [None if doubt else y for y, doubt in zip(ys, speedup_doubts(rows))]

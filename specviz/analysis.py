@@ -725,7 +725,7 @@ BASELINE_DISAGREES = 1.5
 #: Fewest plain-shaped passes (or verify passes) that count as evidence about a plain step's time.
 MIN_EVIDENCE_PASSES = 3
 #: Slowest ÷ fastest plain sample above this: the machine's speed changed while the baseline was timed.
-BASELINE_SCATTER = 1.3
+BASELINE_SCATTER = 1.5
 
 
 def _ms(x: float) -> str:

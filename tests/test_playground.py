@@ -122,6 +122,8 @@ def test_a_reveal_verdict_is_cleared_when_alpha_c_or_v_change():
     from specviz.ui.playground_tab import forget_verdict
 
     assert forget_verdict() == ("", False)
+    assert forget_verdict("**Close**: 2.1 against 2.0", True) == ("", False)  # a verdict: guess again
+    assert forget_verdict("", True) == ("", True)  # shown without a guess: it follows the sliders
     ids = {block.elem_id: block._id for block in app.demo.blocks.values() if getattr(block, "elem_id", None)}
     clearing = [fn for fn in app.demo.fns.values() if fn.fn is forget_verdict]
     assert len(clearing) == 1

@@ -156,15 +156,17 @@ def _prediction(alpha, k, c, v, figures) -> None:
     reveal.click(lambda g, a, c_, v_: (score_guess(g, a, c_, v_), True), [guess, alpha, c, v], [score, revealed],
                  **free).success(shown_figures, values, figures, **free)
     show.click(lambda: True, None, revealed, **free).then(shown_figures, values, figures, **free)
-    # A verdict answers the α, c and v it was given: a new one hides the best K again and clears it.
-    gr.on([alpha.change, c.change, v.change], forget_verdict, None, [score, revealed], **free).then(
+    # A verdict answers the α, c and v it was given: a new one clears it and hides the best K again
+    # (a best K the learner asked to see without guessing stays shown, following the sliders).
+    gr.on([alpha.change, c.change, v.change], forget_verdict, [score, revealed], [score, revealed], **free).then(
         shown_figures, values, figures, **free)
     return revealed
 
 
-def forget_verdict() -> tuple[str, bool]:
-    """α, c or v changed after a guess: no verdict and the best K hidden (the score, ``revealed``)."""
-    return "", False
+def forget_verdict(score: str = "", revealed: bool = False) -> tuple[str, bool]:
+    """α, c or v changed: no verdict (the score, ``revealed``). After a guess's verdict the best K
+    is hidden again, so the learner can guess anew; one shown without a guess ("Show") stays."""
+    return "", bool(revealed) and not score
 
 
 def build(ctx: PageContext) -> None:

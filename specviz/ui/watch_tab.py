@@ -175,7 +175,7 @@ def _beat_views(w: Watched, pass_index: int, beat_index: int, still: bool):
     beat_index = min(max(beat_index, 0), len(all_beats) - 1)
     label = f"Pass {pass_index + 1} · "
     stack, stack_text = _lossless_views(round_, all_beats[beat_index])
-    return (gr.update(maximum=len(all_beats) - 1, value=beat_index),
+    return (gr.update(maximum=len(all_beats), value=beat_index + 1),
             stage_html(w, pass_index, beat_index, still),
             beat_charts.beat_figure(round_, all_beats[: beat_index + 1], label), stack, stack_text)
 
@@ -188,6 +188,12 @@ def _pass_views(w: Watched, pass_index: int, beat_index: int, still: bool):
             gr.update(choices=choices, value=[], interactive=bool(choices)), gr.update(value=0),
             "Guess before the tests play: tick the drafts you expect to be accepted, say how many tokens the pass "
             "will emit, and lock it in." if choices else "Nothing drafted in this pass: nothing to guess.")
+
+
+def _beat_index(beat_no) -> int:
+    """The 0-based beat under a 1-based beat number (the scrubber's and the link's, as the stage
+    counts them: "beat 1 of 8"); empty means the first."""
+    return int(beat_no or 1) - 1
 
 
 def _index(w: Watched, pass_no) -> int:
@@ -230,13 +236,13 @@ def on_pass(w: Watched, pass_no, still: bool):
 
 def on_beat(w: Watched, pass_no, beat_no, still: bool):
     """The scrubber (or the reduced-motion box) moved: that beat of the current pass."""
-    return _beat_views(w, _index(w, pass_no), int(beat_no or 0), bool(still))
+    return _beat_views(w, _index(w, pass_no), _beat_index(beat_no), bool(still))
 
 
 def step(w: Watched, pass_no, beat_no, still: bool, delta: int):
     """One beat forward or back; past a pass's last beat, the next pass's first (and back)."""
     i = _index(w, pass_no)
-    b = int(beat_no or 0) + delta
+    b = _beat_index(beat_no) + delta
     n = len(beats(w.rounds[i]))
     if b >= n and i + 1 < len(w.rounds):
         return (gr.update(value=i + 2), *_pass_views(w, i + 1, 0, bool(still)))
@@ -263,7 +269,7 @@ def lock_guess(w: Watched, pass_no, beat_no, picks, count, score: dict, still: b
         return "Nothing drafted in this pass: nothing to guess.", score, *skip
     if key in score["scored"]:
         return f"Pass {i + 1} is already scored; pick another pass.", score, *skip
-    if int(beat_no or 0) >= first:
+    if _beat_index(beat_no) >= first:
         return (f"The decisions of pass {i + 1} are already showing: go back to its verify beat (beat {first}) "
                 "or pick another pass, then guess.", score, *skip)
     with user_errors():
@@ -286,7 +292,7 @@ def draw(w: Watched, pass_no, beat_no, n_draws):
     i = _index(w, pass_no)
     round_ = w.rounds[i]
     all_beats = beats(round_)
-    node = _cursor_node(round_, all_beats[min(max(int(beat_no or 0), 0), len(all_beats) - 1)])
+    node = _cursor_node(round_, all_beats[min(max(_beat_index(beat_no), 0), len(all_beats) - 1)])
     if node is None or not round_.drafted[node].top_target:
         raise refused("No drafted position here to draw at: pick a pass that drafted something.")
     with user_errors():
@@ -297,8 +303,8 @@ def draw(w: Watched, pass_no, beat_no, n_draws):
 
 
 def open_trace(name: str, pass_: int, beat: int):
-    """A bundled trace opened at pass ``pass_`` (1-based) and beat ``beat`` (0-based, clamped to the
-    pass): the values of ``ctx.watch[1]``'s outputs (source, state, pass slider, then the pass's
+    """A bundled trace opened at pass ``pass_`` (1-based) and beat ``beat`` (1-based as the stage
+    counts it, clamped to the pass): the values of ``ctx.watch[1]``'s outputs (source, state, pass slider, then the pass's
     views), for a deep link such as ``?trace=poem_int8&pass=2&beat=5``.
 
     Raises:
@@ -308,7 +314,7 @@ def open_trace(name: str, pass_: int, beat: int):
         w = bundled(name)
     i = _index(w, pass_)
     return (gr.update(value=w.label), w, gr.update(maximum=max(len(w.rounds), 2), value=i + 1),
-            *_pass_views(w, i, int(beat or 0), False))
+            *_pass_views(w, i, _beat_index(beat), False))
 
 
 def watch_query(source: str, pass_: int, beat: int) -> str:
@@ -317,7 +323,7 @@ def watch_query(source: str, pass_: int, beat: int) -> str:
     stem = next((s for s, label in BUNDLED.items() if source in (s, label)), None)
     if stem is None:
         return "Only a bundled trace has a link: your own run lives in your session. Export it to share it."
-    return link_query.watch_link(stem, int(pass_ or 1), int(beat or 0))
+    return link_query.watch_link(stem, int(pass_ or 1), int(beat or 1))
 
 
 # --------------------------------------------------------------------------- the tab
@@ -341,7 +347,8 @@ def build(ctx: PageContext) -> None:
     pass_slider = gr.Slider(1, max(len(w0.rounds), 2), value=p0 + 1, step=1, label="Pass", elem_id="sv-watch-pass")
     with gr.Row():
         back = gr.Button("◀ beat", size="sm", min_width=80, elem_id="sv-watch-back")
-        beat_slider = gr.Slider(0, views[0]["maximum"], value=0, step=1, label="Beat", elem_id="sv-watch-beat")
+        # 1-based, as the stage counts beats ("beat 1 of 8"); the callbacks read it through _beat_index.
+        beat_slider = gr.Slider(1, views[0]["maximum"], value=1, step=1, label="Beat", elem_id="sv-watch-beat")
         nxt = gr.Button("beat ▶", size="sm", min_width=80, elem_id="sv-watch-next")
     stage = gr.HTML(views[1], js_on_load=STAGE_JS, elem_id="sv-watch-stage")
     plot = gr.Plot(views[2], show_label=False, elem_id="sv-watch-plot")

@@ -14,8 +14,8 @@ from specviz.sampling import verify_tree
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round, trace_from_dict
 from specviz.ui.draw import beat_charts
 from specviz.ui.draw.escape import as_text
-from specviz.ui.teach.beats import (BEAT_KINDS, count_distribution, guess_points, in_test_order, position_distributions,
-                                   score_guess, simulate_draws, total_variation)
+from specviz.ui.teach.beats import (BEAT_KINDS, count_distribution, guess_points, in_test_order, most_different_position,
+                                   position_distributions, score_guess, simulate_draws, total_variation)
 from specviz.ui.teach.beats import beats as beats_of
 
 TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
@@ -245,3 +245,29 @@ def test_the_watch_tabs_link_names_a_bundled_trace_and_not_a_visitors_own_run():
     assert watch_tab.watch_query(watch_tab.BUNDLED["poem_int8"], 2, 3) == "?trace=poem_int8&pass=2&beat=3"
     assert watch_tab.watch_query("copy_lookup", None, None) == "?trace=copy_lookup&pass=1&beat=1"
     assert not watch_tab.watch_query(watch_tab.LAST_RUN, 2, 3).startswith("?")
+
+
+def test_the_losslessness_view_opens_where_p_draft_and_p_target_differ_most():
+    """Pass 3 of poem_int8 drafts first a token whose p_draft ≈ p_target (total variation 0.012): a
+    stacked bar with almost no residual teaches nothing, so the view opens (and Draw draws) at the
+    pass's most different position; a test beat still shows the position it tests."""
+    from specviz.ui import watch_tab
+
+    w = watch_tab.bundled("poem_int8")
+    round_ = w.rounds[2]
+    tv = [total_variation(*position_distributions(t).arrays()) for t in round_.drafted]
+    best = int(np.argmax(tv))
+    assert tv[0] < 0.05 and best != 0 and tv[best] > 0.2  # the case worth fixing is in the trace
+    assert most_different_position(round_) == best
+    views = watch_tab.on_pass(w, 3, False)
+    stack, stack_text = views[3], views[4]
+    assert stack.layout.title.text.startswith(f"Draft {best + 1} ") and f"(draft {best + 1}; " in stack_text
+    assert f"total variation {tv[best]:.3f}" in stack_text
+    drawn = watch_tab.draw(w, 3, 1, 500)  # Draw runs the rule at the position on show
+    want = beat_charts.draws_figure(position_distributions(round_.drafted[best]), *simulate_draws(
+        position_distributions(round_.drafted[best]), 500))
+    assert list(drawn.data[0].x) == list(want.data[0].x)
+    first_test = next(k for k, b in enumerate(beats_of(round_)) if b.kind == "test")
+    tested = beats_of(round_)[first_test].node
+    at_test = watch_tab.on_beat(w, 3, first_test + 1, False)
+    assert at_test[3].layout.title.text.startswith(f"Draft {tested + 1} ") and "this beat decides" in at_test[4]

@@ -26,8 +26,8 @@ from .draw.escape import as_text
 from .share import copy_link
 from .state import RunState
 from .teach import link_query
-from .teach.beats import (DRAFT, TEST, Beat, beats, depths, is_chain, position_distributions, quoted, score_guess,
-                          simulate_draws)
+from .teach.beats import (DRAFT, RESIDUAL, TEST, Beat, beats, depths, is_chain, most_different_position,
+                          position_distributions, quoted, score_guess, simulate_draws, total_variation)
 from .user_errors import refused, user_errors
 
 TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
@@ -151,17 +151,30 @@ def _cursor_node(round_: Round, beat: Beat) -> int | None:
     return 0 if round_.drafted else None
 
 
+def _lossless_node(round_: Round, beat: Beat) -> int | None:
+    """The position the losslessness view shows: the one a test or a resample acts on at its
+    beat; at any other beat (the drafts, the verify pass, a bonus) the pass's position where
+    p_draft and p_target differ most, so the view does not open on a bar with no residual to see."""
+    if beat.kind in (TEST, RESIDUAL):
+        return _cursor_node(round_, beat)
+    return most_different_position(round_)
+
+
 def _lossless_views(round_: Round, beat: Beat):
-    """The stacked bar at the cursor's position and its text (an empty figure when nothing was drafted)."""
-    node = _cursor_node(round_, beat)
+    """The stacked bar at :func:`_lossless_node`'s position and its text (an empty figure when
+    nothing was drafted)."""
+    node = _lossless_node(round_, beat)
     if node is None or not round_.drafted[node].top_target:
         return (beat_charts.empty_figure("nothing drafted at this pass"),
                 "Nothing was drafted in this pass (or its distributions were not recorded): no position to check.")
     t = round_.drafted[node]
     dists = position_distributions(t)
-    text = (f"**Position of {as_text(quoted(t.text))}** (draft {node + 1}): each bar is p_target, split into "
-            f"min(p_draft, p_target), what an accepted draft contributes, and max(0, p_target − p_draft), what a "
-            f"rejection's resample contributes. The trace records each distribution's 10 most likely tokens; the "
+    why = ("the position this beat decides" if beat.kind in (TEST, RESIDUAL) else
+           f"this pass's position where p_draft and p_target differ most, total variation "
+           f"{total_variation(*dists.arrays()):.3f}; a test beat shows its own position")
+    text = (f"**Position of {as_text(quoted(t.text))}** (draft {node + 1}; {why}): each bar is p_target, "
+            f"split into min(p_draft, p_target), what an accepted draft contributes, and max(0, p_target − p_draft), "
+            f"what a rejection's resample contributes. The trace records each distribution's 10 most likely tokens; the "
             f"rest of each side is the **other tokens** bucket ({dists.other_target:.4f} of p_target, "
             f"{dists.other_draft:.4f} of p_draft). Press **Draw** to run the rule many times here.")
     title = f"Draft {node + 1} {quoted(t.text)}: accepted mass + residual mass = p_target"
@@ -288,11 +301,12 @@ def lock_guess(w: Watched, pass_no, beat_no, picks, count, score: dict, still: b
 
 
 def draw(w: Watched, pass_no, beat_no, n_draws):
-    """Simulate the accept/resample rule (and the accept-every-draft control) at the cursor's position."""
+    """Simulate the accept/resample rule (and the accept-every-draft control) at the position the
+    losslessness view shows (:func:`_lossless_node`)."""
     i = _index(w, pass_no)
     round_ = w.rounds[i]
     all_beats = beats(round_)
-    node = _cursor_node(round_, all_beats[min(max(_beat_index(beat_no), 0), len(all_beats) - 1)])
+    node = _lossless_node(round_, all_beats[min(max(_beat_index(beat_no), 0), len(all_beats) - 1)])
     if node is None or not round_.drafted[node].top_target:
         raise refused("No drafted position here to draw at: pick a pass that drafted something.")
     with user_errors():
@@ -304,8 +318,8 @@ def draw(w: Watched, pass_no, beat_no, n_draws):
 
 def open_trace(name: str, pass_: int, beat: int):
     """A bundled trace opened at pass ``pass_`` (1-based) and beat ``beat`` (1-based as the stage
-    counts it, clamped to the pass): the values of ``ctx.watch[1]``'s outputs (source, state, pass slider, then the pass's
-    views), for a deep link such as ``?trace=poem_int8&pass=2&beat=5``.
+    counts it, clamped to the pass): the values of ``ctx.watch[1]``'s outputs (source, state, pass
+    slider, then the pass's views), for a deep link such as ``?trace=poem_int8&pass=2&beat=5``.
 
     Raises:
         gr.Error: for an unknown trace or a pass outside the trace (one sentence).

@@ -74,6 +74,27 @@ def test_every_lesson_note_is_whole_sentences():
         assert note[0].isupper() and note.endswith("."), (name, note[:40])
 
 
+def test_the_lesson_buttons_render_in_a_system_font_stack_that_covers_their_labels():
+    """A lesson button's capital "A" showed in another face than the rest of its label (the theme's
+    web font): every lesson button carries the class whose rule sets whole system fonts only."""
+    import re
+
+    import gradio as gr
+
+    from specviz.ui.draw.styles import SYSTEM_SANS, page_css
+    from specviz.ui.lessons_tab import LESSONS
+
+    demo = build_page(public=False)
+    buttons = {b.value: b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.value in LESSONS}
+    assert set(buttons) == set(LESSONS)
+    assert all("sv-lesson-button" in (b.elem_classes or []) for b in buttons.values()), buttons
+    rule = re.search(r"\.sv-lesson-button[^{]*\{([^}]*)\}", page_css())
+    assert rule and f"font-family: {SYSTEM_SANS} !important" in rule.group(1)
+    families = [f.strip().strip('"') for f in SYSTEM_SANS.split(",")]
+    assert families[-1] == "sans-serif" and "Source Sans Pro" not in families
+    assert any(name.startswith("A ") for name in LESSONS)  # the labels that showed the stray "A"
+
+
 def test_sweep_refuses_bad_values_before_loading_a_model():
     args = dict(prompt="Hi", target_id="smollm2-135m-instruct", drafter_kind="ngram", draft_model="",
                 early_exit_layers=4, k=4, temperature=0.0, top_k=0, top_p=1.0, seed=0, chat=True, device="cpu",

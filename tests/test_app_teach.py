@@ -172,3 +172,24 @@ def test_public_mode_caps_the_settings_of_an_experiment(tiny_target):
     with pytest.raises(gr.Error, match="at most 6 settings"):
         next(run_sweep_ui("Lookahead K", "1 2 3 4 5 6 7", 6, **_held(tiny_target), last_analysis=None,
                               progress=_NoProgress(), public=True))
+
+
+def test_the_learned_head_preset_drafts_free_text_and_says_what_was_measured_where():
+    """Choosing the learned-head preset replaces the typo prompt (garbled at T = 1) with the free-text
+    poem, other presets leave the prompt alone; its note gives the command-line figure with its
+    dtype and T beside what the page measured; the lesson does not say float32 for a page whose
+    Dtype is auto (bfloat16 on a CPU that runs it natively)."""
+    from specviz.ui import run_tab, settings
+    from specviz.ui.lessons_tab import LESSONS, lesson_note
+
+    eagle = next(name for name, p in settings.PRESETS.items() if p["drafter"] == "eagle")
+    outputs = run_tab.apply_preset(eagle)
+    assert outputs[-1]["value"] == settings.FREE_TEXT_PROMPT and "typo" not in outputs[-1]["value"].lower()
+    plain = run_tab.apply_preset(settings.DEFAULT_PRESET)
+    assert len(plain) == len(outputs) and plain[-1] == gr.skip()
+    note = settings.DRAFTER_NOTES["eagle"]
+    assert "1.29×" in note and "bfloat16" in note and "T = 1" in note and "0.79–0.93×" in note
+    learned = next(name for name in LESSONS if LESSONS[name]["slug"] == "learned_draft")
+    assert "dtype" not in LESSONS[learned]  # the lesson runs the page's Dtype, auto
+    text = lesson_note(learned)
+    assert "in float32" not in text and "*auto*" in text

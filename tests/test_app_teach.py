@@ -74,6 +74,27 @@ def test_every_lesson_note_is_whole_sentences():
         assert note[0].isupper() and note.endswith("."), (name, note[:40])
 
 
+def test_the_lesson_buttons_render_in_a_system_font_stack_that_covers_their_labels():
+    """A lesson button's capital "A" showed in another face than the rest of its label (the theme's
+    web font): every lesson button carries the class whose rule sets whole system fonts only."""
+    import re
+
+    import gradio as gr
+
+    from specviz.ui.draw.styles import SYSTEM_SANS, page_css
+    from specviz.ui.lessons_tab import LESSONS
+
+    demo = build_page(public=False)
+    buttons = {b.value: b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.value in LESSONS}
+    assert set(buttons) == set(LESSONS)
+    assert all("sv-lesson-button" in (b.elem_classes or []) for b in buttons.values()), buttons
+    rule = re.search(r"\.sv-lesson-button[^{]*\{([^}]*)\}", page_css())
+    assert rule and f"font-family: {SYSTEM_SANS} !important" in rule.group(1)
+    families = [f.strip().strip('"') for f in SYSTEM_SANS.split(",")]
+    assert families[-1] == "sans-serif" and "Source Sans Pro" not in families
+    assert any(name.startswith("A ") for name in LESSONS)  # the labels that showed the stray "A"
+
+
 def test_sweep_refuses_bad_values_before_loading_a_model():
     args = dict(prompt="Hi", target_id="smollm2-135m-instruct", drafter_kind="ngram", draft_model="",
                 early_exit_layers=4, k=4, temperature=0.0, top_k=0, top_p=1.0, seed=0, chat=True, device="cpu",
@@ -151,3 +172,24 @@ def test_public_mode_caps_the_settings_of_an_experiment(tiny_target):
     with pytest.raises(gr.Error, match="at most 6 settings"):
         next(run_sweep_ui("Lookahead K", "1 2 3 4 5 6 7", 6, **_held(tiny_target), last_analysis=None,
                               progress=_NoProgress(), public=True))
+
+
+def test_the_learned_head_preset_drafts_free_text_and_says_what_was_measured_where():
+    """Choosing the learned-head preset replaces the typo prompt (garbled at T = 1) with the free-text
+    poem, other presets leave the prompt alone; its note gives the command-line figure with its
+    dtype and T beside what the page measured; the lesson does not say float32 for a page whose
+    Dtype is auto (bfloat16 on a CPU that runs it natively)."""
+    from specviz.ui import run_tab, settings
+    from specviz.ui.lessons_tab import LESSONS, lesson_note
+
+    eagle = next(name for name, p in settings.PRESETS.items() if p["drafter"] == "eagle")
+    outputs = run_tab.apply_preset(eagle)
+    assert outputs[-1]["value"] == settings.FREE_TEXT_PROMPT and "typo" not in outputs[-1]["value"].lower()
+    plain = run_tab.apply_preset(settings.DEFAULT_PRESET)
+    assert len(plain) == len(outputs) and plain[-1] == gr.skip()
+    note = settings.DRAFTER_NOTES["eagle"]
+    assert "1.29×" in note and "bfloat16" in note and "T = 1" in note and "0.79–0.93×" in note
+    learned = next(name for name in LESSONS if LESSONS[name]["slug"] == "learned_draft")
+    assert "dtype" not in LESSONS[learned]  # the lesson runs the page's Dtype, auto
+    text = lesson_note(learned)
+    assert "in float32" not in text and "*auto*" in text

@@ -14,8 +14,8 @@ from specviz.sampling import verify_tree
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round, trace_from_dict
 from specviz.ui.draw import beat_charts
 from specviz.ui.draw.escape import as_text
-from specviz.ui.teach.beats import (BEAT_KINDS, count_distribution, guess_points, in_test_order, position_distributions,
-                                   score_guess, simulate_draws, total_variation)
+from specviz.ui.teach.beats import (BEAT_KINDS, count_distribution, guess_points, in_test_order, most_different_position,
+                                   position_distributions, score_guess, simulate_draws, total_variation)
 from specviz.ui.teach.beats import beats as beats_of
 
 TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
@@ -179,16 +179,23 @@ def test_every_pass_of_a_bundled_trace_plays_with_its_own_numbers(path):
 def test_the_tab_opens_a_bundled_trace_at_a_pass_and_beat_and_steps_across_passes():
     from specviz.ui import watch_tab
 
-    out = watch_tab.open_trace("poem_int8", 2, 3)
+    out = watch_tab.open_trace("poem_int8", 2, 4)
     assert len(out) == 11  # source, state, pass slider, then the pass's eight views
     w = out[1]
-    assert out[2]["value"] == 2 and out[3] == {"maximum": 7, "value": 3, "__type__": "update"}
+    # The scrubber counts beats as the stage does, 1 to 8: beat 4 is the scrubber's 4.
+    assert out[2]["value"] == 2 and out[3] == {"maximum": 8, "value": 4, "__type__": "update"}
     assert as_text(beats_of(w.rounds[1])[3].sentence) in out[4] and "pass 2 of 19 · beat 4 of 8" in out[4]
-    assert watch_tab.open_trace(watch_tab.BUNDLED["poem_int8"], 2, 99)[3]["value"] == 7  # clamped to the pass
-    nxt = watch_tab.step(w, 2, 7, False, 1)  # past the last beat: the next pass's first
-    assert nxt[0]["value"] == 3 and nxt[1]["value"] == 0
-    back = watch_tab.step(w, 3, 0, False, -1)  # and back to the previous pass's last beat
-    assert back[0]["value"] == 2 and back[1]["value"] == 7
+    assert watch_tab.open_trace(watch_tab.BUNDLED["poem_int8"], 2, 99)[3]["value"] == 8  # clamped to the pass
+    for beat in (1, 5, 8):  # the scrubber at n shows the stage's "beat n of 8"
+        scrubber, stage = watch_tab.on_beat(w, 2, beat, False)[:2]
+        assert scrubber["value"] == beat and f"beat {beat} of 8" in stage
+        assert as_text(beats_of(w.rounds[1])[beat - 1].sentence) in stage
+    forward = watch_tab.step(w, 2, 4, False, 1)  # one beat on: the scrubber and the stage both say 5
+    assert forward[1]["value"] == 5 and "beat 5 of 8" in forward[2]
+    nxt = watch_tab.step(w, 2, 8, False, 1)  # past the last beat: the next pass's first
+    assert nxt[0]["value"] == 3 and nxt[1]["value"] == 1 and "beat 1 of" in nxt[2]
+    back = watch_tab.step(w, 3, 1, False, -1)  # and back to the previous pass's last beat
+    assert back[0]["value"] == 2 and back[1]["value"] == 8 and "beat 8 of 8" in back[2]
     import gradio as gr
     with pytest.raises(gr.Error, match="No bundled trace"):
         watch_tab.open_trace("nope", 1, 0)
@@ -200,15 +207,15 @@ def test_the_tab_scores_a_guess_once_and_only_before_the_reveal():
     from specviz.ui import watch_tab
 
     w = watch_tab.bundled("poem_int8")
-    text, score, *views = watch_tab.lock_guess(w, 2, 0, ["0"], 2, watch_tab.new_score(), False)
+    text, score, *views = watch_tab.lock_guess(w, 2, 1, ["0"], 2, watch_tab.new_score(), False)
     want = score_guess(w.rounds[1], {0: True}, 2)
     assert f"{want.points:.2f} expected points out of 3" in text and score["points"] == pytest.approx(want.points)
-    assert views[0]["value"] == 5  # the reveal starts at the first test
-    again, same, *_ = watch_tab.lock_guess(w, 2, 0, ["0"], 2, score, False)
+    assert views[0]["value"] == 6 and "beat 6 of 8 (test)" in views[1]  # the reveal starts at the first test
+    again, same, *_ = watch_tab.lock_guess(w, 2, 1, ["0"], 2, score, False)
     assert "already scored" in again and same == score
-    late, unchanged, *_ = watch_tab.lock_guess(w, 3, 6, [], 0, score, False)
+    late, unchanged, *_ = watch_tab.lock_guess(w, 3, 7, [], 0, score, False)
     assert "already showing" in late and unchanged == score
-    fig = watch_tab.draw(w, 2, 6, 2000)
+    fig = watch_tab.draw(w, 2, 7, 2000)
     assert "2,000 draws" in fig.layout.title.text
 
 
@@ -236,5 +243,31 @@ def test_the_watch_tabs_link_names_a_bundled_trace_and_not_a_visitors_own_run():
     from specviz.ui import watch_tab
 
     assert watch_tab.watch_query(watch_tab.BUNDLED["poem_int8"], 2, 3) == "?trace=poem_int8&pass=2&beat=3"
-    assert watch_tab.watch_query("copy_lookup", None, None) == "?trace=copy_lookup&pass=1&beat=0"
+    assert watch_tab.watch_query("copy_lookup", None, None) == "?trace=copy_lookup&pass=1&beat=1"
     assert not watch_tab.watch_query(watch_tab.LAST_RUN, 2, 3).startswith("?")
+
+
+def test_the_losslessness_view_opens_where_p_draft_and_p_target_differ_most():
+    """Pass 3 of poem_int8 drafts first a token whose p_draft ≈ p_target (total variation 0.012): a
+    stacked bar with almost no residual teaches nothing, so the view opens (and Draw draws) at the
+    pass's most different position; a test beat still shows the position it tests."""
+    from specviz.ui import watch_tab
+
+    w = watch_tab.bundled("poem_int8")
+    round_ = w.rounds[2]
+    tv = [total_variation(*position_distributions(t).arrays()) for t in round_.drafted]
+    best = int(np.argmax(tv))
+    assert tv[0] < 0.05 and best != 0 and tv[best] > 0.2  # the case worth fixing is in the trace
+    assert most_different_position(round_) == best
+    views = watch_tab.on_pass(w, 3, False)
+    stack, stack_text = views[3], views[4]
+    assert stack.layout.title.text.startswith(f"Draft {best + 1} ") and f"(draft {best + 1}; " in stack_text
+    assert f"total variation {tv[best]:.3f}" in stack_text
+    drawn = watch_tab.draw(w, 3, 1, 500)  # Draw runs the rule at the position on show
+    want = beat_charts.draws_figure(position_distributions(round_.drafted[best]), *simulate_draws(
+        position_distributions(round_.drafted[best]), 500))
+    assert list(drawn.data[0].x) == list(want.data[0].x)
+    first_test = next(k for k, b in enumerate(beats_of(round_)) if b.kind == "test")
+    tested = beats_of(round_)[first_test].node
+    at_test = watch_tab.on_beat(w, 3, first_test + 1, False)
+    assert at_test[3].layout.title.text.startswith(f"Draft {tested + 1} ") and "this beat decides" in at_test[4]

@@ -144,16 +144,17 @@ def test_after_a_run_the_race_lanes_fill_and_a_stretch_is_highlighted_by_keyboar
 
 
 def test_a_trace_link_opens_that_bundled_trace_at_that_pass_and_beat(fresh):
-    """``?trace=NAME&pass=2&beat=3`` opens the Watch tab on that bundled trace, at pass 2, beat 3,
-    with that beat's sentence (the trace's own numbers) on the stage."""
+    """``?trace=NAME&pass=2&beat=3`` opens the Watch tab on that bundled trace, at pass 2, beat 3
+    (1-based, as the stage counts), with that beat's sentence (the trace's own numbers) on the stage."""
     from specviz.trace import load_trace_file
     from specviz.ui.teach.beats import beats
 
     path = os.path.join(os.path.dirname(__file__), "..", "assets", "traces", "poem_int8.json")
     rounds, _ = load_trace_file(path)
-    expected = beats(rounds[1])[3].sentence
+    expected = beats(rounds[1])[2].sentence
     page = fresh("?trace=poem_int8&pass=2&beat=3")
     page.wait_for_function(_HAS_TEXT, arg=["#sv-watch-stage .sv-watch-progress", "pass 2 of"], timeout=60_000)
     assert page.get_by_role("tab", name="Watch a pass").get_attribute("aria-selected") == "true"
-    assert "beat 4 of" in page.inner_text("#sv-watch-stage .sv-watch-progress")
+    assert "beat 3 of" in page.inner_text("#sv-watch-stage .sv-watch-progress")
+    assert page.locator("#sv-watch-beat input[type=number]").input_value() == "3"
     page.wait_for_function(_HAS_TEXT, arg=["#sv-watch-stage .sv-watch-sentence", expected[:40]], timeout=30_000)

@@ -51,6 +51,9 @@ def test_a_pass_plays_beat_by_beat_with_the_traces_numbers_and_a_guess_is_scored
         _wait_sentence(page, expected[k].sentence)
         seen.append(page.text_content(SENTENCE))
     assert seen == [b.sentence for b in expected]
+    # The scrubber counts beats as the stage does: at the last beat both say len(expected).
+    assert f"beat {len(expected)} of {len(expected)}" in page.inner_text("#sv-watch-stage .sv-watch-progress")
+    assert page.locator("#sv-watch-beat input[type=number]").input_value() == str(len(expected))
     tests = [b for b in expected if b.kind == "test"]
     assert [b.accepted for b in tests] == [True, False]
     for b in tests:  # the recorded u against the recorded acceptance probability

@@ -39,7 +39,7 @@ def test_the_readme_playground_link_opens_those_values():
     ("?lesson=nope", "lesson is not a lesson here"),
     ("?trace=a/b", "trace is not a trace name"),
     ("?trace=demo&pass=0", "pass is not a whole number ≥ 1"),
-    ("?trace=demo&pass=2&beat=-1", "beat is not a whole number ≥ 0"),
+    ("?trace=demo&pass=2&beat=0", "beat is not a whole number ≥ 1"),  # 1-based, as the stage counts
 ])
 def test_bad_values_are_ignored_with_a_note(query, note):
     link = link_query.parse(_params(query), SLUGS)
@@ -80,7 +80,7 @@ def test_unknown_parameters_are_ignored_silently_and_nothing_is_asked():
 def test_lesson_trace_and_tab_links():
     assert link_query.parse({"lesson": "early_exit"}, SLUGS) == link_query.Link(tab="run", lesson="early_exit")
     assert link_query.parse({"trace": "greedy-copy", "pass": "3", "beat": "2"}, SLUGS).trace == ("greedy-copy", 3, 2)
-    assert link_query.parse({"trace": "greedy-copy"}, SLUGS) == link_query.Link(tab="watch", trace=("greedy-copy", 1, 0))
+    assert link_query.parse({"trace": "greedy-copy"}, SLUGS) == link_query.Link(tab="watch", trace=("greedy-copy", 1, 1))
     assert link_query.parse({"tab": "maths", "alpha": "0.5"}, SLUGS).tab == "maths"  # an explicit tab wins
 
 
@@ -126,6 +126,6 @@ def test_the_router_updates_the_playground_and_notes_bad_values():
     assert "lesson is not a lesson here" in note["value"] and "'x'" not in note["value"] and note["visible"]
     seen = []
     out = route({"trace": "t", "pass": "2"}, (lambda *a: seen.append(a) or ("opened",), [None]), ("alpha",))
-    assert seen == [("t", 2, 0)] and out[-1] == "opened" and out[0].selected == "watch"
+    assert seen == [("t", 2, 1)] and out[-1] == "opened" and out[0].selected == "watch"
     out = route({}, None, ("alpha",))
     assert all(isinstance(u, type(gr.skip())) for u in out[:3])

@@ -224,8 +224,10 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "state (EAGLE): a draft for free text where lookup finds nothing; exactly lossless, since the "
                 "head reports the distribution it samples from, so its drafts carry fractional acceptance "
                 "probabilities. The one shipped for SmolLM2-135M costs c ≈ 0.08 but agrees with the target "
-                "on only 0.2–0.45 of tokens (measured on 2 cores: 1.29× on a story at T = 1, about 1× at "
-                "T = 0). Train one with python -m specviz train-draft.",
+                "on only 0.2–0.45 of tokens, so on a 2-core CPU it pays little or not at all: one command-line "
+                "run in bfloat16 gave 1.29× (0.99–1.59×) on a story at T = 1 and 1.06× at T = 0, while four runs "
+                "in the page at T = 1, on the poem and a story, measured 0.79–0.93×. Train one with python -m "
+                "specviz train-draft.",
                 "eagle[:DIR] (a learned head on the target's features: the shipped one, or a head directory)",
                 _build_eagle, needs_model=True, pattern=r"eagle(?::(.+))?"),
     DrafterKind("lookup+eagle", "Prompt lookup, else the learned head",

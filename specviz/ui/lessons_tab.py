@@ -107,7 +107,8 @@ def build(ctx: PageContext) -> None:
     targets = [components[target] for target in LESSON_TARGETS]
     for name in LESSONS:
         with gr.Row():
-            button = gr.Button(name, scale=1, min_width=280)
+            # sv-lesson-button: a system font stack (styles.LESSON_BUTTON_CSS), whose glyphs cover the label.
+            button = gr.Button(name, scale=1, min_width=280, elem_classes="sv-lesson-button")
             with gr.Column(scale=3):
                 gr.Markdown(lesson_note(name))
                 slug = LESSONS[name]["slug"]

@@ -11,6 +11,7 @@ import threading
 
 import gradio as gr
 
+from ..analysis import race_clock
 from ..request import to_int
 from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from . import settings, visitors
@@ -72,7 +73,9 @@ def race_view(state, first, last, upto=None):
         ends = [int(x) if x not in (None, "") and int(x) >= 1 else None for x in (first, last)]
     except (TypeError, ValueError):
         ends = [None, None]
-    lanes = race.race_lanes(state.rounds[:n], state.baseline.step_ms if state.baseline else None)
+    start, plain_start, per_token = race_clock(state.rounds[:n], state.prefill_ms, state.baseline)
+    lanes = race.race_lanes(state.rounds[:n], per_token, speculative_start_ms=start,
+                            plain_start_ms=plain_start or 0.0)
     if ends == [None, None]:
         return race.race_figure(lanes)
     lo, hi = ends[0] or 1, ends[1] or n

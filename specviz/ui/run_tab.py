@@ -89,7 +89,8 @@ def apply_preset(name: str):
     return (gr.update(value=p["target"]), gr.update(value=p["drafter"]),
             gr.update(value=p["draft_model"], visible=DRAFTER_KINDS[p["drafter"]].parameter == "model_name"),
             gr.update(value=p["chat"]),
-            settings.preset_note(name))
+            settings.preset_note(name),
+            gr.update(value=p["prompt"]) if p.get("prompt") else gr.skip())
 
 
 # A drafter chosen: show the controls it needs, and its note (no docstring, as above).
@@ -289,7 +290,8 @@ def _lossless_panel(c, public: bool) -> None:
 def _wire(c, ctx: PageContext) -> None:
     """The events: the generation (one queue slot), Stop, the lossless check, and the model-free
     views (inspector, replay, export, load), which never wait behind a generation."""
-    c.preset.change(apply_preset, c.preset, [c.target_id, c.drafter_kind, c.draft_model, c.chat, c.drafter_note])
+    c.preset.change(apply_preset, c.preset, [c.target_id, c.drafter_kind, c.draft_model, c.chat, c.drafter_note,
+                                             c.prompt])
     c.drafter_kind.change(on_drafter_change, c.drafter_kind, [c.draft_model, c.early_exit_layers, c.drafter_note]).then(
         pair_note, [c.drafter_kind, c.target_id, c.draft_model], c.drafter_note, api_name=False, **FREE)
     c.device.change(on_device_change, [c.device, c.drafter_kind], [c.drafter_kind, c.early_exit_layers],

@@ -20,11 +20,28 @@ from .. import memory, models, theory
 from ..drafters import DRAFTER_KINDS, drafter_kind, kinds_for
 from ..request import DEFAULT_LIMITS, Limits, ServerDevice, public_mode, public_policy
 
+EXAMPLES = [
+    ["Fix the typos in this text and change nothing else:\n\nTeh quick brown fox jumsp over the lazy dog. "
+     "It was a sunny day and teh fox was vrey happy to be outside in the feild. Teh dog, however, did not "
+     "care about the fox at all and kept sleeping under teh old oak tree.", True],
+    ["Convert this CSV to a JSON list of objects:\n\nname,age,city\nAlice,34,Paris\nBob,29,Berlin\n"
+     "Carol,41,Madrid\nDave,25,Lisbon\nEve,38,Vienna", True],
+    ["Rename the variable `x` to `total` in this code and return the code:\n\n"
+     "def add_all(values):\n    x = 0\n    for v in values:\n        x = x + v\n    return x\n", True],
+    ["Write a short poem about a lighthouse keeper.", True],
+    ["The history of the printing press begins", False],
+]
+EXAMPLE_LABELS = ["Fix typos (copy-heavy)", "CSV → JSON (copy-heavy)", "Rename a variable (copy-heavy)",
+                  "A poem (free text)", "Continue plain text (free text, no chat)"]
+FREE_TEXT_PROMPT = EXAMPLES[3][0]
+
+#: The Model pair menu. A preset may name a ``prompt`` that choosing it puts in the Prompt box: the
+#: learned head drafts free text, and on the default typo prompt at T = 1 its output came out garbled.
 PRESETS = {
     "SmolLM2-135M-Instruct · offline": dict(target="smollm2-135m-instruct", drafter="ngram", draft_model="",
                                             chat=True),
     "SmolLM2-135M-Instruct + its learned head (EAGLE) · offline": dict(
-        target="smollm2-135m-instruct", drafter="eagle", draft_model="", chat=True),
+        target="smollm2-135m-instruct", drafter="eagle", draft_model="", chat=True, prompt=FREE_TEXT_PROMPT),
     "Gemma-3-270M (base) · offline": dict(target="gemma-3-270m", drafter="ngram", draft_model="", chat=False),
     "SmolLM2-135M → SmolLM2-1.7B-Instruct · hub, GPU": dict(
         target="HuggingFaceTB/SmolLM2-1.7B-Instruct", drafter="model",
@@ -127,20 +144,6 @@ def limits(public: bool) -> Limits:
 DRAFTERS = [(kind.label, kind.spec) for kind in DRAFTER_KINDS.values()]
 DRAFTER_NOTES = {spec: kind.note for spec, kind in DRAFTER_KINDS.items()}
 
-EXAMPLES = [
-    ["Fix the typos in this text and change nothing else:\n\nTeh quick brown fox jumsp over the lazy dog. "
-     "It was a sunny day and teh fox was vrey happy to be outside in the feild. Teh dog, however, did not "
-     "care about the fox at all and kept sleeping under teh old oak tree.", True],
-    ["Convert this CSV to a JSON list of objects:\n\nname,age,city\nAlice,34,Paris\nBob,29,Berlin\n"
-     "Carol,41,Madrid\nDave,25,Lisbon\nEve,38,Vienna", True],
-    ["Rename the variable `x` to `total` in this code and return the code:\n\n"
-     "def add_all(values):\n    x = 0\n    for v in values:\n        x = x + v\n    return x\n", True],
-    ["Write a short poem about a lighthouse keeper.", True],
-    ["The history of the printing press begins", False],
-]
-EXAMPLE_LABELS = ["Fix typos (copy-heavy)", "CSV → JSON (copy-heavy)", "Rename a variable (copy-heavy)",
-                  "A poem (free text)", "Continue plain text (free text, no chat)"]
-FREE_TEXT_PROMPT = EXAMPLES[3][0]
 
 
 # ----------------------------------------------------------------------------- per device

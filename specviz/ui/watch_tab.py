@@ -26,8 +26,8 @@ from .draw.escape import as_text
 from .share import copy_link
 from .state import RunState
 from .teach import link_query
-from .teach.beats import (DRAFT, TEST, Beat, beats, depths, is_chain, position_distributions, quoted, score_guess,
-                          simulate_draws)
+from .teach.beats import (DRAFT, RESIDUAL, TEST, Beat, beats, depths, is_chain, most_different_position,
+                          position_distributions, quoted, score_guess, simulate_draws, total_variation)
 from .user_errors import refused, user_errors
 
 TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
@@ -151,17 +151,30 @@ def _cursor_node(round_: Round, beat: Beat) -> int | None:
     return 0 if round_.drafted else None
 
 
+def _lossless_node(round_: Round, beat: Beat) -> int | None:
+    """The position the losslessness view shows: the one a test or a resample acts on at its
+    beat; at any other beat (the drafts, the verify pass, a bonus) the pass's position where
+    p_draft and p_target differ most, so the view does not open on a bar with no residual to see."""
+    if beat.kind in (TEST, RESIDUAL):
+        return _cursor_node(round_, beat)
+    return most_different_position(round_)
+
+
 def _lossless_views(round_: Round, beat: Beat):
-    """The stacked bar at the cursor's position and its text (an empty figure when nothing was drafted)."""
-    node = _cursor_node(round_, beat)
+    """The stacked bar at :func:`_lossless_node`'s position and its text (an empty figure when
+    nothing was drafted)."""
+    node = _lossless_node(round_, beat)
     if node is None or not round_.drafted[node].top_target:
         return (beat_charts.empty_figure("nothing drafted at this pass"),
                 "Nothing was drafted in this pass (or its distributions were not recorded): no position to check.")
     t = round_.drafted[node]
     dists = position_distributions(t)
-    text = (f"**Position of {as_text(quoted(t.text))}** (draft {node + 1}): each bar is p_target, split into "
-            f"min(p_draft, p_target), what an accepted draft contributes, and max(0, p_target − p_draft), what a "
-            f"rejection's resample contributes. The trace records each distribution's 10 most likely tokens; the "
+    why = ("the position this beat decides" if beat.kind in (TEST, RESIDUAL) else
+           f"this pass's position where p_draft and p_target differ most, total variation "
+           f"{total_variation(*dists.arrays()):.3f}; a test beat shows its own position")
+    text = (f"**Position of {as_text(quoted(t.text))}** (draft {node + 1}; {why}): each bar is p_target, "
+            f"split into min(p_draft, p_target), what an accepted draft contributes, and max(0, p_target − p_draft), "
+            f"what a rejection's resample contributes. The trace records each distribution's 10 most likely tokens; the "
             f"rest of each side is the **other tokens** bucket ({dists.other_target:.4f} of p_target, "
             f"{dists.other_draft:.4f} of p_draft). Press **Draw** to run the rule many times here.")
     title = f"Draft {node + 1} {quoted(t.text)}: accepted mass + residual mass = p_target"
@@ -175,7 +188,7 @@ def _beat_views(w: Watched, pass_index: int, beat_index: int, still: bool):
     beat_index = min(max(beat_index, 0), len(all_beats) - 1)
     label = f"Pass {pass_index + 1} · "
     stack, stack_text = _lossless_views(round_, all_beats[beat_index])
-    return (gr.update(maximum=len(all_beats) - 1, value=beat_index),
+    return (gr.update(maximum=len(all_beats), value=beat_index + 1),
             stage_html(w, pass_index, beat_index, still),
             beat_charts.beat_figure(round_, all_beats[: beat_index + 1], label), stack, stack_text)
 
@@ -188,6 +201,12 @@ def _pass_views(w: Watched, pass_index: int, beat_index: int, still: bool):
             gr.update(choices=choices, value=[], interactive=bool(choices)), gr.update(value=0),
             "Guess before the tests play: tick the drafts you expect to be accepted, say how many tokens the pass "
             "will emit, and lock it in." if choices else "Nothing drafted in this pass: nothing to guess.")
+
+
+def _beat_index(beat_no) -> int:
+    """The 0-based beat under a 1-based beat number (the scrubber's and the link's, as the stage
+    counts them: "beat 1 of 8"); empty means the first."""
+    return int(beat_no or 1) - 1
 
 
 def _index(w: Watched, pass_no) -> int:
@@ -230,13 +249,13 @@ def on_pass(w: Watched, pass_no, still: bool):
 
 def on_beat(w: Watched, pass_no, beat_no, still: bool):
     """The scrubber (or the reduced-motion box) moved: that beat of the current pass."""
-    return _beat_views(w, _index(w, pass_no), int(beat_no or 0), bool(still))
+    return _beat_views(w, _index(w, pass_no), _beat_index(beat_no), bool(still))
 
 
 def step(w: Watched, pass_no, beat_no, still: bool, delta: int):
     """One beat forward or back; past a pass's last beat, the next pass's first (and back)."""
     i = _index(w, pass_no)
-    b = int(beat_no or 0) + delta
+    b = _beat_index(beat_no) + delta
     n = len(beats(w.rounds[i]))
     if b >= n and i + 1 < len(w.rounds):
         return (gr.update(value=i + 2), *_pass_views(w, i + 1, 0, bool(still)))
@@ -263,7 +282,7 @@ def lock_guess(w: Watched, pass_no, beat_no, picks, count, score: dict, still: b
         return "Nothing drafted in this pass: nothing to guess.", score, *skip
     if key in score["scored"]:
         return f"Pass {i + 1} is already scored; pick another pass.", score, *skip
-    if int(beat_no or 0) >= first:
+    if _beat_index(beat_no) >= first:
         return (f"The decisions of pass {i + 1} are already showing: go back to its verify beat (beat {first}) "
                 "or pick another pass, then guess.", score, *skip)
     with user_errors():
@@ -282,11 +301,12 @@ def lock_guess(w: Watched, pass_no, beat_no, picks, count, score: dict, still: b
 
 
 def draw(w: Watched, pass_no, beat_no, n_draws):
-    """Simulate the accept/resample rule (and the accept-every-draft control) at the cursor's position."""
+    """Simulate the accept/resample rule (and the accept-every-draft control) at the position the
+    losslessness view shows (:func:`_lossless_node`)."""
     i = _index(w, pass_no)
     round_ = w.rounds[i]
     all_beats = beats(round_)
-    node = _cursor_node(round_, all_beats[min(max(int(beat_no or 0), 0), len(all_beats) - 1)])
+    node = _lossless_node(round_, all_beats[min(max(_beat_index(beat_no), 0), len(all_beats) - 1)])
     if node is None or not round_.drafted[node].top_target:
         raise refused("No drafted position here to draw at: pick a pass that drafted something.")
     with user_errors():
@@ -297,9 +317,9 @@ def draw(w: Watched, pass_no, beat_no, n_draws):
 
 
 def open_trace(name: str, pass_: int, beat: int):
-    """A bundled trace opened at pass ``pass_`` (1-based) and beat ``beat`` (0-based, clamped to the
-    pass): the values of ``ctx.watch[1]``'s outputs (source, state, pass slider, then the pass's
-    views), for a deep link such as ``?trace=poem_int8&pass=2&beat=5``.
+    """A bundled trace opened at pass ``pass_`` (1-based) and beat ``beat`` (1-based as the stage
+    counts it, clamped to the pass): the values of ``ctx.watch[1]``'s outputs (source, state, pass
+    slider, then the pass's views), for a deep link such as ``?trace=poem_int8&pass=2&beat=5``.
 
     Raises:
         gr.Error: for an unknown trace or a pass outside the trace (one sentence).
@@ -308,7 +328,7 @@ def open_trace(name: str, pass_: int, beat: int):
         w = bundled(name)
     i = _index(w, pass_)
     return (gr.update(value=w.label), w, gr.update(maximum=max(len(w.rounds), 2), value=i + 1),
-            *_pass_views(w, i, int(beat or 0), False))
+            *_pass_views(w, i, _beat_index(beat), False))
 
 
 def watch_query(source: str, pass_: int, beat: int) -> str:
@@ -317,7 +337,7 @@ def watch_query(source: str, pass_: int, beat: int) -> str:
     stem = next((s for s, label in BUNDLED.items() if source in (s, label)), None)
     if stem is None:
         return "Only a bundled trace has a link: your own run lives in your session. Export it to share it."
-    return link_query.watch_link(stem, int(pass_ or 1), int(beat or 0))
+    return link_query.watch_link(stem, int(pass_ or 1), int(beat or 1))
 
 
 # --------------------------------------------------------------------------- the tab
@@ -341,7 +361,8 @@ def build(ctx: PageContext) -> None:
     pass_slider = gr.Slider(1, max(len(w0.rounds), 2), value=p0 + 1, step=1, label="Pass", elem_id="sv-watch-pass")
     with gr.Row():
         back = gr.Button("◀ beat", size="sm", min_width=80, elem_id="sv-watch-back")
-        beat_slider = gr.Slider(0, views[0]["maximum"], value=0, step=1, label="Beat", elem_id="sv-watch-beat")
+        # 1-based, as the stage counts beats ("beat 1 of 8"); the callbacks read it through _beat_index.
+        beat_slider = gr.Slider(1, views[0]["maximum"], value=1, step=1, label="Beat", elem_id="sv-watch-beat")
         nxt = gr.Button("beat ▶", size="sm", min_width=80, elem_id="sv-watch-next")
     stage = gr.HTML(views[1], js_on_load=STAGE_JS, elem_id="sv-watch-stage")
     plot = gr.Plot(views[2], show_label=False, elem_id="sv-watch-plot")

@@ -52,8 +52,8 @@ MARKER_EDGE = "#ffffff"  # the ring around markers and bars that overlap
 SPEEDUP_SCALE = ("#b2182b", "#f7f7f7", "#1b7837")
 
 #: The race lanes' segments by kind (Okabe–Ito, like the colour-blind set).
-RACE: dict[str, str] = {"draft": "#56b4e9", "wasted": "#d55e00", "verify": "#0072b2", "other": "#999999",
-                        "plain": "#e69f00"}
+RACE: dict[str, str] = {"prefill": "#cccccc", "draft": "#56b4e9", "wasted": "#d55e00", "verify": "#0072b2",
+                        "other": "#999999", "plain": "#e69f00"}
 RACE_HIGHLIGHT = "#ffd54a"  # a stretch of passes picked in the race (the token panel's --sv-highlight)
 
 #: The stylesheet's other colours, as CSS variables ``--sv-<name>``.

@@ -4,9 +4,10 @@ The speculative lane lays the run's rounds end to end: each round's draft time (
 split into the share of the drafts that were accepted and the share wasted on rejected or never
 tested drafts), then its verify pass (``Round.verify_ms``) and its bookkeeping (``Round.other_ms``).
 The plain lane is what plain decoding would have spent on the same number of tokens: one step of
-the measured baseline's ``step_ms`` per token (:class:`specviz.analysis.PlainBaseline`). Both
-start at 0 after the prompt's prefill (which both pay), so the finish markers differ by exactly
-what speculation saved or cost. Times are milliseconds.
+the measured baseline's ms per token (:class:`specviz.analysis.PlainBaseline`). Each lane may
+start with its prefill (``speculative_start_ms``, ``plain_start_ms``): the page passes
+:func:`specviz.analysis.race_clock`'s, the clock the headline's speedup uses, so plain finish ÷
+speculative finish is the headline's figure. Times are milliseconds.
 
 Waste is counted by the drafts' share: a round that drafted n tokens of which a were accepted
 spent (n − a)/n of its draft time on guesses that were thrown away. (For a tree round n counts
@@ -29,7 +30,7 @@ __all__ = ["COLOURS", "Lanes", "Segment", "race_figure", "race_lanes", "stretch"
 
 #: The segments' colours by kind (Okabe–Ito, safe for colour-blind readers).
 COLOURS = palette.RACE
-LABELS = {"draft": "drafting (accepted share)", "wasted": "drafting wasted on rejected drafts",
+LABELS = {"prefill": "prompt prefill and set-up", "draft": "drafting (accepted share)", "wasted": "drafting wasted on rejected drafts",
           "verify": "verify pass (target)", "other": "bookkeeping", "plain": "plain decoding step"}
 
 
@@ -54,7 +55,7 @@ class Lanes:
         speculative: the speculative run's segments, in time order.
         plain: plain decoding's steps, one per token (``pass_`` is the speculative pass that
             emitted that token, so a stretch of passes maps to a stretch of plain steps).
-        speculative_ms, plain_ms: where each lane finishes (ms).
+        speculative_ms, plain_ms: where each lane finishes (ms), its prefill segment included.
         tokens: tokens emitted (the same in both lanes).
         step_ms: the plain baseline's step time (ms), None when the run has no baseline.
     """
@@ -80,16 +81,23 @@ def _round_segments(r: Round, t: float, pass_: int) -> list[Segment]:
     return [s for s in out if s.ms > 0 or s.kind == "verify"]
 
 
-def race_lanes(rounds: Sequence[Round], step_ms: float | None) -> Lanes:
+def race_lanes(rounds: Sequence[Round], step_ms: float | None, *, speculative_start_ms: float = 0.0,
+               plain_start_ms: float = 0.0) -> Lanes:
     """The two lanes of ``rounds`` (a run's :class:`~specviz.trace.Round` list) against plain
-    decoding at ``step_ms`` per token (ms; the baseline's ``PlainBaseline.step_ms``, None or ≤ 0
-    for no plain lane).
+    decoding at ``step_ms`` per token (ms; None or ≤ 0 for no plain lane), each lane opening with a
+    ``prefill`` segment (pass 0) of ``speculative_start_ms`` / ``plain_start_ms`` when above 0
+    (:func:`specviz.analysis.race_clock` gives all three as the headline counts them).
 
     Raises:
         ValueError: if a round has a negative time.
     """
     lanes = Lanes(step_ms=step_ms if step_ms and step_ms > 0 else None)
-    t = 0.0
+    t = max(float(speculative_start_ms or 0.0), 0.0)
+    plain_t = max(float(plain_start_ms or 0.0), 0.0) if lanes.step_ms is not None else 0.0
+    if t > 0:
+        lanes.speculative.append(Segment("prefill", 0.0, t, 0))
+    if plain_t > 0:
+        lanes.plain.append(Segment("prefill", 0.0, plain_t, 0))
     for n, r in enumerate(rounds, start=1):
         if min(r.draft_ms, r.verify_ms, r.other_ms) < 0:
             raise ValueError(f"round {r.index} has a negative time")
@@ -97,12 +105,13 @@ def race_lanes(rounds: Sequence[Round], step_ms: float | None) -> Lanes:
         t += r.draft_ms + r.verify_ms + r.other_ms
         if lanes.step_ms is not None:
             for _ in r.emitted:
-                lanes.plain.append(Segment("plain", lanes.tokens * lanes.step_ms, lanes.step_ms, n, tokens=1))
+                lanes.plain.append(Segment("plain", plain_t + lanes.tokens * lanes.step_ms, lanes.step_ms, n,
+                                           tokens=1))
                 lanes.tokens += 1
         else:
             lanes.tokens += len(r.emitted)
     lanes.speculative_ms = t
-    lanes.plain_ms = lanes.tokens * lanes.step_ms if lanes.step_ms is not None else 0.0
+    lanes.plain_ms = plain_t + lanes.tokens * lanes.step_ms if lanes.step_ms is not None else 0.0
     return lanes
 
 
@@ -155,6 +164,6 @@ def race_figure(lanes: Lanes, highlight: tuple[int, int] | None = None):
     fig.update_layout(barmode="overlay", height=260, margin=dict(l=10, r=10, t=40, b=40),
                       title=dict(text=f"Race on one clock: speculative {lanes.speculative_ms:.0f} ms; {saved}",
                                  font=dict(size=13)),
-                      xaxis_title="time since prefill (ms)", legend=dict(orientation="h", y=-0.35),
+                      xaxis_title="time since the prompt was sent (ms; prefill included, as the headline)", legend=dict(orientation="h", y=-0.35),
                       yaxis=dict(categoryorder="array", categoryarray=[plain, spec]))
     return fig

@@ -5,7 +5,7 @@ colour-blind switch recolours every token kind, the Watch tab's chips included.
 
 Sections, in the order they are written: the token stream and its panel (:mod:`.run_views`), Watch
 a pass's stage (:mod:`specviz.ui.watch_tab`), the guided tour's panel (:mod:`specviz.ui.tour`),
-the stretch highlight, and the phone layout.
+the stretch highlight, the lesson buttons, and the phone layout.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import functools
 
 from .palette import css_variables
 
-__all__ = ["PHONE_CSS", "TOKENS_CSS", "TOUR_CSS", "WATCH_CSS", "page_css"]
+__all__ = ["LESSON_BUTTON_CSS", "PHONE_CSS", "TOKENS_CSS", "TOUR_CSS", "WATCH_CSS", "page_css"]
 
 TOKENS_CSS = """
 .sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
@@ -100,6 +100,17 @@ TOUR_CSS = """
 .sv-round.sv-stretch { background: var(--sv-highlight); box-shadow: 0 0 0 1px var(--sv-highlight-edge) inset; }
 """
 
+#: System fonts only, no web font: on the theme's web font (Source Sans Pro, from the page's static
+#: files) a lesson button's capital "A" was seen in another face than the rest of its label. Each
+#: family here is a whole system font covering Latin, so a label renders in one face.
+SYSTEM_SANS = ('system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "DejaVu Sans", "Liberation Sans", '
+               'Arial, sans-serif')
+
+#: The Lessons tab's buttons (:mod:`specviz.ui.lessons_tab`, class ``sv-lesson-button``).
+LESSON_BUTTON_CSS = f"""
+.sv-lesson-button, .sv-lesson-button * {{ font-family: {SYSTEM_SANS} !important; }}
+"""
+
 #: Phones (under 600 px): rows wrap, the Run tab's two columns stack (side by side they were 170 and
 #: 180 px wide, cutting the dropdowns), the token box is shorter, wide figures and tables scroll sideways.
 PHONE_CSS = """
@@ -123,4 +134,4 @@ PHONE_CSS = """
 @functools.cache
 def page_css() -> str:
     """The whole stylesheet: the palette's variables, then every section above."""
-    return css_variables() + TOKENS_CSS + WATCH_CSS + TOUR_CSS + PHONE_CSS
+    return css_variables() + TOKENS_CSS + WATCH_CSS + TOUR_CSS + LESSON_BUTTON_CSS + PHONE_CSS

@@ -342,6 +342,21 @@ def total_variation(p: np.ndarray, q: np.ndarray) -> float:
     return float(0.5 * np.abs(np.asarray(p, dtype=np.float64) - np.asarray(q, dtype=np.float64)).sum())
 
 
+def most_different_position(round_: Round) -> int | None:
+    """The drafted node whose recorded p_draft and p_target differ most (largest
+    :func:`total_variation` over :func:`position_distributions`), where the stacked bar shows a
+    real residual and a draw shows the rule correcting the draft; None when no drafted node has
+    recorded distributions. Ties go to the earliest node."""
+    best, best_tv = None, -1.0
+    for i, token in enumerate(round_.drafted):
+        if not token.top_target or not token.top_draft:
+            continue
+        tv = total_variation(*position_distributions(token).arrays())
+        if tv > best_tv:
+            best, best_tv = i, tv
+    return best
+
+
 def simulate_draws(dists: PositionDistributions, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` draws of the accept/resample rule at one position, and ``n`` of the broken control.
 

@@ -15,7 +15,7 @@ Parameters (see README, "Classroom links"):
   cost v (any subset; the others keep their defaults); implies ``tab=playground``;
 * ``lesson=SLUG``: apply that lesson (it selects the Run tab);
 * ``trace=NAME&pass=N&beat=B``: open the Watch tab on verify pass N (1-based) of bundled trace
-  NAME at beat B (0-based); ``pass`` and ``beat`` default to 1 and 0.
+  NAME at beat B (1-based, as the stage counts beats); ``pass`` and ``beat`` default to 1.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class Link:
             (``run``) or a trace (``watch``)).
         playground: the valid Playground values given, by name (``alpha``, ``k``, ``c``, ``v``).
         lesson: the lesson slug to apply.
-        trace: (trace name, pass N ≥ 1, beat ≥ 0) for the Watch tab.
+        trace: (trace name, pass N ≥ 1, beat B ≥ 1) for the Watch tab (both 1-based, as the stage counts them).
         notes: one short sentence per parameter that was ignored, and why.
     """
 
@@ -103,7 +103,7 @@ def _trace(params: Mapping[str, str], notes: list[str]) -> tuple[str, int, int] 
         notes.append("trace is not a trace name (letters, digits, '_', '-', '.'): ignored.")
         return None
     pass_ = _whole("pass", params.get("pass"), 1, 1, notes)
-    beat = _whole("beat", params.get("beat"), 0, 0, notes)
+    beat = _whole("beat", params.get("beat"), 1, 1, notes)
     return None if pass_ is None or beat is None else (name, pass_, beat)
 
 
@@ -163,6 +163,6 @@ def tab_link(tab: str) -> str:
     return _query({"tab": tab})
 
 
-def watch_link(trace: str, pass_: int, beat: int = 0) -> str:
-    """The query that opens the Watch tab on verify pass ``pass_`` (1-based) of ``trace`` at ``beat``."""
+def watch_link(trace: str, pass_: int, beat: int = 1) -> str:
+    """The query that opens the Watch tab on verify pass ``pass_`` of ``trace`` at ``beat`` (both 1-based)."""
     return _query({"trace": trace, "pass": int(pass_), "beat": int(beat)})

@@ -91,6 +91,14 @@ def test_a_pass_plays_beat_by_beat_with_the_traces_numbers_and_a_guess_is_scored
     _wait_sentence(page, beats(rounds[4])[0].sentence)
 
 
+def _wait_rule_text(page, want: str) -> None:
+    try:
+        page.wait_for_function("([sel, want]) => document.querySelector(sel)?.innerText.includes(want)",
+                               arg=["#sv-watch-rule-text", want], timeout=30_000)
+    except Exception as error:  # say what the panel showed instead
+        raise AssertionError(f"{want!r} not in {page.inner_text('#sv-watch-rule-text')[:300]!r}") from error
+
+
 def test_the_rule_switch_changes_the_accepted_count_of_a_recorded_pass(page):
     """poem_int8's pass 13, replayed with its recorded u: the full rule keeps 2 of 4 drafts (as the
     run did), one-hot 0 (its argmax is not the drawn draft and p_target of it is small), block
@@ -102,18 +110,17 @@ def test_the_rule_switch_changes_the_accepted_count_of_a_recorded_pass(page):
     box.press("Enter")
     _wait_sentence(page, beats(_rounds("poem_int8")[12])[0].sentence)
     page.get_by_text("The same pass under another rule").click()
+    _wait_rule_text(page, "Pass 13 under full")
     kept = {rule: replay_rule(_rounds("poem_int8")[12], rule).accepted[0] for rule in ("full", "one-hot", "block")}
     assert kept == {"full": 2, "one-hot": 0, "block": 4}
     for rule in ("one-hot", "block", "full"):
         page.locator("#sv-watch-rule").get_by_label(rule, exact=True).check()
         want = f"{rule} keeps {kept[rule]} of 4 drafts"
-        page.wait_for_function("([sel, want]) => document.querySelector(sel)?.innerText.includes(want)",
-                               arg=["#sv-watch-rule-text", want], timeout=30_000)
+        _wait_rule_text(page, want)
         assert "the recording kept 2" in page.inner_text("#sv-watch-rule-text")
         assert page.locator("#sv-watch-rule-plot .js-plotly-plot").count() == 1
     page.locator("#sv-watch-rule").get_by_label("relaxed-top-k (LOSSY control)", exact=True).check()
-    page.wait_for_function("([sel, want]) => document.querySelector(sel)?.innerText.includes(want)",
-                           arg=["#sv-watch-rule-text", "the Run tab's lossless check fails for it"], timeout=30_000)
+    _wait_rule_text(page, "the Run tab's lossless check fails for it")
 
 
 def test_the_lossless_check_passes_for_the_exact_rules_and_fails_for_the_lossy_control(app_url):

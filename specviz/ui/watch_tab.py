@@ -365,8 +365,9 @@ def draw(w: Watched, pass_no, beat_no, n_draws):
 
 def open_trace(name: str, pass_: int, beat: int):
     """A bundled trace opened at pass ``pass_`` (1-based) and beat ``beat`` (0-based, clamped to the
-    pass): the values of ``ctx.watch[1]``'s outputs (source, state, pass slider, then the pass's
-    views), for a deep link such as ``?trace=poem_int8&pass=2&beat=5``.
+    pass): the values of ``ctx.watch[1]``'s outputs (source, state, pass slider, the pass's views,
+    then the rule switch back on the full rule and its replay), for a deep link such as
+    ``?trace=poem_int8&pass=2&beat=5``.
 
     Raises:
         gr.Error: for an unknown trace or a pass outside the trace (one sentence).
@@ -375,7 +376,7 @@ def open_trace(name: str, pass_: int, beat: int):
         w = bundled(name)
     i = _index(w, pass_)
     return (gr.update(value=w.label), w, gr.update(maximum=max(len(w.rounds), 2), value=i + 1),
-            *_pass_views(w, i, int(beat or 0), False))
+            *_pass_views(w, i, int(beat or 0), False), gr.update(value="full"), *rule_replay_views(w, i + 1, "full"))
 
 
 def watch_query(source: str, pass_: int, beat: int) -> str:
@@ -437,24 +438,25 @@ def build(ctx: PageContext) -> None:
     beat_out = [beat_slider, stage, plot, stack, stack_md]
     pass_out = beat_out + [picks, count, score_md]
     run_state = ctx.run_state if ctx.run_state is not None else gr.State(None)
+    # The replay follows every event that moves to another pass (.then: once its pass is on screen),
+    # and the rule switch itself.
     replay_io = ([state, pass_slider, rule], [rule_md, rule_plot])
     for event in (source.input, load_btn.click):
         event(load, [source, run_state, still], [state, pass_slider, *pass_out], **FREE).then(
             rule_replay_views, *replay_io, **FREE)
-    # .change: the visitor's moves and this tab's own steps to the next pass alike.
-    for event in (pass_slider.change, rule.change):
-        event(rule_replay_views, *replay_io, trigger_mode="always_last", **FREE)
+    rule.change(rule_replay_views, *replay_io, trigger_mode="always_last", **FREE)
     # .input: the visitor's drags and typed numbers, not this tab's own updates (a step to the next
     # pass sets the pass slider, which must not reset the beat); always_last skips a drag's middle.
-    pass_slider.input(on_pass, [state, pass_slider, still], pass_out, trigger_mode="always_last", **FREE)
+    pass_slider.input(on_pass, [state, pass_slider, still], pass_out, trigger_mode="always_last", **FREE).then(
+        rule_replay_views, *replay_io, **FREE)
     beat_slider.input(on_beat, [state, pass_slider, beat_slider, still], beat_out, trigger_mode="always_last",
                       **FREE)
     still.input(on_beat, [state, pass_slider, beat_slider, still], beat_out, **FREE)
     for button, delta in ((back, -1), (nxt, 1)):
         button.click(functools.partial(step, delta=delta), [state, pass_slider, beat_slider, still],
-                     [pass_slider, *pass_out], **FREE)
+                     [pass_slider, *pass_out], **FREE).then(rule_replay_views, *replay_io, **FREE)
     lock.click(lock_guess, [state, pass_slider, beat_slider, picks, count, score, still],
                [score_md, score, *beat_out], **FREE)
     draw_btn.click(draw, [state, pass_slider, beat_slider, n_draws], draws_plot, **FREE)
     copy_link("Copy link", "sv-watch-copy", watch_query, [source, pass_slider, beat_slider])
-    ctx.watch = (open_trace, [source, state, pass_slider, *pass_out])
+    ctx.watch = (open_trace, [source, state, pass_slider, *pass_out, rule, rule_md, rule_plot])

@@ -392,7 +392,8 @@ def watch_query(source: str, pass_: int, beat: int) -> str:
 INTRO = ("Watch **one verify pass** decide, beat by beat, from a real run's trace: the drafts appear, one target "
          "pass scores them all, each test draws its recorded u against min(1, p_target/p_draft), and the pass ends "
          "with a resample from the residual or a bonus token. Step with **Space** or **→** (back: **←**), the "
-         "buttons, or the scrubber. Guess first, then watch.")
+         "buttons, or the scrubber. Guess first, then watch. **The same pass under another rule** replays its test "
+         "under one-hot, exact match, block verification or a lossy control, with the same recorded u.")
 
 
 def build(ctx: PageContext) -> None:

@@ -109,7 +109,7 @@ def test_the_rule_switch_changes_the_accepted_count_of_a_recorded_pass(page):
     box.fill("13")
     box.press("Enter")
     _wait_sentence(page, beats(_rounds("poem_int8")[12])[0].sentence)
-    page.get_by_text("The same pass under another rule").click()
+    page.get_by_role("button", name="The same pass under another rule").click()
     _wait_rule_text(page, "Pass 13 under full")
     kept = {rule: replay_rule(_rounds("poem_int8")[12], rule).accepted[0] for rule in ("full", "one-hot", "block")}
     assert kept == {"full": 2, "one-hot": 0, "block": 4}

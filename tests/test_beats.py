@@ -180,7 +180,8 @@ def test_the_tab_opens_a_bundled_trace_at_a_pass_and_beat_and_steps_across_passe
     from specviz.ui import watch_tab
 
     out = watch_tab.open_trace("poem_int8", 2, 4)
-    assert len(out) == 11  # source, state, pass slider, then the pass's eight views
+    assert len(out) == 14  # source, state, pass slider, the pass's eight views, the rule switch and its replay
+    assert out[11] == {"value": "full", "__type__": "update"} and "Pass 2 under full" in out[12]
     w = out[1]
     # The scrubber counts beats as the stage does, 1 to 8: beat 4 is the scrubber's 4.
     assert out[2]["value"] == 2 and out[3] == {"maximum": 8, "value": 4, "__type__": "update"}

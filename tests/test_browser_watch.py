@@ -1,6 +1,9 @@
 """The "Watch a pass" tab in a real browser (headless Debian Chromium, see tests/test_browser.py):
 a bundled trace loads, pass 2 plays beat by beat with the keyboard, each beat saying the trace's own
-numbers in order, and a guess made before the reveal is scored against the real probabilities."""
+numbers in order, and a guess made before the reveal is scored against the real probabilities; the
+rule switch replays a recorded pass under each verification rule, and the Run tab's lossless check
+(through the page's /lossless API, the call its button makes) passes for the exact rules and fails
+for the lossy control."""
 
 from __future__ import annotations
 
@@ -10,8 +13,9 @@ import os
 import pytest
 from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the app started once, a Chromium page)
 
+from specviz.rules import RULES
 from specviz.trace import trace_from_dict
-from specviz.ui.teach.beats import beats, fmt, score_guess
+from specviz.ui.teach.beats import beats, fmt, replay_rule, score_guess
 from specviz.ui.watch_tab import BUNDLED, TRACES
 
 pytestmark = [pytest.mark.browser,
@@ -88,3 +92,58 @@ def test_a_pass_plays_beat_by_beat_with_the_traces_numbers_and_a_guess_is_scored
     box.fill("5")
     box.press("Enter")
     _wait_sentence(page, beats(rounds[4])[0].sentence)
+
+
+def _wait_rule_text(page, want: str) -> None:
+    try:
+        page.wait_for_function("([sel, want]) => document.querySelector(sel)?.innerText.includes(want)",
+                               arg=["#sv-watch-rule-text", want], timeout=30_000)
+    except Exception as error:  # say what the panel showed instead
+        raise AssertionError(f"{want!r} not in {page.inner_text('#sv-watch-rule-text')[:300]!r}") from error
+
+
+def test_the_rule_switch_changes_the_accepted_count_of_a_recorded_pass(page):
+    """poem_int8's pass 13, replayed with its recorded u: the full rule keeps 2 of 4 drafts (as the
+    run did), one-hot 0 (its argmax is not the drawn draft and p_target of it is small), block
+    verification 4 (its last test passes, which keeps the whole block)."""
+    page.get_by_role("tab", name="Watch a pass").click()
+    _choose(page, BUNDLED["poem_int8"])
+    box = page.locator("#sv-watch-pass input[type=number]")
+    box.fill("13")
+    box.press("Enter")
+    _wait_sentence(page, beats(_rounds("poem_int8")[12])[0].sentence)
+    page.get_by_role("button", name="The same pass under another rule").click()
+    _wait_rule_text(page, "Pass 13 under full")
+    kept = {rule: replay_rule(_rounds("poem_int8")[12], rule).accepted[0] for rule in ("full", "one-hot", "block")}
+    assert kept == {"full": 2, "one-hot": 0, "block": 4}
+    for rule in ("one-hot", "block", "full"):
+        page.locator("#sv-watch-rule").get_by_label(rule, exact=True).check()
+        want = f"{rule} keeps {kept[rule]} of 4 drafts"
+        _wait_rule_text(page, want)
+        assert "the recording kept 2" in page.inner_text("#sv-watch-rule-text")
+        assert page.locator("#sv-watch-rule-plot .js-plotly-plot").count() == 1
+    page.locator("#sv-watch-rule").get_by_label("relaxed-top-k (LOSSY control)", exact=True).check()
+    _wait_rule_text(page, "the Run tab's lossless check fails for it")
+
+
+def test_the_lossless_check_passes_for_the_exact_rules_and_fails_for_the_lossy_control(app_url):
+    """The Run tab's "Is it lossless?" check, called as its button calls it (the /lossless endpoint of
+    the same server; five checks in a browser would cost five page round trips for nothing more),
+    2000 first tokens each at T = 1 with the int8 self-draft, seed 0. Exact rules: the chi-square
+    p-value of the speculative draws against p_target is above 0.01 (at a fixed seed, the result is
+    reproducible; 0.197 to 0.753 on this machine). Relaxed top-5 keeps a draft in the target's top
+    5 at any ratio, moving the tail's mass into the top 5: its p-value is below 0.001."""
+    gradio_client = pytest.importorskip("gradio_client")
+    client = gradio_client.Client(app_url, verbose=False)
+    args = {"prompt": "The history of the printing press begins", "target_id": "smollm2-135m-instruct",
+            "drafter_kind": "int8", "draft_model": "", "early_exit_layers": 4, "k": 4, "temperature": 1.0, "top_k": 0,
+            "top_p": 1.0, "seed": 0, "chat": False, "device": "cpu", "dtype": "float32", "n_draws": 2000,
+            "control": False}
+    p_values = {}
+    for rule in RULES:
+        _, text = client.predict(**args, rule=rule, api_name="/lossless")
+        assert f"verification rule **{rule}**" in text
+        row = next(line for line in text.splitlines() if line.startswith("| speculative sampling |"))
+        p_values[rule] = float(row.strip("| ").split("|")[-1])
+    assert all(p_values[rule] > 0.01 for rule in RULES if RULES[rule].lossless), p_values
+    assert p_values["relaxed-top-k"] < 0.001, p_values

@@ -19,6 +19,7 @@ from pathlib import Path
 import gradio as gr
 
 from ..request import to_int
+from ..rules import RELAXED_TOP_K, RULES
 from ..trace import Round, emitted_piece, trace_from_dict, visible_text
 from .context import PageContext
 from .draw import beat_charts
@@ -26,8 +27,9 @@ from .draw.escape import as_text
 from .share import copy_link
 from .state import RunState
 from .teach import link_query
-from .teach.beats import (DRAFT, RESIDUAL, TEST, Beat, beats, depths, is_chain, most_different_position,
-                          position_distributions, quoted, score_guess, simulate_draws, total_variation)
+from .teach.beats import (DRAFT, RESIDUAL, RULE_TESTS, TEST, Beat, beats, depths, fmt, is_chain,
+                          most_different_position, position_distributions, quoted, replay_rule, score_guess,
+                          simulate_draws, total_variation)
 from .user_errors import refused, user_errors
 
 TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
@@ -42,7 +44,7 @@ BUNDLED = {
 LAST_RUN = "Your last run or loaded trace (Run tab)"
 DEFAULT = "poem_int8"
 DRAWS = 4000
-FREE = dict(concurrency_limit=None, show_progress="hidden", api_name=False)
+FREE = {"concurrency_limit": None, "show_progress": "hidden", "api_name": False}
 
 #: Space / → step forward, ← back, while the tab is visible and no field has the focus (Space on a
 #: focused button presses it); the plot gets the beat's sentence as its text alternative.
@@ -224,6 +226,59 @@ def _first_pass(w: Watched) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- the pass under each rule
+#: The rule switch's choices: (label, rule name), the lossy control marked.
+RULE_CHOICES = [(name if rule.lossless else f"{name} (LOSSY control)", name) for name, rule in RULES.items()]
+
+
+def _span(value: tuple[float, float], spec: str = ".4f") -> str:
+    lo, hi = value
+    return fmt(lo) if format(lo, spec) == format(hi, spec) else f"[{fmt(lo)}, {fmt(hi)}]"
+
+
+def _kept_word(kept: bool | None) -> str:
+    return "kept" if kept else "not kept" if kept is False else "open (bucket)"
+
+
+def rule_replay_views(w: Watched, pass_no, rule: str):
+    """The shown pass's test replayed under ``rule`` with the recorded u
+    (:func:`specviz.ui.teach.beats.replay_rule`): its words (one sentence on what the rule tests, a
+    row per position, the drafts kept and the expected count) and its beat drawing."""
+    i = _index(w, pass_no)
+    round_ = w.rounds[i]
+    if not round_.drafted:
+        return (f"Pass {i + 1} drafted nothing: no test to replay.", beat_charts.empty_figure("nothing drafted"))
+    try:
+        replay = replay_rule(round_, rule)
+    except ValueError as error:  # a tree pass, a pass without distributions: say so, keep the page
+        return f"Pass {i + 1}: {as_text(str(error))}.", beat_charts.empty_figure("no replay for this pass")
+    rows = []
+    for s in replay.steps:
+        u = "—" if s.uniform is None else fmt(s.uniform)
+        test = "—" if s.passes is None and s.uniform is None else (
+            "passes" if s.passes else "fails" if s.passes is False else "open (bucket)")
+        rows.append(f"| {s.node + 1} | {as_text(quoted(s.text))} | {_span(s.accept)} | {u} | {test} | "
+                    f"{_kept_word(s.kept)} |")
+    what = {"block": "h_i (block)", "relaxed-top-k": f"in the target's top {RELAXED_TOP_K}"}.get(rule, "P(pass) here")
+    lo, hi = replay.accepted
+    count = f"{lo}" if lo == hi else f"{lo} to {hi}"
+    alpha = f"{lo / replay.drafted:.2f}" if lo == hi else f"{lo / replay.drafted:.2f} to {hi / replay.drafted:.2f}"
+    recorded = round_.n_accepted
+    bucket = any(s.accept[0] != s.accept[1] for s in replay.steps)
+    lossy = ("" if RULES[rule].lossless else " **Lossy**: its output is not the target's; the Run tab's lossless "
+             "check fails for it.")
+    text = (f"**Pass {i + 1} under {as_text(rule)}.** {as_text(RULE_TESTS[rule])}{lossy}\n\n"
+            f"| position | token tested | {as_text(what)} | recorded u | test | under {as_text(rule)} |\n"
+            f"|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+            f"With the recorded u, **{as_text(rule)} keeps {count} of {replay.drafted} drafts** (acceptance "
+            f"{alpha} on this pass); the recording kept {recorded}. Expected drafts kept under {as_text(rule)} "
+            f"given the recorded prefix: {_span(replay.expected, '.2f')}."
+            + (" A range [low, high] is the bound the trace's top-10 lists leave: the rest of each distribution is "
+               "an \"other tokens\" bucket of known mass, no token in it above the smallest kept probability "
+               "(the bounds of the run's diagnostics)." if bucket else ""))
+    return text, beat_charts.rule_figure(round_, replay, f"Pass {i + 1} under {rule} · ")
+
+
 # --------------------------------------------------------------------------- callbacks
 def _watched(source: str, run_state) -> Watched:
     if source == LAST_RUN:
@@ -319,7 +374,8 @@ def draw(w: Watched, pass_no, beat_no, n_draws):
 def open_trace(name: str, pass_: int, beat: int):
     """A bundled trace opened at pass ``pass_`` (1-based) and beat ``beat`` (1-based as the stage
     counts it, clamped to the pass): the values of ``ctx.watch[1]``'s outputs (source, state, pass
-    slider, then the pass's views), for a deep link such as ``?trace=poem_int8&pass=2&beat=5``.
+    slider, the pass's views, then the rule switch back on the full rule and its replay), for a deep
+    link such as ``?trace=poem_int8&pass=2&beat=5``.
 
     Raises:
         gr.Error: for an unknown trace or a pass outside the trace (one sentence).
@@ -328,7 +384,7 @@ def open_trace(name: str, pass_: int, beat: int):
         w = bundled(name)
     i = _index(w, pass_)
     return (gr.update(value=w.label), w, gr.update(maximum=max(len(w.rounds), 2), value=i + 1),
-            *_pass_views(w, i, _beat_index(beat), False))
+            *_pass_views(w, i, _beat_index(beat), False), gr.update(value="full"), *rule_replay_views(w, i + 1, "full"))
 
 
 def watch_query(source: str, pass_: int, beat: int) -> str:
@@ -344,7 +400,8 @@ def watch_query(source: str, pass_: int, beat: int) -> str:
 INTRO = ("Watch **one verify pass** decide, beat by beat, from a real run's trace: the drafts appear, one target "
          "pass scores them all, each test draws its recorded u against min(1, p_target/p_draft), and the pass ends "
          "with a resample from the residual or a bonus token. Step with **Space** or **→** (back: **←**), the "
-         "buttons, or the scrubber. Guess first, then watch.")
+         "buttons, or the scrubber. Guess first, then watch. **The same pass under another rule** replays its test "
+         "under one-hot, exact match, block verification or a lossy control, with the same recorded u.")
 
 
 def build(ctx: PageContext) -> None:
@@ -381,23 +438,35 @@ def build(ctx: PageContext) -> None:
             n_draws = gr.Slider(100, 20000, value=DRAWS, step=100, label="Draws", elem_id="sv-watch-draws-n")
             draw_btn = gr.Button("Draw", elem_id="sv-watch-draw")
         draws_plot = gr.Plot(show_label=False, elem_id="sv-watch-draws")
+    with gr.Accordion("The same pass under another rule", open=False):
+        rule = gr.Radio(RULE_CHOICES, value="full", label="Verification rule (replays this pass's test with its "
+                        "recorded u)", elem_id="sv-watch-rule")
+        replay0 = rule_replay_views(w0, p0 + 1, "full")
+        rule_md = gr.Markdown(replay0[0], elem_id="sv-watch-rule-text")
+        rule_plot = gr.Plot(replay0[1], show_label=False, elem_id="sv-watch-rule-plot")
     state, score = gr.State(w0), gr.State(new_score())
     beat_out = [beat_slider, stage, plot, stack, stack_md]
     pass_out = beat_out + [picks, count, score_md]
     run_state = ctx.run_state if ctx.run_state is not None else gr.State(None)
+    # The replay follows every event that moves to another pass (.then: once its pass is on screen),
+    # and the rule switch itself.
+    replay_io = ([state, pass_slider, rule], [rule_md, rule_plot])
     for event in (source.input, load_btn.click):
-        event(load, [source, run_state, still], [state, pass_slider, *pass_out], **FREE)
+        event(load, [source, run_state, still], [state, pass_slider, *pass_out], **FREE).then(
+            rule_replay_views, *replay_io, **FREE)
+    rule.change(rule_replay_views, *replay_io, trigger_mode="always_last", **FREE)
     # .input: the visitor's drags and typed numbers, not this tab's own updates (a step to the next
     # pass sets the pass slider, which must not reset the beat); always_last skips a drag's middle.
-    pass_slider.input(on_pass, [state, pass_slider, still], pass_out, trigger_mode="always_last", **FREE)
+    pass_slider.input(on_pass, [state, pass_slider, still], pass_out, trigger_mode="always_last", **FREE).then(
+        rule_replay_views, *replay_io, **FREE)
     beat_slider.input(on_beat, [state, pass_slider, beat_slider, still], beat_out, trigger_mode="always_last",
                       **FREE)
     still.input(on_beat, [state, pass_slider, beat_slider, still], beat_out, **FREE)
     for button, delta in ((back, -1), (nxt, 1)):
         button.click(functools.partial(step, delta=delta), [state, pass_slider, beat_slider, still],
-                     [pass_slider, *pass_out], **FREE)
+                     [pass_slider, *pass_out], **FREE).then(rule_replay_views, *replay_io, **FREE)
     lock.click(lock_guess, [state, pass_slider, beat_slider, picks, count, score, still],
                [score_md, score, *beat_out], **FREE)
     draw_btn.click(draw, [state, pass_slider, beat_slider, n_draws], draws_plot, **FREE)
     copy_link("Copy link", "sv-watch-copy", watch_query, [source, pass_slider, beat_slider])
-    ctx.watch = (open_trace, [source, state, pass_slider, *pass_out])
+    ctx.watch = (open_trace, [source, state, pass_slider, *pass_out, rule, rule_md, rule_plot])

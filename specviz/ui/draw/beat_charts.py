@@ -9,6 +9,8 @@ the eye to follow, only the change to notice.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -192,3 +194,48 @@ def empty_figure(note: str) -> go.Figure:
     layout["annotations"].append({"text": note, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
                                   "showarrow": False, "font": {"size": 13, "color": palette.NOTE_TEXT}})
     return go.Figure(layout=layout)
+
+
+def rule_figure(round_: Round, replay, pass_label: str = "") -> go.Figure:
+    """The beat drawing of a pass replayed under another rule (:func:`specviz.ui.teach.beats.replay_rule`):
+    the tested tokens' p_draft and p_target bars coloured by what the rule keeps (green kept, red
+    not, grey where the "other tokens" bucket leaves it open), and the number line of the test that
+    decided the pass, with the rule's acceptance probability (its low end) and the recorded u.
+
+    Args:
+        round_: the chain pass; replay: its :class:`~specviz.ui.teach.beats.RuleReplay`.
+    """
+    played, tests = [], []
+    for s in replay.steps:
+        t = round_.drafted[s.node]
+        p_draft = t.p_draft
+        if s.token_id != t.id:  # an argmax draft: its own probabilities
+            p_draft = float(t.top_draft[0][2])
+        played.append(Beat(DRAFT, s.node, s.node, s.token_id, s.text, p_draft, None, None, None, None, 0, ""))
+        if s.kept is not None:
+            tests.append(Beat(TEST, s.node, s.node, s.token_id, s.text, p_draft, s.accept[0], s.accept[0],
+                              s.uniform, s.kept, 0, ""))
+    shown = replace(round_, drafted=[replace(round_.drafted[s.node], id=s.token_id, text=s.text, p_draft=b.p_draft,
+                                             p_target=_target_of(round_.drafted[s.node], s.token_id))
+                                     for s, b in zip(replay.steps, played)])
+    decisive = next((b for b in tests if not b.accepted), tests[-1] if tests else None)
+    verify = Beat("verify", None, None, None, "", None, None, None, None, None, 0, "")
+    played += [verify, *(b for b in tests if b is not decisive)]
+    if decisive is not None and decisive.uniform is not None:
+        return beat_figure(shown, [*played, decisive], pass_label)
+    if decisive is not None:  # no number line to draw: the verdicts colour the bars, the last beat stays the verify
+        played = [*played, decisive, verify]
+    fig = beat_figure(shown, played, pass_label)
+    note = ("no uniform: the rule decides by the target's top-k alone" if replay.rule == "relaxed-top-k"
+            else "the other-tokens bucket leaves this test open")
+    fig.update_layout(annotations=[{"text": note, "xref": "x2", "yref": "y2", "x": 0.5, "y": 0, "showarrow": False,
+                                    "font": {"color": palette.NOTE_TEXT}}],
+                      title={"text": f"{pass_label}green kept, red not kept under the rule"})
+    return fig
+
+
+def _target_of(token, token_id: int) -> float:
+    """p_target of ``token_id`` at ``token``'s position (0 where the target's top list misses it)."""
+    if token_id == token.id:
+        return token.p_target
+    return next((float(p) for i, _, p in token.top_target if int(i) == token_id), 0.0)

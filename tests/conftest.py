@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -56,14 +58,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def shared_app_url(tmp_path_factory):
-    """`python app.py` (README's command) in a subprocess, on a free loopback port; yields its URL.
+@contextlib.contextmanager
+def running_app(log_dir, **extra_env):
+    """`python app.py` (README's command) in a subprocess on a free loopback port, with
+    ``extra_env`` added to its environment (``SPECVIZ_PUBLIC="1"`` for public mode); yields its URL
+    once it listens, and stops it afterwards. Its log is ``log_dir / "app.log"``.
 
-    Session-scoped: the browser modules (tests/test_browser*.py, through ``app_url``) share one
-    server, as visitors share a deployed app; each module opens its own browser, so its own
-    sessions. A server start costs an interpreter, the imports and the model load (tens of seconds
-    on a busy 2-core machine), which every module used to pay again.
+    Raises:
+        pytest.fail: when the app exits, or does not listen within 240 s (a first start converts
+            the offline model).
     """
     import os
     import socket
@@ -74,13 +77,12 @@ def shared_app_url(tmp_path_factory):
 
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
-    log_path = tmp_path_factory.mktemp("app") / "app.log"
+           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", **extra_env}
+    log_path = log_dir / "app.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "app.py"], cwd=Path(__file__).resolve().parents[1], env=env,
                                 stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 240  # a first start converts the offline model
+    deadline = time.time() + 240
     try:
         while time.time() < deadline:
             if proc.poll() is not None:
@@ -92,13 +94,32 @@ def shared_app_url(tmp_path_factory):
                 time.sleep(0.5)
         else:
             pytest.fail(f"app.py did not start listening:\n{log_path.read_text()[-3000:]}")
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="session")
+def app_launcher():
+    """:func:`running_app`, for test modules that start an app of their own (public mode)."""
+    return running_app
+
+
+@pytest.fixture(scope="session")
+def shared_app_url(tmp_path_factory):
+    """`python app.py` on a free loopback port (:func:`running_app`); yields its URL.
+
+    Session-scoped: the browser modules (tests/test_browser*.py, through ``app_url``) share one
+    server, as visitors share a deployed app; each module opens its own browser, so its own
+    sessions. A server start costs an interpreter, the imports and the model load (tens of seconds
+    on a busy 2-core machine), which every module used to pay again.
+    """
+    with running_app(tmp_path_factory.mktemp("app")) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -75,33 +72,10 @@ def test_a_playground_link_sets_the_map_and_the_table_too(browser, app_url):  # 
 
 
 @pytest.fixture(scope="module")
-def public_url(tmp_path_factory):
+def public_url(tmp_path_factory, app_launcher):
     """``SPECVIZ_PUBLIC=1 python app.py`` on a free loopback port of its own."""
-    port = _free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "SPECVIZ_PUBLIC": "1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
-    log_path = tmp_path_factory.mktemp("public") / "app.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.time() + 240
-        import socket
-
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"app.py exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with app_launcher(tmp_path_factory.mktemp("public"), SPECVIZ_PUBLIC="1") as url:
+        yield url
 
 
 @pytest.mark.parametrize("tab,button", [("Run", "#sv-run-btn"), ("Experiments", "#sv-exp-run")])

@@ -102,9 +102,9 @@ def _wait_rule_text(page, want: str) -> None:
         raise AssertionError(f"{want!r} not in {page.inner_text('#sv-watch-rule-text')[:300]!r}") from error
 
 
-# Slow until fixed: on the merged code the replay's text stays on an earlier pass after a pass
-# number is typed (it shows "Pass 2 under full" where pass 13 is on the stage): the replay's
-# unit tests (tests/test_rule_replay.py) pass; the page's wiring after a typed pass does not.
+# Slow until fixed: it fails more often than not (once it passed alone): the replay's text stays on
+# "Pass 2 under full" while the stage shows pass 13. The replay's unit tests pass
+# (tests/test_rule_replay.py); what keeps the page's replay on the old pass is not found yet.
 @pytest.mark.slow
 def test_the_rule_switch_changes_the_accepted_count_of_a_recorded_pass(page):
     """poem_int8's pass 13, replayed with its recorded u: the full rule keeps 2 of 4 drafts (as the
@@ -115,6 +115,9 @@ def test_the_rule_switch_changes_the_accepted_count_of_a_recorded_pass(page):
     box = page.locator("#sv-watch-pass input[type=number]")
     box.fill("13")
     box.press("Enter")
+    box.blur()  # the slider's number box commits its value when it loses focus
+    page.wait_for_function("() => document.querySelector('#sv-watch-stage').innerText.includes('pass 13 of')",
+                           timeout=30_000)
     _wait_sentence(page, beats(_rounds("poem_int8")[12])[0].sentence)
     page.get_by_role("button", name="The same pass under another rule").click()
     _wait_rule_text(page, "Pass 13 under full")

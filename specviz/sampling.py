@@ -446,14 +446,8 @@ def _node_figures(tokens, parents, p_draft, p_target, flags, generator):
     """Per-node ``(p_target(x), q(x), uniforms, first-test verdicts, first-test accept probs)``, all
     ``(N,)``: every node decided as if it were its parent's first child, in one host sync."""
     n = tokens.shape[0]
-    device = p_target.device
-    # Element indexing (row, token) picks N numbers without copying N rows of V.
-    rows = torch.tensor([p + 1 for p in parents], dtype=torch.long, device=device)
-    p_target_node = p_target[rows, tokens]
-    p_draft_node = p_draft[torch.arange(n, device=device), tokens]
-    if any(flags):
-        p_draft_node = torch.where(torch.tensor(flags, device=device), 1.0, p_draft_node)
-    uniforms = torch.rand(n, generator=generator, device=device) if n else p_target.new_zeros(0)
+    p_target_node, p_draft_node = _node_probs(tokens, parents, p_draft, p_target, flags)
+    uniforms = torch.rand(n, generator=generator, device=p_target.device) if n else p_target.new_zeros(0)
     # Written u·q < p so that a target probability of 0 is never accepted and nothing divides by 0.
     first_test = (uniforms * p_draft_node < p_target_node).tolist()
     accept_prob = torch.clamp(p_target_node / p_draft_node.clamp_min(torch.finfo(torch.float32).tiny), max=1.0)
@@ -465,9 +459,7 @@ def _walk(parents: list[int], p_target: torch.Tensor, tests: _NodeTests, accepte
 
     Returns ``(path, last node, distribution of the next token, its kind, last rejected child)``.
     """
-    children: list[list[int]] = [[] for _ in range(len(parents) + 1)]
-    for i, parent in enumerate(parents):
-        children[parent + 1].append(i)
+    children = _children_of(parents)
     path: list[int] = []
     node = -1
     while True:
@@ -494,6 +486,7 @@ def _node_probs(tokens, parents, p_draft, p_target, flags):
     """``(p_target(x), q(x))`` of every node, both ``(N,)`` (``q = 1`` for a point mass)."""
     n = tokens.shape[0]
     device = p_target.device
+    # Element indexing (row, token) picks N numbers without copying N rows of V.
     rows = torch.tensor([p + 1 for p in parents], dtype=torch.long, device=device)
     p_target_node = p_target[rows, tokens]
     p_draft_node = p_draft[torch.arange(n, device=device), tokens]

@@ -6,19 +6,9 @@ a message on the tab where Run was pressed (item 8)."""
 from __future__ import annotations
 
 import os
-import socket
-from pathlib import Path
 
 import pytest
 from test_browser import CHROMIUM, LAUNCH_ARGS, app_url  # noqa: F401  (fixture)
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]

@@ -51,6 +51,10 @@ STREAMED_CHARTS = ("alpha", "tokens_per_pass", "speedup")
 TOKEN_INTERVAL_S = 0.4
 #: Stop's handler waits this long before showing the stopped run (see :func:`stop_run`).
 STOP_SETTLE_S = 0.5
+#: At a run's end the eight charts are drawn this many per update (:func:`final_updates`), each
+#: update one task of the browser's main thread: all eight in one update were one task of 1.5-3 s
+#: on a busy 2-core machine, during which a click waited.
+FINAL_CHARTS_PER_UPDATE = 2
 
 
 def load_and_encode(request: RunRequest, progress, warn=gr.Warning) -> PreparedRun:
@@ -217,7 +221,8 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
            panel: TokenPanel | None = None, ctx=None):
     """Run the speculative generation, yielding the page's outputs: tokens often (every
     :data:`TOKEN_INTERVAL_S`), the summary and one chart of :data:`STREAMED_CHARTS` in turn about
-    once a second, and everything at the end. Every round yields (the token panel
+    once a second, and everything at the end, a few charts per update (:func:`final_updates`).
+    Every round yields (the token panel
     as it stands, other outputs skipped in between), so Stop ends the run within one round. With
     ``max_run_s`` (public mode) a run whose generation time passes it stops there: its tokens
     stay on screen, the status says so, and no error is raised. ``panel``: the token panel
@@ -254,8 +259,10 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                 view = state.view(None, status, done or over, generated_at, analysis=analysis, drawn=drawn)
                 if state.finished and not (done or over):
                     return  # stopped while the charts were drawn
-                yield _run_update(view._replace(tokens=panel.update(generated_at, done or over)), baselines, state,
-                                  _slider(state) if done or over else KEEP)
+                if not (done or over):
+                    yield _run_update(view._replace(tokens=panel.update(generated_at)), baselines, state)
+                    continue
+                yield from final_updates(view, panel, generated_at, baselines, state)
                 if over:
                     break
             elif time.perf_counter() - last_tokens > TOKEN_INTERVAL_S:
@@ -268,6 +275,22 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
         view = state.view(None, f"**Stopped:** {as_text(err)}", True)
         yield _run_update(view._replace(tokens=panel.update(time.time(), True)), baselines, state, _slider(state))
         raise refused(str(err)) from None
+
+
+def final_updates(view: RunView, panel: TokenPanel, generated_at: float, baselines: dict, state: RunState):
+    """A finished run's ``view`` (every chart drawn) as a few updates of the page, so that no one
+    of them costs the browser more than :data:`FINAL_CHARTS_PER_UPDATE` chart redraws: the first
+    adds the last tokens to the panel, each adds the next charts in the page's order, and the last
+    one is the whole view (the panel closed, the summary with its final status, every chart) with
+    the replay slider. A chart already drawn is sent again unchanged in each later update: gradio
+    sends an output equal to its previous value as no change (``gradio.utils.diff``), and a figure
+    left out (``gr.skip()``) would be sent whole again by the last update, so it would be redrawn."""
+    shown = {}
+    for i in range(0, len(FIGURES) - FINAL_CHARTS_PER_UPDATE, FINAL_CHARTS_PER_UPDATE):
+        shown.update({name: getattr(view, name) for name in FIGURES[i:i + FINAL_CHARTS_PER_UPDATE]})
+        tokens = panel.update(generated_at) if i == 0 else panel.current()
+        yield _run_update(_skipped(tokens=tokens, **shown), baselines, state)
+    yield _run_update(view._replace(tokens=panel.update(generated_at, True)), baselines, state, _slider(state))
 
 
 def stop_run(state):

@@ -126,7 +126,7 @@ def _work(tasks: list[dict], subs: list[dict], start: float, end: float) -> dict
             "over_50ms_wall": sum(t["dur"] > 50e3 for t in mine), **{f"{k}_ms": v for k, v in shares.items()}}
 
 
-def measure_run(browser, page, settle_s: float, timeout_s: float) -> dict:
+def measure_run(browser, page, settle_s: float, timeout_s: float, trace_path: str | None = None) -> dict:
     """One run: Run pressed, the click mid-run, the figures of the module doc."""
     page.locator("#sv-run-btn").click()
     page.wait_for_selector("#sv-summary >> text=Generating", timeout=timeout_s * 1000)
@@ -154,7 +154,10 @@ def measure_run(browser, page, settle_s: float, timeout_s: float) -> dict:
     done_at = page.evaluate("() => window.__svDoneAt")
     tokens = page.evaluate("() => document.querySelectorAll('#sv-tokens .sv-out .sv-tok').length")
     updates = page.evaluate("() => document.querySelectorAll('#sv-tokens .sv-out .sv-sent').length")
-    trace = json.loads(browser.stop_tracing())
+    raw = browser.stop_tracing()
+    if trace_path is not None:
+        Path(trace_path).write_bytes(raw)
+    trace = json.loads(raw)
     tasks, subs, done_ts = _main_thread_tasks(trace)
     first = min((t["ts"] for t in tasks), default=0)
     end = float("inf")
@@ -201,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=4.0, help="seconds after Done still recorded")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
     parser.add_argument("--json", default=None, help="write the results to this file")
+    parser.add_argument("--trace-prefix", default=None, dest="trace_prefix",
+                        help="also keep each run's Chromium trace as PREFIX-<run>.json")
     args = parser.parse_args(argv)
 
     from playwright.sync_api import sync_playwright
@@ -227,7 +232,17 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(args.runs):
                 if i:
                     page.evaluate("() => window.scrollTo(0, 0)")
-                results.append(measure_run(browser, page, args.settle, args.timeout))
+                trace_path = f"{args.trace_prefix}-{i}.json" if args.trace_prefix else None
+                try:
+                    results.append(measure_run(browser, page, args.settle, args.timeout, trace_path))
+                except Exception as exc:  # noqa: BLE001 - one failed run is reported, the others still run
+                    print(f"run {i}: failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}", flush=True)
+                    try:
+                        browser.stop_tracing()
+                    except Exception:  # noqa: BLE001 - tracing had not started
+                        pass
+                    page.wait_for_selector("#sv-summary >> text=Done", timeout=args.timeout * 1000)
+                    continue
                 print(_line(i, results[-1]), flush=True)
             browser.close()
     finally:

@@ -39,22 +39,25 @@ logger = logging.getLogger("specviz.app")
 #: The summary (and one chart) are updated about this often while a run streams: the browser lags
 #: behind if Plotly redraws on every round.
 CHART_INTERVAL_S = 1.0
-#: The charts a streamed run redraws, one per summary update in turn, so that each of the page's
-#: updates costs the browser at most one Plotly redraw (issue 26 item 4: five redraws a second made
-#: the main thread of a busy 2-core machine run tasks of up to 1.5 s, and a click wait 11 s). The
-#: other charts (acceptance by draft position, time per round, the diagnostics) and the race are drawn
-#: at the end.
+#: The charts a streamed run redraws, one per summary update in turn, sent with the token update
+#: after that summary's (the same figures, one task of the browser each), so that each of the page's
+#: updates costs the browser at most one Plotly redraw or one summary (issue 26 item 4: five redraws
+#: a second made the main thread of a busy 2-core machine run tasks of up to 1.5 s, and a click wait
+#: 11 s). The other charts (acceptance by draft position, time per round, the diagnostics) and the
+#: race are drawn at the end.
 STREAMED_CHARTS = ("alpha", "tokens_per_pass", "speedup")
 # Coalescing rounds that finish within this interval into one token update keeps the browser
 # (which compares the whole panel with its DOM on each update) from competing with generation on a
-# small CPU. The final update is always sent.
+# small CPU. The final update is always sent. Rounds in between send nothing: each update is a
+# task of the browser's main thread however little it changes (gradio refreshes every output's
+# status on each one; 17 ms of the main thread each on a busy 2-core machine, 300 of them a run).
 TOKEN_INTERVAL_S = 0.4
 #: Stop's handler waits this long before showing the stopped run (see :func:`stop_run`).
 STOP_SETTLE_S = 0.5
 #: At a run's end the eight charts are drawn this many per update (:func:`final_updates`), each
-#: update one task of the browser's main thread: all eight in one update were one task of 1.5-3 s
-#: on a busy 2-core machine, during which a click waited.
-FINAL_CHARTS_PER_UPDATE = 2
+#: update one task of the browser's main thread: all eight in one update were one task of 1.3-5 s
+#: on a busy 2-core machine, during which a click waited, and two were still 300-430 ms.
+FINAL_CHARTS_PER_UPDATE = 1
 
 
 def load_and_encode(request: RunRequest, progress, warn=gr.Warning) -> PreparedRun:
@@ -221,9 +224,9 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
            panel: TokenPanel | None = None, ctx=None):
     """Run the speculative generation, yielding the page's outputs: tokens often (every
     :data:`TOKEN_INTERVAL_S`), the summary and one chart of :data:`STREAMED_CHARTS` in turn about
-    once a second, and everything at the end, a few charts per update (:func:`final_updates`).
-    Every round yields (the token panel
-    as it stands, other outputs skipped in between), so Stop ends the run within one round. With
+    once a second (the chart with the token update after the summary's), and everything at the
+    end, a chart per update (:func:`final_updates`). Rounds between updates yield nothing; Stop
+    still ends the run within one round (the loop reads the run state's flag each round). With
     ``max_run_s`` (public mode) a run whose generation time passes it stops there: its tokens
     stay on screen, the status says so, and no error is raised. ``panel``: the token panel
     (:class:`TokenPanel`; default: a new append-only one). ``ctx``: the GPU job's
@@ -232,6 +235,7 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
     panel = panel if panel is not None else TokenPanel(state)
     last_chart = last_tokens = 0.0
     turn = 0  # which of STREAMED_CHARTS the next summary update redraws
+    chart = {}  # the chart drawn with the last summary, for the next token update
     try:
         for round_ in run:
             if state.finished or (ctx is not None and ctx.stopped()):
@@ -260,6 +264,10 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                 if state.finished and not (done or over):
                     return  # stopped while the charts were drawn
                 if not (done or over):
+                    if chart:  # rounds slower than TOKEN_INTERVAL_S: no token update came between, so no wait
+                        chart = {}
+                    else:
+                        chart, view = {drawn[0]: getattr(view, drawn[0])}, view._replace(**{drawn[0]: gr.skip()})
                     yield _run_update(view._replace(tokens=panel.update(generated_at)), baselines, state)
                     continue
                 yield from final_updates(view, panel, generated_at, baselines, state)
@@ -267,9 +275,8 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                     break
             elif time.perf_counter() - last_tokens > TOKEN_INTERVAL_S:
                 last_tokens = time.perf_counter()
-                yield _run_update(_skipped(tokens=panel.update(generated_at)), baselines, state)
-            else:
-                yield _run_update(_skipped(tokens=panel.current()), baselines, state)
+                yield _run_update(_skipped(tokens=panel.update(generated_at), **chart), baselines, state)
+                chart = {}
     except ValueError as err:  # NonFiniteLogitsError among them: keep what was generated, say why it stopped
         state.finished = True
         view = state.view(None, f"**Stopped:** {as_text(err)}", True)

@@ -129,10 +129,13 @@ def _bars(fig, segments: list[Segment], y: str, highlight: tuple[int, int] | Non
         mine = [s for s in segments if s.kind == kind]
         if not mine:
             continue
-        lit = [highlight is None or highlight[0] <= s.pass_ <= highlight[1] for s in mine]
+        # One opacity for the trace unless a stretch is lit: per-bar values make Plotly style every
+        # bar of the ~650 on its own (the race was the page's longest task after a 256-token run).
+        opacity = 1.0 if highlight is None else [1.0 if highlight[0] <= s.pass_ <= highlight[1] else 0.3
+                                                 for s in mine]
         fig.add_trace(go.Bar(
             y=[y] * len(mine), x=[s.ms for s in mine], base=[s.start_ms for s in mine], orientation="h",
-            name=LABELS[kind], marker=dict(color=COLOURS[kind], opacity=[1.0 if on else 0.3 for on in lit],
+            name=LABELS[kind], marker=dict(color=COLOURS[kind], opacity=opacity,
                                            line=dict(width=0.5, color=palette.MARKER_EDGE),
                                            pattern_shape="/" if kind == "wasted" else ""),
             customdata=[[s.pass_, s.tokens] for s in mine],

@@ -64,6 +64,7 @@ def test_a_256_token_stream_keeps_the_page_answering_and_the_inspector_in_view(p
     seen = (f"inspector answered {answered_s:.2f} s after the click, inspector box {inspector} in viewport "
             f"{viewport}; {len(long_ms)} long tasks, {sum(long_ms) / 1e3:.1f} s in all, the longest "
             f"{max(long_ms, default=0):.0f} ms")  # every figure in each failure's message
+    print(seen)  # shown with -s: the figures of a passing run too
     assert streaming, "the run ended before the inspector answered: the click was not mid-run; " + seen
     assert answered_s <= 1.0, seen
     assert 0 <= inspector["y"] and inspector["y"] + inspector["height"] <= viewport["height"], seen

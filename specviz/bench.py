@@ -575,7 +575,8 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
     assisted = transformers_counterpart(drafter) if transformers_baselines else None
     settings = {"draft": draft_spec, "transformers_assisted": assisted, "max_new_tokens": max_new_tokens,
                 "repeats": repeats, "top_k": top_k, "top_p": top_p, "seed": seed, "branches": branches,
-                "tree_nodes": tree_nodes, "rule": rule, "recycle_warm": recycle_warm,
+                "tree_nodes": tree_nodes, "rule": rule, "recycles": getattr(drafter, "table", None) is not None,
+                "recycle_warm": recycle_warm,
                 "recycle_warm_tokens": len(warm_token_ids(target.tokenizer, recycle_warm)) if recycle_warm else 0}
     return {**summarise(m, target, drafter, prompts, encoded, ks, temperatures, settings), "notes": notes}
 
@@ -613,8 +614,7 @@ def format_report(result: dict) -> str:
             + (f", torch.compile ({result['compile']})" if result.get("compile") else "")
             + (f", Token Recycling table warmed from {result['recycle_warm_tokens']} tokens of fixed text before "
                "each call" if result.get("recycle_warm") else
-               ", Token Recycling table empty before each call (cold)" if "recycle" in (result.get("draft") or "")
-               else "")
+               ", Token Recycling table empty before each call (cold)" if result.get("recycles") else "")
             + (f"; 'assisted' = transformers' {result['transformers_assisted']}"
                if result.get("transformers_assisted") else ""))
     plain = _table(

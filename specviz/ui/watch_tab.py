@@ -490,4 +490,4 @@ def build(ctx: PageContext) -> None:
                [score_md, score, *beat_out], **FREE)
     draw_btn.click(draw, [state, pass_slider, beat_slider, n_draws], draws_plot, **FREE)
     copy_link("Copy link", "sv-watch-copy", watch_query, [source, pass_slider, beat_slider])
-    ctx.watch = (open_trace, [source, state, pass_slider, *pass_out, rule, rule_md, rule_plot])
+    ctx.watch = (open_trace, [source, state, pass_slider, *pass_out, rule])

@@ -24,7 +24,11 @@ rotates from repeat to repeat so no method always runs on a cold or warm cache):
 The suffix drafter's process-wide history of earlier outputs and Token Recycling's process-wide
 table are cleared before every call (:func:`specviz.drafters.clear_suffix_history`,
 :func:`specviz.drafters.clear_recycle_table`), so no method is measured on its own earlier output
-of the same prompt, nor on a table an earlier call filled: each recycling run starts cold.
+of the same prompt, nor on a table an earlier call filled: each recycling run starts cold, or with
+``recycle_warm`` = N > 0 from the same warm table: the first N tokens of a fixed bundled text
+(:func:`specviz.drafters.recycle.warm_text`, none of it a bench prompt or answer) read once by the
+target (:func:`specviz.drafters.recycle.warm_table`, untimed), its snapshot put back after every
+emptying, so no call drafts from its own or another call's output.
 
 Equal lengths: every method generates exactly ``max_new_tokens`` tokens. Our engine is given no
 EOS ids (it keeps going past an EOS); transformers gets ``min_new_tokens = max_new_tokens``
@@ -65,7 +69,8 @@ import torch
 
 from .analysis import NOT_MEASURABLE, PlainBaseline, analyse
 from .diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
-from .drafters import clear_recycle_table, clear_suffix_history
+from .drafters import RECYCLE_TABLE, clear_recycle_table, clear_suffix_history
+from .drafters.recycle import warm_table, warm_token_ids
 from .runner import make_generation, warm_up
 
 log = logging.getLogger(__name__)
@@ -258,8 +263,9 @@ class _Methods:
     """The timed calls of one benchmark: ours and transformers', plain and speculative."""
 
     def __init__(self, target, drafter, ks, seed, transformers_baselines, instrument_check, branches=1,
-                 tree_nodes=None, rule="full"):
+                 tree_nodes=None, rule="full", warm=None):
         self.target, self.drafter, self.seed, self.rule = target, drafter, seed, rule
+        self.warm = warm  # the warm table's snapshot (recycle_table_at_start), or None: cold
         self.branches, self.tree_nodes = branches, tree_nodes
         self.draft_model = getattr(drafter, "model", None)
         hf_spec = transformers_baselines and transformers_counterpart(drafter) is not None
@@ -273,7 +279,7 @@ class _Methods:
     def call(self, method, k, sampling, ids, n_tokens) -> Sample:
         target, seed = self.target, self.seed
         clear_suffix_history()  # no method may draft from an earlier method's output
-        clear_recycle_table()  # nor from a Token Recycling table an earlier call filled
+        recycle_table_at_start(self.warm)  # nor from a Token Recycling table an earlier call filled
         if method == OURS_TREE:
             return time_ours(target, self.drafter, ids, k, sampling, n_tokens, seed, branches=self.branches,
                              tree_nodes=self.tree_nodes, rule=self.rule)
@@ -290,6 +296,27 @@ class _Methods:
         return time_hf(target, ids, sampling, n_tokens, seed, lookup_k=k)
 
 
+def warm_snapshot(target, n_tokens: int) -> tuple | None:
+    """The process-wide Token Recycling table warmed from the first ``n_tokens`` tokens of the
+    bundled warm text (:func:`~specviz.drafters.recycle.warm_token_ids`,
+    :func:`~specviz.drafters.recycle.warm_table`), as a snapshot for :func:`recycle_table_at_start`;
+    None for ``n_tokens`` = 0 (cold). Leaves the table holding exactly those rows."""
+    clear_recycle_table()
+    if not n_tokens:
+        return None
+    warm_table(target, warm_token_ids(target.tokenizer, n_tokens), RECYCLE_TABLE)
+    return RECYCLE_TABLE.snapshot()
+
+
+def recycle_table_at_start(warm: tuple | None) -> None:
+    """Empty the process-wide Token Recycling table and, with ``warm`` (:func:`warm_snapshot`),
+    put the warm rows back: every call starts from the same table, never from its own earlier
+    output."""
+    clear_recycle_table()
+    if warm is not None:
+        RECYCLE_TABLE.restore(warm)
+
+
 def transformers_counterpart(drafter) -> str | None:
     """Which transformers method the ``assisted`` rows time for ``drafter`` (None: no drafter):
     assisted generation with the same draft model when the drafter has one (``.model``), else
@@ -304,10 +331,12 @@ def transformers_counterpart(drafter) -> str | None:
 
 def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=1.0, max_new_tokens=64,
             repeats=3, seed=0, transformers_baselines=True, instrument_check=True, report=None,
-            warmup_tokens=None, branches=1, tree_nodes=None, rule="full") -> Measurements:
+            warmup_tokens=None, branches=1, tree_nodes=None, rule="full", recycle_warm=0) -> Measurements:
     """Time every method on every prompt (see the module docstring for the protocol).
 
-    Our speculative methods verify under ``rule`` (:data:`specviz.sampling.RULES`).
+    Our speculative methods verify under ``rule`` (:data:`specviz.sampling.RULES`). With
+    ``recycle_warm`` = N > 0 every call starts from the Token Recycling table warmed from N tokens
+    of the bundled warm text (:func:`warm_snapshot`, once per benchmark, untimed), else cold.
 
     With ``branches`` > 1 the tree variant of our speculative loop (``ours tree``) is timed too,
     with at most ``tree_nodes`` nodes per tree.
@@ -319,8 +348,9 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
     from .sampling import SamplingConfig
 
     report = report or (lambda line: None)
+    warm = warm_snapshot(target, recycle_warm)
     methods = _Methods(target, drafter, ks, seed, transformers_baselines, instrument_check, branches, tree_nodes,
-                       rule)
+                       rule, warm)
     out = Measurements(loadavg_before=_loadavg())
     started = time.perf_counter()
     n_warm = warmup_tokens or default_warmup_tokens(max_new_tokens)
@@ -329,7 +359,7 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
         report(f"T={temperature}: warm-up")
         for k in ks if drafter is not None else [1]:
             clear_suffix_history()
-            clear_recycle_table()
+            recycle_table_at_start(warm)
             warm_up(target, drafter, encoded[0], k, sampling, n_warm)
             if drafter is not None and branches > 1:
                 warm_up(target, drafter, encoded[0], k, sampling, n_warm, branches=branches, tree_nodes=tree_nodes)
@@ -508,7 +538,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
                   top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, repeats: int = 3, seed: int = 0,
                   transformers_baselines: bool = True, instrument_check: bool = True,
                   draft_spec: str = "", report=None, warmup_tokens: int | None = None, branches: int = 1,
-                  tree_nodes: int | None = None, rule: str = "full") -> dict:
+                  tree_nodes: int | None = None, rule: str = "full", recycle_warm: int = 0) -> dict:
     """Measure (:func:`measure`) and summarise (:func:`summarise`): every figure as plain data.
 
     Args:
@@ -519,6 +549,8 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         branches, tree_nodes: with ``branches`` > 1, the tree variant (``ours tree``) runs beside
             the chain at every (T, K), at most ``tree_nodes`` nodes per tree (default 2·K).
         rule: the verification rule of our speculative rows (:data:`specviz.sampling.RULES`).
+        recycle_warm: tokens of the bundled warm text a Token Recycling table starts from before
+            every call (0: cold; :func:`warm_snapshot`); recorded as ``recycle_warm``.
         report: optional ``str -> None`` called with a progress line before each call.
         warmup_tokens: tokens per warm-up call of each method (default
             :func:`specviz.runner.default_warmup_tokens`; the CLI passes ``max_new_tokens`` with
@@ -538,11 +570,14 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         encoded.append(ids)
         notes += [f"Prompt {p.name!r}: {note}" for note in prompt_notes]
     m = measure(target, drafter, prompts, encoded, ks, temperatures, top_k, top_p, max_new_tokens, repeats, seed,
-                transformers_baselines, instrument_check, report, warmup_tokens, branches, tree_nodes, rule)
+                transformers_baselines, instrument_check, report, warmup_tokens, branches, tree_nodes, rule,
+                recycle_warm)
     assisted = transformers_counterpart(drafter) if transformers_baselines else None
     settings = {"draft": draft_spec, "transformers_assisted": assisted, "max_new_tokens": max_new_tokens,
                 "repeats": repeats, "top_k": top_k, "top_p": top_p, "seed": seed, "branches": branches,
-                "tree_nodes": tree_nodes, "rule": rule}
+                "tree_nodes": tree_nodes, "rule": rule, "recycles": getattr(drafter, "table", None) is not None,
+                "recycle_warm": recycle_warm,
+                "recycle_warm_tokens": len(warm_token_ids(target.tokenizer, recycle_warm)) if recycle_warm else 0}
     return {**summarise(m, target, drafter, prompts, encoded, ks, temperatures, settings), "notes": notes}
 
 def _loadavg() -> float | None:
@@ -577,6 +612,9 @@ def format_report(result: dict) -> str:
             f"torch {result['torch']}, transformers {result['transformers']}, "
             f"load average {_f(result.get('loadavg_before'), '{:.1f}')} → {_f(result.get('loadavg_after'), '{:.1f}')}"
             + (f", torch.compile ({result['compile']})" if result.get("compile") else "")
+            + (f", Token Recycling table warmed from {result['recycle_warm_tokens']} tokens of fixed text before "
+               "each call" if result.get("recycle_warm") else
+               ", Token Recycling table empty before each call (cold)" if result.get("recycles") else "")
             + (f"; 'assisted' = transformers' {result['transformers_assisted']}"
                if result.get("transformers_assisted") else ""))
     plain = _table(

@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write the run's trace (every round, drafted token and verdict) as JSON to FILE")
     run.add_argument("--no-baseline", action="store_true", dest="no_baseline",
                      help="skip the plain-decoding baseline run (speedup and cost ratio are then null)")
+    _add_recycle_warm_arg(run)
     _add_cache_arg(run)
     run.set_defaults(func=cmd_run)
 
@@ -122,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="skip the transformers baselines")
     bench.add_argument("--no-instrument-check", action="store_true", dest="no_instrument_check",
                        help="skip the instrument=False runs")
+    _add_recycle_warm_arg(bench)
     bench.set_defaults(func=cmd_bench)
     sweep = sub.add_parser("sweep", help="vary one setting and measure each (temperature, K or drafter)",
                            description="Run the same prompt once per value of one setting (speculative run and "
@@ -141,6 +143,32 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.set_defaults(func=cmd_sweep)
     _add_train_parser(sub)
     return parser
+
+
+def _add_recycle_warm_arg(p: argparse.ArgumentParser) -> None:
+    from .drafters.recycle import WARM_MAX_TOKENS
+
+    p.add_argument("--recycle-warm", type=int, default=0, dest="recycle_warm", metavar="N",
+                   help="Token Recycling (recycle, lookup+recycle): fill the table first from the target's top-k "
+                        "after each of the first N tokens of a fixed bundled text (the EAGLE head's instructions "
+                        f"minus the bench's topics; about 2,000 tokens in all), the paper's hot start; 0..{WARM_MAX_TOKENS}, "
+                        "0 = cold (default: %(default)s)")
+
+
+def _check_recycle_warm(n_tokens: int) -> None:
+    from .drafters.recycle import WARM_MAX_TOKENS
+
+    if not 0 <= n_tokens <= WARM_MAX_TOKENS:
+        raise CLIError(f"--recycle-warm must be in 0..{WARM_MAX_TOKENS}, got {n_tokens}")
+
+
+def _recycle_table(drafter, n_tokens: int):
+    """The drafter's Token Recycling table when ``--recycle-warm`` asks for one (CLIError if it
+    has none), else None."""
+    table = getattr(drafter, "table", None)
+    if n_tokens and table is None:
+        raise CLIError("--recycle-warm needs a Token Recycling drafter (recycle or lookup+recycle)")
+    return table if n_tokens else None
 
 
 def _add_cache_arg(p: argparse.ArgumentParser) -> None:
@@ -245,11 +273,23 @@ def _check_branches(request) -> None:
 # --------------------------------------------------------------------------- run
 def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
-    from .runner import baseline_steps, default_warmup_tokens, drain, prepare_run, saved_trace
+    from .drafters.recycle import warm_table, warm_token_ids
+    from .runner import (
+        baseline_steps,
+        default_warmup_tokens,
+        drain,
+        prepare_run,
+        saved_trace,
+    )
 
     request = _request(args, args.k, args.temperature, args.prompt)
+    _check_recycle_warm(args.recycle_warm)
     _check_threads(args)
     prepared = prepare_run(request, tty_progress(args.verbose), compile_mode=args.compile)
+    table, warm_ids = _recycle_table(prepared.drafter, args.recycle_warm), []
+    if table is not None:  # the process-wide table, empty in a fresh process: warmed before the warm-up run
+        warm_ids = warm_token_ids(prepared.target.tokenizer, args.recycle_warm)
+        warm_table(prepared.target, warm_ids, table)
     baseline = None
     measure = prepared.drafter is not None and not args.no_baseline
     if measure:
@@ -260,6 +300,7 @@ def run_once(args: argparse.Namespace) -> dict:
     result = json_result(spec, spec.analysis(baseline), prepared.target, request, len(prepared.prompt_ids),
                          prepared.drafter)
     result["notes"] = prepared.notes + result["notes"]
+    result["recycle_warm"], result["recycle_warm_tokens"] = args.recycle_warm, len(warm_ids)
     result["_trace"] = saved_trace(spec, request, prepared.target, prepared.drafter, baseline)
     return result
 
@@ -466,11 +507,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _check_threads(args)
     if args.repeats < 1:
         raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
+    _check_recycle_warm(args.recycle_warm)
     prompts = bench.load_prompts(args.prompts)
     from .runner import default_warmup_tokens, load_pair
 
     target, drafter = load_pair(args.target, args.draft, args.device, args.dtype,
                                 progress=tty_progress(args.verbose), compile_mode=args.compile)
+    _recycle_table(drafter, args.recycle_warm)
     tty = sys.stderr.isatty()
 
     def report(line: str) -> None:
@@ -485,7 +528,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         warmup_tokens=default_warmup_tokens(args.max_new_tokens, bool(args.compile)),
         transformers_baselines=not args.no_transformers, instrument_check=not args.no_instrument_check,
         draft_spec=args.draft, report=report, branches=args.branches, tree_nodes=args.tree_nodes,
-        rule=_request(args, args.k[0], args.temperature[0]).rule,
+        rule=_request(args, args.k[0], args.temperature[0]).rule, recycle_warm=args.recycle_warm,
     )
     if tty:
         print("\r\033[K", end="", file=sys.stderr)

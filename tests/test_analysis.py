@@ -10,7 +10,7 @@ import pytest
 from helpers import tiny_llama
 
 from specviz import bench, cli, theory
-from specviz.analysis import PlainBaseline, analyse, measured_speedup, running_acceptance
+from specviz.analysis import NOT_MEASURABLE, PlainBaseline, analyse, measured_speedup, running_acceptance
 from specviz.drafters import PromptLookupDrafter
 from specviz.engine import Generation
 from specviz.request import validate_request
@@ -183,12 +183,33 @@ def test_the_same_rounds_give_the_same_figures_in_the_app_the_cli_and_the_bench(
         assert result[name] == ours, name
         assert row[name] == pytest.approx(ours, rel=1e-12), name
 
-    # the app's summary shows the same numbers (as it formats them)
+    # the app's summary shows the same numbers (as it formats them); c, v and the theory divide by the
+    # plain step, so on a busy machine (a doubted baseline) they give way to "not measurable now":
+    # test_the_summary_shows_c_v_and_the_theory_unless_the_baseline_is_doubted checks both cases
+    # on fixed timings.
     summary = summary_markdown(analysis, "done")
-    for value, spec_ in ((analysis.acceptance_rate, ".3f"), (analysis.alpha, ".3f"), (analysis.cost_ratio_c, ".3f"),
-                         (analysis.verify_cost_v, ".2f"), (analysis.theoretical_speedup, ".2f"),
-                         (analysis.tokens_per_pass, ".2f")):
+    timed = ((analysis.cost_ratio_c, ".3f"), (analysis.verify_cost_v, ".2f"), (analysis.theoretical_speedup, ".2f"))
+    for value, spec_ in ((analysis.acceptance_rate, ".3f"), (analysis.alpha, ".3f"), (analysis.tokens_per_pass, ".2f"),
+                         *(() if analysis.speedup_doubt else timed)):
         assert format(value, spec_) in summary
+
+
+def test_the_summary_shows_c_v_and_the_theory_unless_the_baseline_is_doubted():
+    """Fixed timings: a 10 ms plain step and 12 ms verify passes give c = 0.200, v = 1.20; the same
+    passes against a plain step sampled from 5 to 40 ms (scatter above
+    :data:`specviz.analysis.BASELINE_SCATTER`) are doubted, and the three rows that divide by it say so."""
+    rounds = [make_round(i, 4, 2, 8.0, 4, 12.0) for i in range(12)]
+    trusted = analyse(rounds, 4, 1.0, baseline=BASELINE)
+    assert trusted.speedup_doubt is None
+    summary = summary_markdown(trusted, "done")
+    assert all(format(value, spec_) in summary for value, spec_ in (
+        (trusted.cost_ratio_c, ".3f"), (trusted.verify_cost_v, ".2f"), (trusted.theoretical_speedup, ".2f")))
+    assert "| cost ratio c (draft step ÷ plain step) | 0.200 |" in summary
+    assert NOT_MEASURABLE not in summary
+    busy = PlainBaseline(step_ms=10.0, tokens_per_s=20.0, sample_ms_per_token=(5.0, 10.0, 40.0), sample_tokens=(32, 32, 32))
+    doubted = analyse(rounds, 4, 1.0, baseline=busy)
+    assert doubted.speedup_doubt
+    assert summary_markdown(doubted, "done").count(f"{NOT_MEASURABLE} (divided by the doubted plain step") == 3
 
 
 # --------------------------------------------------------------------------- health notes

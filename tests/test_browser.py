@@ -30,6 +30,21 @@ def app_url(shared_app_url):
     return shared_app_url
 
 
+#: A page function for ``page.wait_for_function(HAS_TEXT, arg=[selector, text])``: the element exists and shows the text.
+HAS_TEXT = "([sel, want]) => document.querySelector(sel) && document.querySelector(sel).innerText.includes(want)"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for a module whose tests each open their own page (a fresh sessionStorage)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield browser
+        browser.close()
+
+
 @pytest.fixture(scope="module")
 def page(app_url):
     from playwright.sync_api import sync_playwright

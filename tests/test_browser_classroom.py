@@ -7,22 +7,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_browser import CHROMIUM, LAUNCH_ARGS, app_url  # noqa: F401  (fixture: the app started once)
+from test_browser import CHROMIUM, app_url, browser  # noqa: F401  (fixtures: the app started once, one Chromium)
+from test_browser import HAS_TEXT as _HAS_TEXT
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]
-
-_HAS_TEXT = "([sel, want]) => document.querySelector(sel) && document.querySelector(sel).innerText.includes(want)"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -8,25 +8,14 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_browser import CHROMIUM, LAUNCH_ARGS, app_url  # noqa: F401  (fixture)
+from test_browser import CHROMIUM, app_url, browser  # noqa: F401  (fixtures: the app started once, one Chromium)
+from test_browser import HAS_TEXT as _HAS_TEXT
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]
 
-_HAS_TEXT = "([sel, want]) => document.querySelector(sel) && document.querySelector(sel).innerText.includes(want)"
 
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield browser
-        browser.close()
-
-
-def _open(browser, url: str):
+def _open(browser, url: str):  # noqa: F811  (the fixture, passed on)
     page = browser.new_page(viewport={"width": 1400, "height": 1600})
     errors = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -69,7 +58,8 @@ def public_url(tmp_path_factory, app_launcher):
 
 
 @pytest.mark.parametrize("tab,button", [("Run", "#sv-run-btn"), ("Experiments", "#sv-exp-run")])
-def test_the_public_refusal_is_a_message_on_the_tab_where_run_was_pressed(browser, public_url, tab, button):
+def test_the_public_refusal_is_a_message_on_the_tab_where_run_was_pressed(browser, public_url, tab,  # noqa: F811
+                                                                          button):
     page, _ = _open(browser, public_url)
     # A long plain run keeps this visitor's one generation busy while the second press is refused.
     page.locator("#sv-max-new input[type=number]").fill("256")

@@ -187,6 +187,8 @@ BAD_ARGS = {
     "unknown-drafter": ["--draft", "early-exit:many"],
     "unknown-rule": ["--rule", "typical"],
     "block-rule-on-trees": ["--rule", "block", "--branches", "2"],
+    "negative-recycle-warm": ["--draft", "recycle", "--recycle-warm", "-1"],
+    "recycle-warm-without-recycling": ["--draft", "ngram", "--recycle-warm", "8"],
 }
 
 
@@ -265,6 +267,27 @@ def test_bench_smoke(tiny, tmp_path, draft):
     assert plot.stat().st_size > 0
 
 
+def test_recycle_warm_reaches_run_and_bench_and_keeps_greedy_text(tiny, tmp_path):
+    """``--recycle-warm N``: ``run`` warms the table from N tokens of the bundled text and keeps
+    plain greedy text (float32), saying how many it used; ``bench`` records it and says so."""
+    common = ["--target", tiny["target"], "--prompt", "the quick brown fox", "--max-new-tokens", "12",
+              "--temperature", "0", "--dtype", "float32", "--no-baseline"]
+    plain = run_json(*common, "--draft", "none")
+    for shape in ([], ["--branches", "2"]):
+        warm = run_json(*common, "--draft", "recycle", "--recycle-warm", "64", *shape, in_subprocess=not shape)
+        assert warm["text"] == plain["text"] and warm["recycle_warm"] == warm["recycle_warm_tokens"] == 64
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps([{"name": "p", "prompt": "the lazy dog", "chat": True}]))
+    out = tmp_path / "bench.json"
+    done = specviz("bench", "--target", tiny["target"], "--draft", "recycle", "--recycle-warm", "32", "-k", "2",
+                   "--max-new-tokens", "4", "--repeats", "1", "--dtype", "float32", "--prompts", str(prompts),
+                   "--no-transformers", "--no-instrument-check", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert result["recycle_warm"] == result["recycle_warm_tokens"] == 32
+    assert "table warmed from 32 tokens of fixed text" in done.stdout
+
+
 @pytest.mark.parametrize("draft", ["ngram", "suffix"])
 def test_tree_run_greedy_text_equals_plain_text(tiny, draft):
     """``--branches``/``--tree-nodes`` reach the engine: greedy tree text equals plain text, and the
@@ -335,9 +358,9 @@ def _front_ends_agree(target: str, chat: bool, monkeypatch) -> None:
     """The app's /run, the CLI's run, a sweep's row and prepare_run build the same prompt ids and
     stop ids (each front-end's runs are caught where every run is built, runner.make_generation)."""
     from specviz import cli, runner
-    from specviz.ui.run_stream import run_demo
     from specviz.request import validate_request
     from specviz.sweep import sweep, sweep_requests
+    from specviz.ui.run_stream import run_demo
 
     seen = []
     real = runner.make_generation

@@ -17,16 +17,27 @@ CLI's and the bench's) or per visitor in the app (:mod:`specviz.ui.visitors`); i
 a deterministic function of the run so far (committed tokens and the target's earlier passes),
 never of this round's random draws, so the verify walk stays exact
 (:func:`specviz.sampling.verify_tree`).
+
+A cold table drafts little on a short run: a token gets a row only once a pass has scored it.
+:func:`warm_table` gives it the paper's hot start (Section 3.1) from a fixed, bundled text instead
+of earlier queries (:func:`warm_text`, :func:`warm_token_ids`; the CLI's and the bench's
+``--recycle-warm N``).
 """
 
 from __future__ import annotations
 
+import re
+import weakref
+from pathlib import Path
+
 import torch
 
 from ..drafttree import DraftTree, default_tree_nodes
+from ..kvcache import run_pass
 
 __all__ = ["PAPER_TREE", "RECYCLE_TABLE", "RECYCLE_TOP_K", "SESSION_TABLE_MAX_ROWS", "TABLE_MAX_ROWS",
-           "RecycleDrafter", "RecycleTable", "clear_recycle_table", "static_tree"]
+           "WARM_MAX_TOKENS", "WARM_TEXT_EXCLUDES", "WARM_TEXT_FILE", "RecycleDrafter", "RecycleTable",
+           "clear_recycle_table", "static_tree", "warm_table", "warm_text", "warm_token_ids"]
 
 #: Candidates kept per token: the paper's k = 8 (Section 4.1).
 RECYCLE_TOP_K = 8
@@ -176,6 +187,108 @@ class RecycleTable:
         """Put back what :meth:`snapshot` copied."""
         rows, owner, stamp, row_of, self._used, self._clock = snapshot
         self._rows, self._owner, self._stamp, self._row_of = rows.clone(), owner.clone(), stamp.clone(), row_of.clone()
+
+
+#: The warm text's source: the bundled instructions the EAGLE head's teacher data is made from
+#: (``python -m specviz train-draft``), one a line, ``#`` comments skipped.
+WARM_TEXT_FILE = Path(__file__).resolve().parents[2] / "assets" / "draft_prompts.txt"
+#: Words whose lines are left out of the warm text (whole words, any case): the topics of the bench
+#: prompts (``assets/bench_prompts.json``: a lighthouse keeper's message in a bottle, typo fixing,
+#: CSV → JSON, renaming a variable in a Python function) and of their answers, so that no bench
+#: measurement drafts from its own prompt or answer.
+WARM_TEXT_EXCLUDES = ("lighthouse", "lighthouses", "keeper", "keepers", "bottle", "bottles", "message", "messages",
+                      "story", "stories", "typo", "typos", "spelling", "mistake", "mistakes", "paragraph", "fox",
+                      "csv", "json", "convert", "rename", "variable", "variables", "python", "function",
+                      "functions", "code")
+#: The most warm-text tokens used (the bundled text is about 2,000 SmolLM2 tokens, under this cap).
+WARM_MAX_TOKENS = 4096
+_WARM_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer → the warm text's ids
+
+
+def warm_text() -> str:
+    """The text a table is warmed from: the lines of :data:`WARM_TEXT_FILE` (instructions on
+    varied everyday topics, ``#`` comments and blank lines skipped) that contain none of
+    :data:`WARM_TEXT_EXCLUDES`, joined by newlines.
+
+    Why this text: it is bundled, fixed and plain English, and it is not any bench prompt nor a
+    likely answer to one; the lines touching the bench's topics are left out by word. The bundled
+    traces (``assets/traces``) would add little: four of their five prompts are the bench's typo
+    and CSV prompts or a lighthouse poem, and the fifth is 32 tokens.
+    """
+    excluded = re.compile(r"\b(" + "|".join(WARM_TEXT_EXCLUDES) + r")\b", re.IGNORECASE)
+    lines = [line.strip() for line in WARM_TEXT_FILE.read_text(encoding="utf-8").splitlines()]
+    return "\n".join(line for line in lines if line and not line.startswith("#") and not excluded.search(line))
+
+
+def warm_token_ids(tokenizer, n_tokens: int = WARM_MAX_TOKENS) -> list[int]:
+    """The first ``n_tokens`` ids of :func:`warm_text` under ``tokenizer`` (no special tokens;
+    fewer if the text is shorter). The ids are cached per tokenizer object (weakly), not the table.
+
+    Args:
+        tokenizer: a transformers tokenizer (a :class:`~specviz.models.LoadedModel`'s).
+        n_tokens: how many (>= 0; at most :data:`WARM_MAX_TOKENS`).
+
+    Raises:
+        ValueError: if ``n_tokens`` is negative or over :data:`WARM_MAX_TOKENS`.
+    """
+    if not 0 <= n_tokens <= WARM_MAX_TOKENS:
+        raise ValueError(f"warm-text tokens must be in 0..{WARM_MAX_TOKENS}, got {n_tokens}")
+    ids = _WARM_IDS.get(tokenizer)
+    if ids is None:
+        ids = _WARM_IDS[tokenizer] = list(tokenizer(warm_text(), add_special_tokens=False)["input_ids"])[:WARM_MAX_TOKENS]
+    return ids[:n_tokens]
+
+
+def warm_table(target, token_ids: list[int], table: RecycleTable, chunk: int = 512,
+               vocab_size: int | None = None) -> int:
+    """Fill ``table`` with the target's own top-k next tokens after every token of a fixed text:
+    the paper's hot start (Luo et al. 2025, Section 3.1), done from ``token_ids`` instead of from
+    earlier queries.
+
+    The target reads ``token_ids`` teacher-forced, in chunks of ``chunk`` tokens, each chunk its
+    own sequence (a fresh KV cache, so the cost is linear in the tokens and a chunk's first tokens
+    see less context), through the engine's own pass (:func:`specviz.kvcache.run_pass`) under
+    ``torch.inference_mode``; nothing is sampled. Position ``i``'s logits (cut to ``vocab_size``
+    columns, as the engine cuts them) rank the next tokens after ``token_ids[i]``; their top
+    ``table.k`` ids are written with :meth:`RecycleTable.update`, exactly the rows a verify pass
+    writes, a later occurrence of a token overwriting an earlier one. Cost: one forward pass per
+    chunk, ``ceil(len(token_ids) / chunk)`` in all.
+
+    Exactness: the warm rows are a deterministic function of a text that is not this run's, nor of
+    any of its random draws; drafts stay point masses verified by
+    :func:`specviz.sampling.verify_tree`, so the output distribution is the target's, warm or cold.
+
+    Args:
+        target: the target: a transformers causal LM, or a :class:`~specviz.models.LoadedModel`.
+        token_ids: ``(T,)`` ids of the warm text (:func:`warm_token_ids`), each ``>= 0``.
+        table: the table to write (rows already there are kept unless overwritten).
+        chunk: tokens per forward pass (>= 1).
+        vocab_size: logit columns ranked (default: a LoadedModel's tokenizer size capped at its
+            logits width, as :func:`specviz.runner.make_generation` does; else every column).
+
+    Returns:
+        The forward passes run.
+
+    Raises:
+        ValueError: if ``chunk`` < 1 (negative ids: from :meth:`RecycleTable.update`).
+    """
+    from transformers import DynamicCache
+
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    model = target if isinstance(target, torch.nn.Module) else target.model
+    if vocab_size is None and not isinstance(target, torch.nn.Module):
+        vocab_size = min(target.vocab_size, target.logits_width)
+    device = next(model.parameters()).device
+    passes = 0
+    for start in range(0, len(token_ids), chunk):
+        piece = list(token_ids[start : start + chunk])
+        with torch.inference_mode():
+            logits = run_pass(model, DynamicCache(), torch.tensor(piece, dtype=torch.long, device=device), len(piece))
+        logits = logits[:, :vocab_size] if vocab_size else logits
+        table.update(piece, logits.topk(min(table.k, logits.shape[-1]), dim=-1).indices)
+        passes += 1
+    return passes
 
 
 #: The process-wide table: the default of a :class:`RecycleDrafter` built without one (the CLI,

@@ -240,8 +240,9 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
     DrafterKind("recycle", "Token Recycling (the target's own top-k next tokens)",
                 "Drafts a tree by walking a table of the target's own top 8 next tokens after each token, read "
                 "from the verify passes it already ran (Token Recycling, Luo et al. 2025): no model, no training, "
-                "exactly lossless, and unlike prompt lookup it drafts on free text too; it learns from every run "
-                "of your session, so try it as a tree (B ≥ 2) and run twice.",
+                "exactly lossless, and unlike prompt lookup it drafts on free text too; it starts empty for you "
+                "(no warm start here: that costs a pass over 2,000 tokens) and learns from every run of your "
+                "session, so try it as a tree (B ≥ 2) and run twice.",
                 "recycle (Token Recycling: a table of the target's own top-k next tokens)", _build_recycle),
     DrafterKind("lookup+recycle", "Prompt lookup, else Token Recycling",
                 "Copies from the context where a trigram of it repeats (prompt lookup), and drafts from the "

@@ -300,7 +300,14 @@ def _wire(c, ctx: PageContext) -> None:
     run_state = ctx.run_state = gr.State(None)  # this visitor's RunState (the Watch tab reads it too)
     out = _outputs_by_name(c, baselines, run_state)
     view = out(VIEW_OUTPUTS)
-    run_event = generation_click(c.run_btn.click, functools.partial(run_demo, public=ctx.public),
+    # The race shows the run on screen: the last run's lanes go before the new run starts, in one
+    # chain, so the cleared race can never arrive after the new run's lanes (two events of one
+    # click run in no fixed order; on a busy machine the clearing came second).
+    def cleared_race_then(fn, inputs, outputs, **kwargs):
+        return c.run_btn.click(empty_race, None, c.race_plot, api_name=False, **FREE).then(fn, inputs, outputs,
+                                                                                          **kwargs)
+
+    run_event = generation_click(cleared_race_then, functools.partial(run_demo, public=ctx.public),
                                 ctx.run_inputs(NAMES) + [baselines], out(RUN_OUTPUTS), ctx.public,
                                 api_name="run", concurrency_id="generation", concurrency_limit=1,
                                 # Raw values reach the callback, which validates them itself: a
@@ -311,8 +318,6 @@ def _wire(c, ctx: PageContext) -> None:
     c.stop_btn.click(stop_run, run_state, out(SHOWN_OUTPUTS), cancels=[run_event], api_name=False, **FREE)
     inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
     c.run_btn.click(reset_inspector, None, inspector, api_name=False, **FREE)
-    # The race shows the run on screen: while a new run waits for its first token, no lanes of the last one.
-    c.run_btn.click(empty_race, None, c.race_plot, api_name=False, **FREE)
     c.run_btn.click(lesson_run, ctx.lesson_runs, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
     c.prompt.input(hide_lesson, None, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
     for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat, c.rule):

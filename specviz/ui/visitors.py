@@ -23,8 +23,13 @@ from collections import OrderedDict
 
 import gradio as gr
 
-from ..drafters import (SESSION_HISTORY_MAX_SEQUENCES, SESSION_HISTORY_MAX_TOKENS, SESSION_TABLE_MAX_ROWS,
-                        RecycleTable, SuffixHistory)
+from ..drafters import (
+    SESSION_HISTORY_MAX_SEQUENCES,
+    SESSION_HISTORY_MAX_TOKENS,
+    SESSION_TABLE_MAX_ROWS,
+    RecycleTable,
+    SuffixHistory,
+)
 
 logger = logging.getLogger("specviz.app")
 
@@ -109,7 +114,12 @@ def new_history() -> SuffixHistory:
 
 
 def new_table() -> RecycleTable:
-    """An empty Token Recycling table with one visitor's cap."""
+    """An empty Token Recycling table with one visitor's cap.
+
+    Cold on purpose: the CLI's and the bench's warm start
+    (:func:`specviz.drafters.recycle.warm_table`) costs a target pass over about 2,200 tokens, a
+    wait of seconds at best on a 2-core CPU before a visitor's first run (the drafter's note says
+    the table starts empty)."""
     return RecycleTable(SESSION_TABLE_MAX_ROWS)
 
 

@@ -11,11 +11,29 @@ import pytest
 import torch
 
 from specviz.sampling import verify_tree
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round, trace_from_dict
+from specviz.trace import (
+    ACCEPTED,
+    BONUS,
+    PLAIN,
+    RESAMPLED,
+    DraftedToken,
+    EmittedToken,
+    Round,
+    trace_from_dict,
+)
 from specviz.ui.draw import beat_charts
 from specviz.ui.draw.escape import as_text
-from specviz.ui.teach.beats import (BEAT_KINDS, count_distribution, guess_points, in_test_order, most_different_position,
-                                   position_distributions, score_guess, simulate_draws, total_variation)
+from specviz.ui.teach.beats import (
+    BEAT_KINDS,
+    count_distribution,
+    guess_points,
+    in_test_order,
+    most_different_position,
+    position_distributions,
+    score_guess,
+    simulate_draws,
+    total_variation,
+)
 from specviz.ui.teach.beats import beats as beats_of
 
 TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
@@ -180,8 +198,8 @@ def test_the_tab_opens_a_bundled_trace_at_a_pass_and_beat_and_steps_across_passe
     from specviz.ui import watch_tab
 
     out = watch_tab.open_trace("poem_int8", 2, 4)
-    assert len(out) == 14  # source, state, pass slider, the pass's eight views, the rule switch and its replay
-    assert out[11] == {"value": "full", "__type__": "update"} and "Pass 2 under full" in out[12]
+    assert len(out) == 14  # source, state, pass slider, the pass's ten views (its replay last), the rule switch
+    assert "Pass 2 under full" in out[11] and out[13] == {"value": "full", "__type__": "update"}
     w = out[1]
     # The scrubber counts beats as the stage does, 1 to 8: beat 4 is the scrubber's 4.
     assert out[2]["value"] == 2 and out[3] == {"maximum": 8, "value": 4, "__type__": "update"}
@@ -191,13 +209,18 @@ def test_the_tab_opens_a_bundled_trace_at_a_pass_and_beat_and_steps_across_passe
         scrubber, stage = watch_tab.on_beat(w, 2, beat, False)[:2]
         assert scrubber["value"] == beat and f"beat {beat} of 8" in stage
         assert as_text(beats_of(w.rounds[1])[beat - 1].sentence) in stage
-    forward = watch_tab.step(w, 2, 4, False, 1)  # one beat on: the scrubber and the stage both say 5
+    forward = watch_tab.step(w, 2, 4, False, "full", delta=1)  # one beat on: the scrubber and the stage both say 5
     assert forward[1]["value"] == 5 and "beat 5 of 8" in forward[2]
-    nxt = watch_tab.step(w, 2, 8, False, 1)  # past the last beat: the next pass's first
+    nxt = watch_tab.step(w, 2, 8, False, "one-hot", delta=1)  # past the last beat: the next pass's first
     assert nxt[0]["value"] == 3 and nxt[1]["value"] == 1 and "beat 1 of" in nxt[2]
-    back = watch_tab.step(w, 3, 1, False, -1)  # and back to the previous pass's last beat
+    back = watch_tab.step(w, 3, 1, False, delta=-1)  # and back to the previous pass's last beat
     assert back[0]["value"] == 2 and back[1]["value"] == 8 and "beat 8 of 8" in back[2]
+    # The replay comes with the pass it replays, in the same return (no event chained after it): a
+    # step to another pass carries that pass's replay under the chosen rule, a step within a pass
+    # leaves it as it is.
+    assert "Pass 3 under one-hot" in nxt[-2] and "Pass 2 under full" in back[-2]
     import gradio as gr
+    assert all(u == gr.skip() for u in forward[-2:])
     with pytest.raises(gr.Error, match="No bundled trace"):
         watch_tab.open_trace("nope", 1, 0)
     with pytest.raises(gr.Error):

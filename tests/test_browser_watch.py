@@ -15,6 +15,7 @@ from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the a
 
 from specviz.rules import RULES
 from specviz.trace import trace_from_dict
+from specviz.ui import watch_tab
 from specviz.ui.teach.beats import beats, fmt, replay_rule, score_guess
 from specviz.ui.watch_tab import BUNDLED, TRACES
 
@@ -102,26 +103,44 @@ def _wait_rule_text(page, want: str) -> None:
         raise AssertionError(f"{want!r} not in {page.inner_text('#sv-watch-rule-text')[:300]!r}") from error
 
 
-# Slow until fixed: it fails more often than not (once it passed alone): the replay's text stays on
-# "Pass 2 under full" while the stage shows pass 13. The replay's unit tests pass
-# (tests/test_rule_replay.py); what keeps the page's replay on the old pass is not found yet.
-@pytest.mark.slow
-def test_the_rule_switch_changes_the_accepted_count_of_a_recorded_pass(page):
+def _show_replay(page, shown: bool) -> None:
+    """Open (or close) the accordion "The same pass under another rule"."""
+    if page.locator("#sv-watch-rule").is_visible() != shown:
+        page.get_by_role("button", name="The same pass under another rule").click()
+    page.locator("#sv-watch-rule").wait_for(state="visible" if shown else "hidden", timeout=15_000)
+
+
+def _wait_stage(page, want: str) -> None:
+    page.wait_for_function("(want) => document.querySelector('#sv-watch-stage')?.innerText.includes(want)",
+                           arg=want, timeout=30_000)
+
+
+def test_the_rule_switch_changes_the_accepted_count_of_a_recorded_pass(page, app_url):
     """poem_int8's pass 13, replayed with its recorded u: the full rule keeps 2 of 4 drafts (as the
     run did), one-hot 0 (its argmax is not the drawn draft and p_target of it is small), block
-    verification 4 (its last test passes, which keeps the whole block)."""
+    verification 4 (its last test passes, which keeps the whole block).
+
+    The replay sits in a closed accordion; whichever way the page moves to another pass (a typed
+    pass number, the beat button past a pass's end, Load, the trace menu, a ``?trace=`` link), the
+    replay shows that pass when the accordion opens. It used to be computed by an event chained
+    after the pass's own (``.then``) that read the pass slider again; this test chose the trace
+    already on screen (whose name was there before its load ran: the menu fires the load twice)
+    and typed 13 at once, so a load could land after the typing and move the slider back to the
+    trace's first pass: the stage showed pass 13 and both chained replays pass 2. Choosing another
+    trace first makes the wait for the trace's name a wait for its load."""
+    rounds = _rounds("poem_int8")
     page.get_by_role("tab", name="Watch a pass").click()
-    _choose(page, BUNDLED["poem_int8"])
+    _choose(page, BUNDLED["early_exit_rejection"])
+    _choose(page, BUNDLED["poem_int8"])  # its name on the stage: its load has landed
     box = page.locator("#sv-watch-pass input[type=number]")
     box.fill("13")
     box.press("Enter")
     box.blur()  # the slider's number box commits its value when it loses focus
-    page.wait_for_function("() => document.querySelector('#sv-watch-stage').innerText.includes('pass 13 of')",
-                           timeout=30_000)
-    _wait_sentence(page, beats(_rounds("poem_int8")[12])[0].sentence)
-    page.get_by_role("button", name="The same pass under another rule").click()
+    _wait_stage(page, "pass 13 of")
+    _wait_sentence(page, beats(rounds[12])[0].sentence)
+    _show_replay(page, True)
     _wait_rule_text(page, "Pass 13 under full")
-    kept = {rule: replay_rule(_rounds("poem_int8")[12], rule).accepted[0] for rule in ("full", "one-hot", "block")}
+    kept = {rule: replay_rule(rounds[12], rule).accepted[0] for rule in ("full", "one-hot", "block")}
     assert kept == {"full": 2, "one-hot": 0, "block": 4}
     for rule in ("one-hot", "block", "full"):
         page.locator("#sv-watch-rule").get_by_label(rule, exact=True).check()
@@ -131,6 +150,34 @@ def test_the_rule_switch_changes_the_accepted_count_of_a_recorded_pass(page):
         assert page.locator("#sv-watch-rule-plot .js-plotly-plot").count() == 1
     page.locator("#sv-watch-rule").get_by_label("relaxed-top-k (LOSSY control)", exact=True).check()
     _wait_rule_text(page, "the Run tab's lossless check fails for it")
+    page.locator("#sv-watch-rule").get_by_label("one-hot", exact=True).check()
+    _wait_rule_text(page, "Pass 13 under one-hot")
+
+    # Other ways to another pass, with the replay closed: it shows that pass, under the chosen rule, once opened.
+    _show_replay(page, False)
+    n = len(beats(rounds[12]))
+    for beat in range(2, n + 2):  # the beat button, one beat at a time (each reads the last), past the last
+        page.locator("#sv-watch-next").click()
+        _wait_stage(page, f"pass 13 of 19 · beat {beat} of {n}" if beat <= n else "pass 14 of 19 · beat 1 of")
+    _show_replay(page, True)
+    _wait_rule_text(page, "Pass 14 under one-hot")
+    _show_replay(page, False)
+    page.locator("#sv-watch-load").click()  # Load: the trace's first pass worth watching
+    _wait_stage(page, "pass 2 of 19 · beat 1 of")
+    _show_replay(page, True)
+    _wait_rule_text(page, "Pass 2 under one-hot")
+    _show_replay(page, False)
+    _choose(page, BUNDLED["early_exit_rejection"])  # the trace menu
+    first = watch_tab._first_pass(watch_tab.bundled("early_exit_rejection")) + 1
+    _wait_stage(page, f"pass {first} of")
+    _show_replay(page, True)
+    _wait_rule_text(page, f"Pass {first} under one-hot")
+
+    # A link opens its pass with the replay on the full rule, in a page whose accordion was never opened.
+    page.goto(app_url + "/?trace=poem_int8&pass=7&beat=1", wait_until="domcontentloaded")
+    _wait_stage(page, "pass 7 of 19 · beat 1 of")
+    _show_replay(page, True)
+    _wait_rule_text(page, "Pass 7 under full")
 
 
 def test_the_lossless_check_passes_for_the_exact_rules_and_fails_for_the_lossy_control(app_url):

@@ -374,7 +374,9 @@ def test_the_page_names_a_run_s_rule_and_flags_the_lossy_control():
     assert RunState.from_rounds([], {}).rule == "full"
 
 
-def test_the_rules_lesson_sets_its_rule_and_other_lessons_reset_it():
+def test_every_lesson_sets_the_rule_back_to_the_full_rule():
+    """The rules lesson's one run is a full-rule run (the Run tab replays it under the others), and
+    every lesson sets the Verification rule, so a visitor's earlier one-hot run does not carry over."""
     from specviz.ui.lessons_tab import LESSON_FIELDS, LESSONS, apply_lesson
 
     assert "rule" in LESSON_FIELDS
@@ -382,5 +384,4 @@ def test_the_rules_lesson_sets_its_rule_and_other_lessons_reset_it():
     for name in LESSONS:
         updates = apply_lesson(name, "cpu")[: len(LESSON_FIELDS)]
         rules[name] = updates[LESSON_FIELDS.index("rule")]["value"]
-    assert rules["Same output, different speed (verification rules)"] == "one-hot"
-    assert {rule for name, rule in rules.items() if "verification rules" not in name} == {"full"}
+    assert set(rules.values()) == {"full"}, rules

@@ -18,7 +18,10 @@ from .teach import link_query
 from .user_errors import refused
 
 #: One-click scenarios: the Run tab's settings they set (by field name; ``check_temperature`` and
-#: ``control`` are the lossless check's), and the slug of their note.
+#: ``control`` are the lossless check's), and the slug of their note. The rules lesson runs the
+#: full rule: the Run tab replays that one run's sampled drafts under every rule (a one-hot or
+#: exact-match run would draft argmax point masses, on which the rules cannot differ); naming
+#: ``rule`` here also makes every other lesson set it back to the full rule.
 LESSONS = {
     "Copy-heavy vs free text (prompt lookup)": dict(
         slug="copy_heavy", prompt=EXAMPLES[0][0], chat=True, drafter_kind="ngram", k=4, temperature=0.0,
@@ -37,7 +40,7 @@ LESSONS = {
         max_new_tokens=64),
     "Same output, different speed (verification rules)": dict(
         slug="rules", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=1.0,
-        max_new_tokens=48, rule="one-hot", check_temperature=1.0, control=False),
+        max_new_tokens=48, rule="full", check_temperature=1.0, control=False),
     "Lossless check at T = 1": dict(
         slug="lossless_check", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=1.0,
         max_new_tokens=48, check_temperature=1.0, control=False),

@@ -27,9 +27,24 @@ from .draw.escape import as_text
 from .share import copy_link
 from .state import RunState
 from .teach import link_query
-from .teach.beats import (DRAFT, RESIDUAL, RULE_TESTS, TEST, Beat, beats, depths, fmt, is_chain,
-                          most_different_position, position_distributions, quoted, replay_rule, score_guess,
-                          simulate_draws, total_variation)
+from .teach.beats import (
+    DRAFT,
+    RESIDUAL,
+    RULE_TESTS,
+    TEST,
+    Beat,
+    beats,
+    depths,
+    fmt,
+    is_chain,
+    most_different_position,
+    position_distributions,
+    quoted,
+    replay_rule,
+    score_guess,
+    simulate_draws,
+    total_variation,
+)
 from .user_errors import refused, user_errors
 
 TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
@@ -195,14 +210,20 @@ def _beat_views(w: Watched, pass_index: int, beat_index: int, still: bool):
             beat_charts.beat_figure(round_, all_beats[: beat_index + 1], label), stack, stack_text)
 
 
-def _pass_views(w: Watched, pass_index: int, beat_index: int, still: bool):
-    """:func:`_beat_views` plus the guess controls reset for this pass's drafts."""
+def _pass_views(w: Watched, pass_index: int, beat_index: int, still: bool, rule: str = "full"):
+    """:func:`_beat_views`, the guess controls reset for this pass's drafts, and the pass's test
+    replayed under ``rule`` (:func:`rule_replay_views`).
+
+    Every view of the shown pass comes from this one call, so none can show another pass: a replay
+    chained after the pass's event (``.then``) read the pass slider again, and an event that
+    landed in between (a trace loaded while a pass number was typed) had moved it."""
     round_ = w.rounds[pass_index]
     choices = [(label, str(i)) for i, label in enumerate(beat_charts.node_labels(round_))]  # text, not markup
     return (*_beat_views(w, pass_index, beat_index, still),
             gr.update(choices=choices, value=[], interactive=bool(choices)), gr.update(value=0),
             "Guess before the tests play: tick the drafts you expect to be accepted, say how many tokens the pass "
-            "will emit, and lock it in." if choices else "Nothing drafted in this pass: nothing to guess.")
+            "will emit, and lock it in." if choices else "Nothing drafted in this pass: nothing to guess.",
+            *rule_replay_views(w, pass_index + 1, rule))
 
 
 def _beat_index(beat_no) -> int:
@@ -290,16 +311,17 @@ def _watched(source: str, run_state) -> Watched:
         return bundled(source)
 
 
-def load(source: str, run_state, still: bool):
-    """A trace chosen: keep it and show its first pass worth watching, at its first beat."""
+def load(source: str, run_state, still: bool, rule: str = "full"):
+    """A trace chosen: keep it and show its first pass worth watching, at its first beat (its
+    replay under ``rule``)."""
     w = _watched(source, run_state)
     p = _first_pass(w)
-    return (w, gr.update(maximum=max(len(w.rounds), 2), value=p + 1), *_pass_views(w, p, 0, still))
+    return (w, gr.update(maximum=max(len(w.rounds), 2), value=p + 1), *_pass_views(w, p, 0, still, rule))
 
 
-def on_pass(w: Watched, pass_no, still: bool):
-    """The pass slider moved: that pass at its first beat, guesses reset."""
-    return _pass_views(w, _index(w, pass_no), 0, bool(still))
+def on_pass(w: Watched, pass_no, still: bool, rule: str = "full"):
+    """The pass slider moved: that pass at its first beat, guesses reset, its replay under ``rule``."""
+    return _pass_views(w, _index(w, pass_no), 0, bool(still), rule)
 
 
 def on_beat(w: Watched, pass_no, beat_no, still: bool):
@@ -307,16 +329,17 @@ def on_beat(w: Watched, pass_no, beat_no, still: bool):
     return _beat_views(w, _index(w, pass_no), _beat_index(beat_no), bool(still))
 
 
-def step(w: Watched, pass_no, beat_no, still: bool, delta: int):
-    """One beat forward or back; past a pass's last beat, the next pass's first (and back)."""
+def step(w: Watched, pass_no, beat_no, still: bool, rule: str = "full", *, delta: int):
+    """One beat forward or back; past a pass's last beat, the next pass's first (and back), with
+    its replay under ``rule``; within a pass the replay stays (it is the pass's, not the beat's)."""
     i = _index(w, pass_no)
     b = _beat_index(beat_no) + delta
     n = len(beats(w.rounds[i]))
     if b >= n and i + 1 < len(w.rounds):
-        return (gr.update(value=i + 2), *_pass_views(w, i + 1, 0, bool(still)))
+        return (gr.update(value=i + 2), *_pass_views(w, i + 1, 0, bool(still), rule))
     if b < 0 and i > 0:
-        return (gr.update(value=i), *_pass_views(w, i - 1, len(beats(w.rounds[i - 1])) - 1, bool(still)))
-    return (gr.skip(), *_beat_views(w, i, b, bool(still)), gr.skip(), gr.skip(), gr.skip())
+        return (gr.update(value=i), *_pass_views(w, i - 1, len(beats(w.rounds[i - 1])) - 1, bool(still), rule))
+    return (gr.skip(), *_beat_views(w, i, b, bool(still)), *(gr.skip(),) * 5)
 
 
 def new_score() -> dict:
@@ -374,8 +397,8 @@ def draw(w: Watched, pass_no, beat_no, n_draws):
 def open_trace(name: str, pass_: int, beat: int):
     """A bundled trace opened at pass ``pass_`` (1-based) and beat ``beat`` (1-based as the stage
     counts it, clamped to the pass): the values of ``ctx.watch[1]``'s outputs (source, state, pass
-    slider, the pass's views, then the rule switch back on the full rule and its replay), for a deep
-    link such as ``?trace=poem_int8&pass=2&beat=5``.
+    slider, the pass's views with its replay under the full rule, then the rule switch back on the
+    full rule), for a deep link such as ``?trace=poem_int8&pass=2&beat=5``.
 
     Raises:
         gr.Error: for an unknown trace or a pass outside the trace (one sentence).
@@ -384,7 +407,7 @@ def open_trace(name: str, pass_: int, beat: int):
         w = bundled(name)
     i = _index(w, pass_)
     return (gr.update(value=w.label), w, gr.update(maximum=max(len(w.rounds), 2), value=i + 1),
-            *_pass_views(w, i, _beat_index(beat), False), gr.update(value="full"), *rule_replay_views(w, i + 1, "full"))
+            *_pass_views(w, i, _beat_index(beat), False, "full"), gr.update(value="full"))
 
 
 def watch_query(source: str, pass_: int, beat: int) -> str:
@@ -441,32 +464,30 @@ def build(ctx: PageContext) -> None:
     with gr.Accordion("The same pass under another rule", open=False):
         rule = gr.Radio(RULE_CHOICES, value="full", label="Verification rule (replays this pass's test with its "
                         "recorded u)", elem_id="sv-watch-rule")
-        replay0 = rule_replay_views(w0, p0 + 1, "full")
-        rule_md = gr.Markdown(replay0[0], elem_id="sv-watch-rule-text")
-        rule_plot = gr.Plot(replay0[1], show_label=False, elem_id="sv-watch-rule-plot")
+        rule_md = gr.Markdown(views[8], elem_id="sv-watch-rule-text")
+        rule_plot = gr.Plot(views[9], show_label=False, elem_id="sv-watch-rule-plot")
     state, score = gr.State(w0), gr.State(new_score())
     beat_out = [beat_slider, stage, plot, stack, stack_md]
-    pass_out = beat_out + [picks, count, score_md]
+    # Every view of the pass, its replay under the chosen rule included, comes from the one event
+    # that moves to the pass (_pass_views): a closed accordion's views too, so they show that pass
+    # when opened.
+    pass_out = beat_out + [picks, count, score_md, rule_md, rule_plot]
     run_state = ctx.run_state if ctx.run_state is not None else gr.State(None)
-    # The replay follows every event that moves to another pass (.then: once its pass is on screen),
-    # and the rule switch itself.
-    replay_io = ([state, pass_slider, rule], [rule_md, rule_plot])
     for event in (source.input, load_btn.click):
-        event(load, [source, run_state, still], [state, pass_slider, *pass_out], **FREE).then(
-            rule_replay_views, *replay_io, **FREE)
-    rule.change(rule_replay_views, *replay_io, trigger_mode="always_last", **FREE)
+        event(load, [source, run_state, still, rule], [state, pass_slider, *pass_out], **FREE)
+    rule.change(rule_replay_views, [state, pass_slider, rule], [rule_md, rule_plot], trigger_mode="always_last",
+                **FREE)
     # .input: the visitor's drags and typed numbers, not this tab's own updates (a step to the next
     # pass sets the pass slider, which must not reset the beat); always_last skips a drag's middle.
-    pass_slider.input(on_pass, [state, pass_slider, still], pass_out, trigger_mode="always_last", **FREE).then(
-        rule_replay_views, *replay_io, **FREE)
+    pass_slider.input(on_pass, [state, pass_slider, still, rule], pass_out, trigger_mode="always_last", **FREE)
     beat_slider.input(on_beat, [state, pass_slider, beat_slider, still], beat_out, trigger_mode="always_last",
                       **FREE)
     still.input(on_beat, [state, pass_slider, beat_slider, still], beat_out, **FREE)
     for button, delta in ((back, -1), (nxt, 1)):
-        button.click(functools.partial(step, delta=delta), [state, pass_slider, beat_slider, still],
-                     [pass_slider, *pass_out], **FREE).then(rule_replay_views, *replay_io, **FREE)
+        button.click(functools.partial(step, delta=delta), [state, pass_slider, beat_slider, still, rule],
+                     [pass_slider, *pass_out], **FREE)
     lock.click(lock_guess, [state, pass_slider, beat_slider, picks, count, score, still],
                [score_md, score, *beat_out], **FREE)
     draw_btn.click(draw, [state, pass_slider, beat_slider, n_draws], draws_plot, **FREE)
     copy_link("Copy link", "sv-watch-copy", watch_query, [source, pass_slider, beat_slider])
-    ctx.watch = (open_trace, [source, state, pass_slider, *pass_out, rule, rule_md, rule_plot])
+    ctx.watch = (open_trace, [source, state, pass_slider, *pass_out, rule])

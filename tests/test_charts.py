@@ -356,6 +356,22 @@ def test_per_position_figure_shows_rates_and_the_constant_alpha_of_the_theory():
     assert any("α is undefined" in t for t in annotation_texts(plain))
 
 
+def test_a_long_runs_time_split_stacks_stepped_outlines_with_the_same_values():
+    from specviz.analysis import PlainBaseline
+
+    rounds = [make_round(i, 4, i % 4) for i in range(charts.BARS_MAX_PASSES + 1)]
+    for i, r in enumerate(rounds):
+        r.index = i
+    a = analyse(rounds, 4, 1.0, baseline=PlainBaseline(step_ms=15.0, tokens_per_s=10.0))
+    fig = charts.time_split_figure(a)
+    go.Figure(json.loads(fig.to_json()))
+    assert {t.type for t in fig.data} == {"scatter"} and {t.stackgroup for t in fig.data} == {"time"}
+    assert list(trace(fig, "verify pass").y) == [r.verify_ms for r in rounds]
+    assert list(trace(fig, "draft").x) == [r.index + 1 for r in rounds]
+    assert all(t.hovertemplate.startswith("pass %{x}") for t in fig.data)
+    assert "one plain decoding step" in annotation_texts(fig)
+
+
 def test_time_split_figure_stacks_draft_verify_and_other_against_the_plain_step():
     from specviz.analysis import PlainBaseline
 

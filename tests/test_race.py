@@ -57,6 +57,38 @@ def test_negative_times_are_refused():
         race.race_lanes([r], 10.0)
 
 
+def test_a_long_run_draws_each_kind_as_one_outline_with_the_same_spans_and_the_stretch_dimmed():
+    """Past BARS_MAX_SEGMENTS, one filled path per kind (two with a stretch: lit and dimmed) whose
+    rectangles are exactly the segments, in the lane's row; the legend names each kind once."""
+    import json
+
+    import plotly.graph_objects as go
+
+    rounds = []
+    for i in range(60):
+        r = make_round(i, 4, i % 5 if i % 5 < 4 else 4)
+        r.index = i
+        rounds.append(r)
+    lanes = race.race_lanes(rounds, step_ms=15.0)
+    assert len(lanes.speculative) + len(lanes.plain) > race.BARS_MAX_SEGMENTS
+    fig = race.race_figure(lanes, highlight=(10, 19))
+    go.Figure(json.loads(fig.to_json()))  # valid when validated
+    assert not [t for t in fig.data if t.type == "bar"]
+    for kind, lane, row in (("verify", lanes.speculative, 1), ("plain", lanes.plain, 0)):
+        paths = [t for t in fig.data if t.name == race.LABELS[kind]]
+        assert sorted(t.opacity for t in paths) == [0.3, 1.0]
+        assert sum(t.showlegend for t in paths) == 1
+        corners = [(x, y) for t in paths for x, y in zip(t.x, t.y, strict=True) if x is not None]
+        rects = {(min(c[0] for c in corners[i:i + 5]), max(c[0] for c in corners[i:i + 5]))
+                 for i in range(0, len(corners), 5)}
+        want = {(s.start_ms, s.start_ms + s.ms) for s in lane if s.kind == kind}
+        assert {(round(a, 6), round(b, 6)) for a, b in rects} == {(round(a, 6), round(b, 6)) for a, b in want}
+        assert {y for _, y in corners} == {row - race.HALF_HEIGHT, row + race.HALF_HEIGHT}
+    lit = next(t for t in fig.data if t.name == race.LABELS["verify"] and t.opacity == 1.0)
+    assert len([x for x in lit.x if x is None]) == 10  # passes 10-19, one verify segment each
+    assert len(fig.layout.shapes) == 2
+
+
 def test_the_figure_has_two_lanes_finish_markers_and_dims_outside_the_stretch():
     fig = race.race_figure(race.race_lanes(_rounds(), step_ms=15.0), highlight=(2, 2))
     bars = {t.name: t for t in fig.data if t.type == "bar"}
@@ -85,7 +117,7 @@ def test_the_race_lanes_of_the_last_run_go_when_run_is_pressed():
 
 def _plain_lane_over_speculative(fig) -> float:
     finish = next(tr for tr in fig.data if tr.name == "finish")
-    by_lane = dict(zip(finish.y, finish.x))
+    by_lane = dict(zip(finish.customdata, finish.x))  # each finish marker names its lane
     return by_lane["plain decoding"] / by_lane["speculative"]
 
 

@@ -496,9 +496,16 @@ def per_position_figure(analysis, positions=None) -> go.Figure:
 
 
 # --------------------------------------------------------------------------- time split
+#: Past this many verify passes the time-per-pass chart stacks stepped outlines, not bars: the
+#: browser draws each bar as its own SVG element, and a 256-token run's ~300 bars took about 250 ms
+#: of the page's main thread in one task (BENCHMARKS.md, "What a streamed run costs the browser").
+BARS_MAX_PASSES = 60
+
+
 def time_split_figure(analysis) -> go.Figure:
     """Where each round's time went: drafting, the verify pass and everything else (ms, stacked),
-    against one plain decoding step of the target.
+    against one plain decoding step of the target; bars, or past :data:`BARS_MAX_PASSES` passes
+    stacked steps (one path per part), the same values and hovers.
 
     A round that costs more than the tokens it emitted times the plain step is a round that lost
     time; the hover of each bar gives that comparison.
@@ -519,9 +526,14 @@ def time_split_figure(analysis) -> go.Figure:
     layout["barmode"] = "stack"
     parts = (("draft", "draft_ms", KIND_COLORS[RESAMPLED]), ("verify pass", "verify_ms", SPEC_COLOR),
              ("everything else", "other_ms", PLAIN_COLOR))
-    data = [{"type": "bar", "x": xs, "y": [getattr(t, attr) for t in split], "name": name,
-             "marker": {"color": color},
-             "hovertemplate": f"pass %{{x}}: {name} %{{y:.1f}} ms<extra></extra>"} for name, attr, color in parts]
+    if len(split) <= BARS_MAX_PASSES:
+        data = [{"type": "bar", "x": xs, "y": [getattr(t, attr) for t in split], "name": name,
+                 "marker": {"color": color},
+                 "hovertemplate": f"pass %{{x}}: {name} %{{y:.1f}} ms<extra></extra>"} for name, attr, color in parts]
+    else:  # a long run: one stepped, stacked outline per part instead of a bar per pass and part
+        data = [{"type": "scatter", "mode": "lines", "x": xs, "y": [getattr(t, attr) for t in split], "name": name,
+                 "stackgroup": "time", "line": {"shape": "hvh", "width": 0.5, "color": color}, "fillcolor": color,
+                 "hovertemplate": f"pass %{{x}}: {name} %{{y:.1f}} ms<extra></extra>"} for name, attr, color in parts]
     if plain:
         _hline(layout, plain, MEAN_COLOR, "one plain decoding step", dash="dot")
     return _build(data, layout)

@@ -124,23 +124,58 @@ def stretch(lanes: Lanes, first: int, last: int, lane: str = "speculative") -> t
     return segments[0].start_ms, segments[-1].start_ms + segments[-1].ms
 
 
-def _bars(fig, segments: list[Segment], y: str, highlight: tuple[int, int] | None) -> None:
+#: Past this many segments in both lanes, each kind is drawn as one filled outline instead of one
+#: bar per segment: the browser draws a bar as its own SVG element, and a 256-token run's ~650
+#: bars took about 400 ms of the page's main thread in one task (BENCHMARKS.md, "What a streamed
+#: run costs the browser"); one path per kind costs a few ms. A segment's own hover goes with it.
+BARS_MAX_SEGMENTS = 160
+#: Half the height of a lane's bars (the lanes sit at y = 0 and 1).
+HALF_HEIGHT = 0.4
+
+
+def _lit(segments: list[Segment], highlight: tuple[int, int] | None) -> list[bool]:
+    return [highlight is None or highlight[0] <= s.pass_ <= highlight[1] for s in segments]
+
+
+def _bars(fig, segments: list[Segment], row: int, highlight: tuple[int, int] | None) -> None:
     for kind in COLOURS:
         mine = [s for s in segments if s.kind == kind]
         if not mine:
             continue
-        # One opacity for the trace unless a stretch is lit: per-bar values make Plotly style every
-        # bar of the ~650 on its own (the race was the page's longest task after a 256-token run).
-        opacity = 1.0 if highlight is None else [1.0 if highlight[0] <= s.pass_ <= highlight[1] else 0.3
-                                                 for s in mine]
+        lit = _lit(mine, highlight)
+        # One opacity for the trace when nothing is dimmed: the browser draws a per-bar array bar by bar.
+        opacity = 1.0 if all(lit) else [1.0 if on else 0.3 for on in lit]
         fig.add_trace(go.Bar(
-            y=[y] * len(mine), x=[s.ms for s in mine], base=[s.start_ms for s in mine], orientation="h",
-            name=LABELS[kind], marker=dict(color=COLOURS[kind], opacity=opacity,
-                                           line=dict(width=0.5, color=palette.MARKER_EDGE),
-                                           pattern_shape="/" if kind == "wasted" else ""),
+            y=[row] * len(mine), x=[s.ms for s in mine], base=[s.start_ms for s in mine], orientation="h",
+            width=2 * HALF_HEIGHT, name=LABELS[kind],
+            marker=dict(color=COLOURS[kind], opacity=opacity, line=dict(width=0.5, color=palette.MARKER_EDGE),
+                        pattern_shape="/" if kind == "wasted" else ""),
             customdata=[[s.pass_, s.tokens] for s in mine],
             hovertemplate=f"{LABELS[kind]}<br>pass %{{customdata[0]}}<br>%{{base:.1f}} ms + %{{x:.2f}} ms"
                           "<extra></extra>"))
+
+
+def _outlines(fig, segments: list[Segment], row: int, highlight: tuple[int, int] | None) -> None:
+    """Each kind's segments as one filled path of rectangles (None between them), the dimmed
+    ones (outside ``highlight``) as a second path of the same legend entry."""
+    for kind in COLOURS:
+        mine = [s for s in segments if s.kind == kind]
+        if not mine:
+            continue
+        lit = _lit(mine, highlight)
+        for on in (True, False):
+            part = [s for s, is_lit in zip(mine, lit, strict=True) if is_lit == on]
+            if not part:
+                continue
+            xs, ys = [], []
+            for s in part:
+                x0, x1, y0, y1 = s.start_ms, s.start_ms + s.ms, row - HALF_HEIGHT, row + HALF_HEIGHT
+                xs += [x0, x1, x1, x0, x0, None]
+                ys += [y0, y0, y1, y1, y0, None]
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines", fill="toself", fillcolor=COLOURS[kind], opacity=1.0 if on else 0.3,
+                line=dict(width=0), name=LABELS[kind], legendgroup=kind, showlegend=on or all(not x for x in lit),
+                hoveron="fills", hoverinfo="name"))
 
 
 def race_figure(lanes: Lanes, highlight: tuple[int, int] | None = None):
@@ -149,15 +184,17 @@ def race_figure(lanes: Lanes, highlight: tuple[int, int] | None = None):
     stretch's span in both lanes."""
     fig = go.Figure()
     spec, plain = "speculative", "plain decoding"
-    _bars(fig, lanes.speculative, spec, highlight)
-    _bars(fig, lanes.plain, plain, highlight)
-    finishes = [(spec, lanes.speculative_ms)] + ([(plain, lanes.plain_ms)] if lanes.step_ms else [])
-    fig.add_trace(go.Scatter(x=[ms for _, ms in finishes], y=[lane for lane, _ in finishes], mode="markers+text",
+    draw = _bars if len(lanes.speculative) + len(lanes.plain) <= BARS_MAX_SEGMENTS else _outlines
+    draw(fig, lanes.speculative, 1, highlight)
+    draw(fig, lanes.plain, 0, highlight)
+    finishes = [(spec, 1, lanes.speculative_ms)] + ([(plain, 0, lanes.plain_ms)] if lanes.step_ms else [])
+    fig.add_trace(go.Scatter(x=[ms for _, _, ms in finishes], y=[row for _, row, _ in finishes],
+                             customdata=[lane for lane, _, _ in finishes], mode="markers+text",
                              marker=dict(symbol="line-ns-open", size=28, color=palette.MARKER, line=dict(width=3)),
-                             text=[f"finish {ms:.0f} ms" for _, ms in finishes], textposition="top center",
-                             name="finish", hovertemplate="%{y} finishes at %{x:.1f} ms<extra></extra>"))
+                             text=[f"finish {ms:.0f} ms" for _, _, ms in finishes], textposition="top center",
+                             name="finish", hovertemplate="%{customdata} finishes at %{x:.1f} ms<extra></extra>"))
     if highlight is not None:
-        for lane, row in (("speculative", 1), ("plain", 0)):  # a category's row sits at its index
+        for lane, row in (("speculative", 1), ("plain", 0)):
             span = stretch(lanes, *highlight, lane=lane)
             if span:
                 fig.add_shape(type="rect", x0=span[0], x1=span[1], y0=row - 0.45, y1=row + 0.45, layer="below",
@@ -168,5 +205,8 @@ def race_figure(lanes: Lanes, highlight: tuple[int, int] | None = None):
                       title=dict(text=f"Race on one clock: speculative {lanes.speculative_ms:.0f} ms; {saved}",
                                  font=dict(size=13)),
                       xaxis_title="time since the prompt was sent (ms; prefill included, as the headline)", legend=dict(orientation="h", y=-0.35),
-                      yaxis=dict(categoryorder="array", categoryarray=[plain, spec]))
+                      # Numeric rows (plain 0, speculative 1), named by their ticks: the long-run
+                      # outlines need coordinates inside a lane, which a category axis has not.
+                      yaxis=dict(tickvals=[0, 1], ticktext=[plain, spec], range=[-0.6, 1.9], zeroline=False,
+                                 showgrid=False))
     return fig

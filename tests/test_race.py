@@ -87,6 +87,8 @@ def test_a_long_run_draws_each_kind_as_one_outline_with_the_same_spans_and_the_s
     lit = next(t for t in fig.data if t.name == race.LABELS["verify"] and t.opacity == 1.0)
     assert len([x for x in lit.x if x is None]) == 10  # passes 10-19, one verify segment each
     assert len(fig.layout.shapes) == 2
+    shown = [t.name for t in fig.data if t.showlegend is not False]
+    assert len(shown) == len(set(shown))  # each kind once in the legend, the prefill of both lanes too
 
 
 def test_the_figure_has_two_lanes_finish_markers_and_dims_outside_the_stretch():

@@ -187,6 +187,11 @@ def race_figure(lanes: Lanes, highlight: tuple[int, int] | None = None):
     draw = _bars if len(lanes.speculative) + len(lanes.plain) <= BARS_MAX_SEGMENTS else _outlines
     draw(fig, lanes.speculative, 1, highlight)
     draw(fig, lanes.plain, 0, highlight)
+    named: set[str] = set()
+    for trace in fig.data:  # both lanes open with a prefill: one legend entry per kind
+        if trace.showlegend is not False and trace.name in named:
+            trace.showlegend = False
+        named.add(trace.name)
     finishes = [(spec, 1, lanes.speculative_ms)] + ([(plain, 0, lanes.plain_ms)] if lanes.step_ms else [])
     fig.add_trace(go.Scatter(x=[ms for _, _, ms in finishes], y=[row for _, row, _ in finishes],
                              customdata=[lane for lane, _, _ in finishes], mode="markers+text",

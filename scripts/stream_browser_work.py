@@ -47,9 +47,11 @@ TRACE_CATEGORIES = ["toplevel", "devtools.timeline", "disabled-by-default-devtoo
 #: Long tasks from now on, and a user-timing mark when the summary first says "Done".
 OBSERVE_JS = """() => {
   window.__svLong = [];
-  new PerformanceObserver((list) => {
+  if (window.__svObserver) window.__svObserver.disconnect();  // one observer: a second run's counted once
+  window.__svObserver = new PerformanceObserver((list) => {
     for (const e of list.getEntries()) window.__svLong.push({start: e.startTime, ms: e.duration});
-  }).observe({type: 'longtask', buffered: false});
+  });
+  window.__svObserver.observe({type: 'longtask', buffered: false});
   window.__svDoneAt = null;
   const summary = document.querySelector('#sv-summary');
   const watch = new MutationObserver(() => {

@@ -76,6 +76,13 @@ def test_default_run_shows_three_kinds_of_tokens_and_three_charts(page):
     text = page.inner_text("#sv-alpha")
     assert "running acceptance rate" in text and "per-token α" in text
     assert "four rules" in page.inner_text("#sv-rules") and "zero-accept share" in summary
+    # While a run streams, off-screen charts skip the browser's rendering work (styles.CHART_CSS);
+    # after it they are whole again, drawn at their full size.
+    chart = page.locator("#sv-calibration .js-plotly-plot")
+    page.wait_for_function("() => !document.documentElement.classList.contains('sv-streaming')", timeout=10_000)
+    assert chart.evaluate("(el) => getComputedStyle(el).contentVisibility") == "visible"
+    box = page.locator("#sv-calibration .main-svg").first.bounding_box()
+    assert box and box["width"] > 200 and box["height"] >= 250, box
 
 
 def _number_after(text: str, name: str) -> float:

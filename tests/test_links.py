@@ -121,11 +121,11 @@ def test_the_router_updates_the_playground_and_notes_bad_values():
 
     out = route({"alpha": "0.6", "k": "5", "c": "0.2", "v": "1", "lesson": "x"}, None, ("alpha", "k", "c", "v"))
     tab, note, *sliders = out[:6]
-    assert tab.selected == "playground"
+    assert tab == "playground"  # the tab's id, which the browser selects (ui.context.SELECT_TAB_JS)
     assert [s["value"] for s in sliders] == [0.6, 5, 0.2, 1.0]
     assert "lesson is not a lesson here" in note["value"] and "'x'" not in note["value"] and note["visible"]
     seen = []
     out = route({"trace": "t", "pass": "2"}, (lambda *a: seen.append(a) or ("opened",), [None]), ("alpha",))
-    assert seen == [("t", 2, 1)] and out[-1] == "opened" and out[0].selected == "watch"
+    assert seen == [("t", 2, 1)] and out[-1] == "opened" and out[0] == "watch"
     out = route({}, None, ("alpha",))
     assert all(isinstance(u, type(gr.skip())) for u in out[:3])

@@ -63,7 +63,8 @@ def test_a_256_token_stream_redraws_at_most_one_chart_per_update_and_few_a_secon
     simulated second, the token panel about every 0.4 s, and the panel's tokens carry their
     keyboard attributes in the HTML (so the browser does not rewrite every token after each update).
     The end draws each of the eight charts once, at most FINAL_CHARTS_PER_UPDATE per update (all
-    eight in the last update were one task of 1.5-3 s on a busy machine).
+    eight in the last update were one task of 1.5-3 s on a busy machine). While streaming, no
+    update carries both new tokens and a chart redraw (together they were one task of 250-550 ms).
     Fails on the code before: every summary update redrew all five charts."""
     from scripts.stream_bytes import CHARTS, TOKENS, _changes, stream_updates
     from specviz.ui.run_stream import FINAL_CHARTS_PER_UPDATE
@@ -85,6 +86,10 @@ def test_a_256_token_stream_redraws_at_most_one_chart_per_update_and_few_a_secon
     assert per_chart == [1] * len(FIGURES), per_chart  # the end shows every chart, each drawn once
     assert max(final) <= FINAL_CHARTS_PER_UPDATE, final
     assert max(streamed[1:], default=0) <= 1, streamed  # update 0: the panel's first, whole value
+    # A streamed chart travels alone: a redraw riding a token update made one task of both.
+    both = [i for i, data in enumerate(updates[1:-steps], 1)
+            if _changes(data[TOKENS]) and any(redraws(d) for d in data[CHARTS])]
+    assert not both, f"updates {both} carry new tokens and a chart redraw"
     panel = updates[0][TOKENS] + "".join(e[0][2] for e in (data[TOKENS] for data in updates[1:])
                                          if _changes(e) and e[0][0] == "append")
     seconds = panel.count('class="sv-round"') * round_s  # the simulated clock: a round each round_s

@@ -3,10 +3,26 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import gradio as gr
+
+#: Selects a tab in the browser by its ``id`` (``gr.Tab(id=...)``; the page renders it as the tab
+#: button's ``data-tab-id``): a js-only event, so the Tabs is never a server event's output. Gradio
+#: refreshes the loading status of every output of every event that has run, on each message of any
+#: later event, and for a container that means reading every component inside it: with the Tabs an
+#: output of the page load, each streamed update of a run copied every value on the page (150,000
+#: copies, 31 M characters in a 256-token run), a quarter of the browser's work (issue 26 item 4).
+SELECT_TAB_JS = """(tab) => {
+  if (tab) document.querySelector(`button[role=tab][data-tab-id="${CSS.escape(String(tab))}"]`)?.click();
+}"""
+
+
+def select_tab_js(tab: str) -> str:
+    """:data:`SELECT_TAB_JS` for one fixed tab (an event's ``js`` with no inputs)."""
+    return f"() => ({SELECT_TAB_JS})({json.dumps(tab)})"
 
 
 @dataclass
@@ -15,7 +31,8 @@ class PageContext:
 
     Attributes:
         public: public mode (bound into every model callback).
-        tabs: the page's Tabs (a lesson selects the Run tab).
+        tab_request: a hidden Textbox: the tab a link asks for (the page load's router sets it,
+            :data:`SELECT_TAB_JS` then selects that tab in the browser).
         lesson_note: the Markdown above the Run tab's controls where a lesson says what to notice.
         lesson_runs: State: runs since a lesson set the Run tab up (None: no lesson note shown);
             the lessons set it to 0, the Run tab counts and hides the note on the second run.
@@ -37,7 +54,7 @@ class PageContext:
     """
 
     public: bool
-    tabs: gr.Tabs
+    tab_request: gr.Textbox
     lesson_note: gr.Markdown
     lesson_runs: gr.State
     last_analysis: gr.State

@@ -9,7 +9,7 @@ import gradio as gr
 
 from ..drafters import for_device
 from . import settings
-from .context import PageContext
+from .context import PageContext, select_tab_js
 from .fields import NAMES, drafter_spec, spec_fields
 from .prose import prose
 from .settings import EXAMPLES, FREE_TEXT_PROMPT
@@ -66,15 +66,15 @@ def lesson_settings(name: str, device) -> tuple[dict, str | None]:
 
 
 #: What a lesson sets, by name, in the order of :func:`apply_lesson`'s values: the Run tab's
-#: controls (:data:`LESSON_FIELDS`), its lesson note, the runs since the lesson and the selected
-#: tab. The Lessons buttons and a ``?lesson=`` link (:mod:`specviz.ui.links`) both list their
+#: controls (:data:`LESSON_FIELDS`), its lesson note and the runs since the lesson (the Run tab is
+#: selected in the browser, :func:`specviz.ui.context.select_tab_js`). The Lessons buttons and a ``?lesson=`` link (:mod:`specviz.ui.links`) both list their
 #: outputs from these names, so neither can send one value too many.
-LESSON_TARGETS = (*LESSON_FIELDS, "lesson_note", "lesson_runs", "tabs")
+LESSON_TARGETS = (*LESSON_FIELDS, "lesson_note", "lesson_runs")
 
 
 def lesson_values(name: str, device="auto") -> dict:
     """Lesson ``name``'s updates by :data:`LESSON_TARGETS` name: the Run tab's controls, its lesson
-    note, the runs since the lesson (0) and the selected tab (the Run tab). ``device``: the Run
+    note and the runs since the lesson (0). ``device``: the Run
     tab's Device (``auto``: the server's): the lesson's drafter is one that runs there, and its
     note says which stands in for which.
 
@@ -88,13 +88,13 @@ def lesson_values(name: str, device="auto") -> dict:
     stand_in = f"*{sentence}* " if sentence else ""
     return {**{f: gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS},
             "lesson_note": gr.update(value=f"**Lesson: {name}.** {stand_in}{lesson_note(name)}", visible=True),
-            "lesson_runs": 0, "tabs": gr.Tabs(selected="run")}
+            "lesson_runs": 0}
 
 
 def lesson_components(ctx: PageContext) -> dict:
     """The components a lesson sets, by :data:`LESSON_TARGETS` name."""
     return {**dict(zip(LESSON_FIELDS, ctx.run_inputs(LESSON_FIELDS), strict=True)), "lesson_note": ctx.lesson_note,
-            "lesson_runs": ctx.lesson_runs, "tabs": ctx.tabs}
+            "lesson_runs": ctx.lesson_runs}
 
 
 def apply_lesson(name: str, device="auto"):
@@ -117,4 +117,5 @@ def build(ctx: PageContext) -> None:
                 slug = LESSONS[name]["slug"]
                 copy_link("Copy link", f"sv-lesson-copy-{slug}", functools.partial(link_query.lesson_link, slug), None)
         button.click(functools.partial(apply_lesson, name), ctx.run_inputs(("device",)), targets, api_name=False,
-                     concurrency_id="playground", concurrency_limit=None)
+                     concurrency_id="playground", concurrency_limit=None
+                     ).then(None, None, None, js=select_tab_js("run"), api_name=False)

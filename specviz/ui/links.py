@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .context import PageContext
+from .context import SELECT_TAB_JS, PageContext
 from .draw.escape import as_text
 from .lessons_tab import LESSON_TARGETS, LESSONS, lesson_components, lesson_values
 from .teach import link_query
@@ -16,15 +16,13 @@ LESSON_SLUGS = {lesson["slug"]: name for name, lesson in LESSONS.items()}
 
 def link_targets(playground_names: tuple[str, ...], watch_outputs: int, panels: tuple[str, ...] = ()
                  ) -> tuple[str, ...]:
-    """Every output a link may set, by name, in the order of the page load's outputs: the selected
-    tab, the link note, the Playground's sliders and every panel they drive (``panels``), what a lesson sets (its
-    :data:`~specviz.ui.lessons_tab.LESSON_TARGETS` but the tab, which the router selects itself)
-    and the Watch tab's outputs. :func:`route` and :func:`wire` both list theirs from here, so the
+    """Every output a link may set, by name, in the order of the page load's outputs: the tab it
+    asks for (``tab_request``, selected in the browser by :data:`~specviz.ui.context.SELECT_TAB_JS`), the link note, the Playground's sliders and every panel they drive (``panels``), what a lesson sets (its
+    :data:`~specviz.ui.lessons_tab.LESSON_TARGETS`) and the Watch tab's outputs. :func:`route` and :func:`wire` both list theirs from here, so the
     values and the outputs cannot disagree in number or order (issue 26: a lesson link sent 28
     values for 27 outputs and the page load failed)."""
-    lesson = tuple(t for t in LESSON_TARGETS if t != "tabs")
-    return ("tabs", "note", *(f"playground.{n}" for n in playground_names), *(f"panel.{n}" for n in panels),
-            *lesson, *(f"watch.{i}" for i in range(watch_outputs)))
+    return ("tab_request", "note", *(f"playground.{n}" for n in playground_names), *(f"panel.{n}" for n in panels),
+            *LESSON_TARGETS, *(f"watch.{i}" for i in range(watch_outputs)))
 
 
 def _watch_updates(watch, link: link_query.Link, notes: list[str]) -> dict:
@@ -45,14 +43,12 @@ def _watch_updates(watch, link: link_query.Link, notes: list[str]) -> dict:
 def _lesson_updates(link: link_query.Link) -> dict:
     if link.lesson is None:
         return {}
-    values = lesson_values(LESSON_SLUGS[link.lesson])
-    del values["tabs"]  # the router selects the tab itself
-    return values
+    return lesson_values(LESSON_SLUGS[link.lesson])
 
 
 def route(params, watch, playground_names: tuple[str, ...], panels=None) -> list:
     """The page's updates for query parameters ``params``, one per :func:`link_targets` name (a
-    ``gr.skip()`` for what the link leaves alone): the selected tab, the link note, the
+    ``gr.skip()`` for what the link leaves alone): the tab to select (its id), the link note, the
     Playground's sliders (``playground_names`` in order), what a lesson sets on the Run tab, and the
     Watch tab's outputs (``watch``: ``ctx.watch`` or None). ``panels``: ``ctx.playground_panels``
     or None; with it, a link that sets a slider sets every Playground panel too, from the link's
@@ -72,7 +68,7 @@ def route(params, watch, playground_names: tuple[str, ...], panels=None) -> list
     if notes:
         updates["note"] = gr.update(value="*Link: " + as_text(" ".join(notes)) + "*", visible=True)
     if link.tab:
-        updates["tabs"] = gr.Tabs(selected=link.tab)
+        updates["tab_request"] = link.tab
     names = link_targets(playground_names, len(watch[1]) if watch else 0, tuple(panels[1]) if panels else ())
     unknown = set(updates) - set(names)
     if unknown:
@@ -84,9 +80,8 @@ def link_components(ctx: PageContext, note: gr.Markdown) -> dict:
     """The components a link may set, by :func:`link_targets` name."""
     watch = getattr(ctx, "watch", None)
     lesson = lesson_components(ctx)
-    del lesson["tabs"]
     panels = ctx.playground_panels[1] if ctx.playground_panels else {}
-    return {"tabs": ctx.tabs, "note": note, **{f"playground.{n}": c for n, c in ctx.playground.items()},
+    return {"tab_request": ctx.tab_request, "note": note, **{f"playground.{n}": c for n, c in ctx.playground.items()},
             **{f"panel.{n}": c for n, c in panels.items()}, **lesson,
             **{f"watch.{i}": c for i, c in enumerate(watch[1] if watch else [])}}
 
@@ -103,4 +98,5 @@ def wire(demo: gr.Blocks, ctx: PageContext, note: gr.Markdown) -> None:
     def open_link(request: gr.Request):
         return route(dict(request.query_params) if request is not None else {}, watch, names, panels)
 
-    demo.load(open_link, None, outputs, api_name=False, show_progress="hidden")
+    demo.load(open_link, None, outputs, api_name=False, show_progress="hidden"
+              ).then(None, ctx.tab_request, None, js=SELECT_TAB_JS, api_name=False)

@@ -67,13 +67,14 @@ def build_page(public: bool) -> gr.Blocks:
         # Made outside the Tabs: a State among the Tabs' children would shift the tab labels.
         last_analysis = gr.State(None)
         lesson_runs = gr.State(None)
+        tab_request = gr.Textbox("", visible=False, elem_id="sv-tab-request")
         _header(public)
         link_note, palette = _classroom_bar()
-        with gr.Tabs(selected="run") as tabs:
+        with gr.Tabs(selected="run"):
             with gr.Tab("Run", id="run"):
                 # A lesson's "what to notice" shows here, above the controls it set.
                 lesson_note = gr.Markdown(visible=False, elem_id="sv-lesson-note")
-                ctx = PageContext(public=public, tabs=tabs, lesson_note=lesson_note, lesson_runs=lesson_runs,
+                ctx = PageContext(public=public, tab_request=tab_request, lesson_note=lesson_note, lesson_runs=lesson_runs,
                                   last_analysis=last_analysis)
                 run_tab.build(ctx)
             with gr.Tab("Watch a pass", id="watch"):

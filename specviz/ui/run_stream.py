@@ -39,13 +39,17 @@ logger = logging.getLogger("specviz.app")
 #: The summary (and one chart) are updated about this often while a run streams: the browser lags
 #: behind if Plotly redraws on every round.
 CHART_INTERVAL_S = 1.0
-#: The charts a streamed run redraws, one per summary update in turn, sent with the token update
-#: after that summary's (the same figures, one task of the browser each), so that each of the page's
-#: updates costs the browser at most one Plotly redraw or one summary (issue 26 item 4: five redraws
-#: a second made the main thread of a busy 2-core machine run tasks of up to 1.5 s, and a click wait
-#: 11 s). The other charts (acceptance by draft position, time per round, the diagnostics) and the
-#: race are drawn at the end.
+#: The charts a streamed run redraws, one per summary update in turn, each in an update of its own
+#: (:data:`CHART_GAP_S` after the summary's), so that each of the page's updates costs the browser
+#: at most one Plotly redraw or one token-and-summary update, never both (issue 26 item 4: five
+#: redraws a second made the main thread of a busy 2-core machine run tasks of up to 1.5 s, and a
+#: click wait 11 s; a redraw riding a token update made tasks of 250-550 ms where either alone was
+#: about half). The other charts (acceptance by draft position, time per round, the diagnostics)
+#: and the race are drawn at the end.
 STREAMED_CHARTS = ("alpha", "tokens_per_pass", "speedup")
+#: A chart's own update is sent at least this long (s) after the update before it, so that the
+#: browser meets the two in separate tasks (two updates sent together can land in one task).
+CHART_GAP_S = 0.15
 # Coalescing rounds that finish within this interval into one token update keeps the browser
 # (which compares the whole panel with its DOM on each update) from competing with generation on a
 # small CPU. The final update is always sent. Rounds in between send nothing: each update is a
@@ -224,7 +228,8 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
            panel: TokenPanel | None = None, ctx=None):
     """Run the speculative generation, yielding the page's outputs: tokens often (every
     :data:`TOKEN_INTERVAL_S`), the summary and one chart of :data:`STREAMED_CHARTS` in turn about
-    once a second (the chart with the token update after the summary's), and everything at the
+    once a second (the chart alone, in the next update at least :data:`CHART_GAP_S` after the
+    summary's), and everything at the
     end, a chart per update (:func:`final_updates`). Rounds between updates yield nothing; Stop
     still ends the run within one round (the loop reads the run state's flag each round). With
     ``max_run_s`` (public mode) a run whose generation time passes it stops there: its tokens
@@ -233,9 +238,9 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
     :class:`~specviz.ui.gpu.JobContext` (None: no job): Stop reaches the loop through its flag,
     and past its deadline the run stops as at the time limit, its tokens kept."""
     panel = panel if panel is not None else TokenPanel(state)
-    last_chart = last_tokens = 0.0
+    last_chart = last_tokens = last_sent = 0.0
     turn = 0  # which of STREAMED_CHARTS the next summary update redraws
-    chart = {}  # the chart drawn with the last summary, for the next token update
+    chart = {}  # the chart drawn with the last summary, sent alone in the next update
     try:
         for round_ in run:
             if state.finished or (ctx is not None and ctx.stopped()):
@@ -245,8 +250,9 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
             done = run.finish_reason is not None
             late = not done and ctx is not None and ctx.past_deadline()
             over = not done and (late or (max_run_s is not None and run.elapsed_s > max_run_s))
-            if done or over or time.perf_counter() - last_chart > CHART_INTERVAL_S:
-                last_chart = last_tokens = time.perf_counter()
+            now = time.perf_counter()
+            if done or over or (not chart and now - last_chart > CHART_INTERVAL_S):
+                last_chart = last_tokens = last_sent = now
                 state.meta = trace_of(run)
                 analysis = state.analysis()
                 if done or over:
@@ -264,19 +270,19 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                 if state.finished and not (done or over):
                     return  # stopped while the charts were drawn
                 if not (done or over):
-                    if chart:  # rounds slower than TOKEN_INTERVAL_S: no token update came between, so no wait
-                        chart = {}
-                    else:
-                        chart, view = {drawn[0]: getattr(view, drawn[0])}, view._replace(**{drawn[0]: gr.skip()})
+                    chart, view = {drawn[0]: getattr(view, drawn[0])}, view._replace(**{drawn[0]: gr.skip()})
                     yield _run_update(view._replace(tokens=panel.update(generated_at)), baselines, state)
                     continue
                 yield from final_updates(view, panel, generated_at, baselines, state)
                 if over:
                     break
-            elif time.perf_counter() - last_tokens > TOKEN_INTERVAL_S:
-                last_tokens = time.perf_counter()
-                yield _run_update(_skipped(tokens=panel.update(generated_at), **chart), baselines, state)
+            elif chart and now - last_sent > CHART_GAP_S:
+                last_sent = now
+                yield _run_update(_skipped(tokens=panel.current(), **chart), baselines, state)
                 chart = {}
+            elif now - last_tokens > TOKEN_INTERVAL_S:
+                last_tokens = last_sent = now
+                yield _run_update(_skipped(tokens=panel.update(generated_at)), baselines, state)
     except ValueError as err:  # NonFiniteLogitsError among them: keep what was generated, say why it stopped
         state.finished = True
         view = state.view(None, f"**Stopped:** {as_text(err)}", True)

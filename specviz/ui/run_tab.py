@@ -51,8 +51,19 @@ element.addEventListener('keydown', (event) => {
 const box = element.closest('#sv-tokens') || element;
 let follow = true;
 box.addEventListener('scroll', () => { follow = box.scrollTop + box.clientHeight >= box.scrollHeight - 40; });
-new MutationObserver(() => { if (follow) box.scrollTop = box.scrollHeight; })
-  .observe(element, {childList: true, subtree: true});
+// While tokens stream in (the panel growing, not yet closed by its done mark), the page carries the
+// class sv-streaming, under which off-screen charts skip the browser's rendering work
+// (styles.CHART_CSS); it goes at the done mark, or 3 s after the panel last changed (a replay).
+let streamingTimer = null;
+const streaming = (on) => {
+  document.documentElement.classList.toggle('sv-streaming', on);
+  clearTimeout(streamingTimer);
+  if (on) streamingTimer = setTimeout(() => streaming(false), 3000);
+};
+new MutationObserver(() => {
+  if (follow) box.scrollTop = box.scrollHeight;
+  streaming(!!element.querySelector('.sv-out .sv-tok') && !element.querySelector('.sv-done'));
+}).observe(element, {childList: true, subtree: true});
 """
 
 #: Marks the verify passes from…to (1-based; one end alone runs to the run's start or end) in the

@@ -58,11 +58,11 @@ def test_load_last_run_reads_alpha_k_c_v_from_the_state():
 
 def test_a_lesson_sets_up_the_run_tab_and_says_what_to_notice():
     outputs = apply_lesson("A misaligned draft (early exit)")
-    assert len(outputs) == len(LESSON_FIELDS) + 3
+    assert len(outputs) == len(LESSON_FIELDS) + 2  # the Run tab is selected in the browser (ui.context.select_tab_js)
     values = dict(zip(LESSON_FIELDS, outputs))
     assert values["drafter_kind"]["value"] == "early-exit" and values["early_exit_layers"]["value"] == 4
-    assert "α near 0" in outputs[-3]["value"] and outputs[-3]["visible"] is True
-    assert outputs[-2] == 0  # the runs since the lesson: its note hides on the second
+    assert "α near 0" in outputs[-2]["value"] and outputs[-2]["visible"] is True
+    assert outputs[-1] == 0  # the runs since the lesson: its note hides on the second
 
 
 def test_every_lesson_note_is_whole_sentences():

@@ -251,7 +251,7 @@ def test_the_tab_registers_its_deep_link_and_watches_the_visitors_last_run():
     from specviz.ui.state import RunState
 
     with gr.Blocks():
-        ctx = PageContext(public=True, tabs=None, lesson_note=None, last_analysis=None, lesson_runs=None,
+        ctx = PageContext(public=True, tab_request=None, lesson_note=None, last_analysis=None, lesson_runs=None,
                           run_state=gr.State(None))
         watch_tab.build(ctx)
     open_fn, outputs = ctx.watch

@@ -17,10 +17,13 @@ LESSON_SLUGS = {lesson["slug"]: name for name, lesson in LESSONS.items()}
 def link_targets(playground_names: tuple[str, ...], watch_outputs: int, panels: tuple[str, ...] = ()
                  ) -> tuple[str, ...]:
     """Every output a link may set, by name, in the order of the page load's outputs: the tab it
-    asks for (``tab_request``, selected in the browser by :data:`~specviz.ui.context.SELECT_TAB_JS`), the link note, the Playground's sliders and every panel they drive (``panels``), what a lesson sets (its
-    :data:`~specviz.ui.lessons_tab.LESSON_TARGETS`) and the Watch tab's outputs. :func:`route` and :func:`wire` both list theirs from here, so the
-    values and the outputs cannot disagree in number or order (issue 26: a lesson link sent 28
-    values for 27 outputs and the page load failed)."""
+    asks for (``tab_request``, selected in the browser by
+    :data:`~specviz.ui.context.SELECT_TAB_JS`), the link note, the Playground's sliders and every
+    panel they drive (``panels``), what a lesson sets (its
+    :data:`~specviz.ui.lessons_tab.LESSON_TARGETS`) and the Watch tab's outputs. :func:`route`
+    and :func:`wire` both list theirs from here, so the values and the outputs cannot disagree in
+    number or order (issue 26: a lesson link sent 28 values for 27 outputs and the page load
+    failed)."""
     return ("tab_request", "note", *(f"playground.{n}" for n in playground_names), *(f"panel.{n}" for n in panels),
             *LESSON_TARGETS, *(f"watch.{i}" for i in range(watch_outputs)))
 
@@ -81,7 +84,8 @@ def link_components(ctx: PageContext, note: gr.Markdown) -> dict:
     watch = getattr(ctx, "watch", None)
     lesson = lesson_components(ctx)
     panels = ctx.playground_panels[1] if ctx.playground_panels else {}
-    return {"tab_request": ctx.tab_request, "note": note, **{f"playground.{n}": c for n, c in ctx.playground.items()},
+    return {"tab_request": ctx.tab_request, "note": note,
+            **{f"playground.{n}": c for n, c in ctx.playground.items()},
             **{f"panel.{n}": c for n, c in panels.items()}, **lesson,
             **{f"watch.{i}": c for i, c in enumerate(watch[1] if watch else [])}}
 

@@ -229,9 +229,9 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
     """Run the speculative generation, yielding the page's outputs: tokens often (every
     :data:`TOKEN_INTERVAL_S`), the summary and one chart of :data:`STREAMED_CHARTS` in turn about
     once a second (the chart alone, in the next update at least :data:`CHART_GAP_S` after the
-    summary's), and everything at the
-    end, a chart per update (:func:`final_updates`). Rounds between updates yield nothing; Stop
-    still ends the run within one round (the loop reads the run state's flag each round). With
+    summary's), and everything at the end, a chart per update (:func:`final_updates`). Rounds
+    between updates yield nothing; Stop still ends the run within one round (the loop reads the
+    run state's flag each round). With
     ``max_run_s`` (public mode) a run whose generation time passes it stops there: its tokens
     stay on screen, the status says so, and no error is raised. ``panel``: the token panel
     (:class:`TokenPanel`; default: a new append-only one). ``ctx``: the GPU job's

@@ -85,6 +85,36 @@ def test_default_run_shows_three_kinds_of_tokens_and_three_charts(page):
     assert box and box["width"] > 200 and box["height"] >= 250, box
 
 
+RUN_CHARTS = ("#sv-alpha", "#sv-tpp", "#sv-speedup", "#sv-positions", "#sv-time", "#sv-rules", "#sv-lengths",
+              "#sv-calibration", "#sv-race")
+
+
+def test_a_new_figure_redraws_each_chart_in_place(page):
+    """gradio's Plot mounts a new ``<div>`` for every new figure and drew it from nothing (after a
+    wasted redraw of the old one); the page's ONE_DRAW_JS keeps each chart's Plotly element and
+    redraws it in place, inside gradio's new div. After the default run: mark each Run-tab chart,
+    run again, and the same elements show the new run, one chart each, whole."""
+    marks = page.evaluate("""(sels) => sels.map((sel) => {
+      const chart = document.querySelector(sel + ' .js-plotly-plot');
+      if (chart) chart.dataset.svMark = sel;
+      return !!chart;
+    })""", list(RUN_CHARTS))
+    assert all(marks), dict(zip(RUN_CHARTS, marks))
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_selector("#sv-summary >> text=Done", timeout=180_000)
+    # The run waits for the race to be cleared (run_tab.empty_race); its lanes follow its end.
+    page.wait_for_function("() => (document.querySelector('#sv-race .js-plotly-plot').data || [])"
+                           ".some((t) => (t.name || '').startsWith('verify') && t.x && t.x.length)", timeout=60_000)
+    for sel in RUN_CHARTS:
+        charts = page.locator(f"{sel} .js-plotly-plot")
+        assert charts.count() == 1, f"{sel}: {charts.count()} charts"
+        assert charts.first.get_attribute("data-sv-mark") == sel, f"{sel} was drawn anew, not redrawn in place"
+        assert page.locator(f"{sel} [data-testid=plotly] .js-plotly-plot").count() == 1  # inside gradio's div
+        assert page.locator(f"{sel} .main-svg").count() >= 1
+    drawn = page.evaluate("() => document.querySelector('#sv-alpha .js-plotly-plot').data.length")
+    assert drawn >= 2  # the running α and the per-token α
+
+
 def _number_after(text: str, name: str) -> float:
     match = re.search(re.escape(name) + r"\s*=\s*\**([0-9.]+(?:e[-+]?[0-9]+)?)", text)
     assert match, (name, text)

@@ -59,7 +59,8 @@ ONE_DRAW_JS = """() => {
         if (chart && chart !== div && !chart.isConnected) div.appendChild(chart);  // the old chart, kept
         else if (!chart || !chart.isConnected || !div.contains(chart)) chart = div;
         drawn.set(parent, chart);
-        react.call(plotly, chart, ...args);
+        try { react.call(plotly, chart, ...args); }
+        catch (error) { console.error(error); }  // one chart's failure leaves the others drawn
       }
     };
     plotly.react = function (gd, ...args) {

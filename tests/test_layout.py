@@ -166,11 +166,15 @@ def test_one_palette_no_colour_is_written_outside_it():
 
 def test_the_stylesheet_reaches_the_page_one_way():
     """Every CSS rule is in specviz/ui/draw/styles.py (its colours the palette's variables), added by
-    the page's one style script: no css=/css_template=/css_paths= and no other <style>."""
+    the page's one style script (draw/js/style.js): no css=/css_template=/css_paths= and no other
+    <style> but the exported charts page's head (a file of its own, its rules styles.EXPORT_CSS)."""
     ways = re.compile(r"\bcss(?:_template|_paths)?\s*=|createElement\(\s*['\"]style|<style")
-    found = [f"{p.relative_to(ROOT)}:{i}" for p in [ROOT / "app.py", *sorted(PACKAGE.rglob("*.py"))]
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in [ROOT / "app.py", *sorted(PACKAGE.rglob("*.py")),
+                                                    *sorted(PACKAGE.rglob("*.js"))]
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if ways.search(line)]
-    assert found == [f"specviz/ui/page.py:{_line_of(UI / 'page.py', 'createElement')}"], found
+    style, export = DRAW / "js" / "style.js", DRAW / "export_page.py"
+    assert found == [f"specviz/ui/draw/export_page.py:{_line_of(export, '<style>{EXPORT_CSS}')}",
+                     f"specviz/ui/draw/js/style.js:{_line_of(style, 'createElement')}"], found
     defined = re.compile(r"--sv-[\w-]+\s*:")
     outside = [str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py") if p != PALETTE
                and defined.search(p.read_text(encoding="utf-8"))]
@@ -254,3 +258,150 @@ def test_a_drafter_kind_is_told_by_a_registry_flag_not_by_its_spec_string():
                  if _compares_to_a_spec(node, specs)]
     assert not offenders, f"read a flag of DRAFTER_KINDS instead: {offenders}"
     assert _compares_to_a_spec(ast.parse('kind == "model"').body[0].value, specs)
+
+
+# --------------------------------------------------------------------------- the page's JavaScript
+JS_DIR = DRAW / "js"
+#: What marks a string as JavaScript (the project's before-stop hook reads code the same way): two
+#: or more of these in a string constant longer than 40 characters.
+JS_MARKS = (("document.",), ("window.",), ("=>",), ("addEventListener",), ("querySelector",),
+            ("function (", "function("))
+
+
+def _looks_like_javascript(text: str) -> bool:
+    return len(text) > 40 and sum(any(mark in text for mark in marks) for marks in JS_MARKS) >= 2
+
+
+def _string_constants(path: Path):
+    """Every string constant of ``path`` with its line; an f-string counts as its literal parts
+    joined (a script written as an f-string is still a script)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.lineno, node.value
+        elif isinstance(node, ast.JoinedStr):
+            yield node.lineno, "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+
+
+def test_no_javascript_is_written_in_a_python_file():
+    """The page's scripts are files in specviz/ui/draw/js/ (loaded by draw/scripts.py), never a
+    string in the Python code."""
+    offenders = [f"{p.relative_to(ROOT)}:{line}: {text.strip()[:60]!r}" for p in _sources()
+                 for line, text in _string_constants(p) if _looks_like_javascript(text)]
+    assert not offenders, "move these scripts into specviz/ui/draw/js/:\n" + "\n".join(offenders)
+    assert _looks_like_javascript("(on) => { document.documentElement.classList.toggle('sv-cb', !!on); }")
+    assert not _looks_like_javascript("Each kind maps token => colour, for every kind the page shows.")
+    assert not _looks_like_javascript("The page's scripts live in js files; each event's js= names one.")
+
+
+def _js_files() -> list[Path]:
+    return sorted(JS_DIR.glob("*.js"))
+
+
+def _script_calls(path: Path) -> list[str]:
+    """The names ``path`` loads with ``script("name")`` (draw/scripts.py's loader)."""
+    return [node.args[0].value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+            and (getattr(node.func, "id", None) == "script" or getattr(node.func, "attr", None) == "script")]
+
+
+def test_every_script_file_is_loaded_exactly_once_and_opens_with_what_it_reads():
+    """Each file in specviz/ui/draw/js/ is named once on the Python side (``script("name")``), no
+    name is loaded that has no file, and each file opens with a comment saying what it does and
+    what it reads."""
+    loads: dict[str, list[str]] = {}
+    for path in _sources():
+        for name in _script_calls(path):
+            loads.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    files = {p.stem for p in _js_files()}
+    assert len(files) >= 10, sorted(files)
+    unused, missing = sorted(files - set(loads)), sorted(set(loads) - files)
+    assert not unused, f"scripts no page code loads: {unused}"
+    assert not missing, f"script(...) names with no file in {JS_DIR.relative_to(ROOT)}: {missing}"
+    twice = {name: where for name, where in loads.items() if len(where) > 1}
+    assert not twice, f"load each script once (keep it in a module constant): {twice}"
+    silent = [p.name for p in _js_files() if not re.match(r"/\*.*?\bReads\b.*?\*/", p.read_text(encoding="utf-8"), re.S)]
+    assert not silent, f"open each script with a comment: what it does, what it reads, who writes that: {silent}"
+
+
+def _without_comments(js: str) -> str:
+    return re.sub(r"/\*.*?\*/|(?<![:'\"])//[^\n]*", "", js, flags=re.S)
+
+
+#: A string literal in a script (quotes or backticks; no escaped quote inside).
+JS_STRING = re.compile(r"'([^'\\\n]*)'|\"([^\"\\\n]*)\"|`([^`\\]*)`")
+
+
+def _selector_names(selector: str) -> set[str]:
+    """The page's own names a CSS selector reads: ``#sv-…`` ids, ``.sv-…`` classes, ``data-*``."""
+    return ({f"#{m}" for m in re.findall(r"#(sv-[\w-]+)", selector)}
+            | {f".{m}" for m in re.findall(r"\.(sv-[\w-]+)", selector)}
+            | set(re.findall(r"\[(data-[\w-]+)", selector)))
+
+
+def _names_read(js: str) -> set[str]:
+    """The ids, classes and data-* attributes a script reads: every string in it that is a
+    selector (has ``#sv-``, ``.sv-`` or ``[data-``), ``getElementById``, ``getAttribute`` and
+    ``classList.contains`` strings, and ``dataset.name`` (the attribute ``data-name``)."""
+    code = _without_comments(js)
+    found = set()
+    for groups in JS_STRING.findall(code):
+        text = next(g for g in groups if g) if any(groups) else ""
+        if re.search(r"#sv-|\.sv-|\[data-", text):
+            found |= _selector_names(text)
+    found |= {f"#{m}" for m in re.findall(r"getElementById\(\s*['\"]([\w-]+)", code)}
+    found |= {f".{m}" for m in re.findall(r"classList\.contains\(\s*['\"]([\w-]+)", code)}
+    found |= set(re.findall(r"getAttribute\(\s*['\"](data-[\w-]+)", code))
+    found |= {"data-" + re.sub(r"[A-Z]", lambda c: "-" + c.group().lower(), m)
+              for m in re.findall(r"\.dataset\.(\w+)\b(?!\s*=[^=])", code)}
+    return found
+
+
+def _tour_selectors() -> set[str]:
+    """What the tour's script reads through its steps' data (draw/tour_steps.py's ``selector=``)."""
+    tree = ast.parse((DRAW / "tour_steps.py").read_text(encoding="utf-8"))
+    return {name for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg == "selector"
+            and isinstance(node.value, ast.Constant) for name in _selector_names(node.value.value)}
+
+
+#: Names a script reads that no draw module writes, with who makes them instead: another script
+#: (checked below to write it) or gradio itself.
+MADE_BY_A_SCRIPT = {".sv-tour-count": "tour.js", ".sv-tour-text": "tour.js",
+                    ".sv-tour-do": "tour.js", "data-go": "tour.js", "#sv-style": "style.js"}
+MADE_BY_GRADIO = {"data-tab-id": "gradio's Tabs writes each tab button's id (gr.Tab(id=...))"}
+
+
+def _written(name: str, draw_html: str, ui_literals: set[str], script_text: str = "") -> bool:
+    """``name`` (``#id``, ``.class`` or ``data-x``) is written in ``draw_html`` (the draw modules'
+    source) or ``script_text``; an id may also be a component's elem_id (a string literal of the
+    page's modules, ``ui_literals``)."""
+    kind, bare = name[0], name[1:]
+    if kind == "#":
+        by_script = re.search(rf"\.id\s*=\s*['\"]{re.escape(bare)}['\"]", script_text)
+        return bare in ui_literals or f'id="{bare}"' in draw_html or bool(by_script)
+    if kind == ".":
+        in_class = re.compile(rf"class=\\?['\"][^'\"]*(?<![\w-]){re.escape(bare)}(?![\w-])")
+        return bool(in_class.search(draw_html) or in_class.search(script_text))
+    return f"{name}=" in draw_html or f"{name}=" in script_text
+
+
+def test_every_id_class_and_data_attribute_a_script_reads_is_written_by_the_drawing():
+    """A script reads what the drawing writes: each data-* attribute and each ``sv-`` class a script
+    (or the tour's steps) reads is written in specviz/ui/draw/*.py, each ``sv-`` id there or as a
+    component's elem_id, unless :data:`MADE_BY_A_SCRIPT` names the script that makes it (and that
+    script does) or :data:`MADE_BY_GRADIO` says gradio writes it."""
+    draw_html = "\n".join(p.read_text(encoding="utf-8") for p in sorted(DRAW.glob("*.py")) if p.name != "tour_steps.py")
+    ui_literals = {text for p in sorted(UI.rglob("*.py")) if p.name != "tour_steps.py"
+                   for _, text in _string_constants(p) if text.startswith("sv-")}
+    scripts = {p.name: p.read_text(encoding="utf-8") for p in _js_files()}
+    read = {name: sorted(file for file, js in scripts.items() if name in _names_read(js))
+            for js in scripts.values() for name in _names_read(js)}
+    for name in _tour_selectors():
+        read.setdefault(name, []).append("tour_steps.py")
+    assert {"data-r", "data-i", "data-rej", "data-round", ".sv-done", ".sv-tok", "#sv-tokens"} <= set(read), read
+    stale = sorted(set(MADE_BY_A_SCRIPT) - set(read))
+    assert not stale, f"no script reads these any more: remove them from MADE_BY_A_SCRIPT: {stale}"
+    unwritten = {name: where for name, where in read.items() if name not in MADE_BY_GRADIO
+                 and not (name in MADE_BY_A_SCRIPT
+                          and _written(name, "", set(), scripts[MADE_BY_A_SCRIPT[name]]))
+                 and not _written(name, draw_html, ui_literals)}
+    assert not unwritten, f"read by a script, written by nothing in specviz/ui/draw/ (name: scripts): {unwritten}"

@@ -3,26 +3,26 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import gradio as gr
 
+from .draw.scripts import called, script
+
 #: Selects a tab in the browser by its ``id`` (``gr.Tab(id=...)``; the page renders it as the tab
-#: button's ``data-tab-id``): a js-only event, so the Tabs is never a server event's output. Gradio
-#: refreshes the loading status of every output of every event that has run, on each message of any
-#: later event, and for a container that means reading every component inside it: with the Tabs an
-#: output of the page load, each streamed update of a run copied every value on the page (150,000
-#: copies, 31 M characters in a 256-token run), a quarter of the browser's work (issue 26 item 4).
-SELECT_TAB_JS = """(tab) => {
-  if (tab) document.querySelector(`button[role=tab][data-tab-id="${CSS.escape(String(tab))}"]`)?.click();
-}"""
+#: button's ``data-tab-id``; ``draw/js/select_tab.js``): a js-only event, so the Tabs is never a server
+#: event's output. Gradio refreshes the loading status of every output of every event that has run, on
+#: each message of any later event, and for a container that means reading every component inside it:
+#: with the Tabs an output of the page load, each streamed update of a run copied every value on the
+#: page (150,000 copies, 31 M characters in a 256-token run), a quarter of the browser's work (issue 26
+#: item 4).
+SELECT_TAB_JS = script("select_tab")
 
 
 def select_tab_js(tab: str) -> str:
     """:data:`SELECT_TAB_JS` for one fixed tab (an event's ``js`` with no inputs)."""
-    return f"() => ({SELECT_TAB_JS})({json.dumps(tab)})"
+    return called(SELECT_TAB_JS, tab)
 
 
 @dataclass

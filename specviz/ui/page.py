@@ -1,81 +1,37 @@
 """The page: header, then the seven tabs in display order (Run, Watch a pass, Playground, Experiments, Drafters
 side by side, Lessons, The maths), each built by its module's ``build(ctx)`` with the shared
-:class:`~specviz.ui.context.PageContext`. No model is loaded until a run starts."""
+:class:`~specviz.ui.context.PageContext`. No model is loaded until a run starts.
+
+The page's JavaScript lives in files beside the drawing (``specviz/ui/draw/js/``, read by
+:func:`specviz.ui.draw.scripts.script`), each handed to gradio as an event's ``js`` or a
+``gr.HTML``'s ``js_on_load``. When the page loads it runs three:
+
+* ``style.js`` adds the one stylesheet (:func:`specviz.ui.draw.styles.page_css`) to the document's head;
+* ``one_draw.js`` draws each chart once per update, in place. Gradio 6's Plot component mounts a new
+  chart ``<div>`` for every new figure (a ``{#key}`` block in its ``Plot.svelte``), so in one update
+  the old div was redrawn with ``Plotly.react`` and then removed, and the new div drawn from nothing
+  (2-5 times a redraw's cost). The script wraps ``Plotly.react``: calls are held to the end of the
+  update's microtasks, a div gradio removed meanwhile is skipped, and its successor receives the old
+  chart element and redraws it in place (issue 26; BENCHMARKS.md);
+* ``tour.js``, the guided tour (:mod:`.tour`), bound to its steps (:mod:`specviz.ui.draw.tour_steps`).
+
+The others belong to one control each: ``palette.js`` (the colour-blind switch below: the class
+``sv-cb`` on the page's root), ``select_tab.js`` (a link's or a lesson's tab, :mod:`.context`),
+``tokens.js``, ``stretch.js`` and ``inspector_in_view.js`` (the Run tab's token panel, its stretch of
+passes and its inspector, :mod:`.run_tab`), ``stage.js`` (Watch a pass's keys, :mod:`.watch_tab`) and
+``copy.js`` (the "Copy link" buttons, :mod:`.share`). Each file's opening comment says what it reads
+and which draw module writes it; tests/test_layout.py holds them to that."""
 
 from __future__ import annotations
-
-import json
 
 import gradio as gr
 
 from . import (experiments_tab, lessons_tab, links, maths_tab, playground_tab, run_tab, settings, side_by_side_tab,
                visitors, watch_tab)
 from .context import PageContext
+from .draw.scripts import called, script
 from .draw.styles import page_css
 from .tour import tour_js
-
-#: The colour-blind-safe palette: a class on the page's root switches the token colours' CSS
-#: variables (:func:`specviz.ui.draw.palette.css_variables`) to Okabe–Ito's.
-PALETTE_JS = "(on) => { document.documentElement.classList.toggle('sv-cb', !!on); return []; }"
-
-
-def style_js() -> str:
-    """The page's one way to its stylesheet (:func:`specviz.ui.draw.styles.page_css`): added to the
-    document's head once when the page loads, so it holds however the page is served (``python
-    app.py``, a Space, an in-process test server)."""
-    return ("() => { if (document.getElementById('sv-style')) return [];"
-            " const style = document.createElement('style'); style.id = 'sv-style';"
-            f" style.textContent = {json.dumps(page_css())}; document.head.appendChild(style); return []; }}")
-
-
-#: gradio's Plot component re-mounts its chart whenever a new figure arrives (a ``{#key}`` block
-#: around the chart in gradio 6's ``Plot.svelte``): in one update the old chart's effect redraws
-#: the old ``<div>`` with ``Plotly.react``, the block removes that div, and the new chart draws a
-#: fresh one from nothing. Both draws are waste: a fresh draw costs 2-5 times a redraw of a chart
-#: already drawn (the race 136 against 44 ms, tokens per pass 62 against 13 ms, in a 256-token
-#: run), and while tokens streamed the two made up most of each long task (issue 26).
-#:
-#: This script, run once when the page loads, wraps ``Plotly.react`` (every other call of Plotly is
-#: untouched): a call on a chart ``<div>`` is carried out once, at the end of the current task's
-#: microtasks, when gradio's update has settled, and only on a div still in the page. A new div
-#: that takes the place of one gradio just removed receives the removed div's chart (moved inside
-#: it, as it stands), which is then redrawn in place. The ``Plotly`` global appears when gradio
-#: first loads its plotly chunk, which may come before or after this script.
-ONE_DRAW_JS = """() => {
-  if (window.__svOneDraw) return [];
-  window.__svOneDraw = true;
-  const wrap = (plotly) => {
-    if (!plotly || typeof plotly.react !== 'function' || plotly.__svOneDraw) return;
-    plotly.__svOneDraw = true;
-    const react = plotly.react;
-    const pending = new Map();  // gradio's chart div -> [its parent then, the latest call's arguments]
-    const drawn = new WeakMap();  // a parent element -> the chart div last drawn there
-    const flush = () => {
-      const calls = [...pending];
-      pending.clear();
-      for (const [div, [parent, args]] of calls) {
-        if (!div.isConnected) continue;  // removed by this update: its successor draws
-        let chart = drawn.get(parent);
-        if (chart && chart !== div && !chart.isConnected) div.appendChild(chart);  // the old chart, kept
-        else if (!chart || !chart.isConnected || !div.contains(chart)) chart = div;
-        drawn.set(parent, chart);
-        try { react.call(plotly, chart, ...args); }
-        catch (error) { console.error(error); }  // one chart's failure leaves the others drawn
-      }
-    };
-    plotly.react = function (gd, ...args) {
-      if (!(gd instanceof Element) || !gd.parentElement) return react.call(this, gd, ...args);
-      if (pending.size === 0) queueMicrotask(flush);
-      pending.set(gd, [gd.parentElement, args]);
-      return Promise.resolve(gd);
-    };
-  };
-  if (window.Plotly) { wrap(window.Plotly); return []; }
-  let loaded;
-  Object.defineProperty(window, 'Plotly', {configurable: true, enumerable: true,
-    get: () => loaded, set: (value) => { wrap(value); loaded = value; }});
-  return [];
-}"""
 
 
 def _header(public: bool) -> None:
@@ -142,9 +98,9 @@ def build_page(public: bool) -> gr.Blocks:
         _your_data()
         demo.unload(visitors.end_session)
         links.wire(demo, ctx, link_note)
-        palette.change(None, palette, None, js=PALETTE_JS, api_name=False)
-        demo.load(None, None, None, js=style_js(), api_name=False)
-        demo.load(None, None, None, js=ONE_DRAW_JS, api_name=False)
+        palette.change(None, palette, None, js=script("palette"), api_name=False)
+        demo.load(None, None, None, js=called(script("style"), page_css()), api_name=False)
+        demo.load(None, None, None, js=script("one_draw"), api_name=False)
         demo.load(None, None, None, js=tour_js(), api_name=False)
     if public:
         visitors.one_generation(demo)

@@ -17,6 +17,7 @@ from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from . import settings, visitors
 from .draw import charts, race
 from .draw.escape import as_text
+from .draw.export_page import charts_html
 from .draw.run_views import inspector_markdown, round_tree_html
 from .state import SHOWN_OUTPUTS, VIEW_OUTPUTS, RunState, RunUpdate
 from .user_errors import refused, sentence, user_errors
@@ -101,29 +102,6 @@ def _write(path: str, text: str) -> str:
         f.write(text)
     os.replace(staging, path)
     return path
-
-
-def charts_html(figures, label: str = "", meta: dict | None = None) -> str:
-    """The run's charts as one self-contained HTML page (plotly.js embedded once, no network),
-    under a title naming the run (``label``: the pair in words) and a table of the run's settings,
-    model names, device and dtype (``meta``: the saved trace's fields other than the rounds), so a
-    page opened later says what it shows. Every value from outside goes through
-    :func:`~specviz.ui.draw.escape.as_text`. The same figures and settings give the same bytes
-    (fixed element ids), so re-exporting a run adds nothing to gradio's content-addressed cache."""
-    meta = meta or {}
-    rows = [("target", meta.get("target")), ("drafter", meta.get("drafter") or "plain decoding"),
-            *((name, value) for name, value in (meta.get("settings") or {}).items() if name != "prompt"),
-            ("device", meta.get("device")), ("dtype", meta.get("dtype")), ("finish", meta.get("finish_reason"))]
-    table = "".join(f"<tr><th>{as_text(str(name))}</th><td>{as_text(str(value))}</td></tr>"
-                    for name, value in rows if value is not None)
-    prompt = (meta.get("settings") or {}).get("prompt")
-    title = as_text(f"specviz charts · {label}" if label else "specviz charts")
-    head = (f"<h1>{title}</h1><table>{table}</table>"
-            + (f"<p>Prompt:</p><pre style='white-space: pre-wrap'>{as_text(str(prompt))}</pre>" if prompt else ""))
-    parts = [fig.to_html(full_html=False, include_plotlyjs=i == 0, div_id=f"sv-chart-{i}")
-             for i, fig in enumerate(figures)]
-    return (f"<html><head><meta charset='utf-8'><title>{title}</title></head><body>{head}"
-            + "".join(parts) + "</body></html>")
 
 
 def export_run(state):

@@ -15,6 +15,7 @@ from . import settings
 from .context import PageContext
 from .draw import charts, diagnostic_charts, race
 from .draw.run_views import wrap_output
+from .draw.scripts import script
 from .fields import NAMES, SHARED, spec_fields
 from .lossless_check import run_lossless, settings_changed
 from .prose import LATEX, prose
@@ -32,62 +33,13 @@ def rule_label(rule) -> str:
     return f"{rule.name} ({kind})"
 
 
-TOKENS_JS = """
-element.addEventListener('click', (event) => {
-  const token = event.target.closest('[data-r]');
-  if (!token) return;
-  trigger('click', {round: Number(token.dataset.r), slot: Number(token.dataset.i),
-                    rejected: token.dataset.rej === '1'});
-});
-// Keyboard: every token is a button reachable by Tab (tabindex and role come in the HTML, see
-// render_round); Enter or Space opens it like a click.
-element.addEventListener('keydown', (event) => {
-  const token = event.target.closest('[data-r]');
-  if (!token || (event.key !== 'Enter' && event.key !== ' ')) return;
-  event.preventDefault();
-  token.click();
-});
-// The box (#sv-tokens, a fixed height) follows the newest tokens unless the visitor scrolled up.
-const box = element.closest('#sv-tokens') || element;
-let follow = true;
-box.addEventListener('scroll', () => { follow = box.scrollTop + box.clientHeight >= box.scrollHeight - 40; });
-// While tokens stream in (the panel growing, not yet closed by its done mark), the page carries the
-// class sv-streaming, under which off-screen charts skip the browser's rendering work
-// (styles.CHART_CSS); it goes at the done mark, or 3 s after the panel last changed (a replay).
-let streamingTimer = null;
-const streaming = (on) => {
-  document.documentElement.classList.toggle('sv-streaming', on);
-  clearTimeout(streamingTimer);
-  if (on) streamingTimer = setTimeout(() => streaming(false), 3000);
-};
-new MutationObserver(() => {
-  if (follow) box.scrollTop = box.scrollHeight;
-  streaming(!!element.querySelector('.sv-out .sv-tok') && !element.querySelector('.sv-done'));
-}).observe(element, {childList: true, subtree: true});
-"""
-
-#: Marks the verify passes from…to (1-based; one end alone runs to the run's start or end) in the
-#: token panel, as race_view highlights them in the race lanes.
-STRETCH_JS = """
-(first, last) => {
-  const lo = first || 1, hi = last || Infinity;
-  document.querySelectorAll('#sv-tokens .sv-round').forEach((span) => {
-    const pass = Number(span.dataset.round) + 1;
-    span.classList.toggle('sv-stretch', Boolean(first || last) && pass >= Math.min(lo, hi) && pass <= Math.max(lo, hi));
-  });
-  return [];
-}
-"""
-
-#: The inspector just opened on a token: brought into view if it is not (the page may be scrolled
-#: elsewhere, or a phone's screen shows only the tokens).
-INSPECTOR_IN_VIEW_JS = """
-() => {
-  const inspector = document.querySelector('#sv-inspector');
-  if (inspector) inspector.scrollIntoView({block: 'nearest'});
-  return [];
-}
-"""
+#: The token panel's script (``js_on_load``): a token's click or Enter opens the inspector, the box
+#: follows the newest tokens, the page is marked while tokens stream (``draw/js/tokens.js``).
+TOKENS_JS = script("tokens")
+#: Marks the verify passes from…to in the token panel, as race_view does in the race lanes.
+STRETCH_JS = script("stretch")
+#: The inspector just opened on a token: brought into view if it is not.
+INSPECTOR_IN_VIEW_JS = script("inspector_in_view")
 
 #: Model-free views never wait behind a generation.
 FREE = dict(concurrency_limit=None, show_progress="hidden")

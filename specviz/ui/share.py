@@ -8,16 +8,11 @@ from collections.abc import Callable
 
 import gradio as gr
 
-#: Turns the query a callback wrote into the textbox into the page's full address, copies it to
-#: the clipboard where the browser allows (a denied permission is not an error: the box shows it).
-COPY_JS = """
-(query) => {
-  if (!query || !String(query).startsWith('?')) return query;
-  const url = window.location.origin + window.location.pathname + query;
-  try { navigator.clipboard.writeText(url).catch(() => {}); } catch (err) {}
-  return url;
-}
-"""
+from .draw.scripts import script
+
+#: Turns the query a callback wrote into the textbox into the page's full address and copies it to
+#: the clipboard where the browser allows (``draw/js/copy.js``).
+COPY_JS = script("copy")
 
 
 def copy_link(label: str, elem_id: str, query: Callable, inputs: list, size: str = "sm") -> gr.Textbox:

@@ -20,23 +20,21 @@ import gradio as gr
 
 from ..request import to_int
 from ..rules import RELAXED_TOP_K, RULES
-from ..trace import Round, emitted_piece, trace_from_dict, visible_text
+from ..trace import Round, trace_from_dict
 from .context import PageContext
-from .draw import beat_charts
+from .draw import beat_charts, watch_views
 from .draw.escape import as_text
+from .draw.scripts import script
 from .share import copy_link
 from .state import RunState
 from .teach import link_query
 from .teach.beats import (
-    DRAFT,
     RESIDUAL,
     RULE_TESTS,
     TEST,
     Beat,
     beats,
-    depths,
     fmt,
-    is_chain,
     most_different_position,
     position_distributions,
     quoted,
@@ -61,30 +59,9 @@ DEFAULT = "poem_int8"
 DRAWS = 4000
 FREE = {"concurrency_limit": None, "show_progress": "hidden", "api_name": False}
 
-#: Space / → step forward, ← back, while the tab is visible and no field has the focus (Space on a
-#: focused button presses it); the plot gets the beat's sentence as its text alternative.
-STAGE_JS = """
-const describe = () => {
-  const plot = document.querySelector('#sv-watch-plot');
-  const text = element.querySelector('.sv-watch-sentence');
-  if (plot && text) { plot.setAttribute('role', 'img'); plot.setAttribute('aria-label', text.textContent); }
-};
-describe();
-watch('value', describe);
-if (!window.svWatchKeys) {
-  window.svWatchKeys = true;
-  document.addEventListener('keydown', (event) => {
-    const stage = document.querySelector('#sv-watch-stage');
-    if (!stage || stage.offsetParent === null || event.altKey || event.ctrlKey || event.metaKey) return;
-    const tag = (event.target.tagName || '').toLowerCase();
-    if (['input', 'textarea', 'select'].includes(tag) || event.target.isContentEditable) return;
-    const id = {'ArrowRight': 'sv-watch-next', ' ': 'sv-watch-next', 'ArrowLeft': 'sv-watch-back'}[event.key];
-    if (!id || (tag === 'button' && event.key === ' ')) return;  // Space on a button presses that button
-    event.preventDefault();
-    document.getElementById(id)?.click();
-  });
-}
-"""
+#: The stage's script (``js_on_load``, ``draw/js/stage.js``): Space / → step forward, ← back, and the
+#: plot's text alternative is the beat's sentence.
+STAGE_JS = script("stage")
 
 
 @dataclass
@@ -114,47 +91,9 @@ def bundled(name: str) -> Watched:
 
 
 # --------------------------------------------------------------------------- page-only views
-def _chip(text: str, classes: str, note: str = "") -> str:
-    small = f"<small>{as_text(note)}</small>" if note else ""
-    return f'<span class="sv-chip {classes}">{as_text(visible_text(text))}{small}</span>'
-
-
-
-
-def _node_class(i: int, played: list[Beat], final: bool) -> str:
-    drafted = {b.node for b in played if b.kind == DRAFT}
-    verdicts = {b.node: b.accepted for b in played if b.kind == TEST}
-    beat = played[-1]
-    if i not in drafted:
-        return "sv-w-pending"
-    cls = ("sv-w-accepted" if verdicts.get(i) else "sv-w-rejected" if i in verdicts
-           else "sv-w-untested" if final else "")
-    if i == beat.node:
-        cls += " sv-w-current" + (" sv-w-new" if beat.kind == DRAFT else "")
-    return cls
-
-
 def stage_html(w: Watched, pass_index: int, beat_index: int, still: bool) -> str:
-    """The stage: where we are, the output so far, the drafted tokens as chips coloured by what the
-    beats so far revealed, the pass's own token once drawn, and the beat's sentence (a live region,
-    also the picture's text alternative)."""
-    round_ = w.rounds[pass_index]
-    all_beats = beats(round_)
-    played = all_beats[: beat_index + 1]
-    beat = played[-1]
-    final = beat is all_beats[-1]
-    before = "".join(t.text for r in w.rounds[:pass_index] for t in r.emitted)[-160:]
-    chips = [_chip(t.text, _node_class(i, played, final), "" if is_chain(round_) else
-                   f"pos {depths(round_)[i] + 1}") for i, t in enumerate(round_.drafted)]
-    if final and round_.emitted and round_.emitted[-1].kind != "accepted":
-        last = round_.emitted[-1]
-        chips.append("→ " + _chip(emitted_piece(last), f"sv-w-{last.kind} sv-w-current sv-w-new", last.kind))
-    return (f'<div class="sv-watch{" sv-still" if still else ""}">'
-            f'<div class="sv-watch-progress">{as_text(w.label)} · pass {pass_index + 1} of {len(w.rounds)} · '
-            f'beat {beat_index + 1} of {len(all_beats)} ({beat.kind})</div>'
-            f'<div class="sv-watch-context">…{as_text(before)}</div>'
-            f'<div class="sv-watch-strip">{"".join(chips)}</div>'
-            f'<p class="sv-watch-sentence" role="status" aria-live="polite">{as_text(beat.sentence)}</p></div>')
+    """The stage of ``w`` at a pass and a beat (:func:`specviz.ui.draw.watch_views.stage_html`)."""
+    return watch_views.stage_html(w.label, w.rounds, pass_index, beat_index, still)
 
 
 def _cursor_node(round_: Round, beat: Beat) -> int | None:

@@ -1,11 +1,12 @@
-"""The page's one stylesheet: :func:`page_css`, added to the page once when it loads
-(:func:`specviz.ui.page.style_js`), whichever way the page is served (``python app.py``, a Space,
-a test's in-process server). Its colours are the palette's CSS variables (:mod:`.palette`), so the
+"""The page's one stylesheet: :func:`page_css`, added to the page once when it loads (``js/style.js``,
+loaded by :mod:`specviz.ui.page`), whichever way the page is served (``python app.py``, a Space, a
+test's in-process server). Its colours are the palette's CSS variables (:mod:`.palette`), so the
 colour-blind switch recolours every token kind, the Watch tab's chips included.
 
 Sections, in the order they are written: the token stream and its panel (:mod:`.run_views`), Watch
-a pass's stage (:mod:`specviz.ui.watch_tab`), the guided tour's panel (:mod:`specviz.ui.tour`),
-the stretch highlight, the lesson buttons, and the phone layout.
+a pass's stage (:mod:`.watch_views`), the guided tour's panel (:mod:`specviz.ui.tour`), the stretch
+highlight, the lesson buttons, and the phone layout; apart from them, the exported charts page's own
+rules (:data:`EXPORT_CSS`, :mod:`.export_page`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import functools
 
 from .palette import css_variables
 
-__all__ = ["LESSON_BUTTON_CSS", "PHONE_CSS", "TOKENS_CSS", "TOUR_CSS", "WATCH_CSS", "page_css"]
+__all__ = ["EXPORT_CSS", "LESSON_BUTTON_CSS", "PHONE_CSS", "TOKENS_CSS", "TOUR_CSS", "WATCH_CSS", "page_css"]
 
 TOKENS_CSS = """
 .sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
@@ -141,6 +142,12 @@ PHONE_CSS = """
 #: streaming: skipped content has no text for the page's other readers (``innerText``).
 CHART_CSS = """
 .sv-streaming .js-plotly-plot { content-visibility: auto; contain-intrinsic-height: auto 300px; }
+"""
+
+#: The exported charts page (:mod:`.export_page`), a file of its own opened without the app, so not
+#: part of :func:`page_css`: the prompt keeps its lines and wraps long ones.
+EXPORT_CSS = """
+.sv-export-prompt { white-space: pre-wrap; }
 """
 
 

@@ -7,7 +7,9 @@
 * no file name repeats anywhere in the package; the page's tabs never import each other;
 * one palette: no colour is written outside ``specviz/ui/draw/palette.py``, and the stylesheet
   reaches the page one way;
-* no function is longer than 80 lines.
+* no function is longer than 80 lines;
+* no JavaScript in a Python file: each script is a file in ``specviz/ui/draw/js/``, loaded exactly
+  once, and what it reads (ids, classes, data-* attributes) the drawing writes.
 
 That the ``specviz`` package has no import cycle, counting every import statement, is
 tests/test_imports.py's."""

@@ -18,7 +18,9 @@ from pathlib import Path
 
 __all__ = ["JS", "called", "names", "script"]
 
-#: The folder of the scripts (package data: it ships with ``specviz/ui/draw/``).
+#: The folder of the scripts. The project has no setup file to list package data in: the app runs
+#: from the checkout (``python app.py``, a Space's clone of the repository), where these files are
+#: committed beside this module.
 JS = Path(__file__).resolve().with_name("js")
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 

@@ -3,7 +3,8 @@ buttons or the scrubber), a guess scored before the reveal, and the accept/resam
 at the position under the cursor. It reads traces (the bundled ones in ``assets/traces/``, or the
 visitor's last run or loaded trace from the Run tab), never a model, so it works in public mode on
 a CPU. The beats and the scoring live in :mod:`specviz.ui.teach.beats`, the figures in
-:mod:`specviz.ui.draw.beat_charts`.
+:mod:`specviz.ui.draw.beat_charts`, the stage's HTML in :mod:`specviz.ui.draw.watch_views` and its keys'
+script in ``specviz/ui/draw/js/stage.js``.
 
 :func:`open_trace` opens a bundled trace at a pass and a beat; ``ctx.watch`` holds it with its
 outputs for a URL router.

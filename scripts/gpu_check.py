@@ -60,7 +60,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch
 
 from specviz import phaseclock
-from specviz.analysis import PlainBaseline
+from specviz.speedup import PlainBaseline
 from specviz.drafters import ModelDrafter
 from specviz.drafters.eagle import EagleDrafter, EagleHead
 from specviz.engine import Generation, tree_attention_inputs

@@ -1,6 +1,7 @@
 """Diagnostics of a run that engine users debug with, and the verification rules replayed on its
-recorded passes: every figure defined once, here, from a run's (or a loaded trace's)
-:class:`~specviz.trace.Round` records. Nothing here imports torch or runs a model.
+recorded passes (computed by :mod:`specviz.rule_replay`): every figure defined once, from a run's
+(or a loaded trace's) :class:`~specviz.trace.Round` records. Nothing here imports torch or runs a
+model.
 
 The app's Run tab and summary, ``python -m specviz run --json`` and the bench read these figures
 from :func:`diagnose` (one :class:`RunDiagnostics`).
@@ -42,7 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .analysis import PositionAcceptance, _depths, _per_position
+from .analysis import PositionAcceptance, draft_depth, per_position_acceptance
 from .rule_replay import (EXTRA_FIGURES, RULES, TOP_TOKENS_KEPT, PositionBounds, Range, RuleEstimate, RulesOnPasses,
                           block_reach, rules_on_passes)
 from .trace import Round
@@ -118,7 +119,7 @@ def acceptance_by_position(rounds: list[Round], k: int) -> tuple[PositionRates, 
         One :class:`PositionRates` per position, position 1 first.
     """
     passes = len(_drafting(rounds))
-    return tuple(_rates(p, passes) for p in _per_position(rounds, k))
+    return tuple(_rates(p, passes) for p in per_position_acceptance(rounds, k))
 
 
 def _rates(p: PositionAcceptance, passes: int) -> PositionRates:
@@ -139,7 +140,7 @@ def accepted_length_histogram(rounds: list[Round], k: int) -> list[int]:
     """Drafting passes by accepted drafts: entry j counts the passes that kept exactly j drafts,
     j = 0..max(K, deepest draft). The target's own token (resampled or bonus) is not counted: the
     units of vLLM's ``acceptance_histogram`` and SGLang's ``spec_correct_drafts_histogram``."""
-    width = max([k] + [max(_depths(r)) for r in _drafting(rounds)])
+    width = max([k] + [draft_depth(r) for r in _drafting(rounds)])
     counts = [0] * (width + 1)
     for r in _drafting(rounds):
         counts[r.n_accepted] += 1

@@ -63,7 +63,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .analysis import PlainBaseline, RunAnalysis, analyse
+from .analysis import RunAnalysis, analyse
+from .speedup import PlainBaseline
 from .drafters import Drafter
 from .drafttree import DraftTree, LastLayerFeatures, crop_cache, default_tree_nodes
 from .generators import GeneratorPool

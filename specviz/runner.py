@@ -11,7 +11,7 @@ functions, so they load, encode, warm up and build runs the same way:
 * :func:`make_generation`: a :class:`~specviz.engine.Generation` wired to them;
 * :func:`warm_up`: one short plain run and one short speculative run before anything is timed
   (first calls allocate memory, pick kernels and, with ``torch.compile``, compile);
-* :func:`plain_baseline`: the :class:`~specviz.analysis.PlainBaseline` of a finished plain run.
+* :func:`plain_baseline`: the :class:`~specviz.speedup.PlainBaseline` of a finished plain run.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
-from .analysis import PlainBaseline
+from .speedup import PlainBaseline
 from .baseline import DEFAULT_SAMPLES, measure_baseline
 from .request import RequestError, RunRequest, effective_k
 
@@ -157,7 +157,7 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
 
 def plain_baseline(plain_run) -> PlainBaseline | None:
     """The baseline of a finished plain :class:`~specviz.engine.Generation`: its mean step time and
-    its tokens/s (:meth:`specviz.analysis.PlainBaseline.from_rounds`)."""
+    its tokens/s (:meth:`specviz.speedup.PlainBaseline.from_rounds`)."""
     return PlainBaseline.from_rounds(plain_run.rounds, plain_run.tokens_per_s)
 
 
@@ -333,7 +333,7 @@ def baseline_steps(prepared: PreparedRun, known: Mapping[str, PlainBaseline] | N
     all measure their baseline here.
 
     A generator: it yields one-line progress messages and returns the
-    :class:`~specviz.analysis.PlainBaseline` (None when no plain step was timed). When ``known``
+    :class:`~specviz.speedup.PlainBaseline` (None when no plain step was timed). When ``known``
     already holds a baseline under :func:`baseline_key`, it yields nothing and returns that one.
     Warm up first (:meth:`PreparedRun.warm_up`): the baseline is timed.
     """

@@ -9,7 +9,7 @@ import time
 import pytest
 from test_baseline import spec_round
 
-from specviz.analysis import PlainBaseline
+from specviz.speedup import PlainBaseline
 from specviz.baseline import BaselineStore
 
 

@@ -254,3 +254,26 @@ def test_a_drafter_kind_is_told_by_a_registry_flag_not_by_its_spec_string():
                  if _compares_to_a_spec(node, specs)]
     assert not offenders, f"read a flag of DRAFTER_KINDS instead: {offenders}"
     assert _compares_to_a_spec(ast.parse('kind == "model"').body[0].value, specs)
+
+
+def _layout_section(readme: str) -> str:
+    """README's "## Layout" section: from its heading to the next level-2 heading."""
+    start = readme.index("\n## Layout\n")
+    end = readme.find("\n## ", start + 1)
+    return readme[start:] if end < 0 else readme[start:end]
+
+
+def _unnamed_modules(section: str) -> list[str]:
+    """The ``specviz/**/*.py`` modules (``__init__.py`` aside: a folder's row names it) whose file
+    name is not written in ``section`` as code (```engine.py```)."""
+    return [str(p.relative_to(ROOT)) for p in sorted(PACKAGE.rglob("*.py"))
+            if p.name != "__init__.py" and f"`{p.name}`" not in section]
+
+
+def test_readme_layout_names_every_module_of_the_package():
+    """A newcomer finds every module of ``specviz/`` in README's Layout tables: a module added
+    without its row fails here."""
+    section = _layout_section((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert not _unnamed_modules(section), f"add a row to README's Layout for: {_unnamed_modules(section)}"
+    # The check can fail: the section without one module's name misses exactly that module.
+    assert _unnamed_modules(section.replace("`engine.py`", "the engine")) == ["specviz/engine.py"]

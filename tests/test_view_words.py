@@ -9,7 +9,8 @@ import html
 import pytest
 from helpers import tiny_llama
 
-from specviz.analysis import PlainBaseline, analyse, health_notes
+from specviz.analysis import analyse, health_notes
+from specviz.speedup import PlainBaseline
 from specviz.drafters import PromptLookupDrafter
 from specviz.engine import Generation
 from specviz.sampling import SamplingConfig

@@ -11,7 +11,7 @@ import threading
 
 import gradio as gr
 
-from ..analysis import race_clock
+from ..speedup import race_clock
 from ..request import to_int
 from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from . import settings, visitors

@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from ..analysis import PlainBaseline, RunAnalysis, analyse, health_notes, running_speedup
+from ..analysis import RunAnalysis, analyse, health_notes
+from ..speedup import PlainBaseline, running_speedup
 from ..diagnostics import diagnose
 from ..drafters import drafter_kind
 from ..request import effective_k

@@ -68,11 +68,11 @@ from pathlib import Path
 import torch
 
 from .analysis import analyse
-from .speedup import NOT_MEASURABLE, PlainBaseline
 from .diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
 from .drafters import RECYCLE_TABLE, clear_recycle_table, clear_suffix_history
 from .drafters.recycle import warm_table, warm_token_ids
 from .runner import make_generation, warm_up
+from .speedup import NOT_MEASURABLE, PlainBaseline
 
 log = logging.getLogger(__name__)
 

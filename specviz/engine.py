@@ -64,7 +64,6 @@ from dataclasses import dataclass, field
 import torch
 
 from .analysis import RunAnalysis, analyse
-from .speedup import PlainBaseline
 from .drafters import Drafter
 from .drafttree import DraftTree, LastLayerFeatures, crop_cache, default_tree_nodes
 from .generators import GeneratorPool
@@ -73,6 +72,7 @@ from .phaseclock import PhaseClock
 from .recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
 from .request import effective_k
 from .sampling import RULES, SamplingConfig, check_rule, logits_to_probs, verify_tree
+from .speedup import PlainBaseline
 from .trace import EmittedToken, Round
 
 __all__ = ["TOP_TOKENS", "ContextLengthError", "DraftIdError", "Generation", "IncrementalDecoder", "checked_draft_ids",

@@ -47,6 +47,7 @@ from .trace import Round
 
 __all__ = [
     "EXTRA_FIGURES",
+    "FIGURES",
     "RULES",
     "TOP_TOKENS_KEPT",
     "PositionBounds",
@@ -227,7 +228,6 @@ def block_weights(drafted) -> list[float]:
         p = min(1.0, p * t.p_target / t.p_draft) if t.p_draft > 0 else float(p * t.p_target > 0)
         weights.append(p)
     return weights
-
 
 
 # --------------------------------------------------------------------------- one pass, every figure

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
-from .speedup import PlainBaseline
 from .baseline import DEFAULT_SAMPLES, measure_baseline
 from .request import RequestError, RunRequest, effective_k
+from .speedup import PlainBaseline
 
 __all__ = ["WARMUP_TOKENS", "PreparedRun", "baseline_key", "baseline_steps", "check_prompt_tokens", "default_warmup_tokens", "drain", "encode_prompt",
            "load_pair", "make_generation", "plain_baseline", "prepare_run", "saved_trace", "warm_up"]

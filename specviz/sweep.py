@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .speedup import speedup_doubts
 from .request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
+from .speedup import speedup_doubts
 from .trace import spreadsheet_safe
 
 __all__ = ["CSV_FIELDS", "PARAMETERS", "TREND_WORDS", "AlphaTrend", "SweepStep", "alpha_trend", "row_speedups",

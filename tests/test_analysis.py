@@ -11,11 +11,11 @@ from helpers import tiny_llama
 
 from specviz import bench, cli, theory
 from specviz.analysis import analyse, running_acceptance
-from specviz.speedup import NOT_MEASURABLE, PlainBaseline, measured_speedup
 from specviz.drafters import PromptLookupDrafter
 from specviz.engine import Generation
 from specviz.request import validate_request
 from specviz.sampling import SamplingConfig
+from specviz.speedup import NOT_MEASURABLE, PlainBaseline, measured_speedup
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw.run_views import summary_markdown
 

@@ -8,10 +8,10 @@ from helpers import tiny_llama
 
 from specviz.runner import drain  # a step generator run to its end
 from specviz.analysis import analyse, health_notes
-from specviz.speedup import PlainBaseline, baseline_still_valid, format_speedup, speedup_with_spread
 from specviz.baseline import MIN_SHORT_TOKENS, measure_baseline, short_sample_tokens
 from specviz.engine import Generation
 from specviz.sampling import SamplingConfig
+from specviz.speedup import PlainBaseline, baseline_still_valid, format_speedup, speedup_with_spread
 from specviz.trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 
 

@@ -14,10 +14,10 @@ import time
 import gradio as gr
 
 from ..analysis import RunAnalysis
-from ..speedup import baseline_still_valid
 from ..baseline import STALE_AFTER_S, BaselineStore
 from ..request import RunRequest
 from ..runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
+from ..speedup import baseline_still_valid
 from . import gpu, gpu_budget, settings, visitors
 from .draw.escape import as_text
 from .draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output

@@ -14,11 +14,11 @@ from typing import NamedTuple
 import gradio as gr
 
 from ..analysis import RunAnalysis, analyse, health_notes
-from ..speedup import PlainBaseline, running_speedup
 from ..diagnostics import diagnose
 from ..drafters import drafter_kind
 from ..request import effective_k
 from ..sampling import RULES
+from ..speedup import PlainBaseline, running_speedup
 from ..trace import Round, trace_from_dict, trace_rule
 from .draw import charts, diagnostic_charts
 from .draw.run_views import NO_TRACE_BASELINE, render_round, summary_markdown, wrap_output

@@ -16,8 +16,8 @@ import dataclasses
 import time
 
 from ...analysis import RunAnalysis, draft_depth, health_notes, is_tree_round
-from ...speedup import NOT_MEASURABLE, format_speedup, speedup_shown
 from ...diagnostics import describe
+from ...speedup import NOT_MEASURABLE, format_speedup, speedup_shown
 from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, emitted_piece, token_label, visible_text
 from ..teach.beats import fmt
 from .escape import as_text

@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,8 @@ from pathlib import Path
 import httpx
 import psutil
 from gradio_client import Client, handle_file
+
+from scripts.browser_launch import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,12 +58,6 @@ def rss_mb(pid: int) -> float:
     return psutil.Process(pid).memory_info().rss / 2**20
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def public_app(extra_env: dict | None = None, timeout_s: float = 300):
     """Start ``python app.py`` in public mode with private temp folders; yields
@@ -70,7 +65,7 @@ def public_app(extra_env: dict | None = None, timeout_s: float = 300):
     tmp = Path(tempfile.mkdtemp(prefix="specviz-disk-"))
     (tmp / "gradio").mkdir()
     (tmp / "tmp").mkdir()
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "SPECVIZ_PUBLIC": "1", "GRADIO_TEMP_DIR": str(tmp / "gradio"), "TMPDIR": str(tmp / "tmp"),
            "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
            "GRADIO_ANALYTICS_ENABLED": "False", **(extra_env or {})}

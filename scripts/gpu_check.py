@@ -60,12 +60,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch
 
 from specviz import phaseclock
-from specviz.analysis import PlainBaseline
 from specviz.drafters import ModelDrafter
 from specviz.drafters.eagle import EagleDrafter, EagleHead
 from specviz.engine import Generation, tree_attention_inputs
 from specviz.kvcache import PaddedStaticCache, run_pass
 from specviz.sampling import SamplingConfig
+from specviz.speedup import PlainBaseline
 
 #: The presets' models (specviz/ui/settings.py PRESETS): the architecture fields of their
 #: config.json files on the Hugging Face hub.

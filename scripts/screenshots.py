@@ -36,15 +36,9 @@ import sys
 import time
 from pathlib import Path
 
+from scripts.browser_launch import CHROMIUM, LAUNCH_ARGS, free_port
+
 ROOT = Path(__file__).resolve().parents[1]
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _number(page, elem_id: str, value) -> None:
@@ -160,7 +154,7 @@ def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=LAUNCH_ARGS)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1250})
         page.goto(url, wait_until="domcontentloaded")
         page.wait_for_selector("text=Run", timeout=60_000)
@@ -212,7 +206,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="+", default=["run", "tree", "playground", "sweep", "watch", "learned", "phone"],
                    choices=["run", "tree", "playground", "sweep", "watch", "learned", "phone"])
     args = p.parse_args(argv)
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
            "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,

@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scripts.stream_latency import CHROMIUM, LAUNCH_ARGS
+from scripts.browser_launch import CHROMIUM, LAUNCH_ARGS
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Write a long story about a lighthouse keeper and the sea."

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -39,10 +38,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from scripts.browser_launch import CHROMIUM, LAUNCH_ARGS, free_port
+
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # Long free text, so that a greedy run does not stop on EOS well before 200 tokens.
 DEFAULT_PROMPT = ("Write a long, detailed story about a lighthouse keeper who finds a message in a bottle. "
                   "Describe the sea, the weather, the lighthouse and every person she meets.")
@@ -71,12 +69,6 @@ OBSERVER_JS = """
   return true;
 }
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_app(log_path: Path) -> tuple[subprocess.Popen, str]:

@@ -43,7 +43,7 @@ Derived figures. Each speculative row's α, acceptance rate, tokens per pass, c,
 theoretical speedups come from :func:`specviz.analysis.analyse` (defined there, once), over the
 rounds of every prompt and repeat of that (T, K), with the median-over-repeats tokens/s of ours
 spec and ours plain as the measured rates, and the plain rounds' mean step time as the baseline
-step (:class:`~specviz.analysis.PlainBaseline`). The bench adds its comparisons:
+step (:class:`~specviz.speedup.PlainBaseline`). The bench adds its comparisons:
 
 * ``ratio_vs_transformers`` = ours tokens/s ÷ transformers' tokens/s (same method kind);
 * ``transformers_speedup`` = assisted tokens/s ÷ ``generate()`` tokens/s;
@@ -67,11 +67,12 @@ from pathlib import Path
 
 import torch
 
-from .analysis import NOT_MEASURABLE, PlainBaseline, analyse
+from .analysis import analyse
 from .diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
 from .drafters import RECYCLE_TABLE, clear_recycle_table, clear_suffix_history
 from .drafters.recycle import warm_table, warm_token_ids
 from .runner import make_generation, warm_up
+from .speedup import NOT_MEASURABLE, PlainBaseline
 
 log = logging.getLogger(__name__)
 

@@ -338,7 +338,7 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
 
 
 def format_text(result: dict, color: bool) -> str:
-    from .analysis import format_speedup, speedup_shown
+    from .speedup import format_speedup, speedup_shown
 
     if color:
         body = "".join(f"{ANSI[t['kind']]}{t['text']}{RESET if ANSI[t['kind']] else ''}" for t in result["tokens"])

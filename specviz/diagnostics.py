@@ -1,6 +1,7 @@
 """Diagnostics of a run that engine users debug with, and the verification rules replayed on its
-recorded passes: every figure defined once, here, from a run's (or a loaded trace's)
-:class:`~specviz.trace.Round` records. Nothing here imports torch or runs a model.
+recorded passes (computed by :mod:`specviz.rule_replay`): every figure defined once, from a run's
+(or a loaded trace's) :class:`~specviz.trace.Round` records. Nothing here imports torch or runs a
+model.
 
 The app's Run tab and summary, ``python -m specviz run --json`` and the bench read these figures
 from :func:`diagnose` (one :class:`RunDiagnostics`).
@@ -31,28 +32,10 @@ steer by this confidence).
 
 **The K an engine would pick** (:func:`engine_k`): vLLM's Adaptive K goodput model (vLLM PR #47111).
 
-**Rules on recorded passes** (:func:`rules_on_passes`): for every pass, with its drafts and recorded
-distributions, what each verification rule would accept:
-
-* ``"full"``: Chen et al. 2023 / Leviathan et al. 2023, accept x with min(1, p_target(x)/p_draft(x));
-  a sampled draft is accepted at a position with probability Σ_x min(p_target(x), p_draft(x))
-  (Leviathan et al., Theorem 3.5).
-* ``"one-hot"`` (vLLM V1, PR #16899): the draft proposes its argmax a, treated as a point mass,
-  accepted with probability p_target(a).
-* ``"exact-match"`` (llama.cpp): the draft proposes its argmax a, the target samples its own token,
-  kept when they are equal: probability p_target(a) again. ``"exact-match-sampled"``: the same test
-  on a draft *sampled* from p_draft: Σ_x p_target(x)·p_draft(x).
-* ``"block"``: block verification, Sun et al. 2024 (arXiv 2403.10444, Algorithm 2), on the pass's
-  own drafted block (:func:`block_reach`).
-* ``"full-these-drafts"``: the full rule on the pass's own drafted block, Π_{j≤i} min(1,
-  p_target(x_j)/p_draft(x_j)): the figure block verification is compared with on the same drafts.
-
-A trace keeps the top :data:`TOP_TOKENS_KEPT` tokens of each distribution
-(:data:`specviz.recorder.TOP_TOKENS`), plus the exact p_draft and p_target of the drafted token.
-The rest is an "other tokens" bucket whose mass is known (1 − the kept mass) and whose every token
-is at most the smallest kept probability. Each figure that needs a whole distribution is therefore
-given as a ``(low, high)`` range that contains the exact value (:class:`_Position` says how each is
-bounded); figures that need only the drafted tokens (``"full-these-drafts"``) have low = high.
+**Rules on recorded passes** (:func:`specviz.rule_replay.rules_on_passes`, re-exported here with the
+names the diagnostics' readers use): for every pass, with its drafts and recorded distributions,
+what each verification rule would accept; :mod:`specviz.rule_replay` defines each figure and its
+bounds from a trace's top-10 lists, shared with Watch a pass.
 """
 
 from __future__ import annotations
@@ -60,14 +43,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .analysis import PositionAcceptance, _depths, _per_position, is_tree_round
-from .rules import RULES as ALL_RULES
+from .analysis import PositionAcceptance, draft_depth, per_position_acceptance
+from .rule_replay import (EXTRA_FIGURES, RULES, TOP_TOKENS_KEPT, PositionBounds, Range, RuleEstimate, RulesOnPasses,
+                          block_reach, rules_on_passes)
 from .trace import Round
+
+#: The bounds at one position under the name this module gave them before
+#: :mod:`specviz.rule_replay` held them (tests/test_diagnostics.py reads it).
+_Position = PositionBounds
 
 __all__ = [
     "CALIBRATION_BINS",
     "CLIFF_RATIO",
     "DIAGNOSTICS_HEADERS",
+    "EXTRA_FIGURES",
     "RULES",
     "TOP_TOKENS_KEPT",
     "CalibrationBin",
@@ -91,19 +80,6 @@ __all__ = [
     "zero_accept_share",
 ]
 
-#: The exact rules, by the names the CLI's ``--rule`` uses (:data:`specviz.rules.RULES`, the lossy
-#: control left out: no closed form says what it would accept).
-RULES = tuple(name for name, rule in ALL_RULES.items() if rule.lossless)
-#: Figures shown beside them: the exact-match test on a sampled draft, and the full rule on the
-#: pass's own drafts (block verification's like-for-like comparison).
-EXTRA_FIGURES = ("exact-match-sampled", "full-these-drafts")
-
-#: Tokens a trace keeps per distribution (:data:`specviz.recorder.TOP_TOKENS`, which imports torch;
-#: a test checks the two agree). A shorter list is the whole distribution (zero-probability ids are
-#: left out).
-TOP_TOKENS_KEPT = 10
-
-Range = tuple[float, float]
 
 
 # --------------------------------------------------------------------------- acceptance by position
@@ -143,7 +119,7 @@ def acceptance_by_position(rounds: list[Round], k: int) -> tuple[PositionRates, 
         One :class:`PositionRates` per position, position 1 first.
     """
     passes = len(_drafting(rounds))
-    return tuple(_rates(p, passes) for p in _per_position(rounds, k))
+    return tuple(_rates(p, passes) for p in per_position_acceptance(rounds, k))
 
 
 def _rates(p: PositionAcceptance, passes: int) -> PositionRates:
@@ -164,7 +140,7 @@ def accepted_length_histogram(rounds: list[Round], k: int) -> list[int]:
     """Drafting passes by accepted drafts: entry j counts the passes that kept exactly j drafts,
     j = 0..max(K, deepest draft). The target's own token (resampled or bonus) is not counted: the
     units of vLLM's ``acceptance_histogram`` and SGLang's ``spec_correct_drafts_histogram``."""
-    width = max([k] + [max(_depths(r)) for r in _drafting(rounds)])
+    width = max([k] + [draft_depth(r) for r in _drafting(rounds)])
     counts = [0] * (width + 1)
     for r in _drafting(rounds):
         counts[r.n_accepted] += 1
@@ -348,325 +324,6 @@ def engine_k(alphas, c: float | None, v: float | None) -> EngineK | None:
     return EngineK(best, goodputs[best], tuple(goodputs), c, v)
 
 
-# --------------------------------------------------------------------------- rules on recorded passes
-class _Position:
-    """The recorded distributions at one drafted position, and bounds on the figures that need the
-    whole of them.
-
-    Known exactly: p_draft of the ids in ``top_draft`` and p_target of those in ``top_target``, and
-    both of the drafted token. Unknown: the "other tokens" bucket. Its p_draft mass is
-    ``rest_draft`` = 1 − Σ known p_draft and every p_draft in it is at most ``cap_draft`` = the
-    smallest kept p_draft (0 when the list is shorter than :data:`TOP_TOKENS_KEPT`: then it was the
-    whole distribution); likewise for p_target. K is the ids where both are known.
-    """
-
-    def __init__(self, token) -> None:
-        self.draft = {int(i): float(p) for i, _, p in token.top_draft}
-        self.target = {int(i): float(p) for i, _, p in token.top_target}
-        self.argmax = int(token.top_draft[0][0]) if token.top_draft else None
-        self.draft.setdefault(token.id, token.p_draft)
-        self.target.setdefault(token.id, token.p_target)
-        self.rest_draft = max(0.0, 1.0 - sum(self.draft.values()))
-        self.rest_target = max(0.0, 1.0 - sum(self.target.values()))
-        self.cap_draft = min(self.rest_draft, _cap(token.top_draft))
-        self.cap_target = min(self.rest_target, _cap(token.top_target))
-        self.both = self.draft.keys() & self.target.keys()
-        self.draft_only = [self.draft[i] for i in self.draft.keys() - self.both]
-        self.target_only = [self.target[i] for i in self.target.keys() - self.both]
-
-    def _outside_both(self, target: bool) -> float:
-        """Σ of p_target (``target``) or p_draft over the ids outside K: 1 − its sum over K."""
-        known = self.target if target else self.draft
-        return max(0.0, 1.0 - sum(known[i] for i in self.both))
-
-    def excess(self, weight: float, of_target: bool = True) -> Range:
-        """Σ_x max(w·a(x) − b(x), 0) with (a, b) = (p_target, p_draft), or (p_draft, p_target) when
-        not ``of_target``.
-
-        Low: the sum over K plus, for an id where only a is known, max(w·a − cap_b, 0) (its b is at
-        most cap_b). High: the sum over K plus the least of w·Σ_{x∉K} a and the per-token caps
-        (w·a for an id where only a is known, max(w·cap_a − b, 0) where only b is, w·rest_a for the
-        bucket)."""
-        a, b = (self.target, self.draft) if of_target else (self.draft, self.target)
-        a_only, b_only = (self.target_only, self.draft_only) if of_target else (self.draft_only, self.target_only)
-        cap_a, cap_b = (self.cap_target, self.cap_draft) if of_target else (self.cap_draft, self.cap_target)
-        rest_a = self.rest_target if of_target else self.rest_draft
-        base = sum(max(weight * a[i] - b[i], 0.0) for i in self.both)
-        low = base + sum(max(weight * q - cap_b, 0.0) for q in a_only)
-        caps = (sum(weight * q for q in a_only) + sum(max(weight * cap_a - d, 0.0) for d in b_only)
-                + weight * rest_a)
-        return low, base + min(weight * self._outside_both(of_target), caps)
-
-    def overlap(self) -> Range:
-        """Σ_x min(p_target, p_draft): the full rule's acceptance of a sampled draft.
-
-        It equals 1 − Σ_x max(p_target − p_draft, 0) and 1 − Σ_x max(p_draft − p_target, 0), so
-        each bound on an :meth:`excess` bounds it; the tightest of the two is kept. (Both lows are
-        at least the sum over K alone.)"""
-        t_lo, t_hi = self.excess(1.0, of_target=True)
-        d_lo, d_hi = self.excess(1.0, of_target=False)
-        return _ordered(max(0.0, 1.0 - min(t_hi, d_hi)), min(1.0, 1.0 - max(t_lo, d_lo)))
-
-    def target_of_argmax(self) -> Range:
-        """p_target(argmax p_draft): the one-hot and exact-match acceptance of an argmax draft.
-        Exact when the argmax is among the kept target ids, else [0, cap_target]."""
-        if self.argmax in self.target:
-            value = self.target[self.argmax]
-            return value, value
-        return 0.0, self.cap_target
-
-    def dot(self) -> Range:
-        """Σ_x p_target(x)·p_draft(x): exact match of a sampled draft. Low: the sum over K. High:
-        that plus the least of the per-token caps (p_draft·cap_target, p_target·cap_draft, the
-        bucket min(cap_draft·rest_target, cap_target·rest_draft)) and max p_draft outside K ×
-        Σ_{x∉K} p_target."""
-        base = sum(self.draft[i] * self.target[i] for i in self.both)
-        caps = (sum(p * self.cap_target for p in self.draft_only) + sum(p * self.cap_draft for p in self.target_only)
-                + min(self.cap_draft * self.rest_target, self.cap_target * self.rest_draft))
-        top_draft_outside = max(self.draft_only + [self.cap_draft])
-        extra = min(caps, top_draft_outside * self._outside_both(True))
-        return base, min(1.0, base + extra)
-
-    def block_mass(self, p: float) -> Range:
-        """S = Σ_x max(p·p_target(x) − p_draft(x), 0), the numerator of Sun et al.'s h_i at weight
-        p (:meth:`excess`)."""
-        return self.excess(p, of_target=True)
-
-
-def _ordered(low: float, high: float) -> Range:
-    """(low, high), swapped back where float rounding crossed two equal bounds of an exact figure."""
-    return (low, high) if low <= high else (high, low)
-
-
-def _cap(top: list) -> float:
-    """The largest probability a token left out of a top list can have."""
-    return float(min(p for _, _, p in top)) if len(top) >= TOP_TOKENS_KEPT else 0.0
-
-
-def _ratio_test(p_target: float, p_draft: float) -> float:
-    """min(1, p_target/p_draft), the full rule's acceptance of one drafted token."""
-    return min(1.0, p_target / p_draft) if p_draft > 0 else float(p_target > 0)
-
-
-def _h(mass: float, p: float) -> float:
-    """Sun et al.'s h_i = mass / (mass + 1 − p_i); 1 when p_i = 1 (the limit for any mass > 0)."""
-    return 1.0 if p >= 1.0 else mass / (mass + 1.0 - p)
-
-
-def block_reach(p_target: list[float], p_draft: list[float], masses: list[float]) -> list[float]:
-    """P(block verification keeps at least i drafts | this drafted block), i = 1..γ.
-
-    Sun et al. 2024 (arXiv 2403.10444), Algorithm 2: with p_0 = 1,
-    p_i = min(1, p_{i−1} · p_target(x_i) / p_draft(x_i)), and
-    h_i = S_i / (S_i + 1 − p_i), S_i = Σ_x max(p_i · p_target(x | x_≤i) − p_draft(x | x_≤i), 0), for
-    i < γ, h_γ = p_γ. Independent η_i ~ U(0, 1) give τ = max{i : η_i ≤ h_i} (0 if none), so
-    P(τ ≥ i) = 1 − Π_{j=i..γ} (1 − h_j), and E[τ] = Σ_i P(τ ≥ i). (On the paper's example,
-    p_target = (1/3, 2/3), p_draft = (2/3, 1/3), γ = 2, this gives E[τ] = 11/9 over drafted blocks,
-    against the full rule's 10/9.) P(τ ≥ i) increases with every h_j, which increases with S_j, so
-    bounds on S give bounds on it.
-
-    Args:
-        p_target, p_draft: the drafted tokens' probabilities, positions 1..γ.
-        masses: S_1..S_{γ−1} (the distributions at position i + 1, weighted by p_i).
-
-    Returns:
-        ``[P(τ ≥ 1), ..., P(τ ≥ γ)]``.
-    """
-    weights, p = [], 1.0
-    for t, d in zip(p_target, p_draft):
-        p = min(1.0, p * t / d) if d > 0 else float(p * t > 0)
-        weights.append(p)
-    h = [_h(m, w) for m, w in zip(masses, weights)] + weights[len(masses):]
-    reach, miss = [], 1.0
-    for hj in reversed(h):
-        miss *= 1.0 - hj
-        reach.append(1.0 - miss)
-    return reach[::-1]
-
-
-def _block_weights(drafted) -> list[float]:
-    weights, p = [], 1.0
-    for t in drafted:
-        p = min(1.0, p * t.p_target / t.p_draft) if t.p_draft > 0 else float(p * t.p_target > 0)
-        weights.append(p)
-    return weights
-
-
-@dataclass(frozen=True)
-class RuleEstimate:
-    """One rule replayed on the recorded passes, every figure a ``(low, high)`` range.
-
-    ``tokens_per_pass``: the mean over the analysed passes of 1 + expected drafts kept (a pass
-    with nothing drafted counts 1). ``reach[i-1]``: the mean over the drafting passes of the
-    probability the rule keeps at least i drafts (the rule's *full* acceptance at position i).
-    ``accept[i-1]``: the mean over the passes that drafted position i of the rule's acceptance
-    probability there, given the recorded prefix (its *conditional* acceptance); None for block
-    verification, which decides the block jointly.
-    """
-
-    rule: str
-    tokens_per_pass: Range
-    reach: tuple[Range, ...]
-    accept: tuple[Range | None, ...]
-
-    @property
-    def exact(self) -> bool:
-        """Whether the recorded data pin every figure down (low = high)."""
-        return self.tokens_per_pass[0] == self.tokens_per_pass[1] and all(lo == hi for lo, hi in self.reach)
-
-    def to_dict(self) -> dict:
-        return {"tokens_per_pass": list(self.tokens_per_pass), "reach_by_position": [list(r) for r in self.reach],
-                "accept_by_position": [None if a is None else list(a) for a in self.accept], "exact": self.exact}
-
-
-@dataclass(frozen=True)
-class RulesOnPasses:
-    """What each rule would do with a run's recorded passes (:func:`rules_on_passes`).
-
-    ``passes``: the passes analysed (chains recorded with distributions, and passes that drafted
-    nothing); ``drafting_passes`` those that drafted; ``skipped_tree`` and
-    ``skipped_unrecorded`` the passes left out (tree drafts; passes recorded without
-    distributions); ``measured_tokens_per_pass``: what the run itself emitted per pass over the
-    analysed passes, under the rule it ran.
-    """
-
-    passes: int
-    drafting_passes: int
-    skipped_tree: int
-    skipped_unrecorded: int
-    measured_tokens_per_pass: float
-    rules: dict[str, RuleEstimate]
-
-    def to_dict(self) -> dict:
-        return {"passes": self.passes, "drafting_passes": self.drafting_passes, "skipped_tree": self.skipped_tree,
-                "skipped_unrecorded": self.skipped_unrecorded,
-                "measured_tokens_per_pass": self.measured_tokens_per_pass,
-                "rules": {name: estimate.to_dict() for name, estimate in self.rules.items()}}
-
-
-def _token_rule_pass(positions: list[_Position], figure: str) -> tuple[list[Range], list[Range]]:
-    """(acceptance, reach) ranges at each position of one pass under a token-by-token rule whose
-    per-position acceptance is ``figure`` of :class:`_Position`: reach_i = Π_{j≤i} a_j."""
-    accept = [getattr(p, figure)() for p in positions]
-    reach, lo, hi = [], 1.0, 1.0
-    for a_lo, a_hi in accept:
-        lo, hi = lo * a_lo, hi * a_hi
-        reach.append((lo, hi))
-    return accept, reach
-
-
-#: The attribute a round keeps its rule figures in once computed: a round never changes after it
-#: is recorded, and the live view recomputes the run's figures several times a second.
-_CACHE = "_specviz_rule_figures"
-
-
-def _pass_figures(r: Round) -> dict[str, tuple[list[Range | None], list[Range]]]:
-    """Every rule's (acceptance, reach) ranges on one recorded chain pass (computed once a round)."""
-    cached = r.__dict__.get(_CACHE)
-    if cached is None:
-        cached = r.__dict__[_CACHE] = _compute_pass_figures(r)
-    return cached
-
-
-def _compute_pass_figures(r: Round) -> dict[str, tuple[list[Range | None], list[Range]]]:
-    positions = [_Position(t) for t in r.drafted]
-    out = {name: _token_rule_pass(positions, figure) for name, figure in
-           (("full", "overlap"), ("one-hot", "target_of_argmax"), ("exact-match", "target_of_argmax"),
-            ("exact-match-sampled", "dot"))}
-    tests = [_ratio_test(t.p_target, t.p_draft) for t in r.drafted]
-    reach, prod = [], 1.0
-    for a in tests:
-        prod *= a
-        reach.append((prod, prod))
-    out["full-these-drafts"] = ([(a, a) for a in tests], reach)
-    weights = _block_weights(r.drafted)
-    masses = [positions[i + 1].block_mass(weights[i]) for i in range(len(positions) - 1)]
-    p_t = [t.p_target for t in r.drafted]
-    p_d = [t.p_draft for t in r.drafted]
-    low = block_reach(p_t, p_d, [m[0] for m in masses])
-    high = block_reach(p_t, p_d, [m[1] for m in masses])
-    out["block"] = ([None] * len(positions), list(zip(low, high)))
-    return out
-
-
-def _recorded(r: Round) -> bool:
-    return all(t.top_draft and t.top_target for t in r.drafted)
-
-
-def rules_on_passes(rounds: list[Round], k: int) -> RulesOnPasses | None:
-    """Each rule of :data:`RULES` (and :data:`EXTRA_FIGURES`) replayed on the run's recorded passes.
-
-    For every chain pass recorded with distributions (an instrumented run or trace), at each
-    drafted position i, from the distributions recorded there (p_target and p_draft given the
-    recorded prefix x_<i) and the drafted tokens:
-
-    * full: a_i = Σ_x min(p_target, p_draft); one-hot and exact-match: a_i = p_target(argmax
-      p_draft); exact-match-sampled: a_i = Σ_x p_target·p_draft; reach_i = Π_{j≤i} a_j, expected
-      tokens 1 + Σ_i reach_i (the chain's formula with per-position acceptance, as vLLM's Adaptive
-      K and Leviathan et al.'s eq. 1 with α_i). The product treats the positions as independent
-      given the recorded prefix (a model, as the closed forms are); an argmax draft would also
-      continue from its own prefix where the recorded one differs, and the recorded prefix's
-      distributions stand in for it.
-    * full-these-drafts: a_i = min(1, p_target(x_i)/p_draft(x_i)) on the recorded drafts: exact, and
-      its mean over passes is an unbiased estimate of the full rule's expected tokens (the drafts
-      were sampled from p_draft).
-    * block: P(τ ≥ i) on the recorded block (:func:`block_reach`); unbiased in the same way, and in
-      expectation never below full-these-drafts (Sun et al., Theorem 2), though a single block
-      can be.
-
-    A run verified by a rule whose draft proposes its argmax (``--rule one-hot`` or
-    ``exact-match``) drafted at temperature 0, so its recorded p_draft rows are point masses: on
-    its passes the full rule, one-hot and exact match keep the drafts equally often.
-
-    Each pass's figures are ``(low, high)`` ranges from the "other tokens" bucket
-    (:class:`_Position`); the run's figures are their means over passes, so they bound the run's
-    figure the same way.
-
-    Args:
-        rounds: the run's rounds; k: the lookahead K asked for.
-
-    Returns:
-        A :class:`RulesOnPasses`, or None when no drafting pass was recorded with distributions.
-    """
-    chains = [r for r in rounds if not is_tree_round(r)]
-    skipped_tree = len(rounds) - len(chains)
-    used = [r for r in chains if not r.drafted or _recorded(r)]
-    drafting = [r for r in used if r.drafted]
-    if not drafting:
-        return None
-    width = max([k] + [len(r.drafted) for r in drafting])
-    names = RULES + EXTRA_FIGURES
-    tokens = {name: [0.0, 0.0] for name in names}
-    reach = {name: [[0.0, 0.0] for _ in range(width)] for name in names}
-    accept = {name: [[0.0, 0.0, 0] for _ in range(width)] for name in names}
-    for r in used:
-        if not r.drafted:
-            for name in names:
-                tokens[name][0] += 1.0
-                tokens[name][1] += 1.0
-            continue
-        for name, (acc, rch) in _pass_figures(r).items():
-            tokens[name][0] += 1.0 + sum(lo for lo, _ in rch)
-            tokens[name][1] += 1.0 + sum(hi for _, hi in rch)
-            for i, (lo, hi) in enumerate(rch):
-                reach[name][i][0] += lo
-                reach[name][i][1] += hi
-            for i, a in enumerate(acc):
-                if a is not None:
-                    accept[name][i][0] += a[0]
-                    accept[name][i][1] += a[1]
-                    accept[name][i][2] += 1
-    n, m = len(used), len(drafting)
-    rules = {}
-    for name in names:
-        rules[name] = RuleEstimate(
-            rule=name,
-            tokens_per_pass=(tokens[name][0] / n, tokens[name][1] / n),
-            reach=tuple((lo / m, hi / m) for lo, hi in reach[name]),
-            accept=tuple((lo / c, hi / c) if c else None for lo, hi, c in accept[name]),
-        )
-    measured = sum(len(r.emitted) for r in used) / n
-    return RulesOnPasses(n, m, skipped_tree, len(chains) - len(used), measured, rules)
 
 
 def format_range(value: Range, spec: str = ".2f") -> str:

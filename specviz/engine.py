@@ -63,14 +63,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .analysis import PlainBaseline, RunAnalysis, analyse
+from .analysis import RunAnalysis, analyse
 from .drafters import Drafter
 from .drafttree import DraftTree, LastLayerFeatures, crop_cache, default_tree_nodes
 from .generators import GeneratorPool
 from .kvcache import CACHE_KINDS, PaddedStaticCache, run_pass
 from .phaseclock import PhaseClock
 from .recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
+from .request import effective_k
 from .sampling import RULES, SamplingConfig, check_rule, logits_to_probs, verify_tree
+from .speedup import PlainBaseline
 from .trace import EmittedToken, Round
 
 __all__ = ["TOP_TOKENS", "ContextLengthError", "DraftIdError", "Generation", "IncrementalDecoder", "checked_draft_ids",
@@ -308,7 +310,7 @@ class Generation:
 
     def analysis(self, baseline: PlainBaseline | None = None) -> RunAnalysis:
         """Every derived figure of the rounds so far (:func:`specviz.analysis.analyse`)."""
-        return analyse(self.rounds, self.k if self.drafter is not None else 0, self.elapsed_s, self.prefill_ms,
+        return analyse(self.rounds, effective_k(self.k, self.drafter is not None), self.elapsed_s, self.prefill_ms,
                        baseline)
 
     # ----------------------------------------------------------------- the loop

@@ -26,7 +26,8 @@ from .kvcache import CACHE_KINDS
 from .sampling import RuleError, SamplingConfig, check_rule
 
 __all__ = ["DEFAULT_LIMITS", "MODEL_FREE_DRAFTERS", "PUBLIC_LIMITS", "Limits", "PublicPolicy", "RequestError",
-           "RunRequest", "ServerDevice", "check_drafter_device", "check_public_models", "pin_public_device",
+           "RunRequest", "ServerDevice", "check_drafter_device", "check_public_models", "effective_k",
+           "pin_public_device",
            "public_mode", "public_policy", "to_float", "to_int", "validate_draft", "validate_request",
            "validate_sampling"]
 
@@ -65,6 +66,17 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+def effective_k(k: int, drafting: bool) -> int:
+    """The lookahead K a run drafts with: ``k`` when something drafts, 0 for plain decoding (no
+    drafter), whatever K the settings held. Every count, trace and budget that says K reads it here.
+
+    Args:
+        k: the lookahead K asked for (tokens per pass).
+        drafting: True when the run has a drafter (``drafter is not None``, ``not request.plain``).
+    """
+    return k if drafting else 0
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RELAXED_TOP_K", "RULES", "RULE_NAMES", "Rule", "RuleError", "check_rule"]
+__all__ = ["RELAXED_TOP_K", "RULES", "RULE_CHOICES", "RULE_NAMES", "Rule", "RuleError", "check_rule"]
 
 
 class RuleError(ValueError):
@@ -38,6 +38,14 @@ class Rule:
     proposes: str
     trees: bool
 
+    @property
+    def label(self) -> str:
+        """The rule's menu label, the same on every tab: its name and a word on what it is
+        (``"one-hot (exact, argmax draft)"``, ``"relaxed-top-k (LOSSY control)"``)."""
+        argmax = self.proposes == "argmax"
+        kind = "LOSSY control" if not self.lossless else ("exact, argmax draft" if argmax else "exact")
+        return f"{self.name} ({kind})"
+
 
 #: The target's top-k that the lossy ``"relaxed-top-k"`` control accepts a drafted token from.
 RELAXED_TOP_K = 5
@@ -56,6 +64,8 @@ RULES: dict[str, Rule] = {
                           f"{RELAXED_TOP_K}, else draw from p_target (relaxed acceptance)", False, "sample", True),
 }
 RULE_NAMES: tuple[str, ...] = tuple(RULES)
+#: Every menu of rules: (label, name) pairs, in :data:`RULES`' order.
+RULE_CHOICES: tuple[tuple[str, str], ...] = tuple((rule.label, name) for name, rule in RULES.items())
 
 
 def check_rule(rule, tree: bool = False) -> Rule:

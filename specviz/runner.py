@@ -11,7 +11,7 @@ functions, so they load, encode, warm up and build runs the same way:
 * :func:`make_generation`: a :class:`~specviz.engine.Generation` wired to them;
 * :func:`warm_up`: one short plain run and one short speculative run before anything is timed
   (first calls allocate memory, pick kernels and, with ``torch.compile``, compile);
-* :func:`plain_baseline`: the :class:`~specviz.analysis.PlainBaseline` of a finished plain run.
+* :func:`plain_baseline`: the :class:`~specviz.speedup.PlainBaseline` of a finished plain run.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
-from .analysis import PlainBaseline
 from .baseline import DEFAULT_SAMPLES, measure_baseline
-from .request import RequestError, RunRequest
+from .request import RequestError, RunRequest, effective_k
+from .speedup import PlainBaseline
 
 __all__ = ["WARMUP_TOKENS", "PreparedRun", "baseline_key", "baseline_steps", "check_prompt_tokens", "default_warmup_tokens", "drain", "encode_prompt",
            "load_pair", "make_generation", "plain_baseline", "prepare_run", "saved_trace", "warm_up"]
@@ -157,7 +157,7 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
 
 def plain_baseline(plain_run) -> PlainBaseline | None:
     """The baseline of a finished plain :class:`~specviz.engine.Generation`: its mean step time and
-    its tokens/s (:meth:`specviz.analysis.PlainBaseline.from_rounds`)."""
+    its tokens/s (:meth:`specviz.speedup.PlainBaseline.from_rounds`)."""
     return PlainBaseline.from_rounds(plain_run.rounds, plain_run.tokens_per_s)
 
 
@@ -185,7 +185,7 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
                 "cache": request.cache, "rule": request.rule}
     return trace_to_dict(
         run.rounds, settings=settings, target=target.name, drafter=getattr(drafter, "name", None),
-        k=request.k if drafter is not None else 0, device=str(target.device),
+        k=effective_k(request.k, drafter is not None), device=str(target.device),
         dtype=str(target.dtype).removeprefix("torch."), finish_reason=run.finish_reason, prefill_ms=run.prefill_ms,
         wall_s=run.elapsed_s, eos_token_ids=list(target.eos_token_ids),
         baseline=None if baseline is None else baseline.to_dict(),
@@ -220,9 +220,13 @@ class PreparedRun:
         """A fresh :class:`~specviz.engine.Generation` of this request: speculative with the drafter
         (the request's K, B and N), or plain decoding of the target with ``speculative=False``."""
         r = self.request
-        return make_generation(self.target, self.drafter if speculative else None, self.prompt_ids, r.k, r.sampling,
-                               r.max_new_tokens, r.seed, instrument=instrument, eos=eos, decode=decode,
-                               branches=r.branches, tree_nodes=r.tree_nodes, cache=r.cache, rule=r.rule)
+        # By name: K, the seed and the token limit are all ints, so a reordered signature must fail
+        # loudly rather than swap them.
+        return make_generation(target=self.target, drafter=self.drafter if speculative else None,
+                               prompt_ids=self.prompt_ids, k=r.k, sampling=r.sampling,
+                               max_new_tokens=r.max_new_tokens, seed=r.seed, instrument=instrument, eos=eos,
+                               decode=decode, branches=r.branches, tree_nodes=r.tree_nodes, cache=r.cache,
+                               rule=r.rule)
 
     def in_use(self):
         """A context manager pinning this run's target and draft model in the model cache while it
@@ -234,9 +238,9 @@ class PreparedRun:
     def warm_up(self, once: bool = False, tokens: int | None = None) -> bool:
         """:func:`warm_up` with this request's settings (``tokens`` default: :data:`WARMUP_TOKENS`)."""
         r = self.request
-        return warm_up(self.target, self.drafter, self.prompt_ids, r.k, r.sampling,
-                       WARMUP_TOKENS if tokens is None else tokens, once=once, branches=r.branches,
-                       tree_nodes=r.tree_nodes, cache=r.cache)
+        return warm_up(target=self.target, drafter=self.drafter, prompt_ids=self.prompt_ids, k=r.k,
+                       sampling=r.sampling, tokens=WARMUP_TOKENS if tokens is None else tokens, once=once,
+                       branches=r.branches, tree_nodes=r.tree_nodes, cache=r.cache)
 
 
 def encode_prompt(target, prompt: str, chat: bool) -> tuple[list[int], list[str]]:
@@ -329,7 +333,7 @@ def baseline_steps(prepared: PreparedRun, known: Mapping[str, PlainBaseline] | N
     all measure their baseline here.
 
     A generator: it yields one-line progress messages and returns the
-    :class:`~specviz.analysis.PlainBaseline` (None when no plain step was timed). When ``known``
+    :class:`~specviz.speedup.PlainBaseline` (None when no plain step was timed). When ``known``
     already holds a baseline under :func:`baseline_key`, it yields nothing and returns that one.
     Warm up first (:meth:`PreparedRun.warm_up`): the baseline is timed.
     """

@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .analysis import speedup_doubts
 from .request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
+from .speedup import speedup_doubts
 from .trace import spreadsheet_safe
 
 __all__ = ["CSV_FIELDS", "PARAMETERS", "TREND_WORDS", "AlphaTrend", "SweepStep", "alpha_trend", "row_speedups",
@@ -209,8 +209,8 @@ def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterat
 
 def row_speedups(rows: Sequence[dict]) -> list[str | None]:
     """Per row, its speedup as every front-end writes it: the figure with its range, or "not
-    measurable now: …" (:func:`speedup_doubts`, :func:`specviz.analysis.speedup_shown`)."""
-    from .analysis import speedup_shown
+    measurable now: …" (:func:`speedup_doubts`, :func:`specviz.speedup.speedup_shown`)."""
+    from .speedup import speedup_shown
 
     return [speedup_shown(r.get("speedup"), r.get("speedup_low"), r.get("speedup_high"), doubt)
             for r, doubt in zip(rows, speedup_doubts(rows))]

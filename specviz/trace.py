@@ -390,7 +390,7 @@ def _settings(value, path: str):
     return value
 
 
-#: A saved plain baseline's fields (:meth:`specviz.analysis.PlainBaseline.to_dict`): the first two
+#: A saved plain baseline's fields (:meth:`specviz.speedup.PlainBaseline.to_dict`): the first two
 #: always, the timed samples and the prefill since the speedup got its range (older traces lack them).
 _BASELINE_REQUIRED = {"step_ms", "tokens_per_s"}
 _BASELINE_OPTIONAL = {"sample_ms_per_token", "sample_tokens", "prefill_ms"}

@@ -7,6 +7,8 @@ import contextlib
 import pytest
 import torch
 
+from scripts.browser_launch import free_port
+
 
 @pytest.fixture(scope="session")
 def smollm2():
@@ -50,14 +52,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def running_app(log_dir, **extra_env):
     """`python app.py` (README's command) in a subprocess on a free loopback port, with
@@ -75,7 +69,7 @@ def running_app(log_dir, **extra_env):
     import time
     from pathlib import Path
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
            "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", **extra_env}
     log_path = log_dir / "app.log"

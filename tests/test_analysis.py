@@ -10,11 +10,12 @@ import pytest
 from helpers import tiny_llama
 
 from specviz import bench, cli, theory
-from specviz.analysis import NOT_MEASURABLE, PlainBaseline, analyse, measured_speedup, running_acceptance
+from specviz.analysis import analyse, running_acceptance
 from specviz.drafters import PromptLookupDrafter
 from specviz.engine import Generation
 from specviz.request import validate_request
 from specviz.sampling import SamplingConfig
+from specviz.speedup import NOT_MEASURABLE, PlainBaseline, measured_speedup
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw.run_views import summary_markdown
 
@@ -197,7 +198,7 @@ def test_the_same_rounds_give_the_same_figures_in_the_app_the_cli_and_the_bench(
 def test_the_summary_shows_c_v_and_the_theory_unless_the_baseline_is_doubted():
     """Fixed timings: a 10 ms plain step and 12 ms verify passes give c = 0.200, v = 1.20; the same
     passes against a plain step sampled from 5 to 40 ms (scatter above
-    :data:`specviz.analysis.BASELINE_SCATTER`) are doubted, and the three rows that divide by it say so."""
+    :data:`specviz.speedup.BASELINE_SCATTER`) are doubted, and the three rows that divide by it say so."""
     rounds = [make_round(i, 4, 2, 8.0, 4, 12.0) for i in range(12)]
     trusted = analyse(rounds, 4, 1.0, baseline=BASELINE)
     assert trusted.speedup_doubt is None

@@ -53,6 +53,19 @@ def test_demo_builds_with_the_expected_controls():
     assert app.demo.fns, "no callbacks wired"
 
 
+def test_the_rule_menus_of_the_run_and_watch_tabs_label_each_rule_alike():
+    """One label per rule (specviz.rules.Rule.label): the Run tab's dropdown and the Watch tab's
+    switch offer the same (label, rule) pairs, the lossy control marked in both."""
+    from specviz.rules import RULES
+
+    menus = {block.elem_id: [tuple(choice) for choice in block.choices] for block in app.demo.blocks.values()
+             if getattr(block, "choices", None) and {c[1] for c in block.choices} == set(RULES)}
+    assert len(menus) == 2, menus  # the Run tab's and the Watch tab's
+    first, second = menus.values()
+    assert first == second == [(rule.label, name) for name, rule in RULES.items()]
+    assert ("relaxed-top-k (LOSSY control)", "relaxed-top-k") in first
+
+
 def test_render_round_strikes_through_the_rejected_draft_before_the_resampled_token():
     round_ = Round(index=0, n_accepted=1, drafted=[
         DraftedToken(5, "good", 0.5, 0.6, 1.0, 0.1, True, True),

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 
 import pytest
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from scripts.browser_launch import CHROMIUM, LAUNCH_ARGS
+
 
 pytestmark = [
     pytest.mark.browser,

@@ -16,6 +16,7 @@ from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the a
 from specviz.rules import RULES
 from specviz.trace import trace_from_dict
 from specviz.ui import watch_tab
+from specviz.rules import RULES
 from specviz.ui.teach.beats import beats, fmt, replay_rule, score_guess
 from specviz.ui.watch_tab import BUNDLED, TRACES
 
@@ -143,14 +144,14 @@ def test_the_rule_switch_changes_the_accepted_count_of_a_recorded_pass(page, app
     kept = {rule: replay_rule(rounds[12], rule).accepted[0] for rule in ("full", "one-hot", "block")}
     assert kept == {"full": 2, "one-hot": 0, "block": 4}
     for rule in ("one-hot", "block", "full"):
-        page.locator("#sv-watch-rule").get_by_label(rule, exact=True).check()
+        page.locator("#sv-watch-rule").get_by_label(RULES[rule].label, exact=True).check()
         want = f"{rule} keeps {kept[rule]} of 4 drafts"
         _wait_rule_text(page, want)
         assert "the recording kept 2" in page.inner_text("#sv-watch-rule-text")
         assert page.locator("#sv-watch-rule-plot .js-plotly-plot").count() == 1
     page.locator("#sv-watch-rule").get_by_label("relaxed-top-k (LOSSY control)", exact=True).check()
     _wait_rule_text(page, "the Run tab's lossless check fails for it")
-    page.locator("#sv-watch-rule").get_by_label("one-hot", exact=True).check()
+    page.locator("#sv-watch-rule").get_by_label("one-hot (exact, argmax draft)", exact=True).check()
     _wait_rule_text(page, "Pass 13 under one-hot")
 
     # Other ways to another pass, with the replay closed: it shows that pass, under the chosen rule, once opened.

@@ -365,8 +365,8 @@ def _front_ends_agree(target: str, chat: bool, monkeypatch) -> None:
     seen = []
     real = runner.make_generation
 
-    def spy(target_, drafter, prompt_ids, *args, **kwargs):
-        run = real(target_, drafter, prompt_ids, *args, **kwargs)
+    def spy(*args, **kwargs):  # PreparedRun passes every argument by name
+        run = real(*args, **kwargs)
         seen.append((list(run.prompt_ids), frozenset(run.eos_token_ids)))
         return run
 

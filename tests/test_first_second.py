@@ -9,8 +9,8 @@ import time
 import pytest
 from test_baseline import spec_round
 
-from specviz.analysis import PlainBaseline
 from specviz.baseline import BaselineStore
+from specviz.speedup import PlainBaseline
 
 
 def test_the_store_keeps_timing_by_digest_and_forgets_stale_or_contradicted_ones():

@@ -407,3 +407,26 @@ def test_every_id_class_and_data_attribute_a_script_reads_is_written_by_the_draw
                           and _written(name, "", set(), scripts[MADE_BY_A_SCRIPT[name]]))
                  and not _written(name, draw_html, ui_literals)}
     assert not unwritten, f"read by a script, written by nothing in specviz/ui/draw/ (name: scripts): {unwritten}"
+
+
+def _layout_section(readme: str) -> str:
+    """README's "## Layout" section: from its heading to the next level-2 heading."""
+    start = readme.index("\n## Layout\n")
+    end = readme.find("\n## ", start + 1)
+    return readme[start:] if end < 0 else readme[start:end]
+
+
+def _unnamed_modules(section: str) -> list[str]:
+    """The ``specviz/**/*.py`` modules (``__init__.py`` aside: a folder's row names it) whose file
+    name is not written in ``section`` as code (```engine.py```)."""
+    return [str(p.relative_to(ROOT)) for p in sorted(PACKAGE.rglob("*.py"))
+            if p.name != "__init__.py" and f"`{p.name}`" not in section]
+
+
+def test_readme_layout_names_every_module_of_the_package():
+    """A newcomer finds every module of ``specviz/`` in README's Layout tables: a module added
+    without its row fails here."""
+    section = _layout_section((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert not _unnamed_modules(section), f"add a row to README's Layout for: {_unnamed_modules(section)}"
+    # The check can fail: the section without one module's name misses exactly that module.
+    assert _unnamed_modules(section.replace("`engine.py`", "the engine")) == ["specviz/engine.py"]

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from specviz.analysis import PlainBaseline
+from specviz.speedup import PlainBaseline
 from specviz.trace import trace_to_dict
 from specviz.ui import run_stream
 from specviz.ui.settings import EXAMPLES

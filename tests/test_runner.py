@@ -7,7 +7,7 @@ import pytest
 from helpers import bpe_tokenizer
 from test_cli import _save_tiny, _smollm2_prepared
 
-from specviz.request import DEFAULT_LIMITS, PUBLIC_LIMITS, RequestError, validate_request
+from specviz.request import DEFAULT_LIMITS, PUBLIC_LIMITS, RequestError, effective_k, validate_request
 from specviz.runner import baseline_key, baseline_steps, drain, encode_prompt, prepare_run
 from specviz.sweep import sweep, sweep_requests
 
@@ -65,6 +65,17 @@ def test_public_prompt_limit_on_smollm2_with_a_cjk_prompt():
     request = _request("smollm2-135m-instruct", prompt=CJK, chat=True, dtype="auto")
     with pytest.raises(RequestError, match=r"the prompt is \d{4} tokens long \(2600 characters\); the limit is 1024"):
         prepare_run(request)
+
+
+def test_a_prepared_run_drafts_its_own_k_and_plain_decoding_counts_k_zero(tiny):
+    """K, the seed and the token limit reach the generation by name (all ints: a swap would not
+    fail); plain decoding analyses as K = 0 whatever K the settings held (request.effective_k)."""
+    assert effective_k(5, drafting=True) == 5 and effective_k(5, drafting=False) == 0
+    speculative = prepare_run(_request(tiny["plain"], k=3, max_new_tokens=6, seed=7)).generation()
+    assert (speculative.k, speculative.max_new_tokens, speculative.seed) == (3, 6, 7)
+    plain = prepare_run(_request(tiny["plain"], draft="none", k=3)).generation()
+    plain.run()
+    assert plain.analysis().k == 0
 
 
 def test_baseline_steps_time_plain_decoding_three_times_and_reuse_a_known_baseline(tiny):

@@ -9,10 +9,11 @@ import html
 import pytest
 from helpers import tiny_llama
 
-from specviz.analysis import PlainBaseline, analyse, health_notes
+from specviz.analysis import analyse, health_notes
 from specviz.drafters import PromptLookupDrafter
 from specviz.engine import Generation
 from specviz.sampling import SamplingConfig
+from specviz.speedup import PlainBaseline
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw.run_views import TREE_BONUS_LABEL, inspector_markdown, legend_html, render_round, summary_markdown
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from typing import NamedTuple
 
 import gradio as gr
 
@@ -28,6 +29,26 @@ from .sweep_steps import (
 METRICS = ("alpha", "tokens_per_pass", "speedup")
 
 
+class SweepUpdate(NamedTuple):
+    """One update of the experiment's outputs (/sweep), by name: the event lists its components
+    and the callback its values from these fields, so nothing is matched by position. The charts
+    are named as :data:`METRICS`; ``trend`` is the finished sweep's
+    :attr:`specviz.sweep.AlphaTrend.direction`."""
+
+    status: object
+    table: object
+    alpha: object
+    tokens_per_pass: object
+    speedup: object
+    csv: object
+    last_analysis: object
+    trend: object
+
+
+#: The outputs a finished setting rewrites (the rest of the tab's outputs travel with every update).
+RESULTS = ("table", *METRICS, "csv")
+
+
 def _csv(rows: list[dict], parameter: str) -> str:
     """The rows so far as a CSV file (specviz.sweep.write_csv) in this visitor's export folder
     (overwritten, not a new folder per setting); its path."""
@@ -37,10 +58,10 @@ def _csv(rows: list[dict], parameter: str) -> str:
     return path
 
 
-def _results(rows: list[dict], parameter: str) -> tuple:
-    """(table, α chart, tokens/pass chart, speedup chart, CSV path or None) of the rows so far."""
-    return (sweep_table(rows, parameter), *[charts.sweep_figure(rows, parameter, m) for m in METRICS],
-            _csv(rows, parameter) if rows else None)
+def _results(rows: list[dict], parameter: str) -> dict:
+    """The :data:`RESULTS` of the rows so far, by name (the CSV's path, or None before any row)."""
+    return {"table": sweep_table(rows, parameter), **{m: charts.sweep_figure(rows, parameter, m) for m in METRICS},
+            "csv": _csv(rows, parameter) if rows else None}
 
 
 @spread(SHARED)
@@ -66,23 +87,26 @@ def sweep_outputs(parameter: str, requests: list, last_analysis, steps):
     """:func:`run_sweep_ui`'s updates from a sweep's ``steps`` (:class:`specviz.ui.sweep_steps.SweepSteps`)."""
     rows: list[dict] = []
     last = 0.0
-    empty = [charts.sweep_figure([], parameter, m) for m in METRICS]
-    yield f"Starting: {len(requests)} settings of {parameter}…", [], *empty, None, last_analysis, None
+    empty = {m: charts.sweep_figure([], parameter, m) for m in METRICS}
+    yield SweepUpdate(status=f"Starting: {len(requests)} settings of {parameter}…", table=[], **empty, csv=None,
+                      last_analysis=last_analysis, trend=None)
     for step in steps:
         if step.row is None:
             if time.perf_counter() - last > 0.3:
                 last = time.perf_counter()
-                yield f"Running {as_text(step.message)}…", *[gr.skip()] * 5, last_analysis, None
+                yield SweepUpdate(status=f"Running {as_text(step.message)}…", **{n: gr.skip() for n in RESULTS},
+                                  last_analysis=last_analysis, trend=None)
             continue
         rows.append(step.row)
         last_analysis = step.row
         trend = alpha_trend(rows, parameter) if len(rows) == len(requests) else None
         status = (f"**Done**: {len(rows)} settings of {parameter}. {trend.sentence}" if trend else
                   f"Finished {len(rows)}/{len(requests)} settings…")
-        yield status, *_results(rows, parameter), last_analysis, trend.direction if trend else None
+        yield SweepUpdate(status=status, **_results(rows, parameter), last_analysis=last_analysis,
+                          trend=trend.direction if trend else None)
     if steps.stopped:  # every output again: an API caller reads the last message only
-        yield (f"{steps.stopped_note()}: {len(rows)}/{len(requests)} settings of {parameter} finished.",
-               *_results(rows, parameter), last_analysis, None)
+        yield SweepUpdate(status=f"{steps.stopped_note()}: {len(rows)}/{len(requests)} settings of {parameter} "
+                          "finished.", **_results(rows, parameter), last_analysis=last_analysis, trend=None)
 
 
 #: The learner's prediction of a temperature sweep: the directions of :class:`specviz.sweep.AlphaTrend`.
@@ -134,8 +158,10 @@ def build(ctx: PageContext) -> None:
                      api_name=False, concurrency_id="playground", concurrency_limit=None, show_progress="hidden")
     inputs = [parameter, values, tokens] + ctx.run_inputs(SHARED) + [ctx.last_analysis]
     trend = gr.State(None)  # the finished sweep's AlphaTrend.direction
+    outputs = SweepUpdate(status=status, table=table, **dict(zip(METRICS, plots)), csv=csv_file,
+                          last_analysis=ctx.last_analysis, trend=trend)
     event = visitors.generation_click(start.click, functools.partial(run_sweep_ui, public=ctx.public), inputs,
-                                      [status, table, *plots, csv_file, ctx.last_analysis, trend], ctx.public,
+                                      list(outputs), ctx.public,
                                       api_name="sweep",
                         concurrency_id="generation", concurrency_limit=1, preprocess=False)
     # Stop ends the page's side of the event and, through the job's flag, the GPU worker's.

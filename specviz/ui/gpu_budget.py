@@ -26,6 +26,7 @@ import math
 
 from .. import memory
 from ..drafters import drafter_kind
+from ..request import effective_k
 from ..runner import WARMUP_TOKENS
 
 #: Seconds one decoder layer adds to a batch-1 eager step on a GPU (launch-bound: ~10 kernels per
@@ -104,7 +105,7 @@ def request_duration(request, baseline: bool, cap: float) -> int:
     """:func:`duration_s` of one :class:`specviz.request.RunRequest` (its target, drafter, K and
     token limit; ``baseline``: plain decoding must be timed)."""
     target_layers, draft_layers = step_layers(request.target, request.draft)
-    k = 0 if request.plain else request.k
+    k = effective_k(request.k, not request.plain)
     return duration_s(run_seconds(request.max_new_tokens, k, target_layers, draft_layers, baseline), cap)
 
 
@@ -113,7 +114,7 @@ def sweep_duration(requests, cap: float) -> int:
     total = 0.0
     for r in requests:
         target_layers, draft_layers = step_layers(r.target, r.draft)
-        total += run_seconds(r.max_new_tokens, 0 if r.plain else r.k, target_layers, draft_layers, True)
+        total += run_seconds(r.max_new_tokens, effective_k(r.k, not r.plain), target_layers, draft_layers, True)
     return duration_s(total, cap)
 
 

@@ -11,8 +11,8 @@ import threading
 
 import gradio as gr
 
-from ..analysis import race_clock
 from ..request import to_int
+from ..speedup import race_clock
 from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from . import settings, visitors
 from .draw import charts, race

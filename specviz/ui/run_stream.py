@@ -13,10 +13,11 @@ import time
 
 import gradio as gr
 
-from ..analysis import RunAnalysis, baseline_still_valid
+from ..analysis import RunAnalysis
 from ..baseline import STALE_AFTER_S, BaselineStore
 from ..request import RunRequest
 from ..runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
+from ..speedup import baseline_still_valid
 from . import gpu, gpu_budget, settings, visitors
 from .draw.escape import as_text
 from .draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
@@ -139,7 +140,7 @@ def measure_baseline(prepared: PreparedRun, baselines: dict, store: BaselineStor
 
 def drop_if_contradicted(state: RunState, baselines: dict, store: BaselineStore | None = None) -> dict:
     """``baselines`` without the run's baseline when the finished run's own timings contradict it
-    (:func:`specviz.analysis.baseline_still_valid`), and the server's store
+    (:func:`specviz.speedup.baseline_still_valid`), and the server's store
     (:data:`SHARED_BASELINES`) without it too; ``state.remeasure`` then says so."""
     if state.baseline is None or baseline_still_valid(state.baseline, state.rounds):
         return baselines

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..drafters import DRAFTER_KINDS, for_device
-from ..sampling import RULES
+from ..rules import RULE_CHOICES
 from . import settings
 from .context import PageContext
 from .draw import charts, diagnostic_charts, race
@@ -25,12 +25,6 @@ from .run_stream import run_demo, stop_run
 from .settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PRESETS
 from .state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
 from .visitors import generation_click
-
-
-def rule_label(rule) -> str:
-    """A verification rule's menu label: its name, and a word on what it is."""
-    kind = "LOSSY control" if not rule.lossless else ("exact, argmax draft" if rule.proposes == "argmax" else "exact")
-    return f"{rule.name} ({kind})"
 
 
 #: The token panel's script (``js_on_load``): a token's click or Enter opens the inspector, the box
@@ -152,7 +146,7 @@ def _settings(c, limits, public: bool) -> None:
                                elem_id="sv-branches")
         c.tree_nodes = gr.Number(0, precision=0, minimum=0, label="Tree node budget N (0 = auto)",
                                  elem_id="sv-tree-nodes")
-    c.rule = gr.Dropdown([(rule_label(rule), rule.name) for rule in RULES.values()], value="full",
+    c.rule = gr.Dropdown(list(RULE_CHOICES), value="full",
                          label="Verification rule", elem_id="sv-rule",
                          info="The same drafts, judged by the rule an engine ships: α differs, the exact rules' "
                               "output does not (relaxed top-k is a lossy control)")

@@ -13,10 +13,12 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from ..analysis import PlainBaseline, RunAnalysis, analyse, health_notes, running_speedup
+from ..analysis import RunAnalysis, analyse, health_notes
 from ..diagnostics import diagnose
 from ..drafters import drafter_kind
+from ..request import effective_k
 from ..sampling import RULES
+from ..speedup import PlainBaseline, running_speedup
 from ..trace import Round, trace_from_dict, trace_rule
 from .draw import charts, diagnostic_charts
 from .draw.run_views import NO_TRACE_BASELINE, render_round, summary_markdown, wrap_output
@@ -151,7 +153,7 @@ class RunState:
         """The state of a run about to start: ``request`` a RunRequest, ``target`` a LoadedModel,
         ``drafter`` its drafter (None: plain decoding)."""
         low_precision = str(target.dtype) in ("torch.bfloat16", "torch.float16")
-        return cls(label=label, k=request.k if drafter is not None else 0, eos=sorted(target.eos_token_ids),
+        return cls(label=label, k=effective_k(request.k, drafter is not None), eos=sorted(target.eos_token_ids),
                    lookup=drafter_kind(request.draft).lookup,
                    low_precision_greedy=low_precision and request.sampling.greedy,
                    max_new_tokens=request.max_new_tokens, rule=request.rule)

@@ -20,10 +20,12 @@ from pathlib import Path
 import gradio as gr
 
 from ..request import to_int
-from ..rules import RELAXED_TOP_K, RULES
+from ..rule_replay import replay_rule
+from ..rules import RULE_CHOICES
 from ..trace import Round, trace_from_dict
 from .context import PageContext
 from .draw import beat_charts, watch_views
+from .draw.rule_table import rule_replay_text
 from .draw.escape import as_text
 from .draw.scripts import script
 from .share import copy_link
@@ -31,15 +33,12 @@ from .state import RunState
 from .teach import link_query
 from .teach.beats import (
     RESIDUAL,
-    RULE_TESTS,
     TEST,
     Beat,
     beats,
-    fmt,
     most_different_position,
     position_distributions,
     quoted,
-    replay_rule,
     score_guess,
     simulate_draws,
     total_variation,
@@ -188,23 +187,10 @@ def _first_pass(w: Watched) -> int:
 
 
 # --------------------------------------------------------------------------- the pass under each rule
-#: The rule switch's choices: (label, rule name), the lossy control marked.
-RULE_CHOICES = [(name if rule.lossless else f"{name} (LOSSY control)", name) for name, rule in RULES.items()]
-
-
-def _span(value: tuple[float, float], spec: str = ".4f") -> str:
-    lo, hi = value
-    return fmt(lo) if format(lo, spec) == format(hi, spec) else f"[{fmt(lo)}, {fmt(hi)}]"
-
-
-def _kept_word(kept: bool | None) -> str:
-    return "kept" if kept else "not kept" if kept is False else "open (bucket)"
-
-
 def rule_replay_views(w: Watched, pass_no, rule: str):
     """The shown pass's test replayed under ``rule`` with the recorded u
-    (:func:`specviz.ui.teach.beats.replay_rule`): its words (one sentence on what the rule tests, a
-    row per position, the drafts kept and the expected count) and its beat drawing."""
+    (:func:`specviz.rule_replay.replay_rule`): its words
+    (:func:`specviz.ui.draw.rule_table.rule_replay_text`) and its beat drawing."""
     i = _index(w, pass_no)
     round_ = w.rounds[i]
     if not round_.drafted:
@@ -213,31 +199,8 @@ def rule_replay_views(w: Watched, pass_no, rule: str):
         replay = replay_rule(round_, rule)
     except ValueError as error:  # a tree pass, a pass without distributions: say so, keep the page
         return f"Pass {i + 1}: {as_text(str(error))}.", beat_charts.empty_figure("no replay for this pass")
-    rows = []
-    for s in replay.steps:
-        u = "—" if s.uniform is None else fmt(s.uniform)
-        test = "—" if s.passes is None and s.uniform is None else (
-            "passes" if s.passes else "fails" if s.passes is False else "open (bucket)")
-        rows.append(f"| {s.node + 1} | {as_text(quoted(s.text))} | {_span(s.accept)} | {u} | {test} | "
-                    f"{_kept_word(s.kept)} |")
-    what = {"block": "h_i (block)", "relaxed-top-k": f"in the target's top {RELAXED_TOP_K}"}.get(rule, "P(pass) here")
-    lo, hi = replay.accepted
-    count = f"{lo}" if lo == hi else f"{lo} to {hi}"
-    alpha = f"{lo / replay.drafted:.2f}" if lo == hi else f"{lo / replay.drafted:.2f} to {hi / replay.drafted:.2f}"
-    recorded = round_.n_accepted
-    bucket = any(s.accept[0] != s.accept[1] for s in replay.steps)
-    lossy = ("" if RULES[rule].lossless else " **Lossy**: its output is not the target's; the Run tab's lossless "
-             "check fails for it.")
-    text = (f"**Pass {i + 1} under {as_text(rule)}.** {as_text(RULE_TESTS[rule])}{lossy}\n\n"
-            f"| position | token tested | {as_text(what)} | recorded u | test | under {as_text(rule)} |\n"
-            f"|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
-            f"With the recorded u, **{as_text(rule)} keeps {count} of {replay.drafted} drafts** (acceptance "
-            f"{alpha} on this pass); the recording kept {recorded}. Expected drafts kept under {as_text(rule)} "
-            f"given the recorded prefix: {_span(replay.expected, '.2f')}."
-            + (" A range [low, high] is the bound the trace's top-10 lists leave: the rest of each distribution is "
-               "an \"other tokens\" bucket of known mass, no token in it above the smallest kept probability "
-               "(the bounds of the run's diagnostics)." if bucket else ""))
-    return text, beat_charts.rule_figure(round_, replay, f"Pass {i + 1} under {rule} · ")
+    figure = beat_charts.rule_figure(round_, replay, f"Pass {i + 1} under {rule} · ")
+    return rule_replay_text(i, round_, replay), figure
 
 
 # --------------------------------------------------------------------------- callbacks
@@ -402,7 +365,7 @@ def build(ctx: PageContext) -> None:
             draw_btn = gr.Button("Draw", elem_id="sv-watch-draw")
         draws_plot = gr.Plot(show_label=False, elem_id="sv-watch-draws")
     with gr.Accordion("The same pass under another rule", open=False):
-        rule = gr.Radio(RULE_CHOICES, value="full", label="Verification rule (replays this pass's test with its "
+        rule = gr.Radio(list(RULE_CHOICES), value="full", label="Verification rule (replays this pass's test with its "
                         "recorded u)", elem_id="sv-watch-rule")
         rule_md = gr.Markdown(views[8], elem_id="sv-watch-rule-text")
         rule_plot = gr.Plot(views[9], show_label=False, elem_id="sv-watch-rule-plot")

@@ -306,7 +306,7 @@ SPEEDUP_HOW = ("speedup = this run's tokens/s ÷ plain decoding's over as many t
                "runs)<br>range: the slowest and the fastest plain run, and this run's pass-to-pass variation")
 
 
-#: The speedup chart's note when :func:`specviz.analysis.speedup_doubt` doubts the run's speedup.
+#: The speedup chart's note when :func:`specviz.speedup.speedup_doubt` doubts the run's speedup.
 DOUBTED_TEXT = "not measurable now:<br>the plain baseline and this run's own timings<br>disagree (the summary says why)"
 
 
@@ -317,21 +317,21 @@ def speedup_figure(points: list[dict], theoretical: float | None, empty: str = W
     Args:
         points: ``{"t": seconds since the run started, "speedup": measured running speedup}``
             dicts in time order, optionally with ``"low"``/``"high"`` (its range) and ``"pass"``
-            (the verify pass, from 1), as :func:`specviz.analysis.running_speedup` gives them;
+            (the verify pass, from 1), as :func:`specviz.speedup.running_speedup` gives them;
             points with a non-finite value are skipped.
         theoretical: predicted speedup (e.g. :func:`specviz.theory.expected_speedup`), drawn as a
             dashed horizontal line, or None.
         empty: the note of a chart with no point (a loaded trace without a plain baseline says so).
-        doubt: :func:`specviz.analysis.speedup_doubt` of the run: when set, no line is drawn, only
+        doubt: :func:`specviz.speedup.speedup_doubt` of the run: when set, no line is drawn, only
             :data:`DOUBTED_TEXT` (a figure we cannot trust is not drawn either).
 
     The range is a shaded band around the measured line (the slowest and fastest plain run, and
-    the run's pass-to-pass variation: :func:`specviz.analysis.speedup_with_spread`), and the
-    title gives the latest value with its range (:func:`specviz.analysis.format_speedup`). The
+    the run's pass-to-pass variation: :func:`specviz.speedup.speedup_with_spread`), and the
+    title gives the latest value with its range (:func:`specviz.speedup.format_speedup`). The
     region below 1.0 (plain decoding's speed, a grey reference line) is shaded light red and
     labelled "slower than plain", so a slowdown reads as one.
     """
-    from ...analysis import format_speedup
+    from ...speedup import format_speedup
 
     title = "Speedup over plain decoding"
     uirev = "speedup"
@@ -716,7 +716,7 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
     ys = [r.get(key) for r in rows]
     doubted = []
     if metric == "speedup":  # a doubted speedup is not drawn: a gap, and the words in its place
-        from ...analysis import speedup_doubts
+        from ...speedup import speedup_doubts
 
         doubted = [x for x, doubt in zip(xs, speedup_doubts(rows)) if doubt]
         ys = [None if doubt else y for y, doubt in zip(ys, speedup_doubts(rows))]

@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from ...analysis import RunAnalysis, draft_depth, format_speedup, health_notes, is_tree_round
-from ...analysis import NOT_MEASURABLE, speedup_shown
+from ...analysis import RunAnalysis, draft_depth, health_notes, is_tree_round
 from ...diagnostics import describe
+from ...speedup import NOT_MEASURABLE, format_speedup, speedup_shown
 from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, emitted_piece, token_label, visible_text
 from ..teach.beats import fmt
 from .escape import as_text
@@ -163,7 +163,7 @@ def _fmt(x, spec=".2f", none="—"):
 
 
 def _speedup_verdict(a: RunAnalysis, no_baseline: str = "measuring…") -> str:
-    """The measured speedup with its range (:func:`specviz.analysis.format_speedup`), and how it was
+    """The measured speedup with its range (:func:`specviz.speedup.format_speedup`), and how it was
     measured; ``no_baseline``: the words for a speculative run without a plain baseline (yet)."""
     if a.speedup is None:
         return no_baseline if a.k and a.plain_tokens_per_s is None else "—"
@@ -221,7 +221,7 @@ def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None
                      no_baseline: str = "measuring…", diagnostics=None) -> str:
     """The summary table of a run: every figure from its :class:`~specviz.analysis.RunAnalysis`,
     each with what it is and how it was measured (the speedup with its range,
-    :func:`specviz.analysis.format_speedup`), then the health notes (one sentence each, from
+    :func:`specviz.speedup.format_speedup`), then the health notes (one sentence each, from
     :func:`specviz.analysis.health_notes`, or ``notes`` if given; shown as text). A tree run says
     it was a tree (B, N) and that the theory rows are a chain's.
 

@@ -3,7 +3,7 @@ Markdown, the experiments' table rows, and the side-by-side tab's coloured outpu
 
 from __future__ import annotations
 
-from ...analysis import NOT_MEASURABLE, speedup_doubts
+from ...speedup import NOT_MEASURABLE, speedup_doubts
 from ..teach import playground
 from .escape import as_text
 from .run_views import legend_html, render_rounds

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...diagnostics import _block_weights, _h, _Position, _ratio_test, block_reach
-from ...rules import RELAXED_TOP_K, check_rule
+# replay_rule is Watch a pass's rule switch, read by name from here as from specviz.rule_replay.
+from ...rule_replay import is_chain, replay_rule  # noqa: F401
+from ...rules import RELAXED_TOP_K
 from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round, emitted_piece, visible_text
 
 DRAFT, VERIFY, TEST, RESIDUAL, STOP = "draft", "verify", "test", "residual", "stop"
@@ -89,11 +90,6 @@ def depths(round_: Round) -> list[int]:
         p = parent_of(round_, i)
         out.append(0 if p < 0 else out[p] + 1)
     return out
-
-
-def is_chain(round_: Round) -> bool:
-    """True when every drafted token continues the one before it (no siblings)."""
-    return all(parent_of(round_, i) == i - 1 for i in range(len(round_.drafted)))
 
 
 def in_test_order(round_: Round) -> list[int]:
@@ -404,129 +400,3 @@ RULE_TESTS = {
     "relaxed-top-k": f"Relaxed top-{RELAXED_TOP_K} (LOSSY control): the recorded draft is kept if it is among the "
                      f"target's {RELAXED_TOP_K} most likely tokens, whatever u is (no uniform, no ratio).",
 }
-
-
-@dataclass(frozen=True)
-class RuleStep:
-    """One drafted position of a pass replayed under a rule (:func:`replay_rule`).
-
-    ``node``: the index in ``Round.drafted``; ``token_id``/``text``: the token the rule tests
-    there (the draft's argmax for one-hot and exact match, else the recorded draft); ``accept``:
-    ``(low, high)``, the probability the test passes given the recorded prefix (block: Sun et
-    al.'s h_i; relaxed top-k: 1 or 0), low < high only where the "other tokens" bucket leaves it
-    open; ``uniform``: the recorded u used (None when the rule uses none); ``passes``: the test's
-    result with that u, None when u falls inside ``accept`` (the bucket decides); ``kept``: whether
-    the rule keeps this draft (block: i ≤ τ), None where undecided.
-    """
-
-    node: int
-    token_id: int
-    text: str
-    accept: tuple[float, float]
-    uniform: float | None
-    passes: bool | None
-    kept: bool | None
-
-
-@dataclass(frozen=True)
-class RuleReplay:
-    """A chain pass's test replayed under one rule with the recorded u (:func:`replay_rule`).
-
-    ``accepted``: ``(low, high)`` drafts kept with the recorded u (equal unless the bucket leaves
-    a test open); ``expected``: ``(low, high)`` the rule's expected drafts kept, Σ_i P(keep ≥ i)
-    given the recorded prefix; ``drafted``: K of this pass; ``steps``: one per drafted position.
-    """
-
-    rule: str
-    drafted: int
-    steps: tuple[RuleStep, ...]
-    accepted: tuple[int, int]
-    expected: tuple[float, float]
-
-
-def _test(u: float | None, accept: tuple[float, float], strict: bool = True) -> bool | None:
-    """u against an acceptance range: True/False where the whole range agrees, None where not."""
-    lo, hi = accept
-    if strict:
-        return True if u < lo else False if u >= hi else None
-    return True if u <= lo else False if u > hi else None
-
-
-def replay_rule(round_: Round, rule: str) -> RuleReplay:
-    """The pass's test replayed under ``rule`` with the recorded uniforms (see :data:`RULE_TESTS`).
-
-    Every position uses the distributions recorded after the recorded prefix (p_target and
-    p_draft there), and its recorded u (the trace keeps u for untested positions too). For
-    one-hot and exact match, an argmax draft that differs from the recorded one would have
-    continued from its own prefix; the recorded prefix's distributions stand in for it, as in
-    :func:`specviz.diagnostics.rules_on_passes`. Figures that need a whole distribution (the
-    argmax's p_target when the target's top list misses it, block verification's residual mass
-    R_i) are ``(low, high)`` ranges from the "other tokens" bucket, bounded as
-    :class:`specviz.diagnostics._Position` bounds them; with full rows (a list shorter than the
-    kept top 10 is the whole distribution) they are exact and equal
-    :func:`specviz.sampling.block_weights`'s (a test checks).
-
-    Args:
-        round_: a chain pass (tree passes: the rules are replayed on chains only) recorded with
-            distributions (``top_draft``/``top_target``) for every rule but ``"full"``.
-        rule: a name of :data:`specviz.rules.RULES`.
-
-    Returns:
-        A :class:`RuleReplay`.
-
-    Raises:
-        ValueError: one sentence, for an unknown rule, a tree pass, or a pass recorded without the
-            distributions the rule needs.
-    """
-    check_rule(rule)
-    if not is_chain(round_):
-        raise ValueError("the rule switch replays chain passes only: this pass drafted a tree")
-    drafted = round_.drafted
-    if rule != "full" and not all(t.top_draft and t.top_target for t in drafted):
-        raise ValueError(f"this pass was recorded without its distributions, so the {rule} rule cannot be "
-                         "replayed on it (only the full rule, which needs just the drafted tokens)")
-    steps: list[RuleStep] = []
-    if rule == "block":
-        positions = [_Position(t) for t in drafted]
-        weights = _block_weights(drafted)
-        masses = [positions[i + 1].block_mass(weights[i]) for i in range(len(drafted) - 1)]
-        h = [(_h(lo, weights[i]), _h(hi, weights[i])) for i, (lo, hi) in enumerate(masses)]
-        h += [(weights[-1], weights[-1])] if drafted else []
-        passes = [_test(t.uniform, hi_lo, strict=False) for t, hi_lo in zip(drafted, h)]
-        # τ = max{i : η_i ≤ h_i}: its low end counts only sure passes, its high end open ones too.
-        tau_lo = max([i + 1 for i, p in enumerate(passes) if p is True], default=0)
-        tau_hi = max([i + 1 for i, p in enumerate(passes) if p is not False], default=0)
-        for i, t in enumerate(drafted):
-            kept = True if i < tau_lo else False if i >= tau_hi else None
-            steps.append(RuleStep(i, t.id, t.text, h[i], t.uniform, passes[i], kept))
-        p_t, p_d = [t.p_target for t in drafted], [t.p_draft for t in drafted]
-        low = block_reach(p_t, p_d, [m[0] for m in masses]) if drafted else []
-        high = block_reach(p_t, p_d, [m[1] for m in masses]) if drafted else []
-        return RuleReplay(rule, len(drafted), tuple(steps), (tau_lo, tau_hi), (sum(low), sum(high)))
-    sure, open_, reach_lo, reach_hi, expected_lo, expected_hi = True, True, 1.0, 1.0, 0.0, 0.0
-    count_lo = count_hi = 0
-    for i, t in enumerate(drafted):
-        token_id, text, uniform = t.id, t.text, t.uniform
-        if rule == "full":
-            a = _ratio_test(t.p_target, t.p_draft)
-            accept = (a, a)
-        elif rule in ("one-hot", "exact-match"):
-            token_id, text = int(t.top_draft[0][0]), t.top_draft[0][1]
-            accept = _Position(t).target_of_argmax()
-        else:  # relaxed top-k: deterministic, no uniform
-            # The target's k-th probability is recorded whenever its top list has k entries; a
-            # shorter list is the whole distribution, where every token of positive mass is inside.
-            top = [float(p) for _, _, p in t.top_target]
-            kth = top[RELAXED_TOP_K - 1] if len(top) >= RELAXED_TOP_K else 0.0
-            inside = t.p_target > 0 and t.p_target >= kth
-            accept, uniform = (float(inside), float(inside)), None
-        passes = accept[0] >= 1.0 if uniform is None else _test(uniform, accept)
-        kept = True if sure and passes is True else False if not open_ or passes is False else None
-        steps.append(RuleStep(i, token_id, text, accept, uniform, passes, kept))
-        sure = sure and passes is True
-        open_ = open_ and passes is not False
-        count_lo += sure
-        count_hi += open_
-        reach_lo, reach_hi = reach_lo * accept[0], reach_hi * accept[1]
-        expected_lo, expected_hi = expected_lo + reach_lo, expected_hi + reach_hi
-    return RuleReplay(rule, len(drafted), tuple(steps), (count_lo, count_hi), (expected_lo, expected_hi))

@@ -6,7 +6,10 @@ A sweep takes a base :class:`~specviz.request.RunRequest` and a list of values f
 :func:`specviz.request.validate_request` checks it, the one check the app and the CLI use), prepares it
 (:func:`specviz.runner.prepare_run`: the pair from the model cache, the prompt under the one
 chat-template policy, the end-of-text ids), warms up, runs the speculative
-generation and a plain baseline of the same target, prompt and settings, and reports the row:
+generation from the state a bench call starts from (:func:`specviz.bench.measurement_start`: no
+earlier row's output in the suffix history, an empty Token Recycling table; the drafter's own
+stores are put back afterwards) and a plain baseline of the same target, prompt and settings, and
+reports the row:
 the setting plus :meth:`specviz.analysis.RunAnalysis.scalars` (per-token ``alpha`` = accepted ÷
 tested, ``acceptance_rate`` = accepted ÷ proposed, ``tokens_per_pass``, measured ``speedup``,
 ``theoretical_speedup`` = (1 − α^(K+1)) / ((1 − α)(K·c + v)), and the rest).
@@ -20,6 +23,7 @@ rows with the :mod:`csv` module.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import time
@@ -181,6 +185,7 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
 def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterator[SweepStep]:
     """The steps of one setting: speculative run, plain baseline, then the row (``_TimeUp`` past
     ``deadline``)."""
+    from . import bench
     from .runner import baseline_steps
 
     def step(phase, tokens, run, row=None, note=""):
@@ -191,9 +196,11 @@ def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterat
 
     prepared.warm_up(once=True)
     step("speculative", 0, None)  # the warm-up and loading count against the cap
-    spec = prepared.generation()
-    for _ in spec:
-        yield step("speculative", len(spec.tokens), spec)
+    with _stores_kept(prepared.drafter):
+        bench.measurement_start(drafter=prepared.drafter)  # a bench call's start: no earlier row's output
+        spec = prepared.generation()
+        for _ in spec:
+            yield step("speculative", len(spec.tokens), spec)
     baseline = None
     if prepared.drafter is not None:
         plain = baseline_steps(prepared)
@@ -205,6 +212,24 @@ def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterat
                 break
             yield step("plain", len(spec.tokens), spec, note=line)
     yield step("done", len(spec.tokens), spec, row=_row(prepared, spec, spec.analysis(baseline)))
+
+
+@contextlib.contextmanager
+def _stores_kept(drafter):
+    """The drafter's suffix history and Token Recycling table (a visitor's own in the app) put back
+    as they were once the row's run ends: a sweep's runs neither see nor teach them."""
+    history, table = getattr(drafter, "history", None), getattr(drafter, "table", None)
+    sequences = [list(s) for s in history.sequences] if history is not None else None
+    snapshot = table.snapshot() if table is not None else None
+    try:
+        yield
+    finally:
+        if history is not None:
+            history.clear()
+            for sequence in sequences:
+                history.add(sequence)
+        if table is not None:
+            table.restore(snapshot)
 
 
 def row_speedups(rows: Sequence[dict]) -> list[str | None]:

@@ -70,7 +70,8 @@ def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: boo
 class SweepSteps:
     """:func:`specviz.sweep.sweep`'s steps for the visitor the callback serves: a suffix drafter
     searches only their own earlier outputs (:func:`specviz.ui.visitors.visitor_history`), Token
-    Recycling only their own table (:func:`specviz.ui.visitors.visitor_table`), loading
+    Recycling only their own table (:func:`specviz.ui.visitors.visitor_table`), each row starting
+    from them emptied and leaving them as they were (:func:`specviz.sweep.sweep`), loading
     and run errors become one clear gr.Error line, and with ``max_run_s`` (public mode) the sweep
     stops at that wall time (its own cap: loading, warm-ups and baselines count) with the rows it
     finished; its "stopped" step is not passed on, :attr:`stopped` says so instead.

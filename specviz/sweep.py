@@ -138,7 +138,8 @@ class _TimeUp(Exception):
 
 
 def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None] | None = None,
-          prepare=None, max_run_s: float | None = None) -> Iterator[SweepStep]:
+          prepare=None, max_run_s: float | None = None, should_end: Callable[[], bool] | None = None
+          ) -> Iterator[SweepStep]:
     """Run each request speculatively and plainly; yield a :class:`SweepStep` after every round.
 
     For each request: prepare it (:func:`specviz.runner.prepare_run`: the model cache makes
@@ -156,6 +157,9 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
         max_run_s: wall-time cap of the whole sweep (s), loading, warm-ups and baselines
             included; checked after every round. Past it the sweep ends with the rows it finished
             and a last step of phase ``"stopped"`` that says so. None: no cap.
+        should_end: checked every round, the warm-ups' and the baselines' included (a GPU job's
+            deadline or Stop, :meth:`specviz.ui.gpu.JobContext.should_end`); once true the sweep
+            ends as at ``max_run_s``, with the rows it finished.
 
     Yields:
         SweepStep: one per round; the step with ``phase == "done"`` carries the row.
@@ -174,27 +178,30 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
         for index, request in enumerate(requests):
             prepared = prepare(request, progress)
             with prepared.in_use():
-                yield from _setting(prepared, index, len(requests), deadline)
+                yield from _setting(prepared, index, len(requests), deadline, should_end)
             finished += 1
     except _TimeUp:
-        note = (f"Stopped at the time limit of {max_run_s:g} s: {finished} of {len(requests)} settings finished, "
-                "the rest did not run.")
+        limit = f"the time limit of {max_run_s:g} s" if max_run_s is not None else "the end of its time"
+        note = f"Stopped at {limit}: {finished} of {len(requests)} settings finished, the rest did not run."
         yield SweepStep(finished, len(requests), "stopped", 0, 0, note=note)
 
 
-def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterator[SweepStep]:
+def _setting(prepared, index: int, total: int, deadline: float | None, should_end=None) -> Iterator[SweepStep]:
     """The steps of one setting: speculative run, plain baseline, then the row (``_TimeUp`` past
-    ``deadline``)."""
+    ``deadline`` or once ``should_end()``)."""
     from . import bench
     from .runner import baseline_steps
 
+    def ended() -> bool:
+        return (deadline is not None and time.perf_counter() > deadline) or (should_end is not None and should_end())
+
     def step(phase, tokens, run, row=None, note=""):
-        if deadline is not None and time.perf_counter() > deadline and phase != "done":
+        if phase != "done" and ended():
             raise _TimeUp
         return SweepStep(index, total, phase, tokens, prepared.request.max_new_tokens, row=row, run=run,
                          stop_ids=prepared.stop_ids, note=note)
 
-    prepared.warm_up(once=True)
+    prepared.warm_up(once=True, should_end=ended)
     step("speculative", 0, None)  # the warm-up and loading count against the cap
     with _stores_kept(prepared.drafter):
         bench.measurement_start(drafter=prepared.drafter)  # a bench call's start: no earlier row's output
@@ -203,7 +210,7 @@ def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterat
             yield step("speculative", len(spec.tokens), spec)
     baseline = None
     if prepared.drafter is not None:
-        plain = baseline_steps(prepared)
+        plain = baseline_steps(prepared, should_end=ended)
         while True:
             try:
                 line = next(plain)
@@ -211,6 +218,7 @@ def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterat
                 baseline = done.value
                 break
             yield step("plain", len(spec.tokens), spec, note=line)
+        step("plain", len(spec.tokens), spec)  # a baseline cut short by the cap makes no row
     yield step("done", len(spec.tokens), spec, row=_row(prepared, spec, spec.analysis(baseline)))
 
 

@@ -97,15 +97,24 @@ class SweepSteps:
             self.progress(fraction, desc=message)
 
         prepare = functools.partial(prepare_run, history=visitors.visitor_history(), table=visitors.visitor_table())
+        should_end = self.ctx.should_end if self.ctx is not None else None
         with user_errors():
-            for step in sweep(self.requests, progress=report, prepare=prepare, max_run_s=self.max_run_s):
+            for step in sweep(self.requests, progress=report, prepare=prepare, max_run_s=self.max_run_s,
+                              should_end=should_end):
                 if step.phase == "stopped":
-                    self.stopped, self.why = True, "limit"
+                    self.stopped, self.why = True, self._why_stopped()
                     return
                 yield step
                 if self.ctx is not None and self.ctx.should_end():
                     self.stopped, self.why = True, "stop" if self.ctx.stopped() else "deadline"
                     return
+
+    def _why_stopped(self) -> str:
+        """What ended the sweep: Stop, the job's deadline (both reach its warm-ups and baselines),
+        else the time limit."""
+        if self.ctx is not None and self.ctx.stopped():
+            return "stop"
+        return "deadline" if self.ctx is not None and self.ctx.past_deadline() else "limit"
 
     def stopped_note(self) -> str:
         """The status line's words for a stop ("" if it did not stop): at the time limit, by the

@@ -11,7 +11,11 @@ something only when the app runs here. Short runs of the offline SmolLM2 at T = 
 on files a user hands to the command line (``--data``, ``--resume``, ``--draft eagle:DIR``) run
 the command line in this process, the hostile link runs the page's router in this process (a
 link is opened by the page, not through the API), and the drafter with bad ids runs the engine on
-a tiny random model here.
+a tiny random model here. Issue 42's attacks run here too: a degenerate head (its frequent-token
+list one token repeated), a 300 MiB config.json, training checkpoints with NaN or negative
+optimiser moments, a nested history, a non-number optimiser setting or random RNG bytes, teacher
+data that is one token repeated (each should be one line naming the file, exit 1), and one setting
+swept three times with Token Recycling (three equal rows).
 """
 
 from __future__ import annotations
@@ -332,6 +336,121 @@ def broken_heads(url, folder) -> str:
     return " | ".join(answers)
 
 
+def _shipped_copy(folder: Path, name: str) -> Path:
+    from specviz.drafters.eagle import shipped_head_dir
+
+    directory = folder / name
+    shutil.rmtree(directory, ignore_errors=True)
+    return Path(shutil.copytree(shipped_head_dir("smollm2-135m-instruct"), directory))
+
+
+def degenerate_head(url, folder) -> str:
+    """The shipped head with its frequent-token list one token repeated (it loaded silently and ran
+    to α 0.00)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from specviz.drafters.eagle import HEAD_FILE
+
+    directory = _shipped_copy(folder, "one-token-head")
+    state = load_file(str(directory / HEAD_FILE))
+    state["frequent_ids"] = torch.full_like(state["frequent_ids"], 42)
+    save_file(state, str(directory / HEAD_FILE))
+    return _cli("run", "--draft", f"eagle:{directory}", "--max-new-tokens", "4", "--prompt", "Hi")
+
+
+def huge_config(url, folder) -> str:
+    """The shipped head with a sparse 300 MiB config.json: refused from its size, and how long it took."""
+    directory = _shipped_copy(folder, "huge-config-head")
+    with open(directory / "config.json", "r+b") as f:
+        f.truncate(300 * 2**20)
+    started = time.perf_counter()
+    line = _cli("run", "--draft", f"eagle:{directory}", "--max-new-tokens", "4", "--prompt", "Hi")
+    return f"{line} (in {time.perf_counter() - started:.1f} s)"
+
+
+def _hostile_checkpoint(folder: Path, name: str, damage) -> str:
+    """``train-draft --resume`` on a checkpoint written by save_state, then damaged (``damage(tensors,
+    meta)``): refused before any model loads, one line."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from specviz.train_draft import CHECKPOINT_DIR, STATE_FILE, save_state
+
+    out = folder / name
+    path = out / CHECKPOINT_DIR / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    weights = [torch.zeros(4, 4, requires_grad=True), torch.zeros(4, requires_grad=True)]
+    optimizer = torch.optim.AdamW(weights, lr=1e-3)
+    sum(w.sum() for w in weights).backward()
+    optimizer.step()
+    save_state(path, optimizer, 3, [{"step": 3, "loss": 1.0}], "smollm2-135m-instruct")
+    with safe_open(str(path), framework="pt") as f:
+        meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - a handle
+    damage(tensors, meta)
+    save_file(tensors, str(path), metadata=meta)
+    return _cli("train-draft", "--out", str(out), "--resume")
+
+
+def nan_checkpoint(url, folder) -> str:
+    return _hostile_checkpoint(folder, "nan-checkpoint", lambda t, m: t["optimizer.0.exp_avg"].fill_(float("nan")))
+
+
+def negative_moments(url, folder) -> str:
+    return _hostile_checkpoint(folder, "negative-moments", lambda t, m: t["optimizer.0.exp_avg_sq"].fill_(-1.0))
+
+
+def nested_history(url, folder) -> str:
+    return _hostile_checkpoint(folder, "nested-history", lambda t, m: m.update(history="[" * 100_000 + "]" * 100_000))
+
+
+def non_number_setting(url, folder) -> str:
+    def damage(tensors, meta):
+        groups = json.loads(meta["param_groups"])
+        groups[0]["lr"] = "fast"
+        meta["param_groups"] = json.dumps(groups)
+
+    return _hostile_checkpoint(folder, "non-number-lr", damage)
+
+
+def random_rng(url, folder) -> str:
+    import torch
+
+    def damage(tensors, meta):
+        tensors["rng"] = torch.randint(0, 256, tensors["rng"].shape, dtype=torch.uint8,
+                                       generator=torch.Generator().manual_seed(0))
+
+    return _hostile_checkpoint(folder, "random-rng", damage)
+
+
+def one_token_data(url, folder) -> str:
+    """Teacher data whose answers are one token repeated (it trained without a word)."""
+    import torch
+
+    from specviz.train_draft import save_teacher_data
+
+    sequences = [([1, 2, 42, 42, 42, 42], 2), ([3, 42, 42, 42], 1)]
+    data = {"target": "smollm2-135m-instruct", "sequences": sequences, "frequent_ids": torch.tensor([42]),
+            "features": [torch.zeros(len(ids), 576, dtype=torch.float16) for ids, _ in sequences]}
+    (folder / "one-token").mkdir(parents=True, exist_ok=True)
+    path = save_teacher_data(data, folder / "one-token" / "teacher_data.safetensors")
+    return _cli("train-draft", "--out", str(folder / "one-token-out"), "--data", str(path), "--steps", "2")
+
+
+def equal_sweep_rows(url, folder) -> str:
+    """One setting swept three times with Token Recycling: three equal rows, no trend claimed."""
+    out = folder / "sweep.json"
+    line = _cli("sweep", "--draft", "recycle", "--temperature", "0", "0", "0", "--max-new-tokens", "24",
+                "--prompt", "Fix the typos: Teh qiuck brwon fox jumsp over teh lazy dgo.", "--json", str(out))
+    if not out.is_file():
+        return line
+    rows = json.loads(out.read_text(encoding="utf-8"))
+    passes = " → ".join(f"{r['tokens_per_pass']:.2f}" for r in rows)
+    equal = len({(r["tokens_per_pass"], r["alpha"], r["text"]) for r in rows}) == 1
+    return f"tokens per pass {passes}: rows {'equal' if equal else 'DIFFER'} ({line})"
+
+
 def bad_draft_ids(url, folder) -> str:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -364,7 +483,11 @@ ATTACKS = {"privacy (vault code)": privacy, "40 MiB upload": big_upload, "malfor
            "markup in a link": hostile_link, "markup in a trace's fields": hostile_trace_fields,
            "markup in quoted values": hostile_error_values, "partial UTF-8 tokens": partial_utf8,
            "pickles as training files": pickle_files, "broken training files": broken_training_files,
-           "broken head directories": broken_heads, "draft ids outside the vocabulary": bad_draft_ids}
+           "broken head directories": broken_heads, "draft ids outside the vocabulary": bad_draft_ids,
+           "degenerate head": degenerate_head, "huge config": huge_config, "NaN checkpoint": nan_checkpoint,
+           "negative second moments": negative_moments, "nested history": nested_history,
+           "non-number optimiser setting": non_number_setting, "random RNG bytes": random_rng,
+           "one-token teacher data": one_token_data, "sweep of equal rows": equal_sweep_rows}
 
 
 def main(argv=None) -> None:

@@ -49,8 +49,8 @@ def _ms_per_token_upto(run, tokens: int) -> tuple[float, int]:
     return (last * 1e3 - run.prefill_ms) / max(covered, 1), covered
 
 
-def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAULT_SAMPLES, progress_every: int = 8
-                     ) -> Generator[str, None, PlainBaseline | None]:
+def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAULT_SAMPLES, progress_every: int = 8,
+                     should_end: Callable[[], bool] | None = None) -> Generator[str, None, PlainBaseline | None]:
     """Time plain decoding ``samples`` times; yield progress lines, return the baseline.
 
     The first sample runs to the end (its length limit or end-of-text): it says how many tokens
@@ -70,13 +70,16 @@ def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAU
             Generation runs once).
         samples: plain runs to time (>= 1).
         progress_every: yield a progress line every this many rounds.
+        should_end: checked after every round (a GPU job's deadline or Stop,
+            :meth:`specviz.ui.gpu.JobContext.should_end`); once true the sample in progress stops
+            and no baseline is returned (a cut sample times a shorter run than the one compared).
 
     Yields:
         One-line progress messages ("Timing plain decoding (sample 2 of 3): 20/32 tokens…").
 
     Returns:
         The :class:`~specviz.speedup.PlainBaseline` (one sample per plain run), or None when no
-        plain step was timed (a one-token run).
+        plain step was timed (a one-token run) or ``should_end`` ended the timing.
 
     Raises:
         ValueError: if ``samples`` < 1; and whatever the runs raise (e.g.
@@ -92,7 +95,8 @@ def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAU
         run = build_plain_run()
         limit = short_sample_tokens(len(first.tokens)) if first is not None else None
         label = f"Timing plain decoding for the speedup baseline (sample {index + 1} of {samples})"
-        yield from _run_sample(run, limit, label, progress_every)
+        if not (yield from _run_sample(run, limit, label, progress_every, should_end)):
+            return None
         if not run.rounds:
             continue
         ms_per_token, tokens = _ms_per_token_upto(run, limit or len(run.tokens))
@@ -106,15 +110,20 @@ def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAU
     return _baseline(measured)
 
 
-def _run_sample(run, limit: int | None, label: str, progress_every: int) -> Generator[str, None, None]:
-    """Run ``run`` to its end, or until it has ``limit`` tokens; yield a progress line now and then."""
+def _run_sample(run, limit: int | None, label: str, progress_every: int,
+                should_end: Callable[[], bool] | None = None) -> Generator[str, None, bool]:
+    """Run ``run`` to its end, or until it has ``limit`` tokens; yield a progress line now and then.
+    Returns False when ``should_end`` stopped it first."""
     rounds = iter(run)
     try:
         for i, _ in enumerate(rounds):
+            if should_end is not None and should_end():
+                return False
             if i % progress_every == 0:
                 yield f"{label}: {len(run.tokens)}/{limit or run.max_new_tokens} tokens…"
             if limit is not None and len(run.tokens) >= limit:
                 break
+        return True
     finally:
         close = getattr(rounds, "close", None)
         if close is not None:

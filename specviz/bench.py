@@ -279,8 +279,7 @@ class _Methods:
 
     def call(self, method, k, sampling, ids, n_tokens) -> Sample:
         target, seed = self.target, self.seed
-        clear_suffix_history()  # no method may draft from an earlier method's output
-        recycle_table_at_start(self.warm)  # nor from a Token Recycling table an earlier call filled
+        measurement_start(self.warm)  # no method may draft from an earlier method's output or table
         if method == OURS_TREE:
             return time_ours(target, self.drafter, ids, k, sampling, n_tokens, seed, branches=self.branches,
                              tree_nodes=self.tree_nodes, rule=self.rule)
@@ -309,13 +308,41 @@ def warm_snapshot(target, n_tokens: int) -> tuple | None:
     return RECYCLE_TABLE.snapshot()
 
 
-def recycle_table_at_start(warm: tuple | None) -> None:
-    """Empty the process-wide Token Recycling table and, with ``warm`` (:func:`warm_snapshot`),
-    put the warm rows back: every call starts from the same table, never from its own earlier
-    output."""
-    clear_recycle_table()
+def recycle_table_at_start(warm: tuple | None, table=None) -> None:
+    """Empty ``table`` (default: the process-wide Token Recycling table) and, with ``warm``
+    (:func:`warm_snapshot`), put the warm rows back: every call starts from the same table, never
+    from its own earlier output."""
+    if table is None:
+        clear_recycle_table()
+        table = RECYCLE_TABLE
+    else:
+        table.clear()
     if warm is not None:
-        RECYCLE_TABLE.restore(warm)
+        table.restore(warm)
+
+
+def measurement_start(warm: tuple | None = None, drafter=None) -> None:
+    """The state every measurement starts from, a bench call's and a sweep row's alike (issue 42:
+    a sweep that skipped it measured Token Recycling at 1.00, 1.33 and 4.00 tokens per pass for one
+    setting three times): the suffix drafter's history empty, so no run drafts from an earlier
+    run's output, and the Token Recycling table empty or holding exactly the warm rows ``warm``
+    (:func:`recycle_table_at_start`), never what an earlier run taught it.
+
+    Args:
+        warm: the warm table's snapshot, or None: cold.
+        drafter: whose stores (its ``history``, its ``table``) to reset; None: the process-wide
+            ones (:data:`~specviz.drafters.SUFFIX_HISTORY`, :data:`~specviz.drafters.RECYCLE_TABLE`),
+            which the bench's drafters use. A drafter without them has nothing to reset.
+    """
+    if drafter is None:
+        clear_suffix_history()
+        recycle_table_at_start(warm)
+        return
+    history, table = getattr(drafter, "history", None), getattr(drafter, "table", None)
+    if history is not None:
+        history.clear()
+    if table is not None:
+        recycle_table_at_start(warm, table)
 
 
 def transformers_counterpart(drafter) -> str | None:
@@ -359,8 +386,7 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
         sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
         report(f"T={temperature}: warm-up")
         for k in ks if drafter is not None else [1]:
-            clear_suffix_history()
-            recycle_table_at_start(warm)
+            measurement_start(warm)
             warm_up(target, drafter, encoded[0], k, sampling, n_warm)
             if drafter is not None and branches > 1:
                 warm_up(target, drafter, encoded[0], k, sampling, n_warm, branches=branches, tree_nodes=tree_nodes)

@@ -110,7 +110,7 @@ def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, se
 
 
 def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKENS, once: bool = False,
-            branches: int = 1, tree_nodes: int | None = None, cache: str = "dynamic") -> bool:
+            branches: int = 1, tree_nodes: int | None = None, cache: str = "dynamic", should_end=None) -> bool:
     """One short plain run and, with a drafter, one short speculative run, untimed.
 
     Args:
@@ -125,12 +125,14 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
             warms up once per pair, the CLI and the bench before every measurement.
         branches, tree_nodes: the speculative run's tree shape (B > 1 warms up tree passes too).
         cache: the KV cache kind the runs will use (a static cache's passes have their own shapes).
+        should_end: a callable checked after every round (a GPU job's deadline or Stop); once true
+            the warm-up ends there and is not recorded as done (``once`` runs it again next time).
 
     A suffix drafter's warm-up output is not kept in its history, nor what a Token Recycling
     table learnt from it (a made-up earlier output of the run about to be measured).
 
     Returns:
-        True if it ran, False if ``once`` skipped it.
+        True if it ran to its end, False if ``once`` skipped it or ``should_end`` cut it short.
     """
     key = f"{getattr(drafter, 'name', 'plain')}|{sampling.greedy}|{branches}|{cache}"
     warmed = getattr(target, "warmed", None)
@@ -141,18 +143,20 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
     saved = list(history.sequences) if history is not None else None
     table = getattr(drafter, "table", None)
     table_saved = table.snapshot() if table is not None else None
+    ended = False
     for d in (None, drafter) if drafter is not None else (None,):
-        make_generation(target, d, ids, k, sampling, tokens, seed=0, branches=branches, tree_nodes=tree_nodes,
-                        cache=cache).run()
+        run = make_generation(target, d, ids, k, sampling, tokens, seed=0, branches=branches, tree_nodes=tree_nodes,
+                              cache=cache)
+        ended = ended or any(should_end is not None and should_end() for _ in run)
     if history is not None:
         history.clear()
         for sequence in saved:
             history.add(sequence)
     if table is not None:
         table.restore(table_saved)
-    if warmed is not None:
+    if warmed is not None and not ended:
         warmed.add(key)
-    return True
+    return not ended
 
 
 def plain_baseline(plain_run) -> PlainBaseline | None:
@@ -235,12 +239,13 @@ class PreparedRun:
 
         return models.in_use(self.target, getattr(self.drafter, "model", None))
 
-    def warm_up(self, once: bool = False, tokens: int | None = None) -> bool:
-        """:func:`warm_up` with this request's settings (``tokens`` default: :data:`WARMUP_TOKENS`)."""
+    def warm_up(self, once: bool = False, tokens: int | None = None, should_end=None) -> bool:
+        """:func:`warm_up` with this request's settings (``tokens`` default: :data:`WARMUP_TOKENS`;
+        ``should_end``: a deadline's check, as there)."""
         r = self.request
         return warm_up(target=self.target, drafter=self.drafter, prompt_ids=self.prompt_ids, k=r.k,
                        sampling=r.sampling, tokens=WARMUP_TOKENS if tokens is None else tokens, once=once,
-                       branches=r.branches, tree_nodes=r.tree_nodes, cache=r.cache)
+                       branches=r.branches, tree_nodes=r.tree_nodes, cache=r.cache, should_end=should_end)
 
 
 def encode_prompt(target, prompt: str, chat: bool) -> tuple[list[int], list[str]]:
@@ -326,7 +331,7 @@ def baseline_key(prepared: PreparedRun) -> str:
 
 
 def baseline_steps(prepared: PreparedRun, known: Mapping[str, PlainBaseline] | None = None,
-                   samples: int = DEFAULT_SAMPLES) -> Generator[str, None, PlainBaseline | None]:
+                   samples: int = DEFAULT_SAMPLES, should_end=None) -> Generator[str, None, PlainBaseline | None]:
     """Plain decoding of the prepared run's target, prompt and settings, timed ``samples`` times,
     as its speedup baseline (:func:`specviz.baseline.measure_baseline`: one full run, then short
     ones; the speedup's range comes from their spread). The app, the CLI's ``run`` and the sweeps
@@ -335,11 +340,13 @@ def baseline_steps(prepared: PreparedRun, known: Mapping[str, PlainBaseline] | N
     A generator: it yields one-line progress messages and returns the
     :class:`~specviz.speedup.PlainBaseline` (None when no plain step was timed). When ``known``
     already holds a baseline under :func:`baseline_key`, it yields nothing and returns that one.
-    Warm up first (:meth:`PreparedRun.warm_up`): the baseline is timed.
+    Warm up first (:meth:`PreparedRun.warm_up`): the baseline is timed. ``should_end`` (a
+    deadline's check) ends the timing early, returning None (:func:`specviz.baseline.measure_baseline`).
     """
     if known is not None and baseline_key(prepared) in known:
         return known[baseline_key(prepared)]
-    return (yield from measure_baseline(lambda: prepared.generation(speculative=False), samples=samples))
+    return (yield from measure_baseline(lambda: prepared.generation(speculative=False), samples=samples,
+                                        should_end=should_end))
 
 
 def drain(steps: Generator):

@@ -6,7 +6,10 @@ A sweep takes a base :class:`~specviz.request.RunRequest` and a list of values f
 :func:`specviz.request.validate_request` checks it, the one check the app and the CLI use), prepares it
 (:func:`specviz.runner.prepare_run`: the pair from the model cache, the prompt under the one
 chat-template policy, the end-of-text ids), warms up, runs the speculative
-generation and a plain baseline of the same target, prompt and settings, and reports the row:
+generation from the state a bench call starts from (:func:`specviz.bench.measurement_start`: no
+earlier row's output in the suffix history, an empty Token Recycling table; the drafter's own
+stores are put back afterwards) and a plain baseline of the same target, prompt and settings, and
+reports the row:
 the setting plus :meth:`specviz.analysis.RunAnalysis.scalars` (per-token ``alpha`` = accepted ÷
 tested, ``acceptance_rate`` = accepted ÷ proposed, ``tokens_per_pass``, measured ``speedup``,
 ``theoretical_speedup`` = (1 − α^(K+1)) / ((1 − α)(K·c + v)), and the rest).
@@ -20,6 +23,7 @@ rows with the :mod:`csv` module.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import time
@@ -134,7 +138,8 @@ class _TimeUp(Exception):
 
 
 def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None] | None = None,
-          prepare=None, max_run_s: float | None = None) -> Iterator[SweepStep]:
+          prepare=None, max_run_s: float | None = None, should_end: Callable[[], bool] | None = None
+          ) -> Iterator[SweepStep]:
     """Run each request speculatively and plainly; yield a :class:`SweepStep` after every round.
 
     For each request: prepare it (:func:`specviz.runner.prepare_run`: the model cache makes
@@ -152,6 +157,9 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
         max_run_s: wall-time cap of the whole sweep (s), loading, warm-ups and baselines
             included; checked after every round. Past it the sweep ends with the rows it finished
             and a last step of phase ``"stopped"`` that says so. None: no cap.
+        should_end: checked every round, the warm-ups' and the baselines' included (a GPU job's
+            deadline or Stop, :meth:`specviz.ui.gpu.JobContext.should_end`); once true the sweep
+            ends as at ``max_run_s``, with the rows it finished.
 
     Yields:
         SweepStep: one per round; the step with ``phase == "done"`` carries the row.
@@ -170,33 +178,39 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
         for index, request in enumerate(requests):
             prepared = prepare(request, progress)
             with prepared.in_use():
-                yield from _setting(prepared, index, len(requests), deadline)
+                yield from _setting(prepared, index, len(requests), deadline, should_end)
             finished += 1
     except _TimeUp:
-        note = (f"Stopped at the time limit of {max_run_s:g} s: {finished} of {len(requests)} settings finished, "
-                "the rest did not run.")
+        limit = f"the time limit of {max_run_s:g} s" if max_run_s is not None else "the end of its time"
+        note = f"Stopped at {limit}: {finished} of {len(requests)} settings finished, the rest did not run."
         yield SweepStep(finished, len(requests), "stopped", 0, 0, note=note)
 
 
-def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterator[SweepStep]:
+def _setting(prepared, index: int, total: int, deadline: float | None, should_end=None) -> Iterator[SweepStep]:
     """The steps of one setting: speculative run, plain baseline, then the row (``_TimeUp`` past
-    ``deadline``)."""
+    ``deadline`` or once ``should_end()``)."""
+    from . import bench
     from .runner import baseline_steps
 
+    def ended() -> bool:
+        return (deadline is not None and time.perf_counter() > deadline) or (should_end is not None and should_end())
+
     def step(phase, tokens, run, row=None, note=""):
-        if deadline is not None and time.perf_counter() > deadline and phase != "done":
+        if phase != "done" and ended():
             raise _TimeUp
         return SweepStep(index, total, phase, tokens, prepared.request.max_new_tokens, row=row, run=run,
                          stop_ids=prepared.stop_ids, note=note)
 
-    prepared.warm_up(once=True)
+    prepared.warm_up(once=True, should_end=ended)
     step("speculative", 0, None)  # the warm-up and loading count against the cap
-    spec = prepared.generation()
-    for _ in spec:
-        yield step("speculative", len(spec.tokens), spec)
+    with _stores_kept(prepared.drafter):
+        bench.measurement_start(drafter=prepared.drafter)  # a bench call's start: no earlier row's output
+        spec = prepared.generation()
+        for _ in spec:
+            yield step("speculative", len(spec.tokens), spec)
     baseline = None
     if prepared.drafter is not None:
-        plain = baseline_steps(prepared)
+        plain = baseline_steps(prepared, should_end=ended)
         while True:
             try:
                 line = next(plain)
@@ -204,7 +218,26 @@ def _setting(prepared, index: int, total: int, deadline: float | None) -> Iterat
                 baseline = done.value
                 break
             yield step("plain", len(spec.tokens), spec, note=line)
+        step("plain", len(spec.tokens), spec)  # a baseline cut short by the cap makes no row
     yield step("done", len(spec.tokens), spec, row=_row(prepared, spec, spec.analysis(baseline)))
+
+
+@contextlib.contextmanager
+def _stores_kept(drafter):
+    """The drafter's suffix history and Token Recycling table (a visitor's own in the app) put back
+    as they were once the row's run ends: a sweep's runs neither see nor teach them."""
+    history, table = getattr(drafter, "history", None), getattr(drafter, "table", None)
+    sequences = [list(s) for s in history.sequences] if history is not None else None
+    snapshot = table.snapshot() if table is not None else None
+    try:
+        yield
+    finally:
+        if history is not None:
+            history.clear()
+            for sequence in sequences:
+                history.add(sequence)
+        if table is not None:
+            table.restore(snapshot)
 
 
 def row_speedups(rows: Sequence[dict]) -> list[str | None]:

@@ -56,7 +56,16 @@ import torch
 from tqdm import tqdm
 
 from .drafttree import LastLayerFeatures
-from .drafters.eagle import EagleHead, load_head, open_safetensors, save_head, tree_mask
+from .drafters.eagle import (
+    EagleHead,
+    check_frequent_ids,
+    load_head,
+    non_finite_tensors,
+    open_safetensors,
+    save_head,
+    tree_mask,
+)
+from .train_files import check_answers, check_moment, check_param_groups, diverged, json_field
 
 __all__ = ["DATA_FILE", "FILE_VERSION", "PROMPTS_FILE", "STATE_FILE", "TrainConfig", "evaluate", "format_summary",
            "frequent_tokens", "generate_answers", "load_prompts", "load_state", "load_teacher_data", "lr_factor",
@@ -496,8 +505,9 @@ def load_teacher_data(path: str | Path, target: str) -> dict:
     if not torch.isfinite(t["features"]).all():
         raise ValueError(f"{path}: the features hold NaN or infinite values")
     spans = list(itertools.pairwise(offsets.tolist()))
-    return {"target": target, "path": str(path),
-            "sequences": [(ids[a:b].tolist(), int(n)) for (a, b), n in zip(spans, lens.tolist())],
+    sequences = [(ids[a:b].tolist(), int(n)) for (a, b), n in zip(spans, lens.tolist())]
+    check_answers(sequences, path)
+    return {"target": target, "path": str(path), "sequences": sequences,
             "features": [t["features"][a:b] for a, b in spans],
             "frequent_ids": t["frequent_ids"]}
 
@@ -514,6 +524,7 @@ def _check_data_fits(data: dict, loaded) -> None:
     top = max([max(ids) for ids, _ in data["sequences"]] + data["frequent_ids"].tolist() + [0])
     if top >= width:
         raise ValueError(f"{where}: holds token id {top}, beyond the target's vocabulary of {width}")
+    check_frequent_ids(data["frequent_ids"], width, where)
 
 
 def _refuse_old(path: Path) -> None:
@@ -538,16 +549,6 @@ def save_state(path: str | Path, optimizer, step: int, history: list, target: st
     return _write_safetensors(Path(path), tensors, meta)
 
 
-def _json_field(path: Path, meta: dict, name: str, kind: type):
-    try:
-        value = json.loads(meta.get(name, ""))
-    except ValueError:
-        value = None
-    if not isinstance(value, kind):  # a file's content, not an argument's type: a ValueError
-        raise ValueError(f"{path}: its {name} is not a JSON {kind.__name__}")  # noqa: TRY004
-    return value
-
-
 def load_state(path: str | Path, target: str) -> dict:
     """Read a checkpoint written by :func:`save_state` for ``target``: ``{"step", "history",
     "optimizer": a state dict for ``torch.optim.AdamW.load_state_dict``, "rng"}``, checked: a
@@ -567,15 +568,21 @@ def load_state(path: str | Path, target: str) -> dict:
     step = meta.get("step", "")
     if not step.isdigit():
         raise ValueError(f"{path}: its step {step!r} is not a whole number")
-    history, groups = _json_field(path, meta, "history", list), _json_field(path, meta, "param_groups", list)
+    history, groups = json_field(path, meta, "history", list), json_field(path, meta, "param_groups", list)
+    check_param_groups(path, groups)
     rng = tensors.pop("rng", None)
     if rng is None or rng.dtype != torch.uint8 or rng.shape != torch.get_rng_state().shape:
         raise ValueError(f"{path}: holds no RNG state of torch's size")
+    try:
+        torch.Generator().set_state(rng)  # a spare generator: the process's own stays as it is
+    except RuntimeError as err:
+        raise ValueError(f"{path}: its RNG state is not one torch can use ({' '.join(str(err).split())})") from None
     per_param: dict[int, dict] = {}
     for name, value in tensors.items():
         kind, index, key = (name.split(".", 2) + ["", ""])[:3]
         if kind != "optimizer" or not index.isdigit() or not key:
             raise ValueError(f"{path}: holds a tensor {name!r} that is not the optimiser's")
+        check_moment(path, name, key, value)
         per_param.setdefault(int(index), {})[key] = value
     return {"step": int(step), "history": history, "rng": rng, "path": str(path),
             "optimizer": {"state": per_param, "param_groups": groups}}
@@ -625,6 +632,7 @@ def prepare_data(cfg: TrainConfig, loaded, out: Path, cached: dict | None = None
     prompt_ids = [loaded.encode(p, chat=loaded.has_chat_template) for p in prompts]
     sequences = generate_answers(loaded.model, loaded.tokenizer, prompt_ids, cfg.tokens, cfg.gen_batch,
                                  cfg.temperature, cfg.max_new_tokens, cfg.seed)
+    check_answers(sequences, f"the target's answers for {out / DATA_FILE}")  # before features cost minutes
     data = {"target": cfg.target, "sequences": sequences, "features": teacher_features(loaded.model, sequences),
             "frequent_ids": frequent_tokens(sequences, cfg.vocab) if cfg.vocab else torch.empty(0, dtype=torch.long)}
     data["path"] = str(save_teacher_data(data, out / DATA_FILE))
@@ -751,9 +759,13 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
             group["lr"] = cfg.lr * lr_factor(step, cfg.steps, cfg.warmup)
             group["betas"] = tuple(cfg.betas)  # read by AdamW at every step, so a resumed run may change them
         optimizer.zero_grad(set_to_none=True)
+        if not torch.isfinite(loss):
+            diverged(out, step + 1, f"the loss is {loss.item()}")
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), cfg.grad_clip)
         optimizer.step()
+        if bad := non_finite_tensors(dict(head.named_parameters())):
+            diverged(out, step + 1, f"{', '.join(bad[:3])} turned NaN or infinite")
         step += 1
         history.append({"step": step, "loss": round(loss.item(), 5),
                         "acceptance": [round(f["acceptance"], 4) for f in figures]})

@@ -30,7 +30,10 @@ for the offline targets in ``specviz/heads/``; prompt lookup with the head behin
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import re
 from pathlib import Path
 
 import torch
@@ -40,8 +43,9 @@ from ..drafttree import DraftTree, crop_cache, default_tree_nodes
 from ..kvcache import cache_argument
 from ..sampling import SamplingConfig, logits_to_probs, sample
 
-__all__ = ["HEAD_FILE", "HEAD_FORMAT", "HEADS_DIR", "EagleDrafter", "EagleHead", "head_config", "load_head",
-           "open_safetensors", "read_json_object", "save_head", "shipped_head_dir", "tree_mask"]
+__all__ = ["HEAD_FILE", "HEAD_FORMAT", "HEADS_DIR", "MAX_CONFIG_BYTES", "MAX_JSON_DEPTH", "EagleDrafter", "EagleHead",
+           "JsonTooDeepError", "check_frequent_ids", "head_config", "load_head", "loads_bounded", "min_frequent_tokens",
+           "non_finite_tensors", "open_safetensors", "read_json_object", "save_head", "shipped_head_dir", "tree_mask"]
 
 #: Where the heads shipped for the offline targets live: ``HEADS_DIR / <target name>``.
 HEADS_DIR = Path(__file__).resolve().parent.parent / "heads"
@@ -54,6 +58,18 @@ HEAD_FORMAT = 1
 SIZE_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
                "vocab_size", "num_hidden_layers")
 _FLOAT_DTYPES = ("F32", "BF16", "F16")
+#: The largest config.json read (bytes): a head's is about 1 KiB, so a larger one is refused from
+#: its size, before a byte of it is read (issue 42: a 300 MiB one was read whole first).
+MAX_CONFIG_BYTES = 2**20
+#: The deepest nesting of brackets a JSON text this code reads may have (a head's config and a
+#: checkpoint's history are 3 deep); deeper text would make ``json.loads`` recurse past Python's
+#: limit.
+MAX_JSON_DEPTH = 32
+#: A draft vocabulary smaller than this (distinct ids) proposes too little to ever be accepted
+#: (FR-Spec keeps 8k of 128k); :func:`min_frequent_tokens` scales it down for tiny vocabularies.
+MIN_FREQUENT_TOKENS = 16
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]")
 _INT_DTYPES = ("I64", "I32")
 
 
@@ -195,10 +211,16 @@ def save_head(head: EagleHead, directory: str | Path, meta: dict | None = None,
 
     Returns:
         The directory's path.
+
+    Raises:
+        ValueError: when a weight is NaN or infinite (nothing is written).
     """
     from safetensors.torch import save_file
 
     directory = Path(directory)
+    bad = non_finite_tensors(head.state_dict())
+    if bad:  # a head of NaN weights drafts nothing, and load_head would refuse it anyway
+        raise ValueError(f"{directory}: not written, the head's {', '.join(bad[:4])} hold NaN or infinite weights")
     directory.mkdir(parents=True, exist_ok=True)
     config = head.config.to_dict()
     config["eagle"] = {"format": HEAD_FORMAT, **(meta or {}), "weights_dtype": str(dtype).removeprefix("torch.")}
@@ -243,14 +265,42 @@ def _not_safetensors(path: Path) -> str | None:
     return None
 
 
-def read_json_object(path: Path, what: str) -> dict:
-    """The JSON object in ``path``.
+class JsonTooDeepError(ValueError):
+    """A JSON text nested deeper than a reader allows (:func:`loads_bounded`)."""
+
+
+def loads_bounded(text: str, where: str, max_depth: int = MAX_JSON_DEPTH):
+    """``json.loads(text)`` once its brackets (outside strings) are found nested at most
+    ``max_depth`` deep, so that a hostile text never makes the parser recurse past Python's limit.
 
     Raises:
-        ValueError: one line naming the file, when it cannot be read or holds no JSON object.
+        JsonTooDeepError: ``"<where> is nested deeper than <max_depth> levels (<depth>)"``.
+        ValueError: the parser's own (the caller names the file).
+    """
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub('""', text))
+    depth = max(itertools.accumulate(1 if c in "[{" else -1 for c in brackets), default=0)
+    if depth > max_depth:
+        raise JsonTooDeepError(f"{where} is nested deeper than {max_depth} levels ({depth})")
+    return json.loads(text)
+
+
+def read_json_object(path: Path, what: str, max_bytes: int = MAX_CONFIG_BYTES) -> dict:
+    """The JSON object in ``path``, its size checked (``os.stat``) before it is read and its
+    nesting before it is parsed (:func:`loads_bounded`).
+
+    Raises:
+        ValueError: one line naming the file, when it is larger than ``max_bytes``, cannot be read,
+            is nested too deep or holds no JSON object.
     """
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        size = os.stat(path).st_size
+    except OSError as err:
+        raise ValueError(f"{path} is not {what} (not a readable file: {' '.join(str(err).split())})") from None
+    if size > max_bytes:
+        raise ValueError(f"{path} is not {what}: it is {size / 2**20:.0f} MiB, more than the "
+                         f"{max_bytes / 2**20:.0f} MiB such a file can be")
+    try:
+        data = loads_bounded(Path(path).read_text(encoding="utf-8"), "its JSON")
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
         raise ValueError(f"{path} is not {what} (not a readable JSON file: {' '.join(str(err).split())})") from None
     if not isinstance(data, dict):
@@ -329,19 +379,56 @@ def load_head(directory: str | Path, target) -> EagleHead:
     with open_safetensors(weights_path) as header:
         _check_tensors(weights_path, header, expected)
         state = {name: header.get_tensor(name) for name in expected}
-    bad = [name for name, t in state.items() if t.is_floating_point() and not torch.isfinite(t).all()]
+    bad = non_finite_tensors(state)
     if bad:
         raise ValueError(f"{weights_path}: {', '.join(bad)} holds NaN or infinite weights")
-    width = target.get_output_embeddings().weight.shape[0]
     ids = state["frequent_ids"].to(torch.long)
-    outside = ids[(ids < 0) | (ids >= width)]
-    if outside.numel():
-        raise ValueError(f"{weights_path}: frequent_ids holds token id {int(outside[0])}, outside the target's "
-                         f"vocabulary [0, {width})")
+    check_frequent_ids(ids, target.get_output_embeddings().weight.shape[0], weights_path)
     head = EagleHead(target, ids, init_from_target=False)
     head.load_state_dict({**state, "frequent_ids": ids}, strict=False)
     head.meta = meta
     return head.to(dtype=target.get_output_embeddings().weight.dtype).eval()
+
+
+def min_frequent_tokens(width: int) -> int:
+    """The fewest distinct ids a head's frequent-token list may hold for a vocabulary of ``width``
+    tokens: :data:`MIN_FREQUENT_TOKENS`, a sixteenth of a tiny vocabulary, never under 2 (a head
+    that can propose one token only drafts it every time)."""
+    return max(2, min(MIN_FREQUENT_TOKENS, width // 16))
+
+
+def check_frequent_ids(ids: torch.Tensor, width: int, where) -> None:
+    """A head's ``frequent_ids`` (``(F,)`` integers; empty: the whole vocabulary) checked for what
+    makes a head useless though well formed: an id outside ``[0, width)``, an id listed twice
+    (one token repeated is the degenerate case), fewer distinct ids than
+    :func:`min_frequent_tokens`.
+
+    Raises:
+        ValueError: one line naming ``where`` (the file) and the offending id or count.
+    """
+    ids = ids.to(torch.long).flatten()
+    if not ids.numel():
+        return
+    outside = ids[(ids < 0) | (ids >= width)]
+    if outside.numel():
+        raise ValueError(f"{where}: frequent_ids holds token id {int(outside[0])}, outside the target's "
+                         f"vocabulary [0, {width})")
+    distinct, counts = torch.unique(ids, return_counts=True)
+    if (counts > 1).any():
+        first = int(distinct[counts > 1][0])
+        raise ValueError(f"{where}: frequent_ids repeats token id {first} ({int(counts.max())} times; "
+                         f"{distinct.numel()} distinct of {ids.numel()}): a degenerate draft vocabulary")
+    least = min_frequent_tokens(width)
+    if distinct.numel() < least:
+        raise ValueError(f"{where}: frequent_ids holds {distinct.numel()} distinct token"
+                         f"{'s' if distinct.numel() != 1 else ''} ({', '.join(map(str, distinct.tolist()))}); a head "
+                         f"for a vocabulary of {width} needs at least {least} to draft anything useful")
+
+
+def non_finite_tensors(state: dict) -> list[str]:
+    """The names of the floating-point tensors of ``state`` holding a NaN or an infinity."""
+    return [name for name, t in state.items()
+            if torch.is_tensor(t) and t.is_floating_point() and not torch.isfinite(t).all()]
 
 
 def shipped_head_dir(target_name: str) -> Path:

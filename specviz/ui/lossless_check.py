@@ -95,9 +95,11 @@ def run_lossless(values, n_draws=4000, control=False, progress=gr.Progress(), *,
     return outputs
 
 
-def check(prepared, n_draws: int, control: str, started: float, max_run_s: float | None, progress):
+def check(prepared, n_draws: int, control: str, started: float, max_run_s: float | None, progress,
+          should_end=None):
     """:func:`run_lossless` once the pair is loaded: the draws (as many as fit in ``max_run_s``
-    since ``started``), the histograms and the figures."""
+    since ``started``), the histograms and the figures. ``should_end`` (the GPU job's deadline) is
+    checked after the pilot's draws: past it, no more draws are made and the text says so."""
     request, target, drafter, prompt_ids = prepared.request, prepared.target, prepared.drafter, prepared.prompt_ids
     if max_run_s is not None and time.perf_counter() - started > max_run_s:
         return None, (f"**Stopped** at the public time limit of {max_run_s:g} s: loading the models took "
@@ -110,6 +112,10 @@ def check(prepared, n_draws: int, control: str, started: float, max_run_s: float
                                           rule=request.rule)
 
     asked, n_draws = n_draws, _draws_in_time(experiment, n_draws, started, max_run_s)
+    if should_end is not None and should_end():
+        return None, ("**Stopped** at the end of the GPU time reserved for the check: loading "
+                      f"and the pilot draws took {time.perf_counter() - started:.1f} s, so no more draws were made. "
+                      "Try again with fewer draws: the models stay loaded.")
     progress(0.5, desc=f"Drawing {n_draws} first tokens each way…")
     t0 = time.perf_counter()
     report = experiment(n_draws)
@@ -155,5 +161,10 @@ def lossless_work(ctx: "gpu.JobContext", request, n_draws: int, control: str, pu
     max_run_s = settings.PUBLIC_POLICY.max_run_s if public else None
     if ctx.enforced and (max_run_s is None or ctx.budget_s < max_run_s):  # the reservation's deadline is tighter
         max_run_s = ctx.budget_s
+    if ctx.past_deadline():  # loading took the whole reservation: no draw may start
+        yield None, (f"**Stopped** at the end of the GPU time reserved for the check ({ctx.budget_s:.0f} s): "
+                     f"loading the models took {time.perf_counter() - started:.1f} s, so no draws were made. Try "
+                     "again: they stay loaded.")
+        return
     with prepared.in_use():  # no other load evicts the pair while it draws
-        yield check(prepared, n_draws, control, started, max_run_s, ctx)
+        yield check(prepared, n_draws, control, started, max_run_s, ctx, should_end=ctx.past_deadline)

@@ -113,7 +113,7 @@ def while_working(work, say):
                 wait = WORK_EVERY_S
 
 
-def measure_baseline(prepared: PreparedRun, baselines: dict, store: BaselineStore | None = None):
+def measure_baseline(prepared: PreparedRun, baselines: dict, store: BaselineStore | None = None, should_end=None):
     """Warm up once per pair, then the plain baseline of these settings: this visitor's from an
     earlier run, else one this server measured for the same settings less than
     :data:`specviz.baseline.STALE_AFTER_S` ago (``store``, default :data:`SHARED_BASELINES`), else
@@ -121,18 +121,22 @@ def measure_baseline(prepared: PreparedRun, baselines: dict, store: BaselineStor
     measurement too) and stored there. The warm-up comes first so that no sample times a cold
     model (a first run once timed plain decoding at 192 ms/token against 53–69 later).
     Yields status lines (warming up and for how long, timing plain decoding n/N, a reused
-    baseline's age); returns (baseline, baselines)."""
+    baseline's age); returns (baseline, baselines). ``should_end`` (the job's deadline or Stop) is
+    checked every round of the warm-up and of the timing: once true they end, and the baseline is
+    None."""
     store = SHARED_BASELINES if store is None else store
-    yield from while_working(lambda: prepared.warm_up(once=True),
+    yield from while_working(lambda: prepared.warm_up(once=True, should_end=should_end),
                              lambda s: f"Warming up {prepared.label} (an untimed run, so that no timing sees a cold "
                                        f"model) · {s:.0f} s…")
+    if should_end is not None and should_end():
+        return None, baselines
     key = baseline_key(prepared)
     if key not in baselines and (shared := store.get(key)) is not None:
         baseline, age = shared
         yield (f"Using the plain baseline this server measured {age:.0f} s ago for these settings (kept for "
                f"{STALE_AFTER_S / 60:.0f} minutes)…")
         return baseline, {**baselines, key: baseline}
-    baseline = yield from baseline_steps(prepared, baselines)
+    baseline = yield from baseline_steps(prepared, baselines, should_end=should_end)
     if baseline is not None and key not in baselines:
         store.put(key, baseline)
     return baseline, ({**baselines, key: baseline} if baseline is not None else baselines)
@@ -367,22 +371,47 @@ def warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool, ctx=No
     state.stop_slot = ctx.slot if ctx is not None else -1
     panel = TokenPanel(state)
     yield _run_update(waiting_view(panel.html, f"Preparing {as_text(label)}…", request.k), baselines, state)
+    if ctx is not None and ctx.past_deadline():
+        yield _ended_early(state, panel, baselines, ctx, "loading the models")
+        return
+
+    def should_end() -> bool:
+        return state.finished or (ctx is not None and ctx.should_end())
+
     with user_errors():
-        steps = measure_baseline(prepared, baselines)
+        steps = measure_baseline(prepared, baselines, should_end=should_end)
         while True:
             try:
                 line = next(steps)
             except StopIteration as finished:
                 state.baseline, baselines = finished.value
                 break
-            if state.finished or (ctx is not None and ctx.stopped()):
-                return  # stopped while the baseline was timed
+            if should_end():
+                steps.close()
+                break
             yield _run_update(_skipped(tokens=panel.current(), summary=as_text(line)), baselines, state)
+    if state.finished or (ctx is not None and ctx.stopped()):
+        return  # stopped while the baseline was timed: stop_run showed it
+    if ctx is not None and ctx.past_deadline():
+        yield _ended_early(state, panel, baselines, ctx, "warming up and timing the plain baseline")
+        return
     run = prepared.generation()
     trace_of = functools.partial(_trace_meta, request=request, target=target, drafter=drafter,
                                  baseline=state.baseline)
     yield from stream(run, request, state, baselines, trace_of,
                       max_run_s=settings.PUBLIC_POLICY.max_run_s if public else None, panel=panel, ctx=ctx)
+
+
+def _ended_early(state: RunState, panel: TokenPanel, baselines: dict, ctx, what: str) -> tuple:
+    """/run's last update when the job's deadline passed before the speculative run began
+    (``what``: the step that took the time): the run state kept and finished, the panel closed,
+    the status saying why nothing was generated."""
+    state.finished = True
+    status = (f"**Stopped** at the end of the GPU time reserved for this run ({ctx.budget_s:.0f} s) while "
+              f"{what}, before any token was generated · {as_text(state.label)} · ask for fewer tokens, or run "
+              "again: the models stay loaded")
+    logger.info("run stopped at the deadline while %s · %s", what, state.label)
+    return _run_update(_skipped(tokens=panel.update(time.time(), True), summary=status), baselines, state)
 
 
 # ----------------------------------------------------------------------------- in the GPU job

@@ -70,7 +70,8 @@ def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: boo
 class SweepSteps:
     """:func:`specviz.sweep.sweep`'s steps for the visitor the callback serves: a suffix drafter
     searches only their own earlier outputs (:func:`specviz.ui.visitors.visitor_history`), Token
-    Recycling only their own table (:func:`specviz.ui.visitors.visitor_table`), loading
+    Recycling only their own table (:func:`specviz.ui.visitors.visitor_table`), each row starting
+    from them emptied and leaving them as they were (:func:`specviz.sweep.sweep`), loading
     and run errors become one clear gr.Error line, and with ``max_run_s`` (public mode) the sweep
     stops at that wall time (its own cap: loading, warm-ups and baselines count) with the rows it
     finished; its "stopped" step is not passed on, :attr:`stopped` says so instead.
@@ -96,15 +97,24 @@ class SweepSteps:
             self.progress(fraction, desc=message)
 
         prepare = functools.partial(prepare_run, history=visitors.visitor_history(), table=visitors.visitor_table())
+        should_end = self.ctx.should_end if self.ctx is not None else None
         with user_errors():
-            for step in sweep(self.requests, progress=report, prepare=prepare, max_run_s=self.max_run_s):
+            for step in sweep(self.requests, progress=report, prepare=prepare, max_run_s=self.max_run_s,
+                              should_end=should_end):
                 if step.phase == "stopped":
-                    self.stopped, self.why = True, "limit"
+                    self.stopped, self.why = True, self._why_stopped()
                     return
                 yield step
                 if self.ctx is not None and self.ctx.should_end():
                     self.stopped, self.why = True, "stop" if self.ctx.stopped() else "deadline"
                     return
+
+    def _why_stopped(self) -> str:
+        """What ended the sweep: Stop, the job's deadline (both reach its warm-ups and baselines),
+        else the time limit."""
+        if self.ctx is not None and self.ctx.stopped():
+            return "stop"
+        return "deadline" if self.ctx is not None and self.ctx.past_deadline() else "limit"
 
     def stopped_note(self) -> str:
         """The status line's words for a stop ("" if it did not stop): at the time limit, by the

@@ -29,7 +29,7 @@ from packaging.requirements import Requirement
 
 from specviz import memory
 from specviz.request import ServerDevice, pin_public_device
-from specviz.ui import gpu, gpu_budget, gpu_work, run_stream, settings
+from specviz.ui import gpu, gpu_budget, gpu_work, placement, run_stream, settings
 from specviz.ui.experiments_tab import run_sweep_ui
 from specviz.ui.lossless_check import run_lossless
 from specviz.ui.run_stream import run_demo
@@ -330,14 +330,14 @@ def test_reservations_grow_with_the_request_and_stop_at_the_public_cap():
 # ----------------------------------------------------------------------------- models at import
 def test_nothing_is_placed_off_a_space(monkeypatch):
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-    assert gpu_work.place_at_import(load=lambda *a, **k: pytest.fail("loaded off a Space")) == []
+    assert placement.place_at_import(load=lambda *a, **k: pytest.fail("loaded off a Space")) == []
 
 
 def test_on_a_space_the_public_models_are_placed_on_cuda_as_the_pin_will_ask(monkeypatch):
     """Each public preset's model loads at import on cuda in the dtype :func:`pin_public_device`
     gives an ``auto`` request, so the run's load finds it under the same cache key."""
     server = ServerDevice("cuda", ("bfloat16", "float16"), 40 * 2**30)
-    monkeypatch.setattr(gpu_work, "on_zero_gpu", lambda: True)
+    monkeypatch.setattr(placement, "on_zero_gpu", lambda: True)
     monkeypatch.setattr(settings, "public_server", lambda: server)
     monkeypatch.setattr(settings, "public_allowed", lambda: settings.public_models(cuda=True))
     from specviz import models
@@ -345,7 +345,7 @@ def test_on_a_space_the_public_models_are_placed_on_cuda_as_the_pin_will_ask(mon
     limits = []
     monkeypatch.setattr(models, "set_cache_limits", lambda max_models=None, **_: limits.append(max_models))
     calls = []
-    placed = gpu_work.place_at_import(load=lambda name, device, dtype: calls.append((name, device, dtype)))
+    placed = placement.place_at_import(load=lambda name, device, dtype: calls.append((name, device, dtype)))
     assert limits in ([], [len(placed)]) and max(limits + [models.cache_info()["max_models"]]) >= len(placed)
     hub = {p["target"] for p in settings.PRESETS.values()} | {p["draft_model"] for p in settings.PRESETS.values()}
     assert set(placed) == hub - {""} and len(placed) == len(set(placed))

@@ -10,7 +10,7 @@ value on the way out, and the decorated function itself by reference. So:
   plain arguments (strings, numbers, dicts, :class:`~specviz.request.RunRequest`);
 * a work function is a generator given a :class:`JobContext` first; it reaches models through the
   model cache's module globals (placed on ``cuda`` at import on a Space:
-  :func:`specviz.ui.gpu_work.place_at_import`) and yields the page's outputs, which
+  :func:`specviz.ui.placement.place_at_import`) and yields the page's outputs, which
   :func:`run_job` wraps in :class:`Record` s (no CUDA tensors, no closures), together with the
   progress lines and warnings raised meanwhile;
 * a ``gr.Error`` raised in the worker reached the page as a bare "Error" (gradio#12792): it

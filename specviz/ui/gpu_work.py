@@ -1,13 +1,13 @@
 """What runs on the GPU: the list of the page's work functions for :func:`specviz.ui.gpu.run_job`
-(one module-level ``*_work`` function beside each generating tab's callback), and the models
-placed at import on a ZeroGPU Space.
+(one module-level ``*_work`` function beside each generating tab's callback); the models placed at
+import on a ZeroGPU Space are :mod:`specviz.ui.placement`'s.
 
 Each work function takes the job's :class:`~specviz.ui.gpu.JobContext` first and the plain
 arguments its callback validated (the callbacks in :mod:`~specviz.ui.run_stream`,
 :mod:`~specviz.ui.lossless_check`, :mod:`~specviz.ui.experiments_tab` and
 :mod:`~specviz.ui.side_by_side_tab` refuse bad input before any GPU is asked for), reaches the
 models through the model cache (:mod:`specviz.models`' module globals: a pair already loaded, or
-placed by :func:`place_at_import`, is reused, and ``prepared.in_use()`` pins it while it runs), and
+placed by :func:`specviz.ui.placement.place_at_import`, is reused, and ``prepared.in_use()`` pins it while it runs), and
 yields the callback's outputs: strings, figures, dicts and the run's state, all picklable. Stop
 (:meth:`~specviz.ui.gpu.JobContext.stopped`) and the deadline
 (:meth:`~specviz.ui.gpu.JobContext.past_deadline`) end the loops with what was made kept.
@@ -18,61 +18,9 @@ run one way: this module → the tabs → :mod:`specviz.ui.gpu`.
 
 from __future__ import annotations
 
-import logging
-
-from . import experiments_tab, lossless_check, run_stream, settings, side_by_side_tab
-from .gpu import on_zero_gpu
-
-logger = logging.getLogger("specviz.app")
+from . import experiments_tab, lossless_check, run_stream, side_by_side_tab
 
 
 #: Every work function a job may name, one per generating tab, each beside the callback that
 #: validates its request (tests check each pickles by reference).
 WORKS = (run_stream.run_work, lossless_check.lossless_work, experiments_tab.sweep_work, side_by_side_tab.side_by_side_work)
-
-
-# ----------------------------------------------------------------------------- models at import
-def public_pairs() -> list[tuple[str, str]]:
-    """(target, draft model or "") of each preset public mode runs on this server's device."""
-    targets, drafts = settings.public_allowed()
-    pairs = []
-    for p in settings.PRESETS.values():
-        if p["target"] in targets:
-            pairs.append((p["target"], p["draft_model"] if p["draft_model"] in drafts else ""))
-    return pairs
-
-
-def place_at_import(load=None) -> list[str]:
-    """On a ZeroGPU Space, load the public presets' models onto ``cuda`` now, at import, as
-    ZeroGPU asks (its main process emulates CUDA and moves the weights into each worker): each
-    with the device and dtype the public pin will request (:func:`specviz.ui.settings.public_server`),
-    so the model cache's key matches the runs' and no worker loads a copy. Elsewhere nothing
-    happens. The model cache's budget on a Space is not read from ``torch.cuda.mem_get_info``
-    (emulated there): :func:`specviz.ui.settings.public_server` gives it.
-
-    Args:
-        load: the loader (default :func:`specviz.models.load_model`; tests pass their own).
-
-    Returns:
-        The names loaded, in order ([] off a Space). A model that fails to load is logged and
-        skipped: its run will say why when a visitor asks for it. The model cache's count limit
-        is raised to hold them all (six with today's presets; the byte budget still applies).
-    """
-    if not on_zero_gpu():
-        return []
-    from .. import models
-
-    load = load or models.load_model
-    server = settings.public_server()
-    dtype = server.dtypes[0] if server.dtypes else "auto"
-    names = list(dict.fromkeys(name for pair in public_pairs() for name in pair if name))
-    if models.cache_info()["max_models"] < len(names):  # keep every placed model: none evicts another
-        models.set_cache_limits(max_models=len(names))
-    loaded: list[str] = []
-    for name in names:
-        try:
-            load(name, device="cuda", dtype=dtype)
-            loaded.append(name)
-        except Exception as err:  # a model that cannot load now is refused with a sentence later
-            logger.warning("not placed at import: %s (%s)", name, err, exc_info=True)
-    return loaded

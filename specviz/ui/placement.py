@@ -1,0 +1,60 @@
+"""Where the models go at import: on a ZeroGPU Space the public presets' models are placed on
+``cuda`` before any visitor asks (:func:`place_at_import`, called by ``app.py``); elsewhere nothing
+happens.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from . import settings
+from .gpu import on_zero_gpu
+
+logger = logging.getLogger("specviz.app")
+
+
+# ----------------------------------------------------------------------------- models at import
+def public_pairs() -> list[tuple[str, str]]:
+    """(target, draft model or "") of each preset public mode runs on this server's device."""
+    targets, drafts = settings.public_allowed()
+    pairs = []
+    for p in settings.PRESETS.values():
+        if p["target"] in targets:
+            pairs.append((p["target"], p["draft_model"] if p["draft_model"] in drafts else ""))
+    return pairs
+
+
+def place_at_import(load=None) -> list[str]:
+    """On a ZeroGPU Space, load the public presets' models onto ``cuda`` now, at import, as
+    ZeroGPU asks (its main process emulates CUDA and moves the weights into each worker): each
+    with the device and dtype the public pin will request (:func:`specviz.ui.settings.public_server`),
+    so the model cache's key matches the runs' and no worker loads a copy. Elsewhere nothing
+    happens. The model cache's budget on a Space is not read from ``torch.cuda.mem_get_info``
+    (emulated there): :func:`specviz.ui.settings.public_server` gives it.
+
+    Args:
+        load: the loader (default :func:`specviz.models.load_model`; tests pass their own).
+
+    Returns:
+        The names loaded, in order ([] off a Space). A model that fails to load is logged and
+        skipped: its run will say why when a visitor asks for it. The model cache's count limit
+        is raised to hold them all (six with today's presets; the byte budget still applies).
+    """
+    if not on_zero_gpu():
+        return []
+    from .. import models
+
+    load = load or models.load_model
+    server = settings.public_server()
+    dtype = server.dtypes[0] if server.dtypes else "auto"
+    names = list(dict.fromkeys(name for pair in public_pairs() for name in pair if name))
+    if models.cache_info()["max_models"] < len(names):  # keep every placed model: none evicts another
+        models.set_cache_limits(max_models=len(names))
+    loaded: list[str] = []
+    for name in names:
+        try:
+            load(name, device="cuda", dtype=dtype)
+            loaded.append(name)
+        except Exception as err:  # a model that cannot load now is refused with a sentence later
+            logger.warning("not placed at import: %s (%s)", name, err, exc_info=True)
+    return loaded

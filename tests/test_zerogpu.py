@@ -329,7 +329,7 @@ def test_reservations_grow_with_the_request_and_stop_at_the_public_cap():
 
 # ----------------------------------------------------------------------------- models at import
 def test_nothing_is_placed_off_a_space(monkeypatch):
-    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    monkeypatch.setattr(spaces.config.Config, "zero_gpu", False)
     assert placement.place_at_import(load=lambda *a, **k: pytest.fail("loaded off a Space")) == []
 
 
@@ -361,10 +361,27 @@ def test_on_a_space_the_public_models_are_placed_on_cuda_as_the_pin_will_ask(mon
 def test_on_a_space_free_cuda_memory_is_never_asked(monkeypatch):
     import torch
 
-    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    monkeypatch.setattr(spaces.config.Config, "zero_gpu", True)
     monkeypatch.setenv("ZEROGPU_CUDA_TOTAL_MEMORY", str(48 * 2**30))
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: pytest.fail("CUDA asked on ZeroGPU"))
     assert memory.device_free_bytes("cuda") == 48 * 2**30
+
+
+def test_on_zero_gpu_has_one_answer_spaces_own_where_spaces_is_importable(monkeypatch):
+    """The GPU entry point, the placement and the model cache ask one function, and it answers as
+    ``spaces`` decided at its import (an environment changed later does not make the app disagree
+    with ``spaces.GPU``); without ``spaces`` it reads ``SPACES_ZERO_GPU`` the way ``spaces`` does."""
+    assert gpu.on_zero_gpu is memory.on_zero_gpu and placement.on_zero_gpu is memory.on_zero_gpu
+    for decided in (True, False):
+        monkeypatch.setattr(spaces.config.Config, "zero_gpu", decided)
+        monkeypatch.setenv("SPACES_ZERO_GPU", "false" if decided else "true")
+        assert memory.on_zero_gpu() is decided
+    monkeypatch.setitem(sys.modules, "spaces.config", None)  # import now raises ImportError
+    for value, expected in (("True", True), ("1", True), ("t", True), ("yes", False), ("", False)):
+        monkeypatch.setenv("SPACES_ZERO_GPU", value)
+        assert memory.on_zero_gpu() is expected
+    monkeypatch.delenv("SPACES_ZERO_GPU")
+    assert memory.on_zero_gpu() is False
 
 
 # ----------------------------------------------------------------------------- torch for the Space

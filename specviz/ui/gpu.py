@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
-import os
 import sys
 import threading
 import time
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
+from ..memory import on_zero_gpu
 from . import visitors
 from .gpu_budget import MIN_S, deadline_s
 from .visitors import JOB_SESSION, session_of
@@ -58,16 +58,6 @@ _STOP = multiprocessing.RawArray(ctypes.c_byte, STOP_SLOTS)
 _slots_lock = threading.Lock()
 _next_slot = 0
 _session_slots: dict[str, int] = {}
-
-
-def on_zero_gpu() -> bool:
-    """True on a ZeroGPU Space: ``spaces.config.Config.zero_gpu`` where ``spaces`` is installed
-    (it reads ``SPACES_ZERO_GPU``), else that variable itself."""
-    if spaces is not None:
-        from spaces.config import Config
-
-        return bool(Config.zero_gpu)
-    return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
 
 
 # ----------------------------------------------------------------------------- stop flags

@@ -292,11 +292,14 @@ def test_the_deadline_ends_a_real_run_with_its_tokens_kept(tiny_target, one_torc
     assert "end of the GPU time reserved" in outputs[-1][1]
 
 
-def test_stop_session_reaches_the_visitors_latest_job(monkeypatch):
+def test_stop_session_reaches_the_visitors_running_jobs_of_that_work(monkeypatch):
     monkeypatch.setattr(gpu, "session_of", lambda request=None: "visitor-a")
-    first, second = gpu.new_stop_slot("visitor-a"), gpu.new_stop_slot("visitor-a")
-    gpu.stop_session(None)
-    assert gpu.stop_requested(second) and not gpu.stop_requested(first)
+    first, second = gpu.new_stop_slot("visitor-a", counting), gpu.new_stop_slot("visitor-a", refusing)
+    theirs = gpu.new_stop_slot("visitor-z", counting)
+    gpu.stop_session(None, counting)
+    assert gpu.stop_requested(first) and not gpu.stop_requested(second) and not gpu.stop_requested(theirs)
+    for slot in (first, second, theirs):
+        gpu.release_slot(slot)
 
 
 # ----------------------------------------------------------------------------- reservation
@@ -407,13 +410,16 @@ def test_requirements_give_the_space_a_zerogpu_torch_and_this_machine_its_own():
     assert "## " in readme and "Deploy as a Space" in readme
 
 
-def test_the_run_tabs_stop_reaches_the_worker_through_the_states_slot():
+def test_the_run_tabs_stop_reaches_the_worker_through_the_visitors_running_job(monkeypatch):
+    from types import SimpleNamespace
+
     from specviz.ui import run_stream
 
-    slot = gpu.new_stop_slot()
-    state = RunState(label="pair", max_new_tokens=8, stop_slot=slot)
-    run_stream.stop_run(state)
+    slot = gpu.new_stop_slot("visitor-r", run_stream.run_work)
+    state = RunState(label="pair", max_new_tokens=8, stop_slot=-1)  # the worker's copy is not this one
+    run_stream.stop_run(state, SimpleNamespace(session_hash="visitor-r"))
     assert state.finished and gpu.stop_requested(slot)
+    gpu.release_slot(slot)
 
 
 # ----------------------------------------------------------------------------- presets that pay on a GPU

@@ -306,13 +306,16 @@ def final_updates(view: RunView, panel: TokenPanel, generated_at: float, baselin
     yield _run_update(view._replace(tokens=panel.update(generated_at, True)), baselines, state, _slider(state))
 
 
-def stop_run(state):
+def stop_run(state, request: gr.Request | None = None):
     """Stop pressed: the run as it stood, with the status "**Stopped** by you at N/M tokens" and
-    one log line; nothing changes when no run is going (``state`` None or finished)."""
+    one log line; nothing changes when no run is going (``state`` None or finished). The GPU
+    worker, where the state is a copy, is reached through the visitor's own running job
+    (:func:`specviz.ui.gpu.stop_session`), never through the slot a state names: a stale state's
+    slot may belong to another visitor's job by now."""
+    gpu.stop_session(request, run_work)
     if not isinstance(state, RunState) or state.finished:
         return RunUpdate(_skipped()).values(SHOWN_OUTPUTS)
     state.finished = True  # the same object the stream holds: it yields nothing more
-    gpu.request_stop(state.stop_slot)  # and in a GPU worker, where the object is a copy
     # An update the stream sent just before Stop is still on its way to the page; let it land
     # first, or it would overwrite this status with "Generating".
     time.sleep(STOP_SETTLE_S)

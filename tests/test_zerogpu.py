@@ -29,7 +29,7 @@ from packaging.requirements import Requirement
 
 from specviz import memory
 from specviz.request import ServerDevice, pin_public_device
-from specviz.ui import gpu, gpu_budget, gpu_work, placement, run_stream, settings
+from specviz.ui import feature, gpu, gpu_budget, placement, run_stream, settings
 from specviz.ui.experiments_tab import run_sweep_ui
 from specviz.ui.lossless_check import run_lossless
 from specviz.ui.run_stream import run_demo
@@ -77,11 +77,12 @@ def test_every_spaces_gpu_callable_is_module_level_and_pickles_by_reference():
     assert users == [ROOT / "specviz" / "ui" / "gpu.py"]
     assert pickle.loads(pickle.dumps(gpu.run_job)) is gpu.run_job
     assert gpu.run_job.__qualname__ == "run_job"
-    for work in gpu_work.WORKS:
-        assert pickle.loads(pickle.dumps(work)) is work
+    assert set(feature.FEATURES) == {"run", "lossless", "sweep", "side_by_side"}
+    for declared in feature.FEATURES.values():
+        assert pickle.loads(pickle.dumps(declared.work)) is declared.work
     for module in ("run_stream", "lossless_check", "experiments_tab", "side_by_side_tab"):
         text = (ROOT / "specviz" / "ui" / f"{module}.py").read_text(encoding="utf-8")
-        assert "gpu.stream_job(" in text and "@gpu" not in text
+        assert "= Feature(" in text and "@gpu" not in text
 
 
 def test_a_job_refuses_work_that_would_not_pickle_by_reference():
@@ -173,7 +174,8 @@ def test_each_generation_runs_as_one_job_whose_records_pickle(tiny_target, one_t
     side = list(run_side_by_side(["Prompt lookup", "None (plain decoding)"], 4, **_values(tiny_target),
                                  progress=_no_progress))
     assert "**Done**: 2 drafters" in side[-1][1]
-    assert [job.work for job in calls] == [*gpu_work.WORKS]
+    assert [job.work for job in calls] == [feature.FEATURES[name].work for name in
+                                           ("run", "lossless", "sweep", "side_by_side")]
     assert all(gpu_budget.MIN_S <= job.duration_s <= gpu_budget.PRIVATE_CAP_S for job in calls)
 
 
@@ -417,7 +419,8 @@ def test_the_run_tabs_stop_reaches_the_worker_through_the_visitors_running_job(m
 
     slot = gpu.new_stop_slot("visitor-r", run_stream.run_work)
     state = RunState(label="pair", max_new_tokens=8, stop_slot=-1)  # the worker's copy is not this one
-    run_stream.stop_run(state, SimpleNamespace(session_hash="visitor-r"))
+    run_stream.RUN.stop_handler()(SimpleNamespace(session_hash="visitor-r"))  # what the Run tab's Stop runs
+    run_stream.stop_run(state)
     assert state.finished and gpu.stop_requested(slot)
     gpu.release_slot(slot)
 

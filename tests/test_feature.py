@@ -10,6 +10,7 @@ that reaches only the job of the visitor who pressed it.
 
 from __future__ import annotations
 
+import inspect
 from types import SimpleNamespace
 
 import pytest
@@ -194,3 +195,33 @@ def test_every_slot_held_refuses_a_new_job_with_a_sentence(monkeypatch):
     monkeypatch.setattr(gpu, "_running", {slot: ("x", None) for slot in range(gpu.STOP_SLOTS)})
     with pytest.raises(RuntimeError, match="Stop slots"):
         gpu.new_stop_slot("visitor-f")
+
+
+# ----------------------------------------------------------------------------- side by side's menu
+def test_side_by_side_offers_every_registry_kind_that_runs_on_the_device_with_the_same_default_ticks():
+    from specviz.drafters import DRAFTER_KINDS
+    from specviz.ui import side_by_side_tab as tab
+
+    for device in ("cpu", "cuda"):
+        offered, ticked = tab.side_by_side_menu(device)
+        assert [tab.SIDE_BY_SIDE[label] for label in offered] == [
+            spec for spec, kind in DRAFTER_KINDS.items() if kind.runs_on(device)]
+        assert ticked == [label for label in tab.SIDE_BY_SIDE_DEFAULT if label in offered]
+    assert tab.side_by_side_menu("cpu")[1] == ["Prompt lookup", "int8 self-draft", "Early-exit self-draft",
+                                               "None (plain decoding)"]
+
+
+def test_each_offered_drafter_plans_a_run_of_its_own_kind():
+    from specviz.drafters import drafter_kind
+    from specviz.ui import side_by_side_tab as tab
+    from specviz.ui.fields import FIELDS
+
+    values = {f.name: f.default for f in FIELDS}
+    values.update(prompt="the quick brown fox", target_id="smollm2-135m-instruct", drafter_kind="ngram",
+                  draft_model="smollm2-135m-instruct", early_exit_layers=2, k=3, temperature=0.0, top_k=0, top_p=1.0,
+                  seed=0, chat=False, device="cpu", dtype="float32", max_new_tokens=8)
+    assert not [name for name, value in values.items() if value is inspect.Parameter.empty]
+    offered, _ = tab.side_by_side_menu("cpu")
+    plan = tab.plan_side_by_side(offered, 8, values, False)
+    requests = plan.args[0]
+    assert [drafter_kind(r.draft).spec for r in requests] == [tab.SIDE_BY_SIDE[label] for label in offered]

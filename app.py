@@ -11,7 +11,7 @@ Run ``python app.py`` and open the printed URL. The first start prepares the off
 On a ZeroGPU Space ``spaces`` must be imported before anything imports torch (it patches CUDA in
 the main process), so it comes first here where it is installed; the page's one GPU entry point is
 :func:`specviz.ui.gpu.run_job`, and the public presets' models are placed on ``cuda`` at import
-(:func:`specviz.ui.gpu_work.place_at_import`; nothing happens off a Space).
+(:func:`specviz.ui.placement.place_at_import`; nothing happens off a Space).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ THREADS, THREADS_SOURCE = configure_threads()
 
 from specviz import models  # noqa: E402
 from specviz.memory import fixed_mmap_threshold  # noqa: E402
-from specviz.ui.gpu_work import place_at_import  # noqa: E402
+from specviz.ui.placement import place_at_import  # noqa: E402
 from specviz.ui.page import build_page  # noqa: E402
 from specviz.ui.settings import DEFAULT_PRESET, PRESETS, PUBLIC, QUEUE_SIZE, max_upload_bytes  # noqa: E402
 

@@ -213,10 +213,19 @@ def pair_fits(target: str, draft: str, dtype: str | torch.dtype, free_bytes: int
 ZERO_GPU_MEMORY = 74625056768
 
 
-def on_zero_gpu(env=None) -> bool:
-    """Whether this process runs on a ZeroGPU Space (``SPACES_ZERO_GPU``, as ``spaces.config`` reads it)."""
-    env = os.environ if env is None else env
-    return str(env.get("SPACES_ZERO_GPU", "")).lower() in ("1", "t", "true")
+def on_zero_gpu() -> bool:
+    """Whether this process runs on a ZeroGPU Space: the one answer the app, the model cache and
+    the GPU entry point share. ``spaces.config.Config.zero_gpu`` where ``spaces`` is importable
+    (it reads ``SPACES_ZERO_GPU`` once, when ``spaces`` is imported, and decides how ``spaces.GPU``
+    behaves, so the app must agree with it), else ``SPACES_ZERO_GPU`` itself, read as
+    ``spaces.config`` reads it ("1", "t" or "true", any case)."""
+    try:
+        # Importing spaces imports neither torch nor gradio; on a Space app.py has imported it
+        # first, so this finds it loaded.
+        from spaces.config import Config
+    except ImportError:
+        return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
+    return bool(Config.zero_gpu)
 
 
 def zero_gpu_memory(env=None) -> int:

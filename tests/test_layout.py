@@ -430,3 +430,74 @@ def test_readme_layout_names_every_module_of_the_package():
     assert not _unnamed_modules(section), f"add a row to README's Layout for: {_unnamed_modules(section)}"
     # The check can fail: the section without one module's name misses exactly that module.
     assert _unnamed_modules(section.replace("`engine.py`", "the engine")) == ["specviz/engine.py"]
+
+
+# ----------------------------------------------------------------------------- one recipe for a model feature
+RECIPE = UI / "feature.py"
+GPU_ENTRY = UI / "gpu.py"
+#: Calls only the recipe makes: a job, its stream, the gate's quick check before a generation.
+RECIPE_CALLS = {"make_job", "stream_job", "generation_click"}
+
+
+def _called_name(node: ast.Call) -> str | None:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+def _names_the_generation_queue(node: ast.AST) -> bool:
+    """A ``concurrency_id=`` keyword whose value is ``"generation"`` or a name ``GENERATION``."""
+    if not isinstance(node, ast.keyword) or node.arg != "concurrency_id":
+        return False
+    value = node.value
+    return (isinstance(value, ast.Constant) and value.value == "generation"
+            or getattr(value, "id", getattr(value, "attr", None)) == "GENERATION")
+
+
+def _recipe_bypasses(path: Path, tree: ast.AST) -> list[str]:
+    """Where ``tree`` (the source of ``path``) makes a job, streams one, gates a generation or
+    names the generation queue by hand instead of through :mod:`specviz.ui.feature`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _called_name(node) in RECIPE_CALLS and path not in (RECIPE, GPU_ENTRY):
+            found.append(f"{path.name}:{node.lineno} {_called_name(node)}()")
+        if _names_the_generation_queue(node) and path != RECIPE:
+            found.append(f"{path.name}:{node.value.lineno} concurrency_id")
+    return found
+
+
+def _unregistered_works(tree: ast.AST) -> list[str]:
+    """Module-level work functions (first parameter annotated ``JobContext``) that no
+    ``Feature(...)`` of the same module declares."""
+    works = {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.args.args
+             and "JobContext" in ast.unparse(node.args.args[0].annotation or ast.Constant(""))}
+    declared = {ast.unparse(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and _called_name(node) == "Feature" for arg in node.args[1:2]}
+    return sorted(works - declared)
+
+
+def test_every_model_feature_goes_through_the_one_recipe():
+    """A generating endpoint is a :class:`specviz.ui.feature.Feature`: no module but the recipe
+    (and the GPU entry point it calls) makes or streams a job, gates a generation or names the
+    generation queue, and every work function is declared as a feature's."""
+    offenders = []
+    for path in _sources():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        offenders += _recipe_bypasses(path, tree)
+        offenders += [f"{path.name}: {name} is declared by no Feature" for name in _unregistered_works(tree)]
+    assert not offenders, f"declare a Feature (specviz/ui/feature.py) instead: {offenders}"
+    declared = sum(1 for p in UI.glob("*.py") for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                   if isinstance(node, ast.Call) and _called_name(node) == "Feature")
+    assert declared == 4  # /run, /lossless, /sweep, /side_by_side
+
+
+def test_the_recipe_check_finds_a_feature_written_by_hand():
+    by_hand = ast.parse(
+        "def echo_work(ctx: 'gpu.JobContext', text):\n    yield text\n\n"
+        "def run_echo(text):\n    yield from gpu.stream_job(gpu.make_job(echo_work, text, duration_s=10))\n\n"
+        "button.click(run_echo, box, box, concurrency_id='generation', concurrency_limit=1)\n")
+    tab = UI / "echo_tab.py"
+    assert sorted(f.split(" ")[1] for f in _recipe_bypasses(tab, by_hand)) == ["concurrency_id", "make_job()",
+                                                                                "stream_job()"]
+    assert _unregistered_works(by_hand) == ["echo_work"]
+    declared = ast.parse("def echo_work(ctx: 'gpu.JobContext'):\n    yield 1\n\nECHO = Feature('echo', echo_work, p)\n")
+    assert _unregistered_works(declared) == [] and _recipe_bypasses(tab, declared) == []

@@ -29,7 +29,7 @@ from packaging.requirements import Requirement
 
 from specviz import memory
 from specviz.request import ServerDevice, pin_public_device
-from specviz.ui import gpu, gpu_budget, gpu_work, run_stream, settings
+from specviz.ui import feature, gpu, gpu_budget, placement, run_stream, settings
 from specviz.ui.experiments_tab import run_sweep_ui
 from specviz.ui.lossless_check import run_lossless
 from specviz.ui.run_stream import run_demo
@@ -77,11 +77,12 @@ def test_every_spaces_gpu_callable_is_module_level_and_pickles_by_reference():
     assert users == [ROOT / "specviz" / "ui" / "gpu.py"]
     assert pickle.loads(pickle.dumps(gpu.run_job)) is gpu.run_job
     assert gpu.run_job.__qualname__ == "run_job"
-    for work in gpu_work.WORKS:
-        assert pickle.loads(pickle.dumps(work)) is work
+    assert set(feature.FEATURES) == {"run", "lossless", "sweep", "side_by_side"}
+    for declared in feature.FEATURES.values():
+        assert pickle.loads(pickle.dumps(declared.work)) is declared.work
     for module in ("run_stream", "lossless_check", "experiments_tab", "side_by_side_tab"):
         text = (ROOT / "specviz" / "ui" / f"{module}.py").read_text(encoding="utf-8")
-        assert "gpu.stream_job(" in text and "@gpu" not in text
+        assert "= Feature(" in text and "@gpu" not in text
 
 
 def test_a_job_refuses_work_that_would_not_pickle_by_reference():
@@ -173,7 +174,8 @@ def test_each_generation_runs_as_one_job_whose_records_pickle(tiny_target, one_t
     side = list(run_side_by_side(["Prompt lookup", "None (plain decoding)"], 4, **_values(tiny_target),
                                  progress=_no_progress))
     assert "**Done**: 2 drafters" in side[-1][1]
-    assert [job.work for job in calls] == [*gpu_work.WORKS]
+    assert [job.work for job in calls] == [feature.FEATURES[name].work for name in
+                                           ("run", "lossless", "sweep", "side_by_side")]
     assert all(gpu_budget.MIN_S <= job.duration_s <= gpu_budget.PRIVATE_CAP_S for job in calls)
 
 
@@ -293,11 +295,14 @@ def test_the_deadline_ends_a_real_run_with_its_state_kept(tiny_target, one_torch
     assert "end of the GPU time reserved" in outputs[-1][1]
 
 
-def test_stop_session_reaches_the_visitors_latest_job(monkeypatch):
+def test_stop_session_reaches_the_visitors_running_jobs_of_that_work(monkeypatch):
     monkeypatch.setattr(gpu, "session_of", lambda request=None: "visitor-a")
-    first, second = gpu.new_stop_slot("visitor-a"), gpu.new_stop_slot("visitor-a")
-    gpu.stop_session(None)
-    assert gpu.stop_requested(second) and not gpu.stop_requested(first)
+    first, second = gpu.new_stop_slot("visitor-a", counting), gpu.new_stop_slot("visitor-a", refusing)
+    theirs = gpu.new_stop_slot("visitor-z", counting)
+    gpu.stop_session(None, counting)
+    assert gpu.stop_requested(first) and not gpu.stop_requested(second) and not gpu.stop_requested(theirs)
+    for slot in (first, second, theirs):
+        gpu.release_slot(slot)
 
 
 # ----------------------------------------------------------------------------- reservation
@@ -330,15 +335,15 @@ def test_reservations_grow_with_the_request_and_stop_at_the_public_cap():
 
 # ----------------------------------------------------------------------------- models at import
 def test_nothing_is_placed_off_a_space(monkeypatch):
-    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-    assert gpu_work.place_at_import(load=lambda *a, **k: pytest.fail("loaded off a Space")) == []
+    monkeypatch.setattr(spaces.config.Config, "zero_gpu", False)
+    assert placement.place_at_import(load=lambda *a, **k: pytest.fail("loaded off a Space")) == []
 
 
 def test_on_a_space_the_public_models_are_placed_on_cuda_as_the_pin_will_ask(monkeypatch):
     """Each public preset's model loads at import on cuda in the dtype :func:`pin_public_device`
     gives an ``auto`` request, so the run's load finds it under the same cache key."""
     server = ServerDevice("cuda", ("bfloat16", "float16"), 40 * 2**30)
-    monkeypatch.setattr(gpu_work, "on_zero_gpu", lambda: True)
+    monkeypatch.setattr(placement, "on_zero_gpu", lambda: True)
     monkeypatch.setattr(settings, "public_server", lambda: server)
     monkeypatch.setattr(settings, "public_allowed", lambda: settings.public_models(cuda=True))
     from specviz import models
@@ -346,7 +351,7 @@ def test_on_a_space_the_public_models_are_placed_on_cuda_as_the_pin_will_ask(mon
     limits = []
     monkeypatch.setattr(models, "set_cache_limits", lambda max_models=None, **_: limits.append(max_models))
     calls = []
-    placed = gpu_work.place_at_import(load=lambda name, device, dtype: calls.append((name, device, dtype)))
+    placed = placement.place_at_import(load=lambda name, device, dtype: calls.append((name, device, dtype)))
     assert limits in ([], [len(placed)]) and max(limits + [models.cache_info()["max_models"]]) >= len(placed)
     hub = {p["target"] for p in settings.PRESETS.values()} | {p["draft_model"] for p in settings.PRESETS.values()}
     assert set(placed) == hub - {""} and len(placed) == len(set(placed))
@@ -362,10 +367,27 @@ def test_on_a_space_the_public_models_are_placed_on_cuda_as_the_pin_will_ask(mon
 def test_on_a_space_free_cuda_memory_is_never_asked(monkeypatch):
     import torch
 
-    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    monkeypatch.setattr(spaces.config.Config, "zero_gpu", True)
     monkeypatch.setenv("ZEROGPU_CUDA_TOTAL_MEMORY", str(48 * 2**30))
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: pytest.fail("CUDA asked on ZeroGPU"))
     assert memory.device_free_bytes("cuda") == 48 * 2**30
+
+
+def test_on_zero_gpu_has_one_answer_spaces_own_where_spaces_is_importable(monkeypatch):
+    """The GPU entry point, the placement and the model cache ask one function, and it answers as
+    ``spaces`` decided at its import (an environment changed later does not make the app disagree
+    with ``spaces.GPU``); without ``spaces`` it reads ``SPACES_ZERO_GPU`` the way ``spaces`` does."""
+    assert gpu.on_zero_gpu is memory.on_zero_gpu and placement.on_zero_gpu is memory.on_zero_gpu
+    for decided in (True, False):
+        monkeypatch.setattr(spaces.config.Config, "zero_gpu", decided)
+        monkeypatch.setenv("SPACES_ZERO_GPU", "false" if decided else "true")
+        assert memory.on_zero_gpu() is decided
+    monkeypatch.setitem(sys.modules, "spaces.config", None)  # import now raises ImportError
+    for value, expected in (("True", True), ("1", True), ("t", True), ("yes", False), ("", False)):
+        monkeypatch.setenv("SPACES_ZERO_GPU", value)
+        assert memory.on_zero_gpu() is expected
+    monkeypatch.delenv("SPACES_ZERO_GPU")
+    assert memory.on_zero_gpu() is False
 
 
 # ----------------------------------------------------------------------------- torch for the Space
@@ -391,13 +413,17 @@ def test_requirements_give_the_space_a_zerogpu_torch_and_this_machine_its_own():
     assert "## " in readme and "Deploy as a Space" in readme
 
 
-def test_the_run_tabs_stop_reaches_the_worker_through_the_states_slot():
+def test_the_run_tabs_stop_reaches_the_worker_through_the_visitors_running_job(monkeypatch):
+    from types import SimpleNamespace
+
     from specviz.ui import run_stream
 
-    slot = gpu.new_stop_slot()
-    state = RunState(label="pair", max_new_tokens=8, stop_slot=slot)
+    slot = gpu.new_stop_slot("visitor-r", run_stream.run_work)
+    state = RunState(label="pair", max_new_tokens=8, stop_slot=-1)  # the worker's copy is not this one
+    run_stream.RUN.stop_handler()(SimpleNamespace(session_hash="visitor-r"))  # what the Run tab's Stop runs
     run_stream.stop_run(state)
     assert state.finished and gpu.stop_requested(slot)
+    gpu.release_slot(slot)
 
 
 # ----------------------------------------------------------------------------- presets that pay on a GPU

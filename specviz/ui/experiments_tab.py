@@ -16,6 +16,7 @@ from .context import PageContext
 from .draw import charts
 from .draw.escape import as_text
 from .draw.tab_views import SWEEP_HEADERS, sweep_table
+from .feature import Feature, Plan
 from .fields import SHARED, spread
 from .prose import LATEX, prose
 from .sweep_steps import (
@@ -75,12 +76,17 @@ def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis=N
     what it measured. ``trend``: the finished sweep's :attr:`specviz.sweep.AlphaTrend.direction`
     (None until every setting has finished), for :func:`prediction_verdict`. Validated here
     (:func:`specviz.ui.sweep_steps.sweep_plan`), then one GPU job (:func:`sweep_work`)
-    reserved for :func:`specviz.ui.gpu_budget.sweep_duration`."""
+    reserved for :func:`specviz.ui.gpu_budget.sweep_duration`: the feature :data:`SWEEP`."""
+    yield from SWEEP.stream(parameter, values_text, max_new_tokens, values, last_analysis, public, progress=progress)
+
+
+def plan_sweep(parameter, values_text, max_new_tokens, values: dict, last_analysis, public: bool | None) -> Plan:
+    """/sweep's plan: the settings to run (:func:`specviz.ui.sweep_steps.sweep_plan`, ``gr.Error``
+    for a bad one) reserved for :func:`specviz.ui.gpu_budget.sweep_duration`."""
     public = settings.is_public(public)
     parameter, requests = sweep_plan(parameter, values_text, max_new_tokens, values, public)
     duration = gpu_budget.sweep_duration(requests, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
-    job = gpu.make_job(sweep_work, parameter, requests, last_analysis, public, duration_s=duration)
-    yield from gpu.stream_job(job, progress)
+    return Plan((parameter, requests, last_analysis, public), duration)
 
 
 def sweep_outputs(parameter: str, requests: list, last_analysis, steps):
@@ -160,13 +166,8 @@ def build(ctx: PageContext) -> None:
     trend = gr.State(None)  # the finished sweep's AlphaTrend.direction
     outputs = SweepUpdate(status=status, table=table, **dict(zip(METRICS, plots)), csv=csv_file,
                           last_analysis=ctx.last_analysis, trend=trend)
-    event = visitors.generation_click(start.click, functools.partial(run_sweep_ui, public=ctx.public), inputs,
-                                      list(outputs), ctx.public,
-                                      api_name="sweep",
-                        concurrency_id="generation", concurrency_limit=1, preprocess=False)
-    # Stop ends the page's side of the event and, through the job's flag, the GPU worker's.
-    stop.click(gpu.stop_session, None, None, cancels=[event], api_name=False, concurrency_id="playground",
-               concurrency_limit=None, show_progress="hidden")
+    event = SWEEP.wire(start.click, functools.partial(run_sweep_ui, public=ctx.public), inputs, list(outputs),
+                       ctx.public, stop=stop)
     event.then(prediction_verdict, [status, parameter, guess, trend], status, api_name=False,
                concurrency_id="playground", concurrency_limit=None, show_progress="hidden")
 
@@ -176,3 +177,7 @@ def sweep_work(ctx: "gpu.JobContext", parameter: str, requests: list, last_analy
     """An experiment (/sweep): :func:`specviz.ui.sweep_outputs`' updates."""
     steps = sweep_steps(requests, ctx, public, ctx=ctx)
     yield from sweep_outputs(parameter, requests, last_analysis, steps)
+
+
+#: An experiment (/sweep), declared once (:mod:`specviz.ui.feature`).
+SWEEP = Feature("sweep", sweep_work, plan_sweep)

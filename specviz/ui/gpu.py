@@ -6,18 +6,20 @@ forked from the main process and pickles what crosses: the arguments on the way 
 value on the way out, and the decorated function itself by reference. So:
 
 * the decorated callable is one module-level function, :func:`run_job`; its argument is a
-  :class:`Job`, a dataclass naming a module-level work function (:data:`specviz.ui.gpu_work.WORKS`) and
+  :class:`Job`, a dataclass naming a module-level work function (a feature's, :data:`specviz.ui.feature.FEATURES`) and
   plain arguments (strings, numbers, dicts, :class:`~specviz.request.RunRequest`);
 * a work function is a generator given a :class:`JobContext` first; it reaches models through the
   model cache's module globals (placed on ``cuda`` at import on a Space:
-  :func:`specviz.ui.gpu_work.place_at_import`) and yields the page's outputs, which
+  :func:`specviz.ui.placement.place_at_import`) and yields the page's outputs, which
   :func:`run_job` wraps in :class:`Record` s (no CUDA tensors, no closures), together with the
   progress lines and warnings raised meanwhile;
 * a ``gr.Error`` raised in the worker reached the page as a bare "Error" (gradio#12792): it
   travels as an ``error`` record and :func:`stream_job`, in the main process, raises it again;
   the callbacks validate their input before the call, so most refusals never reach a GPU;
 * Stop reaches the worker through shared memory (:data:`_STOP`, created at import, so a forked
-  worker inherits it; a job carries its slot's index), and the work ends its loop at the
+  worker inherits it; a job carries its slot's index, held from :func:`make_job` to the end of
+  :func:`stream_job`, and a visitor's Stop reaches only the slots of their own running jobs:
+  :func:`stop_session`), and the work ends its loop at the
   deadline (:func:`specviz.ui.gpu_budget.deadline_s`) with what was generated kept;
 * the reservation is the job's own :attr:`Job.duration_s` (:func:`job_duration`, ZeroGPU's
   callable ``duration``), estimated from the request by :mod:`specviz.ui.gpu_budget`.
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
-import os
 import sys
 import threading
 import time
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
+from ..memory import on_zero_gpu
 from . import visitors
 from .gpu_budget import MIN_S, deadline_s
 from .visitors import JOB_SESSION, session_of
@@ -48,46 +50,52 @@ try:
 except ImportError:  # not on a Space, nor in the dev environment: no ZeroGPU
     spaces = None
 
-#: Slots of the Stop flags; more than the generations that can be running or queued at once
-#: (one at a time, the queue holds :data:`specviz.ui.settings.QUEUE_SIZE`), so a slot is reused
-#: only long after its job ended.
+#: Slots of the Stop flags; more than the generations that can be running at once (the queue's
+#: concurrency, at most :data:`specviz.ui.settings.QUEUE_SIZE` on ZeroGPU), so a job always finds one.
 STOP_SLOTS = 256
 #: The Stop flags, one byte per slot, in memory shared with every process forked after import
 #: (ZeroGPU's worker among them): 1 asks the job holding the slot to stop.
 _STOP = multiprocessing.RawArray(ctypes.c_byte, STOP_SLOTS)
 _slots_lock = threading.Lock()
 _next_slot = 0
-_session_slots: dict[str, int] = {}
-
-
-def on_zero_gpu() -> bool:
-    """True on a ZeroGPU Space: ``spaces.config.Config.zero_gpu`` where ``spaces`` is installed
-    (it reads ``SPACES_ZERO_GPU``), else that variable itself."""
-    if spaces is not None:
-        from spaces.config import Config
-
-        return bool(Config.zero_gpu)
-    return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
+#: The jobs running now, by slot: (the visitor's session or None, the job's work function). A slot
+#: is held from the job's creation (:func:`make_job`) to its end (:func:`stream_job`); only the
+#: main process reads this.
+_running: dict[int, tuple[str | None, Callable | None]] = {}
 
 
 # ----------------------------------------------------------------------------- stop flags
-def new_stop_slot(session: str | None = None) -> int:
-    """A cleared Stop slot for a new job, remembered as ``session``'s latest (for :func:`stop_session`)."""
+def new_stop_slot(session: str | None = None, work: Callable | None = None) -> int:
+    """A cleared Stop slot held by a new job of ``session`` running ``work`` until
+    :func:`release_slot`. Free slots are taken in turn, so a released slot is reused only after
+    every other free one (a forked worker that outlives its page still reads its raised flag).
+
+    Raises:
+        RuntimeError: every slot is held by a running job (more than :data:`STOP_SLOTS`).
+    """
     global _next_slot
     with _slots_lock:
-        slot = _next_slot
-        _next_slot = (_next_slot + 1) % STOP_SLOTS
+        free = (s % STOP_SLOTS for s in range(_next_slot, _next_slot + STOP_SLOTS))
+        slot = next((s for s in free if s not in _running), None)
+        if slot is None:
+            raise RuntimeError(f"all {STOP_SLOTS} Stop slots are held by running jobs")
+        _next_slot = (slot + 1) % STOP_SLOTS
         _STOP[slot] = 0
-        if session:
-            _session_slots[session] = slot
-            if len(_session_slots) > STOP_SLOTS:  # forget the oldest sessions' slots
-                for old in list(_session_slots)[: len(_session_slots) - STOP_SLOTS]:
-                    del _session_slots[old]
+        _running[slot] = (session, work)
     return slot
 
 
+def release_slot(slot: int | None) -> None:
+    """The job holding ``slot`` ended: no Stop reaches the slot until a new job takes it. Its flag
+    stays as it is (raised by :func:`stream_job`'s end)."""
+    with _slots_lock:
+        _running.pop(slot, None)
+
+
 def request_stop(slot: int | None) -> None:
-    """Ask the job holding ``slot`` to stop (nothing for None or a negative slot)."""
+    """Raise the flag of ``slot`` (nothing for None or a negative slot). For the job's own side
+    (:func:`stream_job`) and tests; a visitor's Stop goes through :func:`stop_session`, which
+    reaches only their own running jobs."""
     if slot is not None and 0 <= slot < STOP_SLOTS:
         _STOP[slot] = 1
 
@@ -97,12 +105,20 @@ def stop_requested(slot: int | None) -> bool:
     return slot is not None and 0 <= slot < STOP_SLOTS and bool(_STOP[slot])
 
 
-def stop_session(request: gr.Request | None = None) -> None:
-    """A Stop button's handler: ask the visitor's latest job to stop (gradio's ``cancels`` ends the
-    page's side of the event; this ends the worker's)."""
+def stop_session(request: gr.Request | None = None, work: Callable | None = None) -> int:
+    """A Stop button's handler: raise the flag of every job the visitor of ``request`` has running
+    (of ``work`` only, when given); gradio's ``cancels`` ends the page's side of the event, this
+    the worker's. A visitor with nothing running, or without a session, stops nothing: a slot
+    remembered from an ended job is never reached (issue 42 item 1). Returns the jobs asked."""
     session = session_of(request)
-    if session in _session_slots:
-        request_stop(_session_slots[session])
+    if session is None:
+        return 0
+    with _slots_lock:
+        slots = [slot for slot, (owner, job_work) in _running.items()
+                 if owner == session and (work is None or job_work is work)]
+    for slot in slots:
+        request_stop(slot)
+    return len(slots)
 
 
 # ----------------------------------------------------------------------------- jobs and records
@@ -250,7 +266,8 @@ def _stores_record(job: Job) -> Iterator[Record]:
 def stream_job(job: Job, progress=None) -> Iterator:
     """The main process's side: the outputs of :func:`run_job` ``(job)``, its progress passed to
     ``progress`` (a ``gr.Progress``), its warnings shown, its error raised as a ``gr.Error``. If
-    the page stops listening (Stop's ``cancels``, a closed tab), the job is asked to stop."""
+    the page stops listening (Stop's ``cancels``, a closed tab), the job is asked to stop; when
+    this ends, the job's Stop slot is released (:func:`release_slot`)."""
     try:
         for record in run_job(job):
             if record.kind == "outputs":
@@ -268,10 +285,12 @@ def stream_job(job: Job, progress=None) -> Iterator:
                 raise gr.Error(message, title=title, print_exception=False)
     finally:
         request_stop(job.stop_slot)
+        release_slot(job.stop_slot)
 
 
 def make_job(work: Callable, *args, duration_s: int, **kwargs) -> Job:
-    """A :class:`Job` of ``work`` for the visitor the running callback serves, with a fresh Stop slot."""
+    """A :class:`Job` of ``work`` for the visitor the running callback serves, holding a fresh Stop
+    slot until :func:`stream_job` of it ends (stream it at once: a job never streamed keeps its slot)."""
     session = session_of()
     stores = (visitors.HISTORIES.get(session), visitors.TABLES.get(session)) if session else None
-    return Job(work, args, kwargs, int(duration_s), new_stop_slot(session), session, stores=stores)
+    return Job(work, args, kwargs, int(duration_s), new_stop_slot(session, work), session, stores=stores)

@@ -16,6 +16,7 @@ from ..trace import TokenPieces, token_label
 from . import gpu, gpu_budget, run_stream, settings
 from .draw import charts
 from .draw.escape import as_text
+from .feature import Feature, Plan
 from .fields import SHARED, flag_value, request_from, spread
 from .teach.lossless import (
     ACCEPT_ALL,
@@ -78,8 +79,14 @@ def run_lossless(values, n_draws=4000, control=False, progress=gr.Progress(), *,
     ``temperature`` is the check's own (the page sends its "Check's temperature", default 1);
     ``control`` true runs the broken accept-every-draft method, which the test should reject.
     ``public``: public mode (bound by build_page; None reads the module's PUBLIC): caps the draws.
-    Validated here, then one GPU job (:func:`lossless_work`) reserved for
-    :func:`specviz.ui.gpu_budget.draws_duration`."""
+    Validated (:func:`plan_lossless`), then one GPU job (:func:`lossless_work`): the feature
+    :data:`LOSSLESS`."""
+    return LOSSLESS.result(values, n_draws, control, public, progress=progress)
+
+
+def plan_lossless(values: dict, n_draws, control, public: bool | None) -> Plan:
+    """/lossless's plan: the request and the draws validated (``gr.Error`` for a bad value, or for
+    plain decoding: nothing to compare), reserved for :func:`specviz.ui.gpu_budget.draws_duration`."""
     public = settings.is_public(public)
     request = request_from(values, public)
     with user_errors():
@@ -88,11 +95,7 @@ def run_lossless(values, n_draws=4000, control=False, progress=gr.Progress(), *,
     if request.plain:
         raise refused("Pick a drafter: with plain decoding there is nothing to compare.")
     duration = gpu_budget.draws_duration(request, n_draws, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
-    job = gpu.make_job(lossless_work, request, n_draws, control, public, duration_s=duration)
-    outputs = None
-    for outputs in gpu.stream_job(job, progress):
-        pass
-    return outputs
+    return Plan((request, n_draws, control, public), duration)
 
 
 def check(prepared, n_draws: int, control: str, started: float, max_run_s: float | None, progress,
@@ -168,3 +171,7 @@ def lossless_work(ctx: "gpu.JobContext", request, n_draws: int, control: str, pu
         return
     with prepared.in_use():  # no other load evicts the pair while it draws
         yield check(prepared, n_draws, control, started, max_run_s, ctx, should_end=ctx.past_deadline)
+
+
+#: The "Is it lossless?" check (/lossless), declared once (:mod:`specviz.ui.feature`).
+LOSSLESS = Feature("lossless", lossless_work, plan_lossless)

@@ -21,6 +21,7 @@ from ..speedup import baseline_still_valid
 from . import gpu, gpu_budget, settings, visitors
 from .draw.escape import as_text
 from .draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
+from .feature import Feature, Plan
 from .fields import NAMES, request_from, spread
 from .state import (
     FIGURES,
@@ -313,11 +314,13 @@ def final_updates(view: RunView, panel: TokenPanel, generated_at: float, baselin
 
 def stop_run(state):
     """Stop pressed: the run as it stood, with the status "**Stopped** by you at N/M tokens" and
-    one log line; nothing changes when no run is going (``state`` None or finished)."""
+    one log line; nothing changes when no run is going (``state`` None or finished). The GPU
+    worker, where the state is a copy, is reached by the Stop the feature wires
+    (:meth:`specviz.ui.feature.Feature.wire`: the visitor's own running job), never through the slot
+    a state names: a stale state's slot may belong to another visitor's job by now."""
     if not isinstance(state, RunState) or state.finished:
         return RunUpdate(_skipped()).values(SHOWN_OUTPUTS)
     state.finished = True  # the same object the stream holds: it yields nothing more
-    gpu.request_stop(state.stop_slot)  # and in a GPU worker, where the object is a copy
     # An update the stream sent just before Stop is still on its way to the page; let it land
     # first, or it would overwrite this status with "Generating".
     time.sleep(STOP_SETTLE_S)
@@ -344,14 +347,21 @@ def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | N
     ``values``: the run's fields (:data:`specviz.ui.fields.FIELDS`, passed one per parameter);
     ``branches``/``tree_nodes`` among them are the draft tree's B and N (B = 1 drafts chains;
     N = 0 is the default budget). ``public``: public mode (bound by build_page; None reads
-    :data:`specviz.ui.settings.PUBLIC`). The request is validated here, then runs as one GPU job
-    (:func:`run_work`) reserved for :func:`specviz.ui.gpu_budget.request_duration`."""
+    :data:`specviz.ui.settings.PUBLIC`). The request is validated (:func:`plan_run`), then runs as
+    one GPU job (:func:`run_work`): the feature :data:`RUN`."""
+    yield from RUN.stream(values, baselines, public, progress=progress)
+
+
+def plan_run(values: dict, baselines, public: bool | None) -> Plan:
+    """/run's plan: the request validated (:func:`specviz.ui.fields.request_from`; ``gr.Error``
+    for a bad value) and reserved for :func:`specviz.ui.gpu_budget.request_duration` (a baseline
+    to time counts unless the visitor's ``baselines`` may hold it)."""
     public = settings.is_public(public)
     request = request_from(values, public)
     baselines = baselines if isinstance(baselines, dict) else {}
     timed = not any(key_matches(key, request) for key in baselines)
     duration = gpu_budget.request_duration(request, timed, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
-    yield from gpu.stream_job(gpu.make_job(run_work, request, baselines, public, duration_s=duration), progress)
+    return Plan((request, baselines, public), duration)
 
 
 def key_matches(key, request: RunRequest) -> bool:
@@ -428,3 +438,7 @@ def run_work(ctx: "gpu.JobContext", request, baselines: dict, public: bool):
                                             f"a minute on a small CPU) · {s:.0f} s…", baselines))
     with prepared.in_use():  # no other load evicts the pair while it runs
         yield from warm_and_stream(prepared, baselines, public, ctx)
+
+
+#: The Run tab's generation (/run), declared once (:mod:`specviz.ui.feature`).
+RUN = Feature("run", run_work, plan_run)

@@ -17,14 +17,13 @@ from .draw import charts, diagnostic_charts, race
 from .draw.run_views import wrap_output
 from .draw.scripts import script
 from .fields import NAMES, SHARED, spec_fields
-from .lossless_check import run_lossless, settings_changed
+from .lossless_check import LOSSLESS, run_lossless, settings_changed
 from .prose import LATEX, prose
 from .replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view, replay,
                      reset_inspector, step_replay)
-from .run_stream import run_demo, stop_run
+from .run_stream import RUN, run_demo, stop_run
 from .settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PRESETS
 from .state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
-from .visitors import generation_click
 
 
 #: The token panel's script (``js_on_load``): a token's click or Enter opens the inspector, the box
@@ -264,15 +263,10 @@ def _wire(c, ctx: PageContext) -> None:
         return c.run_btn.click(empty_race, None, c.race_plot, api_name=False, **FREE).then(fn, inputs, outputs,
                                                                                           **kwargs)
 
-    run_event = generation_click(cleared_race_then, functools.partial(run_demo, public=ctx.public),
-                                ctx.run_inputs(NAMES) + [baselines], out(RUN_OUTPUTS), ctx.public,
-                                api_name="run", concurrency_id="generation", concurrency_limit=1,
-                                # Raw values reach the callback, which validates them itself: a
-                                # component's own preprocessing would answer a bad API value with
-                                # gradio's generic error instead of the setting's message.
-                                preprocess=False)
     # Stop cancels the run and sets the status from the run as it stood (the generator cannot: it is cancelled).
-    c.stop_btn.click(stop_run, run_state, out(SHOWN_OUTPUTS), cancels=[run_event], api_name=False, **FREE)
+    run_event = RUN.wire(cleared_race_then, functools.partial(run_demo, public=ctx.public),
+                         ctx.run_inputs(NAMES) + [baselines], out(RUN_OUTPUTS), ctx.public, stop=c.stop_btn,
+                         on_stop=(stop_run, run_state, out(SHOWN_OUTPUTS)))
     inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
     c.run_btn.click(reset_inspector, None, inspector, api_name=False, **FREE)
     c.run_btn.click(lesson_run, ctx.lesson_runs, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
@@ -283,9 +277,8 @@ def _wire(c, ctx: PageContext) -> None:
     # The check's own temperature stands in for the run's.
     lossless_inputs = [c.check_temperature if name == "temperature" else c_ for name, c_ in
                        zip(SHARED, ctx.run_inputs(SHARED))] + [c.n_draws, c.control]
-    generation_click(c.lossless_btn.click, functools.partial(run_lossless, public=ctx.public), lossless_inputs,
-                     [c.lossless_plot, c.lossless_text], ctx.public, api_name="lossless", concurrency_id="generation",
-                         concurrency_limit=1, preprocess=False)
+    LOSSLESS.wire(c.lossless_btn.click, functools.partial(run_lossless, public=ctx.public), lossless_inputs,
+                  [c.lossless_plot, c.lossless_text], ctx.public)
     c.tokens_html.click(inspect_token, run_state, [c.inspector_md, c.inspector_plot, c.inspector_tree],
                         api_name=False, **FREE).then(None, None, None, js=INSPECTOR_IN_VIEW_JS, api_name=False)
     replayed = [c.replay_slider.release(replay, [c.replay_slider, run_state], view, api_name="replay",

@@ -9,17 +9,23 @@ import time
 import gradio as gr
 
 from ..drafters import DRAFTER_KINDS
-from . import gpu, gpu_budget, settings, visitors
+from . import gpu, gpu_budget, settings
 from .context import PageContext
 from .draw.escape import as_text
 from .draw.tab_views import side_by_side_html
+from .feature import Feature, Plan
 from .fields import SHARED, drafter_spec, spread
 from .prose import prose
 from .sweep_steps import sweep_plan, sweep_steps
 from .user_errors import refused, user_errors
 
-SIDE_BY_SIDE = {"Prompt lookup": "ngram", "Draft model (Run tab's)": "model", "int8 self-draft": "int8",
-                "Early-exit self-draft": "early-exit", "None (plain decoding)": "none"}
+#: The short names this tab has shown (and API callers send) for some kinds; every other kind
+#: shows its registry label.
+SHORT_LABELS = {"ngram": "Prompt lookup", "model": "Draft model (Run tab's)", "int8": "int8 self-draft",
+                "early-exit": "Early-exit self-draft", "none": "None (plain decoding)"}
+#: The menu: every drafter kind of the registry (:data:`specviz.drafters.DRAFTER_KINDS`, in its
+#: order), label → spec; a kind with a parameter takes the Run tab's (its draft model, its layers).
+SIDE_BY_SIDE = {SHORT_LABELS.get(spec, kind.label): spec for spec, kind in DRAFTER_KINDS.items()}
 #: What is ticked at first (of those that run with the target on the device: :func:`side_by_side_menu`).
 SIDE_BY_SIDE_DEFAULT = ("Prompt lookup", "int8 self-draft", "Early-exit self-draft", "None (plain decoding)")
 
@@ -41,8 +47,14 @@ def on_device_change(device):
 @spread(SHARED)
 def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *, public: bool | None = None):
     """Stream the same prompt and settings run with each chosen drafter: (HTML, status). Validated
-    here, then one GPU job (:func:`side_by_side_work`) reserved for
-    :func:`specviz.ui.gpu_budget.sweep_duration`."""
+    (:func:`plan_side_by_side`), then one GPU job (:func:`side_by_side_work`): the feature
+    :data:`SIDE_BY_SIDE_RUN`."""
+    yield from SIDE_BY_SIDE_RUN.stream(drafters, max_new_tokens, values, public, progress=progress)
+
+
+def plan_side_by_side(drafters, max_new_tokens, values: dict, public: bool | None) -> Plan:
+    """/side_by_side's plan: one request per ticked drafter (``gr.Error`` for none ticked or a bad
+    setting), reserved for :func:`specviz.ui.gpu_budget.sweep_duration`."""
     public = settings.is_public(public)
     if not isinstance(drafters, list) or not drafters:
         raise refused("Tick at least one drafter to compare.")
@@ -51,7 +63,7 @@ def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *
                  for d in drafters]
     _, requests = sweep_plan("draft", "", max_new_tokens, values, public, replace=specs)
     duration = gpu_budget.sweep_duration(requests, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
-    yield from gpu.stream_job(gpu.make_job(side_by_side_work, requests, public, duration_s=duration), progress)
+    return Plan((requests, public), duration)
 
 
 def build(ctx: PageContext) -> None:
@@ -66,13 +78,8 @@ def build(ctx: PageContext) -> None:
         stop = gr.Button("Stop", variant="stop")
     status = gr.Markdown(elem_id="sv-sbs-status")
     out = gr.HTML(elem_id="sv-sbs-out")
-    event = visitors.generation_click(start.click, functools.partial(run_side_by_side, public=ctx.public),
-                                      [chosen, tokens] + ctx.run_inputs(SHARED), [out, status], ctx.public,
-                                      api_name="side_by_side",
-                        concurrency_id="generation", concurrency_limit=1, preprocess=False)
-    # Stop ends the page's side of the event and, through the job's flag, the GPU worker's.
-    stop.click(gpu.stop_session, None, None, cancels=[event], api_name=False, concurrency_id="playground",
-               concurrency_limit=None, show_progress="hidden")
+    SIDE_BY_SIDE_RUN.wire(start.click, functools.partial(run_side_by_side, public=ctx.public),
+                          [chosen, tokens] + ctx.run_inputs(SHARED), [out, status], ctx.public, stop=stop)
     ctx.inputs["device"].change(on_device_change, ctx.inputs["device"], chosen, api_name=False,
                                 concurrency_id="playground", concurrency_limit=None, show_progress="hidden")
 
@@ -96,3 +103,7 @@ def side_by_side_work(ctx: "gpu.JobContext", requests: list, public: bool):
         yield side_by_side_html(done, eos), f"{steps.stopped_note()}: {len(done)}/{len(requests)} drafters finished."
     else:
         yield side_by_side_html(done, eos), f"**Done**: {len(done)} drafters, same prompt and settings."
+
+
+#: Drafters side by side (/side_by_side), declared once (:mod:`specviz.ui.feature`).
+SIDE_BY_SIDE_RUN = Feature("side_by_side", side_by_side_work, plan_side_by_side)

@@ -2,7 +2,7 @@
 Token Recycling table (:class:`HistoryStore`, so one visitor's text is never drafted, shown or
 exported to another), its
 export folder (overwritten, not one new folder per export), and public mode's one generation per
-visitor (:func:`one_generation`, a queue validator).
+visitor (:class:`GenerationGate`, a queue validator).
 
 A visitor is a Gradio session (``gr.Request.session_hash``: a browser tab, or one
 ``gradio_client.Client``). Callbacks that did not come through the server (tests calling them
@@ -46,7 +46,6 @@ EXPORT_ROOT = os.path.join(tempfile.gettempdir(), "specviz-exports")
 EXPORT_FOLDERS = 64
 EXPORT_TTL_S = 3600.0
 
-GENERATION = "generation"  # the concurrency_id of every model computation
 ONE_GENERATION = ("One generation at a time per visitor in public mode: yours is still waiting or running. "
                   "Press Stop or wait for it to finish, then try again.")
 #: A refused or accepted push reaches the queue a moment after its validator: a second push of the
@@ -219,26 +218,35 @@ def _prune(keep: str) -> None:
 class GenerationGate:
     """Public mode's rule: a visitor has at most one generation waiting or running.
 
-    :meth:`validator` runs when an event is pushed, before it waits in the queue. It counts this
-    session's generation events in the queue and running (read from gradio's queue; if gradio's
-    internals change, that count is 0 and only the push window below applies: no crash), plus a
-    push of the same session accepted within :data:`PUSH_WINDOW_S` (pushes validated at the same
-    moment have not reached the queue yet)."""
+    The page's generation events are registered with it as they are wired
+    (:meth:`specviz.ui.feature.Feature.wire` calls :meth:`register`), and its :meth:`validator`
+    runs when one is pushed, before it waits in the queue. It counts this session's registered
+    events in the queue and running (read from gradio's queue; if gradio's internals change, that
+    count is 0 and only the push window below applies: no crash), plus a push of the same session
+    accepted within :data:`PUSH_WINDOW_S` (pushes validated at the same moment have not reached the
+    queue yet)."""
 
-    def __init__(self, demo: gr.Blocks, api_names: frozenset = frozenset()) -> None:
+    def __init__(self, demo: gr.Blocks) -> None:
         self.demo = demo
-        self.api_names = api_names  # the generation events' names, as the queue records them
+        self.fns: list = []  # the generation events' gradio BlockFunctions
+        self.api_names: frozenset = frozenset()  # their names, as the queue's records give them
         self._accepted: dict[str, float] = {}  # session → time.time() of its last accepted push
         self._lock = threading.Lock()
+
+    def register(self, block_fn) -> None:
+        """Gate the event of ``block_fn`` (gradio's BlockFunction): the validator is set on it."""
+        block_fn.validator = self.validator
+        self.fns.append(block_fn)
+        self.api_names = self.api_names | {block_fn.api_name}
 
     def busy(self, session: str) -> int:
         """This session's generation events waiting or running (0 if the queue cannot be read)."""
         try:
             queue = self.demo._queue
-            waiting = queue.event_queue_per_concurrency_id.get(GENERATION)
-            events = list(waiting.queue) if waiting is not None else []
+            events = [e for waiting in list(queue.event_queue_per_concurrency_id.values()) for e in waiting.queue]
             events += [e for job in list(queue.active_jobs) if job for e in job]
-            return sum(1 for e in events if e.session_hash == session and e.concurrency_id == GENERATION)
+            gated = {id(fn) for fn in self.fns}
+            return sum(1 for e in events if e.session_hash == session and id(e.fn) in gated)
         except Exception:  # noqa: BLE001 — a gradio change degrades to "no check", never a crash
             return 0
 
@@ -280,19 +288,24 @@ class GenerationGate:
         return [first] + [gr.validate(True, "")] * (len(values) - 1)
 
 
-#: The public page's gate, by its Blocks (set by :func:`one_generation`; read by :func:`check_generation`).
+#: The public page's gate, by its Blocks (made by :func:`gate_of`; read by :func:`check_generation`).
 _GATES: dict[int, GenerationGate] = {}
 
 
+def gate_of(demo: gr.Blocks) -> GenerationGate:
+    """The gate of the public page ``demo`` (made the first time a generation is registered)."""
+    gate = _GATES.get(id(demo))
+    if gate is None or gate.demo is not demo:
+        gate = _GATES[id(demo)] = GenerationGate(demo)
+    return gate
+
+
 def one_generation(demo: gr.Blocks) -> int:
-    """Give every generation event of ``demo`` (concurrency_id "generation") the one-per-visitor
-    validator; returns how many got it."""
-    generation = [f for f in demo.fns.values() if getattr(f, "concurrency_id", None) == GENERATION]
-    gate = GenerationGate(demo, frozenset(f.api_name for f in generation))
-    _GATES[id(demo)] = gate
-    for block_fn in generation:
-        block_fn.validator = gate.validator
-    return len(generation)
+    """How many of ``demo``'s events the one-generation-per-visitor gate holds: each generation
+    registered itself as it was wired (:meth:`specviz.ui.feature.Feature.wire`), none found by a
+    name or a queue's id."""
+    gate = _GATES.get(id(demo))
+    return len(gate.fns) if gate is not None and gate.demo is demo else 0
 
 
 def check_generation(demo: gr.Blocks, request: gr.Request | None = None) -> None:

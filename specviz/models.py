@@ -155,7 +155,8 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 def resolve_dtype(dtype: str | torch.dtype = "auto", device: str | torch.device = "cpu") -> torch.dtype:
     """Turn ``"auto"``, ``"float32"``, ``"bfloat16"`` or ``"float16"`` into a ``torch.dtype``.
 
-    ``"auto"``: on CUDA bfloat16 if the GPU supports it, else float16; on the CPU bfloat16 when the
+    ``"auto"``: on CUDA bfloat16 if the GPU runs it natively (never emulated bfloat16), else
+    float16; on the CPU bfloat16 when the
     CPU runs it natively (:func:`cpu_has_native_bf16`), else float32.
 
     Raises:
@@ -171,7 +172,10 @@ def resolve_dtype(dtype: str | torch.dtype = "auto", device: str | torch.device 
     if key != "auto":
         raise ValueError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(_DTYPES)}")
     if torch.device(device).type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        # Not emulated bfloat16: is_bf16_supported() alone answers True on a T4 or V100, which
+        # have no bfloat16 tensor cores (native_dtypes asks the same way).
+        native = torch.cuda.is_bf16_supported(including_emulation=False)
+        return torch.bfloat16 if native else torch.float16
     return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
 
 
@@ -616,6 +620,13 @@ def cache_budget(device: str | torch.device) -> int:
     return _CACHE.budget(str(device))
 
 
+def pin_forever(loaded) -> None:
+    """Pin ``loaded`` (a :class:`LoadedModel` in the cache) for the process's life: a model
+    placed at import on a ZeroGPU Space, whose files are gone once ZeroGPU packed it at launch."""
+    if isinstance(loaded, LoadedModel):
+        _CACHE.pin(loaded)
+
+
 @contextlib.contextmanager
 def in_use(*held) -> Iterator[None]:
     """Pin ``held`` in the model cache while the block runs: no load evicts them (a run's target
@@ -761,15 +772,16 @@ def _read_model(name_or_path: str, source: str, local_only: bool, device: torch.
     if progress is not None:  # not logged: load_model logs one line once the model is read
         progress(0.0, f"loading {name_or_path} ({dtype}, {device})")
     kwargs = dict(dtype=dtype, trust_remote_code=False, local_files_only=local_only)
-    if device.type == "cuda":
-        kwargs["device_map"] = {"": device}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, local_files_only=local_only)
+        # Read on the CPU, then placed from this thread: transformers 5 reads weights in a thread
+        # pool, and ZeroGPU's CUDA emulation (a torch mode, thread-local) covers only the thread
+        # that imported ``spaces``; a worker thread's ``.to("cuda")`` reaches the real CUDA init,
+        # which ZeroGPU replaced with a raise, so no model could be placed at import.
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-    except Exception as exc:
-        raise ModelLoadError(f"could not load {name_or_path!r} from {source}: {exc}") from exc
-    if device.type != "cuda":
         model.to(device)
+    except Exception as exc:
+        raise ModelLoadError(_load_failure(name_or_path, source, exc)) from exc
     model.eval()
     if not local_only:
         source = _resolve_hub(name_or_path)  # just downloaded: now a snapshot directory
@@ -777,6 +789,17 @@ def _read_model(name_or_path: str, source: str, local_only: bool, device: torch.
         progress(1.0, f"loaded {name_or_path}")
     return LoadedModel(model=model, tokenizer=tokenizer, name=name_or_path, source=source,
                        device=device, dtype=dtype)
+
+
+def _load_failure(name_or_path: str, source: str, exc: Exception) -> str:
+    """The sentence for a failed read; on a ZeroGPU Space a missing weight file means ZeroGPU
+    deleted it after packing the models placed at import (``spaces`` does at ``launch()``)."""
+    missing = isinstance(exc, FileNotFoundError) or "No such file" in str(exc)
+    if missing and memory.on_zero_gpu():
+        return (f"could not load {name_or_path!r}: its weight files are gone. On a ZeroGPU Space they are "
+                "deleted once the models placed at start-up are packed, so only those models run here "
+                "(list this one among the public presets, or restart the Space, to place it again)")
+    return f"could not load {name_or_path!r} from {source}: {exc}"
 
 
 # --------------------------------------------------------------------------- torch.compile

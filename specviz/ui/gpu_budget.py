@@ -14,14 +14,20 @@ the page asks for what this request can take, bounded:
   ones: :func:`specviz.baseline.measure_baseline`), the warm-up a few tokens of both;
 * :data:`FIXED_S` for the worker's start, the models' move onto the GPU and first kernels.
 
-The estimate is capped (:func:`duration_s`: the public time limit in public mode, else
-:data:`PRIVATE_CAP_S`) and floored at :data:`MIN_S`; the worker's deadline
+ZeroGPU charges more than it is asked for: ``spaces`` multiplies the requested seconds by its
+card's ``duration_factor`` (``spaces/zero/client.py: get_duration_seconds``; 1.5 on the RTX PRO
+6000 ZeroGPU runs now, half a card by default) before checking them against the visitor's quota.
+So the estimate is capped where the *charge* meets the cap (:func:`duration_s`: the public time
+limit in public mode, else :data:`PRIVATE_CAP_S`, divided by :func:`duration_factor`) and floored
+at :data:`MIN_S`; the worker's deadline
 (:func:`deadline_s`) is :data:`MARGIN_S` earlier, so a run ends cleanly, its tokens kept, before
 ZeroGPU would kill it.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 
 from .. import memory
@@ -80,12 +86,40 @@ def run_seconds(max_new_tokens: int, k: int, target_layers: int, draft_layers: i
     return seconds
 
 
+#: ``duration_factor`` assumed where ``spaces``' card table cannot be read (the RTX PRO 6000's).
+DEFAULT_DURATION_FACTOR = 1.5
+
+
+@functools.cache
+def duration_factor() -> float:
+    """What ZeroGPU multiplies a requested duration by before charging it: the largest
+    ``duration_factor`` of the cards in the installed ``spaces`` package's ``zero/configs.json``
+    (1.0 for the H200, 1.5 for the RTX PRO 6000; the largest, since the main process cannot tell
+    which card its worker will get), :data:`DEFAULT_DURATION_FACTOR` without ``spaces``. Never
+    below 1. Read once per process."""
+    try:
+        from importlib.resources import files
+
+        cards = json.loads(files("spaces.zero").joinpath("configs.json").read_text())
+        factor = max(float(card["duration_factor"]) for card in cards)
+    except Exception:  # spaces not installed, or its table moved: assume today's card
+        factor = DEFAULT_DURATION_FACTOR
+    return max(1.0, factor)
+
+
 def duration_s(seconds: float, cap: float) -> int:
-    """The reservation for work estimated at ``seconds`` (:data:`FIXED_S` added): whole seconds
-    between :data:`MIN_S` and ``cap`` (a NaN estimate asks for the cap)."""
+    """The reservation to request for work estimated at ``seconds`` (:data:`FIXED_S` added): whole
+    seconds, at least :data:`MIN_S`, and small enough that ZeroGPU's charge (the request times
+    :func:`duration_factor`) stays within ``cap`` (a NaN estimate asks for that most)."""
+    most = max(MIN_S, math.floor(cap / duration_factor()))
     if not math.isfinite(seconds):
-        return int(cap)
-    return int(min(cap, max(MIN_S, math.ceil(FIXED_S + seconds))))
+        return int(most)
+    return int(min(most, max(MIN_S, math.ceil(FIXED_S + seconds))))
+
+
+def charged_s(duration: float) -> float:
+    """The seconds ZeroGPU charges the visitor's quota for a request of ``duration``."""
+    return duration * duration_factor()
 
 
 def cap_s(public: bool, max_run_s: float) -> float:

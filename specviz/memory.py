@@ -224,8 +224,12 @@ def pair_fits(target: str, draft: str, dtype: str | torch.dtype, free_bytes: int
 
 
 # --------------------------------------------------------------------------- devices
-#: A ZeroGPU slice's memory when the Space does not say (``spaces.config``'s default: an H200 MIG 3g.71gb).
-ZERO_GPU_MEMORY = 74625056768
+#: A whole card of the RTX PRO 6000 Blackwell that ZeroGPU runs now (``spaces/zero/configs.json``).
+ZERO_GPU_CARD_MEMORY = 101973950464
+#: A ZeroGPU slice's memory when the Space does not say: ``size="large"``, the default, is half a
+#: card (48 GB; ``xlarge``, a whole card, costs twice the quota). ``spaces.config``'s own default
+#: (an H200 MIG slice, 74.6 GB) is older than that hardware.
+ZERO_GPU_MEMORY = ZERO_GPU_CARD_MEMORY // 2
 
 
 def on_zero_gpu(env=None) -> bool:

@@ -35,8 +35,15 @@ The checks:
   (``torch.cuda.CUDAGraph``) and replayed; its logits equal the eager steps', and the replay's step
   time is printed beside the eager one.
 
+* **the app's own path** (:mod:`scripts.gpu_check_app`): a checkpoint at SmolLM2-135M's shape
+  loaded onto the device by the routine the Space places its models with; the per-layer step time
+  to set as ``SPECVIZ_LAYER_STEP_S`` (what the reservations use); a public-mode Run through the
+  page's job function, with the reservation it would request beside the time it took (SKIP
+  without gradio).
+
 It imports torch, transformers and specviz's engine only: no gradio, plotly or gguf (the GPU
-image has none of them; tests/test_gpu_check.py runs the dry run with those imports refused).
+image has none of them; tests/test_gpu_check.py runs the dry run with those imports refused; the
+page's job is checked only where gradio is installed).
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ from specviz.drafters.eagle import EagleDrafter, EagleHead
 from specviz.engine import Generation, tree_attention_inputs
 from specviz.kvcache import PaddedStaticCache, run_pass
 from specviz.sampling import SamplingConfig
+from scripts.gpu_check_app import app_checks
 
 #: The presets' models (specviz/ui/settings.py PRESETS): the architecture fields of their
 #: config.json files on the Hugging Face hub.
@@ -505,6 +513,7 @@ def all_checks(device: torch.device, dry_run: bool):
         yield from pair_checks(pair, device, dry_run)
         _free(device)  # the pair's models died with pair_checks' frame
     yield graph_check(device)
+    yield from app_checks(device, dry_run, _checked)
 
 
 def main(argv: list[str] | None = None) -> int:

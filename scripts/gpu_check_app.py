@@ -74,20 +74,19 @@ def layer_step(directory: Path, device: torch.device, dtype: torch.dtype, steps:
     from transformers import DynamicCache
 
     from specviz import models, phaseclock
+    from specviz.kvcache import run_pass
 
     loaded = models.load_model(str(directory), device=str(device), dtype=str(dtype).removeprefix("torch."))
     model, layers = loaded.model, loaded.model.config.num_hidden_layers
-    ids = torch.tensor([loaded.tokenizer.encode(PROMPT)], device=device)
+    ids = torch.tensor(loaded.tokenizer.encode(PROMPT), device=device)
     times = []
     with torch.no_grad():
-        cache = DynamicCache(config=model.config)
-        out = model(input_ids=ids, cache=cache, use_cache=True)
-        token = out.logits[:, -1:].argmax(-1)
+        cache = DynamicCache(config=model.config)  # run_pass passes it the way this transformers takes it
+        token = run_pass(model, cache, ids, 1)[-1:].argmax(-1)
         for _ in range(steps):
             phaseclock.synchronize(device)
             t0 = time.perf_counter()
-            out = model(input_ids=token, cache=cache, use_cache=True)
-            token = out.logits[:, -1:].argmax(-1)
+            token = run_pass(model, cache, token, 1)[-1:].argmax(-1)
             phaseclock.synchronize(device)
             times.append(time.perf_counter() - t0)
     step = sorted(times)[len(times) // 2]

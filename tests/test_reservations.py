@@ -87,3 +87,21 @@ def test_the_layer_step_is_calibrated_from_the_environment():
     assert gpu_budget.layer_step_s({"SPECVIZ_LAYER_STEP_S": "0.00025"}) == 0.00025
     for bad in ("", "fast", "-1", "nan", "0"):
         assert gpu_budget.layer_step_s({"SPECVIZ_LAYER_STEP_S": bad}) == gpu_budget.DEFAULT_LAYER_STEP_S
+
+
+def _ngram_work(ctx):
+    yield ctx.past_deadline()
+
+
+def test_the_deadline_counts_from_the_jobs_creation_in_the_main_process():
+    """ZeroGPU's reservation runs from scheduling; a worker that took 30 s to start (CUDA init,
+    tensors moved) has 30 s less before it is killed."""
+    import time
+
+    from specviz.ui import gpu
+
+    fresh = gpu.JobContext(gpu.Job(_ngram_work, duration_s=60, enforce_deadline=True, created_s=time.monotonic()))
+    late = gpu.JobContext(gpu.Job(_ngram_work, duration_s=60, enforce_deadline=True,
+                                  created_s=time.monotonic() - 58))
+    assert not fresh.past_deadline() and late.past_deadline()
+    assert gpu.make_job(_ngram_work, duration_s=20).created_s <= time.monotonic()

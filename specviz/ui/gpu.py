@@ -119,6 +119,11 @@ class Job:
         session: the visitor's session hash (their history, table and export folder), or None.
         enforce_deadline: whether the work ends at the deadline; None: on ZeroGPU only (which
             kills a worker past its reservation; elsewhere nothing does).
+        created_s: ``time.monotonic()`` when the main process made the job (:func:`make_job`),
+            or None: the deadline then counts from the worker's start. ZeroGPU's reservation
+            runs from its scheduling, before the fork and the worker's start-up (CUDA init, the
+            placed tensors moved), so the deadline counts from here (the monotonic clock is the
+            machine's, shared by a forked worker).
         stores: the visitor's (:class:`~specviz.drafters.SuffixHistory`,
             :class:`~specviz.drafters.RecycleTable`), or None: they travel with the job, since a
             forked worker's copies of the main process's would be stale, and come back updated
@@ -133,6 +138,7 @@ class Job:
     session: str | None = None
     enforce_deadline: bool | None = None
     stores: tuple | None = None
+    created_s: float | None = None
 
     def __post_init__(self):
         module = sys.modules.get(getattr(self.work, "__module__", None) or "")
@@ -164,7 +170,7 @@ class JobContext:
         self.job, self.clock = job, clock
         self.slot, self.session = job.stop_slot, job.session
         self.budget_s = deadline_s(job.duration_s)
-        self.deadline = clock() + self.budget_s
+        self.deadline = (clock() if job.created_s is None else job.created_s) + self.budget_s
         self.pending: list[Record] = []
         self.enforced = on_zero_gpu() if job.enforce_deadline is None else bool(job.enforce_deadline)
 
@@ -274,4 +280,5 @@ def make_job(work: Callable, *args, duration_s: int, **kwargs) -> Job:
     """A :class:`Job` of ``work`` for the visitor the running callback serves, with a fresh Stop slot."""
     session = session_of()
     stores = (visitors.HISTORIES.get(session), visitors.TABLES.get(session)) if session else None
-    return Job(work, args, kwargs, int(duration_s), new_stop_slot(session), session, stores=stores)
+    return Job(work, args, kwargs, int(duration_s), new_stop_slot(session), session, stores=stores,
+               created_s=time.monotonic())

@@ -18,15 +18,13 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import torch
 
 from . import memory
 from .drafters import selfdraft
 
-if TYPE_CHECKING:
-    from .models import LoadedModel
+# ``LoadedModel`` (specviz.models) appears in annotations only, as a name: importing it would make
+# the two modules import each other.
 
 logger = logging.getLogger("specviz.models")
 

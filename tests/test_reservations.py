@@ -105,3 +105,34 @@ def test_the_deadline_counts_from_the_jobs_creation_in_the_main_process():
                                   created_s=time.monotonic() - 58))
     assert not fresh.past_deadline() and late.past_deadline()
     assert gpu.make_job(_ngram_work, duration_s=20).created_s <= time.monotonic()
+
+
+def test_closing_a_job_mid_step_does_not_stall_the_caller(monkeypatch):
+    """gradio closes a cancelled generator on its event loop; spaces' wrapper answers a close by
+    waiting for the worker's current step (here 2 s): the page's side must return at once."""
+    import time
+
+    from specviz.ui import gpu
+
+    closed = []
+
+    def slow_to_close(job):
+        try:
+            yield gpu.Record("outputs", "first")
+            yield gpu.Record("outputs", "second")
+        finally:
+            time.sleep(2.0)  # the worker's step still running
+            closed.append(True)
+
+    monkeypatch.setattr(gpu, "run_job", slow_to_close)
+    job = gpu.Job(_ngram_work, duration_s=20, stop_slot=gpu.new_stop_slot())
+    stream = gpu.stream_job(job)
+    assert next(stream) == "first"
+    t0 = time.perf_counter()
+    stream.close()
+    assert time.perf_counter() - t0 < 0.2
+    assert gpu.stop_requested(job.stop_slot)
+    deadline = time.monotonic() + 10
+    while not closed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert closed  # the wrapped generator was still closed, off the caller's thread

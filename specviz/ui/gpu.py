@@ -256,9 +256,13 @@ def _stores_record(job: Job) -> Iterator[Record]:
 def stream_job(job: Job, progress=None) -> Iterator:
     """The main process's side: the outputs of :func:`run_job` ``(job)``, its progress passed to
     ``progress`` (a ``gr.Progress``), its warnings shown, its error raised as a ``gr.Error``. If
-    the page stops listening (Stop's ``cancels``, a closed tab), the job is asked to stop."""
+    the page stops listening (Stop's ``cancels``, a closed tab), the job is asked to stop and
+    :func:`run_job`'s generator is closed in a thread of its own: gradio closes a cancelled
+    generator on its event loop, and ``spaces``' wrapper answers a close by waiting for the
+    worker's current step, which would stall every visitor's page meanwhile."""
+    records = run_job(job)
     try:
-        for record in run_job(job):
+        for record in records:
             if record.kind == "outputs":
                 yield record.value
             elif record.kind == "progress":
@@ -274,6 +278,7 @@ def stream_job(job: Job, progress=None) -> Iterator:
                 raise gr.Error(message, title=title, print_exception=False)
     finally:
         request_stop(job.stop_slot)
+        threading.Thread(target=records.close, name="close-gpu-job", daemon=True).start()
 
 
 def make_job(work: Callable, *args, duration_s: int, **kwargs) -> Job:

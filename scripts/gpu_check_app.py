@@ -11,15 +11,14 @@ with the public presets, on random weights at a preset's shape.
 * **app job, public mode**: a Run through the page's job function (:func:`specviz.ui.run_stream.run_work`
   inside :func:`specviz.ui.gpu.run_job`) with the public policy, and the reservation the page would
   request (:func:`specviz.ui.gpu_budget.request_duration`, and what ZeroGPU would charge for it)
-  beside the seconds the job took. It needs gradio (the page's modules import it): SKIP where it is
-  not installed, as on the lent GPU image unless its wheels travel.
+  beside the seconds the job took. It needs gradio (the page's modules import it), which the lent
+  GPU image lacks unless its wheels travel: it runs with ``--app-job`` only (else SKIP).
 
 Printing is this script's output; the library logs.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import tempfile
 import time
 from pathlib import Path
@@ -93,11 +92,12 @@ def layer_step(directory: Path, device: torch.device, dtype: torch.dtype, steps:
     return step / layers, step
 
 
-def job_check(directory: Path, device: torch.device, dtype: torch.dtype, dry_run: bool = False):
+def job_check(directory: Path, device: torch.device, dtype: torch.dtype, dry_run: bool = False,
+              with_page: bool = False):
     """``(passed or None, observed, figures)`` of one public-mode Run through the page's job; on
     the CPU (``dry_run``) only its errors count: the reservation models a GPU."""
-    if importlib.util.find_spec("gradio") is None:
-        return None, "gradio is not installed: the page's job cannot be imported", None
+    if not with_page:
+        return None, "not asked for: --app-job (needs gradio, which the page's modules import)", None
     from specviz.request import validate_request
     from specviz.ui import gpu, gpu_budget, run_stream, settings
 
@@ -120,8 +120,9 @@ def job_check(directory: Path, device: torch.device, dtype: torch.dtype, dry_run
             {"took_s": took, "reserved_s": reserved, "charged_s": charged, "cap_s": cap})
 
 
-def app_checks(device: torch.device, dry_run: bool, checked):
-    """The three checks above, as :class:`scripts.gpu_check.Check` s (``checked``: its ``_checked``)."""
+def app_checks(device: torch.device, dry_run: bool, checked, with_page: bool = False):
+    """The three checks above, as :class:`scripts.gpu_check.Check` s (``checked``: its ``_checked``;
+    ``with_page``: run the page's job, which imports gradio; else that check is a SKIP)."""
     from scripts.gpu_check import TINY_WIDTHS
 
     from specviz.ui.gpu_budget import DEFAULT_LAYER_STEP_S
@@ -141,4 +142,4 @@ def app_checks(device: torch.device, dry_run: bool, checked):
 
         yield checked("layer step", "a positive figure to set on the Space", step)
         yield checked("app job, public mode", "no error; the run within its reservation, the charge within the cap",
-                      lambda: job_check(directory, device, dtype, dry_run))
+                      lambda: job_check(directory, device, dtype, dry_run, with_page))

@@ -58,7 +58,7 @@ def test_the_dry_run_passes_with_one_line_per_check_and_imports_no_gradio_plotly
         assert f"greedy equality, {dtype}" in names and f"tree-mask agreement, {dtype}" in names
     assert sum(name.startswith("c and v, ") for name in names) == 6  # three pairs, eager and static
     skipped = {name for line, name in zip(checks, names) if line.startswith("SKIP")}
-    cuda_only = ("prefill timed", "host syncs", "peak memory", "static draft step", "app job")  # app job: no gradio
+    cuda_only = ("prefill timed", "host syncs", "peak memory", "static draft step", "app job")  # app job: only with --app-job
     assert skipped == {n for n in names if n.startswith(cuda_only)}
     record = json.loads(out.read_text())
     assert [c["name"] for c in record["checks"]] == names and record["summary"] == lines[-1]

@@ -82,8 +82,9 @@ def prompt_tokens(prompt: str) -> int:
 
 
 def prefill_steps(tokens: int) -> float:
-    """One prefill pass over ``tokens`` prompt tokens, in decode steps (at least one)."""
-    return 1.0 + max(0, int(tokens)) / PREFILL_TOKENS_PER_STEP
+    """What a prefill pass over ``tokens`` prompt tokens costs beyond the decode step it stands
+    for (it gives the first token's logits), in decode steps."""
+    return max(0, int(tokens)) / PREFILL_TOKENS_PER_STEP
 
 
 def load_seconds(request) -> float:
@@ -240,7 +241,7 @@ def draws_seconds(n_draws: int, target_layers: int, draft_layers: int, prompt: i
     """GPU seconds of the lossless check (:func:`specviz.ui.teach.lossless.first_token_experiment`):
     one forward pass of the target and one draft proposal over the prompt's ``prompt`` tokens,
     computed once, then ``n_draws`` draws each way (:data:`DRAW_S` each); loading not included."""
-    passes = prefill_steps(prompt) * (target_layers + draft_layers) * layer_step_s()
+    passes = (1 + prefill_steps(prompt)) * (target_layers + draft_layers) * layer_step_s()
     return passes + 2 * max(0, int(n_draws)) * DRAW_S
 
 

@@ -35,8 +35,15 @@ The checks:
   (``torch.cuda.CUDAGraph``) and replayed; its logits equal the eager steps', and the replay's step
   time is printed beside the eager one.
 
+* **the app's own path** (:mod:`scripts.gpu_check_app`): a checkpoint at SmolLM2-135M's shape
+  loaded onto the device by the routine the Space places its models with; the per-layer step time
+  to set as ``SPECVIZ_LAYER_STEP_S`` (what the reservations use); a public-mode Run through the
+  page's job function, with the reservation it would request beside the time it took (with
+  ``--app-job``, where gradio is installed; else SKIP).
+
 It imports torch, transformers and specviz's engine only: no gradio, plotly or gguf (the GPU
-image has none of them; tests/test_gpu_check.py runs the dry run with those imports refused).
+image has none of them; tests/test_gpu_check.py runs the dry run with those imports refused; the
+page's job is checked only with ``--app-job``).
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ from specviz.engine import Generation, tree_attention_inputs
 from specviz.kvcache import PaddedStaticCache, run_pass
 from specviz.sampling import SamplingConfig
 from specviz.speedup import PlainBaseline
+from scripts.gpu_check_app import app_checks
 
 #: The presets' models (specviz/ui/settings.py PRESETS): the architecture fields of their
 #: config.json files on the Hugging Face hub.
@@ -494,8 +502,9 @@ def versions(device: torch.device) -> str:
             f"{transformers.__version__}, CUDA {cuda} (available: {torch.cuda.is_available()}), device {name}")
 
 
-def all_checks(device: torch.device, dry_run: bool):
-    """Every check, in order, made one at a time (a generator, so each line prints when done)."""
+def all_checks(device: torch.device, dry_run: bool, app_job: bool = False):
+    """Every check, in order, made one at a time (a generator, so each line prints when done);
+    ``app_job``: also run a Run through the page's job function (needs gradio)."""
     for dtype in DTYPES:
         yield greedy_check(device, dtype, 16 if dry_run else 48)
         yield tree_check(device, dtype)
@@ -505,12 +514,15 @@ def all_checks(device: torch.device, dry_run: bool):
         yield from pair_checks(pair, device, dry_run)
         _free(device)  # the pair's models died with pair_checks' frame
     yield graph_check(device)
+    yield from app_checks(device, dry_run, _checked, with_page=app_job)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="the same checks on the CPU at tiny shapes")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write every check as JSON to FILE")
+    parser.add_argument("--app-job", action="store_true",
+                        help="also run a public-mode Run through the page's job function (needs gradio installed)")
     args = parser.parse_args(argv)
     if not args.dry_run and not torch.cuda.is_available():
         print(f"gpu_check: this torch {torch.__version__} sees no CUDA GPU; run with --dry-run for the CPU checks",
@@ -523,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     header = versions(device)
     print(header, flush=True)
     checks = []
-    for check in all_checks(device, args.dry_run):
+    for check in all_checks(device, args.dry_run, args.app_job):
         checks.append(check)
         print(check.line(), flush=True)
     failed = sum(c.status == "FAIL" for c in checks)

@@ -119,12 +119,27 @@ def _known(name: str) -> ModelShape | None:
     return MODEL_SHAPES.get(OFFLINE_MODELS[name].hub_id if name in OFFLINE_MODELS else name)
 
 
+#: Parameter counts read from checkpoints' headers, by model name: read once per process. On a
+#: ZeroGPU Space the hub-cache files they came from are deleted at launch (``spaces`` packs the
+#: placed tensors and removes the blobs they were mapped from), so public mode must never read
+#: them again: :func:`specviz.ui.placement.place_at_import` counts every public model here first.
+_COUNTED: dict[str, int] = {}
+
+
 def model_parameters(name: str) -> int | None:
     """A model's parameter count before it loads: its safetensors headers where its weights are on
-    disk (:func:`safetensors_parameters`), else :data:`MODEL_SHAPES`; None when neither knows."""
+    disk (:func:`safetensors_parameters`, remembered for the process: a second call reads no
+    file), else :data:`MODEL_SHAPES`; None when neither knows. Weight files that vanished since
+    (a Space's packing deletes them) count as not on disk."""
+    if name in _COUNTED:
+        return _COUNTED[name]
     local = _local_dir(name)
-    counted = safetensors_parameters(local) if local is not None else None
+    try:
+        counted = safetensors_parameters(local) if local is not None else None
+    except OSError:  # a snapshot's symlink whose blob ZeroGPU removed after packing
+        counted = None
     if counted is not None:
+        _COUNTED[name] = counted
         return counted
     known = _known(name)
     return known.parameters if known is not None else None
@@ -209,8 +224,12 @@ def pair_fits(target: str, draft: str, dtype: str | torch.dtype, free_bytes: int
 
 
 # --------------------------------------------------------------------------- devices
-#: A ZeroGPU slice's memory when the Space does not say (``spaces.config``'s default: an H200 MIG 3g.71gb).
-ZERO_GPU_MEMORY = 74625056768
+#: A whole card of the RTX PRO 6000 Blackwell that ZeroGPU runs now (``spaces/zero/configs.json``).
+ZERO_GPU_CARD_MEMORY = 101973950464
+#: A ZeroGPU slice's memory when the Space does not say: ``size="large"``, the default, is half a
+#: card (48 GB; ``xlarge``, a whole card, costs twice the quota). ``spaces.config``'s own default
+#: (an H200 MIG slice, 74.6 GB) is older than that hardware.
+ZERO_GPU_MEMORY = ZERO_GPU_CARD_MEMORY // 2
 
 
 def on_zero_gpu() -> bool:

@@ -11,7 +11,8 @@ Layout
 * :mod:`specviz.drafters`: the drafter kinds (:data:`~specviz.drafters.DRAFTER_KINDS`, each
   with its builder, in :mod:`specviz.drafters.registry`) and tokenizer pairing
   (:func:`shared_vocab_size`, in :mod:`specviz.drafters.draft_model`).
-* this module: device and dtype resolution, :func:`load_model` and its model cache,
+* :mod:`specviz.model_cache`: the bounded cache class (:class:`ModelCache`, :func:`module_bytes`).
+* this module: device and dtype resolution, :func:`load_model` and the process's model cache,
   :func:`compile_forward` and :func:`build_drafter`. It re-exports the names above, so callers
   import everything from here.
 
@@ -50,14 +51,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import logging
 import os
 import re
 import threading
 import time
-import weakref
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +68,7 @@ from .drafters.selfdraft import early_exit_draft, int8_draft
 from . import memory
 from .errors import IncompatiblePairError, ModelLoadError
 from .kvcache import check_transformers
+from .model_cache import DEFAULT_MAX_MODELS, CacheKey, ModelCache, module_bytes  # noqa: F401  (re-exported)
 from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
 
 __all__ = [
@@ -155,7 +154,8 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 def resolve_dtype(dtype: str | torch.dtype = "auto", device: str | torch.device = "cpu") -> torch.dtype:
     """Turn ``"auto"``, ``"float32"``, ``"bfloat16"`` or ``"float16"`` into a ``torch.dtype``.
 
-    ``"auto"``: on CUDA bfloat16 if the GPU supports it, else float16; on the CPU bfloat16 when the
+    ``"auto"``: on CUDA bfloat16 if the GPU runs it natively (never emulated bfloat16), else
+    float16; on the CPU bfloat16 when the
     CPU runs it natively (:func:`cpu_has_native_bf16`), else float32.
 
     Raises:
@@ -171,7 +171,10 @@ def resolve_dtype(dtype: str | torch.dtype = "auto", device: str | torch.device 
     if key != "auto":
         raise ValueError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(_DTYPES)}")
     if torch.device(device).type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        # Not emulated bfloat16: is_bf16_supported() alone answers True on a T4 or V100, which
+        # have no bfloat16 tensor cores (native_dtypes asks the same way).
+        native = torch.cuda.is_bf16_supported(including_emulation=False)
+        return torch.bfloat16 if native else torch.float16
     return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
 
 
@@ -323,268 +326,6 @@ class LoadedModel:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
 
-# --------------------------------------------------------------------------- the model cache
-CacheKey = tuple[str, str, torch.dtype]  # (source, device, dtype)
-
-DEFAULT_MAX_MODELS = 4
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def _parse_bytes(text: str) -> int:
-    """``"8GiB"``, ``"8G"``, ``"512M"``, ``"1.5g"`` or ``"123"`` (binary units) -> a byte count."""
-    match = re.fullmatch(r"(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?", text.strip().lower())
-    if not match:
-        raise ValueError(text)
-    return int(float(match.group(1)) * _UNITS[match.group(2)])
-
-
-def _limit_from_env(name: str, default: int | None, parse=int) -> int | None:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = parse(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        logger.warning("ignoring %s=%r (not a positive number); using %s", name, raw,
-                       "a budget from free memory" if default is None else default)
-        return default
-    return value
-
-
-def module_bytes(module: torch.nn.Module) -> int:
-    """Bytes of a module's tensors: parameters, buffers and packed (quantized) weights, each
-    ``numel * element_size``, a tensor shared by several modules (tied embeddings) counted once."""
-    values = list(module.state_dict(keep_vars=True).values()) + list(module.buffers())
-    seen: set[tuple[str, int]] = set()
-    total = 0
-    for value in values:
-        for tensor in value if isinstance(value, tuple) else (value,):
-            if not isinstance(tensor, torch.Tensor) or tensor.is_meta:
-                continue
-            where = (str(tensor.device), tensor.data_ptr())
-            if where not in seen:
-                seen.add(where)
-                total += tensor.nelement() * tensor.element_size()
-    return total
-
-
-def _release_memory() -> None:
-    """Free what dropped models leave: reference cycles, then the CUDA allocator's cached blocks."""
-    gc.collect()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
-
-
-@dataclass(eq=False)
-class _Entry:
-    loaded: LoadedModel
-    nbytes: int
-    int8: weakref.ref | None = None  # the int8 copy last measured, and its bytes
-    int8_bytes: int = 0
-    pins: int = 0  # runs using it now (ModelCache.pin): never evicted while above 0
-
-    def holds(self, held) -> bool:
-        return self.loaded is held or self.loaded.model is held
-
-
-class ModelCache:
-    """A least-recently-used cache of :class:`LoadedModel` bounded by count and, per device, bytes.
-
-    Keys are (source, device, dtype). Each device has its own byte budget (:meth:`budget`):
-    ``max_bytes`` when one is set, else :func:`specviz.memory.memory_budget`, 70% of the device's
-    free memory plus what the cache already holds there, read at each load (``psutil`` on the CPU,
-    ``torch.cuda.mem_get_info`` on CUDA). Before a model is read, :meth:`make_room` evicts least
-    recently used entries until the new one's estimated bytes fit beside the rest (so old and new
-    are never in memory together past the budget); :meth:`put` then inserts it as the most
-    recently used and re-applies the limits with its measured bytes. Never evicted: the newest
-    entry (so one model larger than the budget still loads) and a pinned one (:meth:`pin`, or
-    :func:`in_use`: the pair of a run in progress). :meth:`get` marks an entry as used. An
-    entry's bytes are its model's :func:`module_bytes` plus those of its int8 copy
-    (:func:`specviz.drafters.selfdraft.int8_copy`), if one was built; the copy is dropped with
-    its target.
-
-    Args:
-        max_models: most models kept (default ``$SPECVIZ_MAX_MODELS``, else 4).
-        max_bytes: most bytes kept on each device (default ``$SPECVIZ_MAX_MODEL_BYTES``, e.g.
-            ``8GiB``, ``512M`` or a plain count; unset: sized from free memory as above).
-        lock: the lock that guards the entries (default a fresh ``RLock``).
-    """
-
-    def __init__(self, max_models: int | None = None, max_bytes: int | None = None,
-                 lock: threading.RLock | None = None) -> None:
-        self._lock = lock if lock is not None else threading.RLock()
-        self._entries: OrderedDict[CacheKey, _Entry] = OrderedDict()
-        self.max_models = max_models or _limit_from_env("SPECVIZ_MAX_MODELS", DEFAULT_MAX_MODELS)
-        self.max_bytes = max_bytes or _limit_from_env("SPECVIZ_MAX_MODEL_BYTES", None, _parse_bytes)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: CacheKey) -> LoadedModel | None:
-        """The cached model for ``key`` (now the most recently used), or None."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            self._entries.move_to_end(key)
-            return entry.loaded
-
-    def put(self, key: CacheKey, loaded: LoadedModel, nbytes: int | None = None) -> None:
-        """Insert ``loaded`` as the most recently used entry (``nbytes``: its size if already
-        measured), then evict least recently used entries while over a limit."""
-        with self._lock:
-            self._entries[key] = _Entry(loaded, module_bytes(loaded.model) if nbytes is None else nbytes)
-            self._entries.move_to_end(key)
-            self.trim()
-
-    def touch(self, loaded: LoadedModel) -> None:
-        """Mark the entry holding ``loaded`` as the most recently used and re-apply the limits
-        (after an int8 copy of it was built, say); nothing happens to models not in the cache."""
-        with self._lock:
-            for key, entry in self._entries.items():
-                if entry.loaded is loaded:
-                    self._entries.move_to_end(key)
-                    self.trim()
-                    return
-
-    def pin(self, *held) -> None:
-        """Keep the entries holding ``held`` (each a :class:`LoadedModel` or its module) from
-        eviction until as many :meth:`unpin` calls; models not in the cache are ignored."""
-        with self._lock:
-            for entry in self._entries.values():
-                entry.pins += sum(entry.holds(h) for h in held)
-
-    def unpin(self, *held) -> None:
-        """Undo one :meth:`pin` of each of ``held``."""
-        with self._lock:
-            for entry in self._entries.values():
-                entry.pins = max(0, entry.pins - sum(entry.holds(h) for h in held))
-
-    def set_limits(self, max_models: int | None = None, max_bytes: int | None = None,
-                   from_memory: bool = False) -> None:
-        """Change the limits (None keeps one; ``from_memory`` drops a set byte limit, so each
-        device's budget comes from its free memory again) and evict what no longer fits."""
-        for value in (max_models, max_bytes):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"cache limits must be positive integers, got {value!r}")
-        with self._lock:
-            self.max_models = max_models or self.max_models
-            self.max_bytes = None if from_memory else max_bytes or self.max_bytes
-            self.trim()
-
-    def total_bytes(self) -> int:
-        """Bytes of all entries, int8 copies included."""
-        with self._lock:
-            return sum(self._entry_bytes(entry) for entry in self._entries.values())
-
-    def device_bytes(self, device: str | torch.device) -> int:
-        """Bytes of the entries on ``device`` (``str(LoadedModel.device)``, e.g. ``"cpu"``)."""
-        device = str(device)
-        with self._lock:
-            return sum(self._entry_bytes(e) for e in self._entries.values() if str(e.loaded.device) == device)
-
-    def budget(self, device: str | torch.device) -> int:
-        """The bytes entries on ``device`` may hold: ``max_bytes``, or when none is set
-        :func:`specviz.memory.memory_budget` of the device's free memory and what is held there."""
-        if self.max_bytes is not None:
-            return self.max_bytes
-        return memory.memory_budget(device, held=self.device_bytes(device))
-
-    def make_room(self, device: str | torch.device, incoming: int, what: str) -> int:
-        """Before a model of about ``incoming`` bytes is read onto ``device``: evict least recently
-        used entries (pinned ones never) until one more model fits the count and ``incoming``
-        fits that device's budget beside what stays; release their memory; one log line each.
-        Returns how many were evicted."""
-        device = str(device)
-        with self._lock:
-            budget = self.budget(device)  # once: evicting frees what it held, the sum stays
-            evicted = []
-            while len(self._entries) >= self.max_models and self._evict_one(None, keep_newest=False, out=evicted):
-                pass
-            while (self.device_bytes(device) + incoming > budget
-                   and self._evict_one(device, keep_newest=False, out=evicted)):
-                pass
-            self._finish(evicted, f" to make room for {what} (about {incoming / 2**20:.1f} MiB)")
-            return len(evicted)
-
-    def trim(self) -> int:
-        """Evict least recently used entries (never the newest, never a pinned one) until within
-        both limits on every device; release their memory; log one line per eviction. Returns how
-        many were evicted."""
-        with self._lock:
-            evicted = []
-            while len(self._entries) > self.max_models and self._evict_one(None, keep_newest=True, out=evicted):
-                pass
-            for device in sorted({str(e.loaded.device) for e in self._entries.values()}):
-                budget = self.budget(device)
-                while self.device_bytes(device) > budget and self._evict_one(device, keep_newest=True, out=evicted):
-                    pass
-            self._finish(evicted, "")
-            return len(evicted)
-
-    def _evict_one(self, device: str | None, keep_newest: bool, out: list[str]) -> bool:
-        """Evict the least recently used entry that may go (on ``device``, unless None); its line
-        is appended to ``out``. False when none may go."""
-        newest = next(reversed(self._entries), None) if keep_newest else None
-        for key, entry in self._entries.items():
-            if key != newest and entry.pins == 0 and device in (None, str(entry.loaded.device)):
-                out.append(self._pop(key))
-                return True
-        return False
-
-    def _finish(self, evicted: list[str], reason: str) -> None:
-        if evicted:
-            _release_memory()
-        for line in evicted:
-            logger.info("evicted %s%s; the cache now holds %d models, %.1f MiB (at most %d models)", line, reason,
-                        len(self._entries), self.total_bytes() / 2**20, self.max_models)
-
-    def clear(self) -> None:
-        """Drop every entry and every int8 copy, and release their memory."""
-        with self._lock:
-            had = bool(self._entries)
-            self._entries.clear()
-            selfdraft.clear_int8()
-            if had:
-                _release_memory()
-
-    def info(self) -> dict:
-        """Plain data for logs and tests: ``entries`` (least recently used first; each with name,
-        source, device, dtype, bytes including ``int8_bytes``, ``pins``), ``models``, ``bytes``
-        (total), ``max_models``, ``max_bytes`` (None: sized from free memory) and ``budgets``
-        (:meth:`budget` of each device an entry is on)."""
-        with self._lock:
-            entries = [
-                {"name": e.loaded.name, "source": e.loaded.source, "device": str(e.loaded.device),
-                 "dtype": str(e.loaded.dtype).removeprefix("torch."), "bytes": self._entry_bytes(e),
-                 "int8_bytes": self._entry_bytes(e) - e.nbytes, "pins": e.pins}
-                for e in self._entries.values()
-            ]
-            return {"entries": entries, "models": len(entries), "bytes": sum(e["bytes"] for e in entries),
-                    "max_models": self.max_models, "max_bytes": self.max_bytes,
-                    "budgets": {d: self.budget(d) for d in sorted({e["device"] for e in entries})}}
-
-    def _entry_bytes(self, entry: _Entry) -> int:
-        draft = selfdraft.int8_copy(entry.loaded)
-        if draft is None:
-            return entry.nbytes
-        if entry.int8 is None or entry.int8() is not draft:
-            entry.int8, entry.int8_bytes = weakref.ref(draft), module_bytes(draft)
-        return entry.nbytes + entry.int8_bytes
-
-    def _pop(self, key: CacheKey) -> str:
-        # Returns only a description: no reference to the evicted model may outlive this call,
-        # or the garbage collection that follows could not free it.
-        entry = self._entries.pop(key)
-        loaded = entry.loaded
-        line = (f"{loaded.name} ({loaded.device}, {str(loaded.dtype).removeprefix('torch.')}, "
-                f"{self._entry_bytes(entry) / 2**20:.1f} MiB)")
-        selfdraft.drop_int8(loaded)
-        return line
-
-
 _LOCK = threading.RLock()
 _CACHE = ModelCache(lock=_LOCK)
 
@@ -614,6 +355,36 @@ def set_cache_limits(max_models: int | None = None, max_bytes: int | None = None
 def cache_budget(device: str | torch.device) -> int:
     """The bytes the model cache may hold on ``device`` now (:meth:`ModelCache.budget`)."""
     return _CACHE.budget(str(device))
+
+
+def peek_cached(name_or_path: str, device: str | torch.device = "auto",
+                dtype: str | torch.dtype = "auto") -> LoadedModel | None:
+    """The cached :class:`LoadedModel` that :func:`load_model` would return for these arguments,
+    or None: nothing is loaded, prepared or downloaded (a model not yet on disk is None)."""
+    try:
+        torch_device = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, torch_device)
+        if name_or_path in OFFLINE_MODELS:
+            source = str(cache_dir() / "models" / name_or_path)
+        elif Path(name_or_path).expanduser().is_dir():
+            source = str(Path(name_or_path).expanduser().resolve())
+        elif is_repo_id(name_or_path):
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(name_or_path, "config.json")
+            source = str(Path(cached).parent) if isinstance(cached, str) else name_or_path
+        else:
+            return None
+    except (ValueError, RuntimeError):
+        return None
+    return _CACHE.peek((source, str(torch_device), torch_dtype))
+
+
+def pin_forever(loaded) -> None:
+    """Pin ``loaded`` (a :class:`LoadedModel` in the cache) for the process's life: a model
+    placed at import on a ZeroGPU Space, whose files are gone once ZeroGPU packed it at launch."""
+    if isinstance(loaded, LoadedModel):
+        _CACHE.pin(loaded)
 
 
 @contextlib.contextmanager
@@ -761,15 +532,16 @@ def _read_model(name_or_path: str, source: str, local_only: bool, device: torch.
     if progress is not None:  # not logged: load_model logs one line once the model is read
         progress(0.0, f"loading {name_or_path} ({dtype}, {device})")
     kwargs = dict(dtype=dtype, trust_remote_code=False, local_files_only=local_only)
-    if device.type == "cuda":
-        kwargs["device_map"] = {"": device}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, local_files_only=local_only)
+        # Read on the CPU, then placed from this thread: transformers 5 reads weights in a thread
+        # pool, and ZeroGPU's CUDA emulation (a torch mode, thread-local) covers only the thread
+        # that imported ``spaces``; a worker thread's ``.to("cuda")`` reaches the real CUDA init,
+        # which ZeroGPU replaced with a raise, so no model could be placed at import.
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-    except Exception as exc:
-        raise ModelLoadError(f"could not load {name_or_path!r} from {source}: {exc}") from exc
-    if device.type != "cuda":
         model.to(device)
+    except Exception as exc:
+        raise ModelLoadError(_load_failure(name_or_path, source, exc)) from exc
     model.eval()
     if not local_only:
         source = _resolve_hub(name_or_path)  # just downloaded: now a snapshot directory
@@ -777,6 +549,17 @@ def _read_model(name_or_path: str, source: str, local_only: bool, device: torch.
         progress(1.0, f"loaded {name_or_path}")
     return LoadedModel(model=model, tokenizer=tokenizer, name=name_or_path, source=source,
                        device=device, dtype=dtype)
+
+
+def _load_failure(name_or_path: str, source: str, exc: Exception) -> str:
+    """The sentence for a failed read; on a ZeroGPU Space a missing weight file means ZeroGPU
+    deleted it after packing the models placed at import (``spaces`` does at ``launch()``)."""
+    missing = isinstance(exc, FileNotFoundError) or "No such file" in str(exc)
+    if missing and memory.on_zero_gpu():
+        return (f"could not load {name_or_path!r}: its weight files are gone. On a ZeroGPU Space they are "
+                "deleted once the models placed at start-up are packed, so only those models run here "
+                "(list this one among the public presets, or restart the Space, to place it again)")
+    return f"could not load {name_or_path!r} from {source}: {exc}"
 
 
 # --------------------------------------------------------------------------- torch.compile

@@ -135,6 +135,11 @@ class Job:
         session: the visitor's session hash (their history, table and export folder), or None.
         enforce_deadline: whether the work ends at the deadline; None: on ZeroGPU only (which
             kills a worker past its reservation; elsewhere nothing does).
+        created_s: ``time.monotonic()`` when the main process made the job (:func:`make_job`),
+            or None: the deadline then counts from the worker's start. ZeroGPU's reservation
+            runs from its scheduling, before the fork and the worker's start-up (CUDA init, the
+            placed tensors moved), so the deadline counts from here (the monotonic clock is the
+            machine's, shared by a forked worker).
         stores: the visitor's (:class:`~specviz.drafters.SuffixHistory`,
             :class:`~specviz.drafters.RecycleTable`), or None: they travel with the job, since a
             forked worker's copies of the main process's would be stale, and come back updated
@@ -149,6 +154,7 @@ class Job:
     session: str | None = None
     enforce_deadline: bool | None = None
     stores: tuple | None = None
+    created_s: float | None = None
 
     def __post_init__(self):
         module = sys.modules.get(getattr(self.work, "__module__", None) or "")
@@ -180,7 +186,7 @@ class JobContext:
         self.job, self.clock = job, clock
         self.slot, self.session = job.stop_slot, job.session
         self.budget_s = deadline_s(job.duration_s)
-        self.deadline = clock() + self.budget_s
+        self.deadline = (clock() if job.created_s is None else job.created_s) + self.budget_s
         self.pending: list[Record] = []
         self.enforced = on_zero_gpu() if job.enforce_deadline is None else bool(job.enforce_deadline)
 
@@ -266,10 +272,14 @@ def _stores_record(job: Job) -> Iterator[Record]:
 def stream_job(job: Job, progress=None) -> Iterator:
     """The main process's side: the outputs of :func:`run_job` ``(job)``, its progress passed to
     ``progress`` (a ``gr.Progress``), its warnings shown, its error raised as a ``gr.Error``. If
-    the page stops listening (Stop's ``cancels``, a closed tab), the job is asked to stop; when
-    this ends, the job's Stop slot is released (:func:`release_slot`)."""
+    the page stops listening (Stop's ``cancels``, a closed tab), the job is asked to stop and
+    :func:`run_job`'s generator is closed in a thread of its own: gradio closes a cancelled
+    generator on its event loop, and ``spaces``' wrapper answers a close by waiting for the
+    worker's current step, which would stall every visitor's page meanwhile. Once closed, the
+    job's Stop slot is released (:func:`release_slot`)."""
+    records = run_job(job)
     try:
-        for record in run_job(job):
+        for record in records:
             if record.kind == "outputs":
                 yield record.value
             elif record.kind == "progress":
@@ -285,7 +295,17 @@ def stream_job(job: Job, progress=None) -> Iterator:
                 raise gr.Error(message, title=title, print_exception=False)
     finally:
         request_stop(job.stop_slot)
-        release_slot(job.stop_slot)
+        threading.Thread(target=_close_and_release, args=(records, job.stop_slot), name="close-gpu-job",
+                         daemon=True).start()
+
+
+def _close_and_release(records, slot: int) -> None:
+    """Close a job's record stream (waits for the worker's current step), then free its Stop slot:
+    the slot is reused only once the worker has seen its flag."""
+    try:
+        records.close()
+    finally:
+        release_slot(slot)
 
 
 def make_job(work: Callable, *args, duration_s: int, **kwargs) -> Job:
@@ -293,4 +313,5 @@ def make_job(work: Callable, *args, duration_s: int, **kwargs) -> Job:
     slot until :func:`stream_job` of it ends (stream it at once: a job never streamed keeps its slot)."""
     session = session_of()
     stores = (visitors.HISTORIES.get(session), visitors.TABLES.get(session)) if session else None
-    return Job(work, args, kwargs, int(duration_s), new_stop_slot(session, work), session, stores=stores)
+    return Job(work, args, kwargs, int(duration_s), new_stop_slot(session, work), session, stores=stores,
+               created_s=time.monotonic())

@@ -24,6 +24,11 @@ def public_pairs() -> list[tuple[str, str]]:
     return pairs
 
 
+#: Why no public model could be placed at import on this Space (for the server's owner: logged
+#: as an error and shown in the runs' status), or "" when some were or off a Space.
+PLACEMENT_PROBLEM = ""
+
+
 def place_at_import(load=None) -> list[str]:
     """On a ZeroGPU Space, load the public presets' models onto ``cuda`` now, at import, as
     ZeroGPU asks (its main process emulates CUDA and moves the weights into each worker): each
@@ -32,29 +37,46 @@ def place_at_import(load=None) -> list[str]:
     happens. The model cache's budget on a Space is not read from ``torch.cuda.mem_get_info``
     (emulated there): :func:`specviz.ui.settings.public_server` gives it.
 
+    Before anything loads, every public model's size is counted (:func:`specviz.memory.model_parameters`
+    remembers it): at ``launch()`` ZeroGPU packs the placed tensors and deletes the hub-cache files
+    they were read from, so public mode's per-request memory check must not read them again. Each
+    placed model is pinned in the model cache for the server's life (evicted, it could not be read
+    back). The loader reads on the CPU and places from this thread
+    (:func:`specviz.models.load_model`): ZeroGPU's emulation covers the importing thread only.
+
     Args:
         load: the loader (default :func:`specviz.models.load_model`; tests pass their own).
 
     Returns:
         The names loaded, in order ([] off a Space). A model that fails to load is logged and
-        skipped: its run will say why when a visitor asks for it. The model cache's count limit
-        is raised to hold them all (six with today's presets; the byte budget still applies).
+        skipped: its run will say why when a visitor asks for it. When none loads, that is logged
+        as an error and kept in :data:`PLACEMENT_PROBLEM`. The model cache's count limit is
+        raised to hold them all (six with today's presets; the byte budget still applies).
     """
+    global PLACEMENT_PROBLEM
     if not on_zero_gpu():
         return []
-    from .. import models
+    from .. import memory, models
 
     load = load or models.load_model
     server = settings.public_server()
     dtype = server.dtypes[0] if server.dtypes else "auto"
     names = list(dict.fromkeys(name for pair in public_pairs() for name in pair if name))
+    for name in names:  # counted now, while the files exist (see above)
+        memory.model_parameters(name)
     if models.cache_info()["max_models"] < len(names):  # keep every placed model: none evicts another
         models.set_cache_limits(max_models=len(names))
     loaded: list[str] = []
+    errors: list[str] = []
     for name in names:
         try:
-            load(name, device="cuda", dtype=dtype)
+            models.pin_forever(load(name, device="cuda", dtype=dtype))
             loaded.append(name)
         except Exception as err:  # a model that cannot load now is refused with a sentence later
+            errors.append(f"{name}: {err}")
             logger.warning("not placed at import: %s (%s)", name, err, exc_info=True)
+    if names and not loaded:
+        PLACEMENT_PROBLEM = ("No model could be placed on the GPU at start-up, so every run on this Space will "
+                             "fail. Check the Space's logs: " + "; ".join(errors))
+        logger.error("%s", PLACEMENT_PROBLEM)
     return loaded

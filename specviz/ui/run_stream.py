@@ -359,7 +359,7 @@ def plan_run(values: dict, baselines, public: bool | None) -> Plan:
     public = settings.is_public(public)
     request = request_from(values, public)
     baselines = baselines if isinstance(baselines, dict) else {}
-    timed = not any(key_matches(key, request) for key in baselines)
+    timed = gpu_budget.baseline_timed(request, baselines)  # the job's own predicate (runner.baseline_key)
     duration = gpu_budget.request_duration(request, timed, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
     return Plan((request, baselines, public), duration)
 

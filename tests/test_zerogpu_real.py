@@ -1,0 +1,96 @@
+"""The app on a ZeroGPU Space as the real ``spaces`` package (0.51) runs it, on this CPU machine
+(:mod:`tests.zerogpu_harness`: its CUDA emulation on, the device API unreachable, tiny random
+checkpoints laid out as the presets' hub cache): what would break on a first deploy.
+
+* placed at import: ``import app`` in public mode leaves every cached public model on "cuda" in
+  the model cache (transformers 5's threaded loader moved weights from threads the emulation does
+  not cover, so nothing was placed);
+* after packing: ``spaces``' own ``pack()`` (what ``launch()`` runs) deletes the hub blobs the
+  placed tensors were mapped from; a visitor's hub-preset request is still validated and its
+  models found, with no file read again;
+* the charge: what ``spaces`` would charge for a reservation (requested × the card's
+  ``duration_factor``) stays within the public cap;
+* ``--dtype auto`` on a card whose bfloat16 is only emulated gives float16.
+
+The harness runs one fresh Python for the first two (``spaces`` reads its configuration at
+import), shared by their tests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import timedelta
+from importlib.resources import files
+
+import pytest
+import torch
+
+from specviz.models import resolve_dtype
+from specviz.ui import gpu_budget, settings
+from tests.zerogpu_harness import HUB_MODELS, build_caches, run_driver
+
+pytest.importorskip("spaces")
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory):
+    """One first deploy under the harness (``tests/zerogpu_driver.py deploy``): its JSON result."""
+    env = build_caches(tmp_path_factory.mktemp("zerogpu"))
+    return run_driver("deploy", env, timeout=600)
+
+
+def test_import_in_public_mode_places_the_cached_presets_on_cuda(deployed):
+    placed = {e["name"]: e["device"] for e in deployed["entries"]}
+    for name in (*HUB_MODELS, "smollm2-135m-instruct", "gemma-3-270m"):
+        assert placed.get(name) == "cuda", (name, deployed["entries"], deployed["warnings"])
+
+
+def test_packing_at_launch_deletes_the_hub_weights_it_packed(deployed):
+    """The harness reproduces the platform: the placed safetensors blobs are gone after pack()."""
+    assert deployed["packed_bytes"] > 0
+    assert len(deployed["big_blobs_left"]) <= len(HUB_MODELS)  # the tokenizer.json blobs only
+
+
+def test_a_hub_preset_request_after_packing_is_validated_and_finds_its_models(deployed):
+    assert deployed["request"] == "ok", deployed["request"]
+    for name in HUB_MODELS:
+        assert deployed[f"load {name}"] == "ok cuda"
+
+
+def _rtx_pro_card() -> dict:
+    cards = json.loads(files("spaces.zero").joinpath("configs.json").read_text())
+    return max(cards, key=lambda card: card["duration_factor"])
+
+
+def test_what_zerogpu_charges_for_a_reservation_stays_within_the_public_cap(monkeypatch):
+    """``spaces.zero.client.get_duration_seconds`` (the number it checks against the quota) on the
+    card with the largest factor (the RTX PRO 6000: 1.5), for the longest reservation public mode
+    asks for and for an estimate far past the cap."""
+    from spaces.zero import client, config
+
+    card = _rtx_pro_card()
+    assert card["duration_factor"] > 1
+    monkeypatch.setattr(config, "get_config", lambda: card)
+    cap = gpu_budget.cap_s(True, settings.PUBLIC_POLICY.max_run_s)
+    for estimate in (math.inf, gpu_budget.run_seconds(1024, 8, 28, 24, True), 1.0):
+        requested = gpu_budget.duration_s(estimate, cap)
+        charged = client.get_duration_seconds(timedelta(seconds=requested), None)
+        assert charged <= cap, (estimate, requested, charged)
+        assert charged == pytest.approx(gpu_budget.charged_s(requested))
+
+
+def test_the_longest_public_reservation_uses_most_of_the_cap():
+    cap = gpu_budget.cap_s(True, settings.PUBLIC_POLICY.max_run_s)
+    assert gpu_budget.charged_s(gpu_budget.duration_s(math.inf, cap)) > cap - gpu_budget.duration_factor()
+
+
+def test_auto_dtype_never_picks_emulated_bfloat16(monkeypatch):
+    """A T4 or V100: ``is_bf16_supported()`` says True only by emulation."""
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    assert resolve_dtype("auto", "cuda") == torch.float16
+
+
+def test_auto_dtype_picks_bfloat16_where_it_is_native(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    assert resolve_dtype("auto", "cuda") == torch.bfloat16

@@ -1,0 +1,133 @@
+"""A ZeroGPU Space on this CPU machine, with the real ``spaces`` package (0.51) and its CUDA
+emulation on: what :mod:`tests.test_zerogpu_real` runs the app under.
+
+``spaces`` reads its configuration at import (``SPACES_ZERO_GPU``, the device API's URL), and its
+emulation patches torch for the whole process, so every scenario runs in a fresh Python
+(:func:`run_driver` → ``python -m tests.zerogpu_driver SCENARIO``) that prints one JSON line.
+
+What is stubbed, and only that:
+
+* the CUDA attributes a CPU build of torch lacks and ``spaces`` reads at import
+  (:func:`install_cuda_stubs`: ``torch.version.cuda``, ``torch._C._cuda_init``, a picklable
+  ``torch.cuda._is_in_bad_fork``);
+* the device API (``SPACES_ZERO_DEVICE_API_URL`` points at a port nothing listens on; the driver
+  replaces ``spaces.zero.client.schedule``/``allow``/``release``/``startup_report`` where a
+  scenario calls the GPU, as the ZeroGPU scheduler would answer);
+* in the forked worker, the two steps that need a real card (``torch.init`` and ``torch.move``:
+  the driver's stand-ins restore the packed tensors on the CPU).
+
+The models are tiny random Llamas (2 layers, hidden 64, SmolLM2's 49,152-token vocabulary and its
+tokenizer) laid out where the app looks: the presets' hub ids as a Hugging Face hub cache
+(``HF_HOME/hub/models--org--name/snapshots/<rev>/``, blobs symlinked as the hub writes them, which
+is what ``spaces``' packing deletes) and the offline SmolLM2 as a prepared specviz cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+#: Where the real offline SmolLM2's tokenizer lies (prepared once per machine).
+TOKENIZER_SOURCE = pathlib.Path.home() / ".cache" / "specviz" / "models" / "smollm2-135m-instruct"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+#: The presets' hub models laid out in the fake hub cache (the Qwen pair is left out: not cached,
+#: so not placed, as on a Space whose preload list missed it).
+HUB_MODELS = ("HuggingFaceTB/SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-1.7B-Instruct")
+REVISION = "0" * 40
+#: The offline presets' models, laid out as prepared copies.
+OFFLINE_NAMES = ("smollm2-135m-instruct", "gemma-3-270m")
+
+
+def install_cuda_stubs() -> None:
+    """The CUDA attributes ``spaces`` reads that a CPU build of torch lacks (call before
+    ``import spaces``): a CUDA version, a low-level init that ``spaces`` replaces with a raise,
+    and a ``_is_in_bad_fork`` that pickles by reference (``spaces`` asks it in a forked pool)."""
+    import torch
+
+    torch.version.cuda = "12.4"
+    if not hasattr(torch._C, "_cuda_init"):
+        torch._C._cuda_init = _no_cuda_init
+    torch.cuda._is_in_bad_fork = _not_in_bad_fork
+
+
+def _no_cuda_init() -> None:
+    raise RuntimeError("real CUDA init reached (no GPU in this harness)")
+
+
+def _not_in_bad_fork() -> bool:
+    return False
+
+
+def _tiny_model(directory: pathlib.Path, seed: int) -> None:
+    """A random 2-layer Llama with SmolLM2's vocabulary and tokenizer, saved as bfloat16 safetensors."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
+    # bfloat16 on disk, as the presets' checkpoints are: loaded in bfloat16 the tensors stay mapped
+    # from the file, which is what ZeroGPU's packing then deletes.
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(directory)
+    for name in TOKENIZER_FILES:
+        if (TOKENIZER_SOURCE / name).is_file():
+            shutil.copy(TOKENIZER_SOURCE / name, directory / name)
+
+
+def _as_hub_cache(hub: pathlib.Path, repo_id: str, built: pathlib.Path) -> pathlib.Path:
+    """Lay ``built``'s files out as huggingface_hub does: content in ``blobs/``, the snapshot's
+    files symlinks to them, ``refs/main`` naming the revision."""
+    repo = hub / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / REVISION
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(REVISION)
+    for i, file in enumerate(sorted(built.iterdir())):
+        blob = repo / "blobs" / f"{i:040d}"
+        shutil.copy(file, blob)
+        (snapshot / file.name).symlink_to(os.path.relpath(blob, snapshot))
+    return snapshot
+
+
+def build_caches(root: pathlib.Path) -> dict:
+    """Lay the tiny models out under ``root`` (a hub cache and a specviz cache) and return the
+    environment a driver runs with: ZeroGPU's emulation on, its device API unreachable, public
+    mode, everything offline."""
+    hub = root / "hf" / "hub"
+    for seed, repo_id in enumerate(HUB_MODELS):
+        built = root / "build" / repo_id.replace("/", "--")
+        _tiny_model(built, seed)
+        _as_hub_cache(hub, repo_id, built)
+    for seed, name in enumerate(OFFLINE_NAMES, start=len(HUB_MODELS)):  # prepared as prepare_offline leaves them
+        offline = root / "specviz" / "models" / name
+        _tiny_model(offline, seed)
+        (offline / "specviz-prepared.json").write_text('{"source": "tests", "converted_by": "specviz"}\n')
+    return {
+        "HF_HOME": str(root / "hf"), "HF_HUB_CACHE": str(hub), "SPECVIZ_CACHE": str(root / "specviz"),
+        "SPACES_ZERO_GPU": "true", "SPACES_ZERO_DEVICE_API_URL": "http://127.0.0.1:9/",
+        "ZEROGPU_OFFLOAD_DIR": str(root / "zerogpu"),
+        "ZEROGPU_MMAP_AUTOPRUNE_PATTERN": str(hub / "models--*" / "blobs" / "*"),
+        "SPECVIZ_PUBLIC": "1", "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
+        "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
+def run_driver(scenario: str, env: dict, timeout: float = 120) -> dict:
+    """Run ``tests/zerogpu_driver.py SCENARIO`` in a fresh Python with ``env`` and return the JSON
+    it printed last (AssertionError with its output when it printed none)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("SPACES_", "ZEROGPU_"))}
+    full.update(env)
+    out = subprocess.run([sys.executable, "-m", "tests.zerogpu_driver", scenario], cwd=ROOT, env=full,
+                         capture_output=True, text=True, timeout=timeout, check=False)
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"driver {scenario} printed no result (rc {out.returncode}):\n"
+                         f"{out.stdout[-3000:]}\n{out.stderr[-6000:]}")

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import os
 
 import pytest
 import torch
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # README's test command runs two pytest-xdist workers on a 2-core machine: one torch thread
+    # each, or the workers' intra-op threads spin against each other at every barrier.
+    torch.set_num_threads(1)
 
 from scripts.browser_launch import free_port
 
@@ -42,8 +48,17 @@ def target():
     return tiny_llama(0, lm_head_scale=8.0)
 
 
+#: Test modules that drive the shared app in Chromium: under pytest-xdist (``--dist loadgroup``)
+#: they run in one worker, so the suite starts one app server (``shared_app_url``), not one per worker.
+BROWSER_GROUP = "browser"
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` need CUDA: skipped, with the reason, where torch sees no CUDA GPU."""
+    """The browser modules (tests/test_browser*.py) form one xdist group; tests marked ``gpu`` need
+    CUDA: skipped, with the reason, where torch sees no CUDA GPU."""
+    for item in items:
+        if item.path.name.startswith("test_browser"):
+            item.add_marker(pytest.mark.xdist_group(BROWSER_GROUP))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason=f"needs a CUDA GPU; torch {torch.__version__} sees none")

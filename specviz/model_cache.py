@@ -20,13 +20,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 import torch
 
-from typing import TYPE_CHECKING
-
 from . import memory
 from .drafters import selfdraft
-
-if TYPE_CHECKING:
-    from .models import LoadedModel
 
 # ``LoadedModel`` (specviz.models) appears in annotations only, as a name: importing it would make
 # the two modules import each other.

@@ -57,7 +57,7 @@ class _Prepared:
     def __init__(self, key):
         self.key, self.timed = key, 0
 
-    def warm_up(self, once=False):
+    def warm_up(self, once=False, should_end=None):
         return False
 
 

@@ -151,7 +151,7 @@ def test_a_run_past_the_time_limit_stops_with_its_tokens(monkeypatch, caplog):
     models.prepare_offline("smollm2-135m-instruct")
     monkeypatch.setattr(settings, "PUBLIC_POLICY", dataclasses.replace(settings.PUBLIC_POLICY, max_run_s=0.5))
 
-    def no_baseline(prepared, baselines):  # keep the test short
+    def no_baseline(prepared, baselines, should_end=None):  # keep the test short
         return None, baselines
         yield  # a generator, like the real one
 

@@ -53,6 +53,7 @@ def target():
 BROWSER_GROUP = "browser"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the group marks
 def pytest_collection_modifyitems(config, items):
     """The browser modules (tests/test_browser*.py) form one xdist group; tests marked ``gpu`` need
     CUDA: skipped, with the reason, where torch sees no CUDA GPU."""

@@ -226,9 +226,11 @@ def visitor_table(request: gr.Request | None = None) -> RecycleTable:
 
 def forget(request: gr.Request) -> str:
     """The "Forget my earlier outputs" button: drop this visitor's history and Token Recycling
-    table; a line saying so. These are the only copies kept past a job: a GPU worker holds a
-    visitor's stores only while their job runs (:data:`JOB_STORES`), and a job running now brings
-    its copy back only to a visitor who has not forgotten since (:meth:`HistoryStore.replace`)."""
+    table; a line saying so."""
+    # (The docstring is the endpoint's API description: kept as it was.) These are the only copies
+    # kept past a job: a GPU worker holds a visitor's stores only while their job runs
+    # (JOB_STORES, drop_inherited), and a job running now brings its copy back only to a visitor
+    # who has not forgotten since (HistoryStore.replace).
     session = session_of(request)
     if session:
         HISTORIES.drop(session)

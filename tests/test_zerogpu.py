@@ -120,11 +120,11 @@ def _pickled_stream(calls):
     real = gpu.stream_job
 
     def stream(job, progress=None):
-        job = pickle.loads(_dumps_without_tensors(job))
-        calls.append(job)
         real_run_job = gpu.run_job
 
-        def crossing(job):
+        def crossing(job):  # the main process keeps its job; the worker gets a copy
+            job = pickle.loads(_dumps_without_tensors(job))
+            calls.append(job)
             for record in real_run_job(job):
                 yield pickle.loads(_dumps_without_tensors(record))
 

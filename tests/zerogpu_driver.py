@@ -74,7 +74,268 @@ def scenario_deploy() -> dict:
             **outcome}
 
 
-SCENARIOS = {"import": scenario_import, "deploy": scenario_deploy}
+# ----------------------------------------------------------------------------- the forked worker
+#: The visitor's secret, as the token ids a run would add to their suffix history and table.
+SECRET = [4242, 31337, 4242, 27182, 31337]
+
+
+def remember(ctx, tokens):
+    """A work function doing what a run does to the visitor's stores (its output added to their
+    suffix history, the target's top ids after it to their table); yields the worker's pid."""
+    import os
+
+    import torch
+
+    from specviz.ui import visitors
+
+    visitors.visitor_history().add(list(tokens))
+    visitors.visitor_table().update(list(tokens), torch.tensor([[t] for t in tokens]))
+    yield os.getpid()
+
+
+def _holds(history, table, tokens) -> bool:
+    """Whether a history or table holds any of ``tokens`` (a table: as a row or a candidate)."""
+    seen = {t for seq in history.to_list() for t in seq} if history is not None else set()
+    if table is not None:
+        seen |= {t for token in tokens for t in table.row(token)} | {t for t in tokens if table.row(t)}
+    return bool(seen & set(tokens))
+
+
+def probe(ctx, tokens):
+    """A work function reporting what the worker holds: whether the job's own stores, and whether
+    any history or table alive anywhere in the worker's memory (every one the garbage collector
+    tracks, the worker's per-visitor stores included), hold ``tokens``."""
+    import gc
+    import os
+
+    from specviz.drafters import RecycleTable, SuffixHistory
+    from specviz.ui import visitors
+
+    mine = (visitors.visitor_history(), visitors.visitor_table())
+    gc.collect()
+    alive = [o for o in gc.get_objects() if isinstance(o, (SuffixHistory, RecycleTable)) and o not in mine]
+    anywhere = any(_holds(o, None, tokens) if isinstance(o, SuffixHistory) else _holds(None, o, tokens) for o in alive)
+    yield {"pid": os.getpid(), "job_sees": _holds(*mine, tokens), "worker_holds": anywhere,
+           "worker_sessions": len(visitors.HISTORIES) + len(visitors.TABLES)}
+
+
+def count(ctx, rounds, pause_s):
+    """A work function of ``rounds`` rounds of ``pause_s`` seconds each, yielding the round's
+    number and ending early, as a run's loop does, when Stop is pressed or the deadline passes."""
+    for i in range(rounds):
+        if ctx.should_end():
+            return
+        time.sleep(pause_s)
+        yield i
+
+
+class _Scheduler:
+    """Stand-ins for the device API calls ``spaces.zero.client`` makes (``schedule``, ``allow``,
+    ``release``), answering as the ZeroGPU scheduler does: one card (index 0, idle, so the wrapper
+    reuses its worker), and the worker killed (SIGKILL) once its charged reservation
+    (``client.get_duration_seconds``, the real one) runs out unless released first."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.timers: dict[str, threading.Timer] = {}
+        self.released: list[tuple[str, bool]] = []
+        self.count = 0
+
+    def install(self) -> None:
+        from spaces.zero import client
+
+        client.schedule, client.allow, client.release = self.schedule, self.allow, self.release
+
+    def schedule(self, task_id, request=None, duration=None, gpu_size=None, **_):
+        import threading
+
+        from spaces.zero import client
+        from spaces.zero.api import ScheduleResponse
+
+        self.count += 1
+        token = f"allow-{self.count}"
+        timer = threading.Timer(client.get_duration_seconds(duration, gpu_size), self.abort)
+        timer.daemon = True
+        timer.start()
+        self.timers[token] = timer
+        return ScheduleResponse(idle=True, nvidiaIndex=0, nvidiaUUID="GPU-harness", allowToken=token)
+
+    def allow(self, allow_token: str) -> None:  # in the worker: nothing to tell the device API
+        return None
+
+    def release(self, allow_token: str, *, fail: bool = False, allow_404: bool = False) -> None:
+        self.timers.pop(allow_token).cancel()
+        self.released.append((allow_token, fail))
+
+    @staticmethod
+    def abort() -> None:
+        """The platform takes the card back: every worker is killed."""
+        import multiprocessing
+        import os
+        import signal
+
+        children = multiprocessing.active_children()
+        for child in children:
+            os.kill(child.pid, signal.SIGKILL)
+        for child in children:  # dead before the next job asks the wrapper for its worker
+            child.join(timeout=5)
+
+
+def _no_card_start_up() -> None:
+    """The worker's two start-up steps that need a real card become no-ops: ``torch.init``
+    (``.cuda()`` on a tensor) and ``torch.move`` (the packed tensors to the card); these jobs
+    place nothing."""
+    from spaces.zero import torch as zero_torch
+
+    zero_torch.init = lambda nvidia_uuid: None
+    zero_torch.move = lambda callback=None: None
+
+
+class _Visitor:
+    """A page's request as the app reads it: its session hash."""
+
+    def __init__(self, session: str) -> None:
+        self.session_hash = session
+
+
+def _job(session: str, work, *args, duration_s: int = 60, **kwargs):
+    from specviz.ui import gpu, visitors
+
+    token = visitors.JOB_SESSION.set(session)  # make_job reads the visitor as a callback would
+    try:
+        return gpu.make_job(work, *args, duration_s=duration_s, **kwargs)
+    finally:
+        visitors.JOB_SESSION.reset(token)
+
+
+def _ended(job, timeout_s: float = 10.0) -> None:
+    """Wait until the job's stream is closed and its slot released (the worker then idle)."""
+    from specviz.ui import gpu
+
+    limit = time.monotonic() + timeout_s
+    while job.stop_slot in gpu._running and time.monotonic() < limit:
+        time.sleep(0.01)
+
+
+def _stop_part() -> dict:
+    """Visitor A's 200-round job; visitor B presses Stop at A's round 3, A at round 8."""
+    import os
+
+    from specviz.ui import gpu
+
+    job = _job("visitor-a", count, 200, 0.05)
+    outputs, other_stopped, own_at, own_s = [], None, None, None
+    for value in gpu.stream_job(job):
+        outputs.append(value)
+        if len(outputs) == 3:
+            other_stopped = gpu.stop_session(_Visitor("visitor-b"))
+        if len(outputs) == 8:
+            own_at, own_s = len(outputs), time.monotonic()
+            gpu.stop_session(_Visitor("visitor-a"))
+    ended_s = time.monotonic() - own_s if own_s is not None else None
+    _ended(job)
+    return {"outputs": len(outputs), "other_stopped": other_stopped, "own_at": own_at,
+            "after_own_stop": len(outputs) - (own_at or 0), "end_after_stop_s": ended_s,
+            "main_pid": os.getpid()}
+
+
+def _run(session: str, work, *args):
+    from specviz.ui import gpu
+
+    job = _job(session, work, *args)
+    outputs = list(gpu.stream_job(job))
+    _ended(job)
+    return outputs[-1]
+
+
+def _main_holds(tokens) -> bool:
+    """Whether any history or table alive in the main process holds ``tokens``."""
+    import gc
+
+    from specviz.drafters import RecycleTable, SuffixHistory
+
+    gc.collect()
+    alive = [o for o in gc.get_objects() if isinstance(o, (SuffixHistory, RecycleTable))]
+    return any(_holds(o, None, tokens) if isinstance(o, SuffixHistory) else _holds(None, o, tokens) for o in alive)
+
+
+def _forget_part() -> dict:
+    """Visitor F presses Forget while their job runs. Visitor A's run adds the secret; A presses
+    Forget; then B's job and A's next job probe the worker. Then C runs with the secret and closes
+    the tab; B probes again. Then E runs, the worker is killed, a new one forked while E's history
+    is held, E presses Forget; B probes the new worker."""
+    from specviz.ui import gpu, visitors
+
+    # Visitor F presses Forget while their job runs: what the job brings back must not restore it.
+    job, outputs = _job("visitor-f", remember, SECRET), []
+    for value in gpu.stream_job(job):
+        outputs.append(value)
+        visitors.forget(_Visitor("visitor-f"))
+    _ended(job)
+    del job
+    result = {"midrun_outputs": len(outputs), "main_after_midrun_forget": _main_holds(SECRET)}
+    result["remember_pid"] = _run("visitor-a", remember, SECRET)
+    result["main_had_secret"] = _holds(visitors.HISTORIES.get("visitor-a"), visitors.TABLES.get("visitor-a"), SECRET)
+    visitors.forget(_Visitor("visitor-a"))
+    result["main_after_forget"] = _main_holds(SECRET)
+    result["other_after_forget"] = _run("visitor-b", probe, SECRET)
+    result["own_after_forget"] = _run("visitor-a", probe, SECRET)
+    _run("visitor-c", remember, SECRET)
+    visitors.end_session(_Visitor("visitor-c"))
+    result["main_after_close"] = _main_holds(SECRET)
+    result["other_after_close"] = _run("visitor-b", probe, SECRET)
+    # The platform reclaims the idle worker; the next job forks a new one while the main process
+    # holds visitor E's secret; E then presses Forget.
+    _run("visitor-e", remember, SECRET)
+    _Scheduler.abort()
+    result["refork_pid"] = _run("visitor-e", probe, [])["pid"]
+    visitors.forget(_Visitor("visitor-e"))
+    result["other_after_refork"] = _run("visitor-b", probe, SECRET)
+    return result
+
+
+def _deadline_part(enforce: bool) -> dict:
+    """A 4-second reservation for a 20-second job (the deadline enforced as on ZeroGPU, or not):
+    its outputs and how it ended."""
+    from specviz.ui import gpu
+
+    job = _job("visitor-d", count, 200, 0.1, duration_s=4)
+    job = gpu.Job(job.work, job.args, job.kwargs, job.duration_s, job.stop_slot, job.session,
+                  enforce_deadline=None if enforce else False, stores=job.stores, created_s=job.created_s)
+    outputs, outcome, t0 = [], "ok", time.monotonic()
+    try:
+        for value in gpu.stream_job(job):
+            outputs.append(value)
+    except Exception as err:  # noqa: BLE001 — the outcome is what the test reads
+        outcome = f"{type(err).__name__}: {getattr(err, 'message', err)}"
+    _ended(job)
+    return {"outputs": len(outputs), "outcome": outcome, "elapsed_s": time.monotonic() - job.created_s,
+            "stream_s": time.monotonic() - t0, "deadline_s": gpu.deadline_s(4)}
+
+
+def scenario_worker() -> dict:
+    """``run_job`` through ``spaces``' real generator wrapper, in one forked worker reused across
+    jobs as ZeroGPU reuses an idle one: Stop, Forget (and a closed tab), the deadline, and the
+    deadline left unenforced (the control: the scheduler's abort)."""
+    scheduler = _Scheduler()
+    scheduler.install()
+    _no_card_start_up()
+    from spaces.zero import client
+
+    from specviz.ui import gpu
+
+    result = {"wrapped": getattr(gpu.run_job, "__wrapped__", None) is not None,
+              "charged_4s": client.get_duration_seconds(__import__("datetime").timedelta(seconds=4), None)}
+    result["stop"] = _stop_part()
+    result["forget"] = _forget_part()
+    result["deadline"] = _deadline_part(enforce=True)
+    result["unenforced"] = _deadline_part(enforce=False)
+    result["schedules"], result["released"] = scheduler.count, scheduler.released
+    return result
+
+
+SCENARIOS = {"import": scenario_import, "deploy": scenario_deploy, "worker": scenario_worker}
 
 
 def main(argv: list[str]) -> int:

@@ -16,6 +16,23 @@ What is stubbed, and only that:
 * in the forked worker, the two steps that need a real card (``torch.init`` and ``torch.move``:
   the driver's stand-ins restore the packed tensors on the CPU).
 
+The forked-worker mode (``worker`` scenario, :func:`spaces_env`, :mod:`tests.test_zerogpu_worker`)
+runs :func:`specviz.ui.gpu.run_job` through ``spaces``' real generator wrapper
+(``spaces.zero.wrappers.generator_function_wrapper``): it forks its worker, pickles the job in and
+each record out, reuses the idle worker for the next job, and turns a dead worker into "GPU task
+aborted". Stubbed there, and only that:
+
+* ``spaces.zero.client.schedule``, ``allow`` and ``release`` (the device API, unreachable): the
+  driver's ``_Scheduler`` answers as ZeroGPU's scheduler does, one card, idle, so the wrapper
+  reuses its worker, and SIGKILLs the worker once the charged reservation
+  (``client.get_duration_seconds``, the real one) runs out unless released first: the platform's
+  abort, which the deadline must beat;
+* in the worker, ``spaces.zero.torch.init`` (``.cuda()`` on a tensor) and ``spaces.zero.torch.move``
+  (the placed tensors onto the card): both need a real card, and these jobs place nothing, so they
+  are no-ops (``torch.unpatch`` and the rest of the worker's start-up run as they are);
+* the jobs are the driver's small module-level work functions, not a model's run: the wrapper,
+  the pickling, the worker's reuse and the page's Stop, Forget and deadline are what is tested.
+
 The models are tiny random Llamas (2 layers, hidden 64, SmolLM2's 49,152-token vocabulary and its
 tokenizer) laid out where the app looks: the presets' hub ids as a Hugging Face hub cache
 (``HF_HOME/hub/models--org--name/snapshots/<rev>/``, blobs symlinked as the hub writes them, which
@@ -110,11 +127,18 @@ def build_caches(root: pathlib.Path) -> dict:
         _tiny_model(offline, seed)
         (offline / "specviz-prepared.json").write_text('{"source": "tests", "converted_by": "specviz"}\n')
     return {
-        "HF_HOME": str(root / "hf"), "HF_HUB_CACHE": str(hub), "SPECVIZ_CACHE": str(root / "specviz"),
+        **spaces_env(root), "HF_HOME": str(root / "hf"), "HF_HUB_CACHE": str(hub),
+        "SPECVIZ_CACHE": str(root / "specviz"),
+        "ZEROGPU_MMAP_AUTOPRUNE_PATTERN": str(hub / "models--*" / "blobs" / "*"), "SPECVIZ_PUBLIC": "1",
+    }
+
+
+def spaces_env(root: pathlib.Path) -> dict:
+    """The environment of a driver that needs no models (the forked-worker mode): ZeroGPU's
+    emulation on, its device API unreachable, its offload folder under ``root``, everything offline."""
+    return {
         "SPACES_ZERO_GPU": "true", "SPACES_ZERO_DEVICE_API_URL": "http://127.0.0.1:9/",
-        "ZEROGPU_OFFLOAD_DIR": str(root / "zerogpu"),
-        "ZEROGPU_MMAP_AUTOPRUNE_PATTERN": str(hub / "models--*" / "blobs" / "*"),
-        "SPECVIZ_PUBLIC": "1", "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
+        "ZEROGPU_OFFLOAD_DIR": str(root / "zerogpu"), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
         "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
     }
 

@@ -21,6 +21,10 @@ value on the way out, and the decorated function itself by reference. So:
   :func:`stream_job`, and a visitor's Stop reaches only the slots of their own running jobs:
   :func:`stop_session`), and the work ends its loop at the
   deadline (:func:`specviz.ui.gpu_budget.deadline_s`) with what was generated kept;
+* the visitor's suffix history and Token Recycling table travel with the job
+  (:attr:`Job.stores`), reach the work only through the job, and come back in a ``stores``
+  record; the worker keeps no copy past the job, so Forget and a closed tab, which drop the
+  main process's, leave none anywhere (issue 42 item 2);
 * the reservation is the job's own :attr:`Job.duration_s` (:func:`job_duration`, ZeroGPU's
   callable ``duration``), estimated from the request by :mod:`specviz.ui.gpu_budget`.
 
@@ -43,7 +47,7 @@ import gradio as gr
 from ..memory import on_zero_gpu
 from . import visitors
 from .gpu_budget import MIN_S, deadline_s
-from .visitors import JOB_SESSION, session_of
+from .visitors import JOB_SESSION, JOB_STORES, session_of
 
 try:
     import spaces
@@ -140,10 +144,15 @@ class Job:
             runs from its scheduling, before the fork and the worker's start-up (CUDA init, the
             placed tensors moved), so the deadline counts from here (the monotonic clock is the
             machine's, shared by a forked worker).
-        stores: the visitor's (:class:`~specviz.drafters.SuffixHistory`,
+        stores: ``[history, table]``, the visitor's (:class:`~specviz.drafters.SuffixHistory`,
             :class:`~specviz.drafters.RecycleTable`), or None: they travel with the job, since a
             forked worker's copies of the main process's would be stale, and come back updated
-            (a ``stores`` record). Outside a Space they are the very objects, and nothing is copied.
+            (a ``stores`` record). The work reaches them through
+            :data:`specviz.ui.visitors.JOB_STORES`, never the worker's own stores, and
+            :func:`run_job` empties this list at the job's end: a worker that outlives the job
+            (ZeroGPU reuses an idle one, its last job's arguments still referenced) keeps nothing
+            of the visitor, so Forget and a closed tab, which drop the main process's copies, leave
+            no copy anywhere (issue 42 item 2). Outside a Space they are the very objects.
     """
 
     work: Callable
@@ -153,7 +162,7 @@ class Job:
     stop_slot: int = -1
     session: str | None = None
     enforce_deadline: bool | None = None
-    stores: tuple | None = None
+    stores: list | None = None
     created_s: float | None = None
 
     def __post_init__(self):
@@ -231,19 +240,21 @@ def _gpu(fn):
 def run_job(job: Job) -> Iterator[Record]:
     """Run ``job`` (on the GPU on a Space): its work's outputs and messages as :class:`Record` s,
     a ``gr.Error`` it raises as a last ``error`` record."""
+    visitors.drop_inherited()  # a forked worker's first job: the fork's copies of every visitor's stores
     ctx = JobContext(job)
-    _put_stores(job.session, job.stores)
+    stores = tuple(job.stores) if job.session and job.stores else None
     work = job.work(ctx, *job.args, **job.kwargs)
     try:
         while True:
-            # The session is set around each step, not across yields: gradio may advance a
-            # generator from a fresh copy of its context each time.
-            token = JOB_SESSION.set(job.session)
+            # The session and stores are set around each step, not across yields: gradio may
+            # advance a generator from a fresh copy of its context each time.
+            token, stores_token = JOB_SESSION.set(job.session), JOB_STORES.set(stores)
             try:
                 outputs = next(work)
             except StopIteration:
                 break
             finally:
+                JOB_STORES.reset(stores_token)
                 JOB_SESSION.reset(token)
             yield from ctx.flush()
             yield Record("outputs", outputs)
@@ -255,18 +266,21 @@ def run_job(job: Job) -> Iterator[Record]:
         yield Record("error", (str(err.message), err.title))
     finally:
         work.close()
-
-
-def _put_stores(session: str | None, stores) -> None:
-    if session and stores is not None:
-        history, table = stores
-        visitors.HISTORIES.put(session, history)
-        visitors.TABLES.put(session, table)
+        if job.stores:
+            job.stores.clear()  # nothing of the visitor outlives the job here (Job.stores)
 
 
 def _stores_record(job: Job) -> Iterator[Record]:
-    if job.session and job.stores is not None:
-        yield Record("stores", (visitors.HISTORIES.get(job.session), visitors.TABLES.get(job.session)))
+    if job.session and job.stores:
+        yield Record("stores", tuple(job.stores))
+
+
+def _put_back(session: str | None, taken: tuple | None, stores) -> None:
+    """The stores a job brought back become the visitor's, unless they pressed Forget or left
+    since the job was made (the main process no longer holds what the job ``taken``)."""
+    if session and taken and stores is not None:
+        visitors.HISTORIES.replace(session, taken[0], stores[0])
+        visitors.TABLES.replace(session, taken[1], stores[1])
 
 
 def stream_job(job: Job, progress=None) -> Iterator:
@@ -277,6 +291,7 @@ def stream_job(job: Job, progress=None) -> Iterator:
     generator on its event loop, and ``spaces``' wrapper answers a close by waiting for the
     worker's current step, which would stall every visitor's page meanwhile. Once closed, the
     job's Stop slot is released (:func:`release_slot`)."""
+    taken = tuple(job.stores) if job.stores else None  # run_job may empty the list in-process
     records = run_job(job)
     try:
         for record in records:
@@ -289,7 +304,7 @@ def stream_job(job: Job, progress=None) -> Iterator:
             elif record.kind == "warning":
                 gr.Warning(record.value)
             elif record.kind == "stores":
-                _put_stores(job.session, record.value)
+                _put_back(job.session, taken, record.value)
             elif record.kind == "error":
                 message, title = record.value
                 raise gr.Error(message, title=title, print_exception=False)
@@ -312,6 +327,6 @@ def make_job(work: Callable, *args, duration_s: int, **kwargs) -> Job:
     """A :class:`Job` of ``work`` for the visitor the running callback serves, holding a fresh Stop
     slot until :func:`stream_job` of it ends (stream it at once: a job never streamed keeps its slot)."""
     session = session_of()
-    stores = (visitors.HISTORIES.get(session), visitors.TABLES.get(session)) if session else None
+    stores = [visitors.HISTORIES.get(session), visitors.TABLES.get(session)] if session else None
     return Job(work, args, kwargs, int(duration_s), new_stop_slot(session, work), session, stores=stores,
                created_s=time.monotonic())

@@ -19,6 +19,7 @@ import shutil
 import tempfile
 import threading
 import time
+import weakref
 from collections import OrderedDict
 
 import gradio as gr
@@ -53,6 +54,12 @@ ONE_GENERATION = ("One generation at a time per visitor in public mode: yours is
 PUSH_WINDOW_S = 2.0
 
 
+#: Every history and table a :class:`HistoryStore` of this process made or was given (weakly: a
+#: dropped one is gone from here too), and the process they belong to (:func:`drop_inherited`).
+_TRACKED: weakref.WeakSet = weakref.WeakSet()
+_owner_pid = os.getpid()
+
+
 class HistoryStore:
     """Each session's :class:`~specviz.drafters.SuffixHistory` (capped at the session caps), or
     with ``factory=new_table`` its :class:`~specviz.drafters.RecycleTable`: at most
@@ -71,7 +78,9 @@ class HistoryStore:
         with self._lock:
             self._expire(now)
             history = self._by_session.pop(session, (None, 0.0))[0]
-            history = history if history is not None else self.factory()
+            if history is None:
+                history = self.factory()
+                _TRACKED.add(history)
             self._by_session[session] = (history, now)
             while len(self._by_session) > self.max_sessions:
                 self._by_session.popitem(last=False)
@@ -87,11 +96,25 @@ class HistoryStore:
     def put(self, session: str, value) -> None:
         """Make ``value`` the session's history (or table), used now: what a GPU worker updated,
         brought back (:func:`specviz.ui.gpu.stream_job`), or what the main process sent it."""
+        _TRACKED.add(value)
         with self._lock:
             self._by_session.pop(session, None)
             self._by_session[session] = (value, time.monotonic())
             while len(self._by_session) > self.max_sessions:
                 self._by_session.popitem(last=False)
+
+    def replace(self, session: str, expected, value) -> bool:
+        """Make ``value`` the session's history (or table) only if the session still holds
+        ``expected`` (what a job took when it was made): a visitor who pressed Forget or left while
+        the job ran gets nothing back from it. Returns whether ``value`` was kept."""
+        with self._lock:
+            held = self._by_session.get(session, (None, 0.0))[0]
+            if held is None or held is not expected:
+                return False
+            _TRACKED.add(value)
+            self._by_session.pop(session)
+            self._by_session[session] = (value, time.monotonic())
+            return True
 
     def drop(self, session: str) -> None:
         """Forget the session's history (the session ended, or the visitor asked)."""
@@ -126,9 +149,44 @@ HISTORIES = HistoryStore()
 TABLES = HistoryStore(factory=new_table)
 
 
+def _reset_in_child() -> None:
+    """In a process just forked: empty maps and new locks for the two stores (a lock held by a
+    main-process thread at the fork would stay held in the child forever). Pure Python: the
+    copies' contents are emptied by :func:`drop_inherited`, at the worker's first job."""
+    for store in (HISTORIES, TABLES):
+        store._lock = threading.Lock()
+        store._by_session = OrderedDict()
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
+
+
+def drop_inherited() -> int:
+    """In a process forked from the one that made the stores (ZeroGPU's GPU worker), once: empty
+    every visitor history and table the fork copied. A worker outlives the visitor's Forget or
+    closed tab, which reach only the main process, and the fork copies them all, held by the
+    stores or still referenced (a job being sent when the fork happened: its arguments stay on
+    the forked stack); a job brings its own visitor's stores (:data:`JOB_STORES`). Nothing in the
+    process that made them. Returns how many were emptied."""
+    global _owner_pid
+    if os.getpid() == _owner_pid:
+        return 0
+    _owner_pid = os.getpid()
+    inherited = list(_TRACKED)
+    _TRACKED.clear()
+    for store in inherited:
+        store.clear()
+    return len(inherited)
+
+
 #: The session of the visitor a GPU job serves (:func:`specviz.ui.gpu.run_job` sets it in the
 #: worker, where gradio's request context may be missing); :func:`session_of` reads it first.
 JOB_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("specviz_job_session", default=None)
+#: The (history, table) the running GPU job carries (:attr:`specviz.ui.gpu.Job.stores`), set by
+#: :func:`specviz.ui.gpu.run_job` around each step: in a forked worker the visitor's stores live
+#: only here, never in :data:`HISTORIES`/:data:`TABLES`, so nothing of a visitor outlasts their
+#: job in the worker (issue 42 item 2).
+JOB_STORES: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("specviz_job_stores", default=None)
 
 
 def session_of(request: gr.Request | None = None) -> str | None:
@@ -149,14 +207,19 @@ def session_of(request: gr.Request | None = None) -> str | None:
 
 
 def visitor_history(request: gr.Request | None = None) -> SuffixHistory:
-    """The history of the visitor the running callback serves, or a fresh one without a session."""
+    """The history of the visitor the running callback serves (the one their GPU job carries, in a
+    job: :data:`JOB_STORES`), or a fresh one without a session."""
+    if request is None and JOB_STORES.get() is not None:
+        return JOB_STORES.get()[0]
     session = session_of(request)
     return HISTORIES.get(session) if session else new_history()
 
 
 def visitor_table(request: gr.Request | None = None) -> RecycleTable:
     """The Token Recycling table of the visitor the running callback serves, or a fresh one
-    without a session."""
+    without a session; in a GPU job, the one it carries (:data:`JOB_STORES`)."""
+    if request is None and JOB_STORES.get() is not None:
+        return JOB_STORES.get()[1]
     session = session_of(request)
     return TABLES.get(session) if session else new_table()
 
@@ -164,6 +227,10 @@ def visitor_table(request: gr.Request | None = None) -> RecycleTable:
 def forget(request: gr.Request) -> str:
     """The "Forget my earlier outputs" button: drop this visitor's history and Token Recycling
     table; a line saying so."""
+    # (The docstring is the endpoint's API description: kept as it was.) These are the only copies
+    # kept past a job: a GPU worker holds a visitor's stores only while their job runs
+    # (JOB_STORES, drop_inherited), and a job running now brings its copy back only to a visitor
+    # who has not forgotten since (HistoryStore.replace).
     session = session_of(request)
     if session:
         HISTORIES.drop(session)
@@ -173,7 +240,8 @@ def forget(request: gr.Request) -> str:
 
 
 def end_session(request: gr.Request) -> None:
-    """``demo.unload``: the visitor left; free their history, table and export folder."""
+    """``demo.unload``: the visitor left; free their history, table and export folder (the only
+    copies past a job, as for :func:`forget`)."""
     session = session_of(request)
     if session:
         HISTORIES.drop(session)

@@ -83,7 +83,7 @@ def _release_memory() -> None:
 
 @dataclass(eq=False)
 class _Entry:
-    loaded: LoadedModel
+    loaded: LoadedModel  # noqa: F821 (specviz.models; named only, see above)
     nbytes: int
     int8: weakref.ref | None = None  # the int8 copy last measured, and its bytes
     int8_bytes: int = 0

@@ -66,7 +66,7 @@ def test_a_second_visitor_reuses_the_servers_baseline(monkeypatch):
 
     measured = PlainBaseline(50.0, 20.0)
 
-    def timed(prepared, known=None):
+    def timed(prepared, known=None, should_end=None):
         prepared.timed += 1
         yield "Timing plain decoding (sample 1 of 3): 8/32 tokens…"
         return measured

@@ -12,6 +12,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # README's test command runs two pytest-xdist workers on a 2-core machine: one torch thread
     # each, or the workers' intra-op threads spin against each other at every barrier.
     torch.set_num_threads(1)
+    # And a temporary folder each (gradio's cache, the visitors' exports, and the apps the tests
+    # start inherit it): a test that measures what its server writes to disk sees only its own.
+    import tempfile
+
+    _worker_tmp = os.path.join(tempfile.gettempdir(), f"specviz-tests-{os.environ['PYTEST_XDIST_WORKER']}")
+    os.makedirs(_worker_tmp, exist_ok=True)
+    os.environ["TMPDIR"] = _worker_tmp
+    os.environ.setdefault("GRADIO_TEMP_DIR", os.path.join(_worker_tmp, "gradio"))
+    tempfile.tempdir = _worker_tmp
 
 from scripts.browser_launch import free_port
 

@@ -164,8 +164,13 @@ def test_a_run_whose_deadline_passes_while_it_streams_keeps_its_tokens(tiny_targ
     try:
         free = gpu.JobContext(gpu.Job(run_stream.run_work, (), {}, 10, gpu.new_stop_slot(), None,
                                       enforce_deadline=False))
-        baselines = list(run_stream.run_work(free, request, {}, False))[-1][-3]
-        assert isinstance(baselines, dict) and baselines
+        first = list(run_stream.run_work(free, request, {}, False))[-1][-2]  # the first run's state
+        assert first.baseline is not None  # its plain baseline was timed: the next run reuses it
+        from specviz.runner import prepare_run
+
+        # As the page keeps it (a finished run whose own timings contradict its baseline drops it
+        # from the returned dict, and this tiny model's timings are noisy): the key the run looks up.
+        baselines = {run_stream.baseline_key(prepare_run(request)): first.baseline}
         ctx = _context(clock, 3)
         outputs = list(run_stream.run_work(ctx, request, baselines, False))
     finally:

@@ -32,24 +32,8 @@ from specviz.train_draft import (
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-VOCAB = 32
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_llama(0, vocab_size=VOCAB)
-
-
-@pytest.fixture
-def head_dir(target, tmp_path):
-    save_head(EagleHead(target, torch.tensor([0, 4, 9])), tmp_path / "head", {"target": "tiny"})
-    return tmp_path / "head"
-
-
-def _one_line(err) -> str:
-    text = str(err.value)
-    assert "\n" not in text and "Traceback" not in text, text
-    return text
+# The tiny target, a valid head to spoil and the one-line check: the hostile-file tests' own.
+from test_files_on_load import VOCAB, _one_line, head_dir, target  # noqa: E402, F401  (fixtures)
 
 
 def _set_frequent_ids(directory, ids) -> None:

@@ -12,6 +12,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # README's test command runs two pytest-xdist workers on a 2-core machine: one torch thread
     # each, or the workers' intra-op threads spin against each other at every barrier.
     torch.set_num_threads(1)
+    # The same for every process a test starts (the app servers, the command-line runs, spawned
+    # pools): a second OpenMP thread in a subprocess buys no wall time on a machine whose two cores
+    # both run a worker, and its spin-waits cost CPU the other worker needs (one `specviz run` on
+    # the offline pair: 31 s of CPU with two threads, 21 s with one, the same 22 s of wall time).
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
     # And a temporary folder each (gradio's cache, the visitors' exports, and the apps the tests
     # start inherit it): a test that measures what its server writes to disk sees only its own.
     import tempfile

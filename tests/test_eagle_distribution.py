@@ -39,6 +39,7 @@ Design (checked by ``test_sample_size_catches_total_variation_0_05``):
 from __future__ import annotations
 
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -131,15 +132,26 @@ def _worker(branches: int, lookup: bool, seeds: range):
 @pytest.fixture(scope="module")
 def pool():
     """Two spawned worker processes, shared by the chain and the tree histograms (a spawn imports
-    torch and specviz again: seconds, paid once per module)."""
+    torch and specviz again: seconds, paid once per module); None under pytest-xdist, whose other
+    worker already keeps the second core busy, so a pool would only add two processes contending
+    for it."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        yield None
+        return
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as workers:
         yield workers
 
 
 def first_pairs_in_two_processes(pool, branches: int, n: int, lookup: bool = False) -> tuple[np.ndarray, int, int, int, int]:
     """:func:`first_pairs` over seeds 0..n−1, the halves in ``pool``'s two worker processes (each
-    run is a few milliseconds of Python, so two cores halve the wall time); the sums of both."""
+    run is a few milliseconds of Python, so two cores halve the wall time); the sums of both.
+    Without a pool (``pool`` None) both halves run here, in order: the same seeds, the same sums."""
     halves = [range(0, n // 2), range(n // 2, n)]
+    if pool is None:
+        target, head = build()
+        results = [first_pairs(target, head, branches, seeds, lookup) for seeds in halves]
+        counts = sum(r[0] for r in results)
+        return counts, *(sum(r[i] for r in results) for i in (1, 2, 3, 4))
     results = list(pool.map(_worker, [branches, branches], [lookup, lookup], halves))
     counts = sum(r[0] for r in results)
     return counts, *(sum(r[i] for r in results) for i in (1, 2, 3, 4))

@@ -198,14 +198,15 @@ def test_every_slot_held_refuses_a_new_job_with_a_sentence(monkeypatch):
 
 
 # ----------------------------------------------------------------------------- side by side's menu
-def test_side_by_side_offers_every_registry_kind_that_runs_on_the_device_with_the_same_default_ticks():
+def test_side_by_side_offers_every_registry_kind_with_a_lane_that_runs_on_the_device_with_the_same_default_ticks():
     from specviz.drafters import DRAFTER_KINDS
     from specviz.ui import side_by_side_tab as tab
 
     for device in ("cpu", "cuda"):
         offered, ticked = tab.side_by_side_menu(device)
         assert [tab.SIDE_BY_SIDE[label] for label in offered] == [
-            spec for spec, kind in DRAFTER_KINDS.items() if kind.runs_on(device)]
+            spec for spec, kind in DRAFTER_KINDS.items() if kind.lane and kind.runs_on(device)]
+        assert offered == [DRAFTER_KINDS[tab.SIDE_BY_SIDE[label]].lane for label in offered]
         assert ticked == [label for label in tab.SIDE_BY_SIDE_DEFAULT if label in offered]
     assert tab.side_by_side_menu("cpu")[1] == ["Prompt lookup", "int8 self-draft", "Early-exit self-draft",
                                                "None (plain decoding)"]

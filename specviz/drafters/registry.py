@@ -71,6 +71,10 @@ class DrafterKind:
         real_draft: drafts from a real distribution made from the target alone (the self-drafts):
             what the lossless check's hints suggest when a drafter proposes point masses or
             nothing.
+        lane: the kind's short label in "Drafters side by side" (what that tab shows and API
+            callers of /side_by_side send), or None for a kind not offered there: the learned
+            heads and Token Recycling need a head or a warm table that a one-off lane would not
+            show fairly, and suffix lookup learns across runs.
     """
 
     spec: str
@@ -89,6 +93,7 @@ class DrafterKind:
     stand_in: str | None = None
     copy_bytes: float = 0.0
     real_draft: bool = False
+    lane: str | None = None
 
     def runs_on(self, device) -> bool:
         """Whether this kind drafts for a target on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``
@@ -192,7 +197,8 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "JSON) it is the drafter that pays off on a CPU (measured on 2 cores, typo prompt: 2.5–3.1× alone, "
                 "about 1.4× with a browser drawing the page on the same cores); on free text it pays only where "
                 "the model repeats itself.",
-                "ngram (prompt lookup)", _build_ngram, lookup=True, aliases=("prompt-lookup",)),
+                "ngram (prompt lookup)", _build_ngram, lookup=True, aliases=("prompt-lookup",),
+                lane="Prompt lookup"),
     DrafterKind("suffix", "Suffix lookup (context and earlier outputs)",
                 "Looks the current suffix up in the prompt, the output so far and earlier outputs of this process, "
                 "and proposes the most frequent continuations (SuffixDecoding). Model-free and exactly lossless "
@@ -206,19 +212,19 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "layers than the target, since eager decoding there is launch-bound (c ≈ draft layers ÷ target "
                 "layers).",
                 "a draft model (offline name, directory or hub id) sharing the target's tokenizer", _build_model,
-                needs_model=True, parameter="model_name"),
+                needs_model=True, parameter="model_name", lane="Draft model (Run tab's)"),
     DrafterKind("int8", "Self-draft: int8 copy of the target (teaching)",
                 "The target itself, quantized to int8 (CPU only). It agrees with the target often (α ≈ 0.5–0.9) "
                 "but costs 50–100% of a target step, so it shows a high α *without* a speedup: the 'good draft, "
                 "too expensive' case.",
                 "int8 (quantized copy of the target)", _build_int8, devices=("cpu",), stand_in="early-exit:4",
-                copy_bytes=4.0, real_draft=True),
+                copy_bytes=4.0, real_draft=True, lane="int8 self-draft"),
     DrafterKind("early-exit", "Self-draft: first N layers of the target (teaching)",
                 "The target's first N layers feeding its final norm and output head, sharing its weights, with no "
                 "training: it almost never agrees with the target (α ≈ 0). The 'poorly aligned draft' case: "
                 "nearly every pass is wasted.",
                 "early-exit:N (first N layers)", _build_early_exit, parameter="layers",
-                pattern=r"early-exit:(\d+)", real_draft=True),
+                pattern=r"early-exit:(\d+)", real_draft=True, lane="Early-exit self-draft"),
     DrafterKind("eagle", "Learned head on the target's features (EAGLE)",
                 "A one-layer head trained on the target's own answers that reads the target's last hidden "
                 "state (EAGLE): a draft for free text where lookup finds nothing; exactly lossless, since the "
@@ -252,7 +258,8 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
     DrafterKind("none", "None: plain decoding of the target",
                 "No drafting: the target decodes one token per forward pass, the baseline every speedup is "
                 "measured against.",
-                "none (plain decoding)", _build_none, can_branch=False, plain=True, aliases=("",)),
+                "none (plain decoding)", _build_none, can_branch=False, plain=True, aliases=("",),
+                lane="None (plain decoding)"),
 )}
 
 #: The kind a spec naming none of the others is: a draft model.

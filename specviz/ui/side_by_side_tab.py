@@ -19,13 +19,10 @@ from .prose import prose
 from .sweep_steps import sweep_plan, sweep_steps
 from .user_errors import refused, user_errors
 
-#: The short names this tab has shown (and API callers send) for some kinds; every other kind
-#: shows its registry label.
-SHORT_LABELS = {"ngram": "Prompt lookup", "model": "Draft model (Run tab's)", "int8": "int8 self-draft",
-                "early-exit": "Early-exit self-draft", "none": "None (plain decoding)"}
-#: The menu: every drafter kind of the registry (:data:`specviz.drafters.DRAFTER_KINDS`, in its
-#: order), label → spec; a kind with a parameter takes the Run tab's (its draft model, its layers).
-SIDE_BY_SIDE = {SHORT_LABELS.get(spec, kind.label): spec for spec, kind in DRAFTER_KINDS.items()}
+#: The menu: every drafter kind of the registry that names a lane
+#: (:attr:`specviz.drafters.DrafterKind.lane`, in the registry's order), label → spec; a kind with
+#: a parameter takes the Run tab's (its draft model, its layers).
+SIDE_BY_SIDE = {kind.lane: spec for spec, kind in DRAFTER_KINDS.items() if kind.lane}
 #: What is ticked at first (of those that run with the target on the device: :func:`side_by_side_menu`).
 SIDE_BY_SIDE_DEFAULT = ("Prompt lookup", "int8 self-draft", "Early-exit self-draft", "None (plain decoding)")
 

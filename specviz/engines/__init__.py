@@ -6,13 +6,10 @@ Gradio-free and torch-free. :func:`read_engine_file` turns one engine file into 
 
 from __future__ import annotations
 
+from .errors import EngineFileError
 from .imported import ENGINES, TOKEN_KINDS, Figure, ImportedRun
 
 __all__ = ["ENGINES", "TOKEN_KINDS", "EngineFileError", "Figure", "ImportedRun", "read_engine_file"]
-
-
-class EngineFileError(ValueError):
-    """An engine file could not be read: the message is one sentence naming the field."""
 
 
 def read_engine_file(text: str, name: str, engine: str | None = None) -> ImportedRun:

@@ -46,6 +46,11 @@ class ImportedRun:
     counters cover a server's lifetime rather than one run. ``tokens`` and ``token_kinds`` (one of
     :data:`TOKEN_KINDS` each) are filled when the format carries the output's text. ``notes`` are
     sentences on what the format cannot tell.
+
+    Optional fields (added after the first shape; default None): ``accepted_histogram[j]`` counts
+    the passes that kept exactly j drafts, j = 0..K, bonus excluded (formats that give the histogram
+    but not the order of the passes); ``tested_by_position[i]`` the passes whose accept test reached
+    position i (0-based), the denominator of conditional acceptance, where the format tells it.
     """
 
     engine: str
@@ -60,3 +65,5 @@ class ImportedRun:
     token_kinds: tuple[str, ...] | None
     figures: tuple[Figure, ...]
     notes: tuple[str, ...]
+    accepted_histogram: tuple[int, ...] | None = None
+    tested_by_position: tuple[int, ...] | None = None

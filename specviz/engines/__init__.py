@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from . import llamacpp, mlx, sglang, vllm
 from .checks import check_text, fail
-from .errors import EngineFileError
+from .file_error import EngineFileError
 from .imported import ENGINES, TOKEN_KINDS, Figure, ImportedRun
 
 __all__ = ["ENGINES", "TOKEN_KINDS", "EngineFileError", "Figure", "ImportedRun", "guess_engine", "read_engine_file"]

@@ -15,7 +15,7 @@ import json
 import math
 import re
 
-from .errors import EngineFileError
+from .file_error import EngineFileError
 
 __all__ = ["MAX_BYTES", "MAX_COUNT", "MAX_POSITIONS", "MAX_STEPS", "MAX_TOKENS", "MAX_TOKEN_CHARS", "check_text",
            "count", "counts", "fail", "json_documents", "label", "load_json", "optional_count", "plain_source",
@@ -119,7 +119,10 @@ def json_documents(text: str, engine: str) -> list:
     except RecursionError:
         fail(engine, "the file", "is JSON nested too deeply to be an engine's output")
     except ValueError as err:
-        if "\n" not in stripped:
+        first = stripped.splitlines()[0]
+        try:
+            json.loads(first, parse_constant=_no_constants)
+        except (ValueError, RecursionError):
             fail(engine, "the file", f"is not valid JSON ({str(err).splitlines()[0][:80]})")
     lines = [line for line in stripped.splitlines() if line.strip()]
     if len(lines) > MAX_STEPS:

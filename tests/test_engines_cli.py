@@ -136,3 +136,12 @@ def test_import_url_streams_one_completion_and_reads_it(capsys, replay_server):
 def test_import_url_that_is_not_http_is_refused_in_one_line(capsys):
     code, _, err = run_cli(capsys, "import", "--url", "file:///etc/passwd")
     assert code == 1 and err.count("\n") == 1 and "not an http:// or https:// address" in err
+
+
+def test_the_request_body_follows_the_endpoint_each_engine_serves():
+    from specviz.engines.stream import request_body
+
+    assert request_body("http://h/generate", "p", 8, None)["sampling_params"] == {"max_new_tokens": 8, "temperature": 0}
+    assert request_body("http://h/completion", "p", 8, None)["n_predict"] == 8
+    openai = request_body("http://h/v1/completions", "p", 8, "m")
+    assert openai["stream_options"] == {"include_usage": True} and openai["model"] == "m" and openai["logprobs"] == 0

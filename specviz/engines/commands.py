@@ -69,7 +69,7 @@ def import_result(args: argparse.Namespace) -> tuple[ImportedRun, dict]:
     if (args.file is None) == (args.url is None):
         raise ValueError("give either FILE or --url URL")
     if args.url is not None:
-        text, name = fetch_completion(args.url, args.engine, args.prompt, args.max_tokens, args.model), args.url
+        text, name = fetch_completion(args.url, args.prompt, args.max_tokens, args.model), args.url
     else:
         text, name = _read(args.file), Path(args.file).name
     before = _read(args.before) if args.before else None

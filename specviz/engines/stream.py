@@ -18,20 +18,25 @@ from .checks import MAX_BYTES, fail
 __all__ = ["fetch_completion", "request_body"]
 
 
-def request_body(engine: str | None, prompt: str, max_tokens: int, model: str | None) -> dict:
-    """The JSON body of the one completion request: a plain ``/v1/completions`` request, streamed,
-    with usage (vLLM puts ``metrics.speculative_decoding`` on the usage chunk) and one logprob per
-    token (so the stream names its tokens); SGLang's native fields ask for its ``meta_info``."""
+def request_body(url: str, prompt: str, max_tokens: int, model: str | None) -> dict:
+    """The JSON body of the one completion request, by the endpoint's path: SGLang's native
+    ``/generate`` (its ``meta_info`` carries the speculative fields), llama.cpp's native
+    ``/completion`` (its final chunk carries ``timings``), else an OpenAI ``/v1/completions`` request,
+    streamed with usage (vLLM puts ``metrics.speculative_decoding`` on the usage chunk) and one
+    logprob per token (so the stream names its tokens). Greedy, so a rerun compares."""
+    path = urllib.parse.urlsplit(url).path.rstrip("/")
+    if path.endswith("/generate"):
+        return {"text": prompt, "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0}, "stream": True}
+    if path.endswith("/completion"):
+        return {"prompt": prompt, "n_predict": max_tokens, "temperature": 0, "stream": True}
     body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}, "logprobs": 0}
     if model:
         body["model"] = model
-    if engine == "sglang":
-        body["return_meta_info"] = True
     return body
 
 
-def fetch_completion(url: str, engine: str | None, prompt: str, max_tokens: int = 64, model: str | None = None,
+def fetch_completion(url: str, prompt: str, max_tokens: int = 64, model: str | None = None,
                      timeout_s: float = 120.0) -> str:
     """Stream one completion from ``url`` (an http(s) endpoint such as ``http://host:8000/v1/completions``)
     and return the recorded events as text.
@@ -43,7 +48,7 @@ def fetch_completion(url: str, engine: str | None, prompt: str, max_tokens: int 
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         fail("url", "the URL", "is not an http:// or https:// address of a completions endpoint")
-    data = json.dumps(request_body(engine, prompt, max_tokens, model)).encode()
+    data = json.dumps(request_body(url, prompt, max_tokens, model)).encode()
     request = urllib.request.Request(url, data=data, method="POST",
                                      headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
     try:

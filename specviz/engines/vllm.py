@@ -33,6 +33,7 @@ __all__ = ["PROM_PREFIX", "looks_like", "read", "read_prometheus"]
 ENGINE = "vllm"
 SPEC = "metrics.speculative_decoding"
 PROM_PREFIX = "vllm:spec_decode_"
+DRAFTS, DRAFT_TOKENS, ACCEPTED = (f"{PROM_PREFIX}{n}_total" for n in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"))
 _SUMMARY = ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens", "acceptance_histogram")
 _PROM_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
 _PROM_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
@@ -233,10 +234,13 @@ def _prom_counts(samples: dict, where: str) -> dict:
         fail(ENGINE, f"{PROM_PREFIX}num_accepted_tokens_per_pos_total", "does not list positions 0, 1, 2, … in turn")
     per_pos = [count(samples[(PROM_PREFIX + "num_accepted_tokens_per_pos", p)], ENGINE,
                      f"{PROM_PREFIX}num_accepted_tokens_per_pos_total{{position=\"{p}\"}}") for p in positions]
-    out = {"drafts": total("num_drafts"), "draft_tokens": total("num_draft_tokens"),
-           "accepted": total("num_accepted_tokens")}
-    out.update({f"pos{i}": v for i, v in enumerate(per_pos)})
+    out = {DRAFTS: total("num_drafts"), DRAFT_TOKENS: total("num_draft_tokens"), ACCEPTED: total("num_accepted_tokens")}
+    out.update({_per_pos(i): v for i, v in enumerate(per_pos)})
     return out
+
+
+def _per_pos(i: int) -> str:
+    return f'{PROM_PREFIX}num_accepted_tokens_per_pos_total{{position="{i}"}}'
 
 
 def read_prometheus(text: str, name: str, before: str | None = None) -> ImportedRun:
@@ -249,9 +253,9 @@ def read_prometheus(text: str, name: str, before: str | None = None) -> Imported
             after = nz.per_run(_prom_counts(_prom_samples(before), "the earlier scrape"), after)
         except ValueError as err:
             fail(ENGINE, "the two scrapes", f"do not make one run: {err}")
-    k = sum(1 for key in after if key.startswith("pos"))
-    kept = [after[f"pos{i}"] for i in range(k)]
-    steps, accepted, drafted = after["drafts"], after["accepted"], after["draft_tokens"]
+    k = sum(1 for key in after if key.startswith(PROM_PREFIX + "num_accepted_tokens_per_pos"))
+    kept = [after[_per_pos(i)] for i in range(k)]
+    steps, accepted, drafted = after[DRAFTS], after[ACCEPTED], after[DRAFT_TOKENS]
     if accepted > drafted:
         fail(ENGINE, f"{PROM_PREFIX}num_accepted_tokens_total", f"is {accepted}, more than the {drafted} draft tokens")
     if kept and (sum(kept) != accepted or any(b > a for a, b in zip([steps, *kept], kept))):

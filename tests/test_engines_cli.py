@@ -145,3 +145,9 @@ def test_the_request_body_follows_the_endpoint_each_engine_serves():
     assert request_body("http://h/completion", "p", 8, None)["n_predict"] == 8
     openai = request_body("http://h/v1/completions", "p", 8, "m")
     assert openai["stream_options"] == {"include_usage": True} and openai["model"] == "m" and openai["logprobs"] == 0
+
+
+def test_a_url_with_a_password_or_key_is_shown_without_them():
+    from specviz.engines.stream import display_url
+
+    assert display_url("https://user:secret@host:8443/v1/completions?api_key=k#x") == "https://host:8443/v1/completions"

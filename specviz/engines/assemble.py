@@ -56,7 +56,8 @@ def from_passes(f: Fields, accepted_per_pass, drafted_per_pass=None, chain: bool
     drafted = None if drafted_per_pass is None else tuple(drafted_per_pass)
     passes = len(accepted_per_pass)
     accepted = sum(accepted_per_pass)
-    width = max([f.k or 0, *accepted_per_pass, *(drafted or ())]) if passes else (f.k or 0)
+    # Positions run to K (or the deepest draft of a chain); a tree's drafted count is its nodes, not a depth.
+    width = max([f.k or 0, *accepted_per_pass, *((drafted or ()) if chain else ())])
     kept = nz.accepted_by_position(accepted_per_pass, width)
     figures = _rate_figures(f, accepted, None if drafted is None else sum(drafted), passes)
     tested_pos = None

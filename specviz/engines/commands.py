@@ -64,12 +64,12 @@ def import_result(args: argparse.Namespace) -> tuple[ImportedRun, dict]:
         OSError: for a file that cannot be read.
     """
     from . import read_engine_file
-    from .stream import fetch_completion
+    from .stream import display_url, fetch_completion
 
     if (args.file is None) == (args.url is None):
         raise ValueError("give either FILE or --url URL")
     if args.url is not None:
-        text, name = fetch_completion(args.url, args.prompt, args.max_tokens, args.model), args.url
+        text, name = fetch_completion(args.url, args.prompt, args.max_tokens, args.model), display_url(args.url)
     else:
         text, name = _read(args.file), Path(args.file).name
     before = _read(args.before) if args.before else None

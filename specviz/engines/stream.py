@@ -15,7 +15,18 @@ import urllib.request
 
 from .checks import MAX_BYTES, fail
 
-__all__ = ["fetch_completion", "request_body"]
+__all__ = ["display_url", "fetch_completion", "request_body"]
+
+
+def display_url(url: str) -> str:
+    """``url`` as the run's source shows it: scheme, host, port and path, without a user name,
+    password, query or fragment (which may hold a key)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def request_body(url: str, prompt: str, max_tokens: int, model: str | None) -> dict:

@@ -117,11 +117,12 @@ def from_histogram(f: Fields, hist, drafted: int | None, fixed_k: bool) -> Impor
 
 
 def from_totals(f: Fields, accepted: int, drafted: int | None, passes: int | None,
-                kept=None, tested_pos=None) -> ImportedRun:
-    """A run whose format gives totals only (and perhaps full acceptance counts by position)."""
+                kept=None, tested_pos=None, positions_conversion: str = "") -> ImportedRun:
+    """A run whose format gives totals only (and perhaps full acceptance counts by position, with
+    ``positions_conversion`` the sentence saying how they were read)."""
     figures = _rate_figures(f, accepted, drafted, passes)
     if kept is not None and passes:
-        figures += nz.position_figures(kept, passes, tested_pos, f.positions or f.accepted, "")
+        figures += nz.position_figures(kept, passes, tested_pos, f.positions or f.accepted, positions_conversion)
         if tested_pos is not None and len(kept) == len(tested_pos):
             tested = sum(tested_pos)
             if tested:

@@ -144,7 +144,8 @@ def _log(text: str, source: str) -> ImportedRun:
                                   "llama.cpp counts a step's accepted drafts before it stops at the end-of-text token."))
     full_k = len(rates) > 0 and drafted == len(rates) * steps
     tested = [steps, *kept[:-1]] if full_k else None
-    return from_totals(f, clipped, drafted, steps, kept or None, tested)
+    return from_totals(f, clipped, drafted, steps, kept or None, tested,
+                       "The printed rate at this position, from its count recovered over the recovered steps.")
 
 
 def _stats(m, source: str) -> ImportedRun:

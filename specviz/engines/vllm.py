@@ -273,4 +273,5 @@ def read_prometheus(text: str, name: str, before: str | None = None) -> Imported
     f.extra.append(Figure("accept length (vLLM: 1 + accepted ÷ drafts)", 1 + accepted / steps if steps else 1.0,
                           f"{PROM_PREFIX}num_accepted_tokens ÷ {PROM_PREFIX}num_drafts",
                           "vLLM's mean acceptance length includes the bonus token: it is tokens per pass."))
-    return from_totals(f, accepted, drafted, steps, kept if k else None, tested)
+    return from_totals(f, accepted, drafted, steps, kept if k else None, tested,
+                       "The position's counter ÷ num_drafts: vLLM's own per-position acceptance rate.")

@@ -21,6 +21,7 @@ from . import normalise as nz
 from .assemble import Fields, from_totals
 from .checks import MAX_POSITIONS, count, fail, json_documents, optional_count, plain_source, ratio
 from .imported import Figure, ImportedRun
+import itertools
 
 __all__ = ["looks_like", "read"]
 
@@ -62,8 +63,8 @@ def _timings(docs, source: str) -> ImportedRun:
     if predicted is not None and accepted > predicted:
         fail(ENGINE, "timings.draft_n_accepted", f"is {accepted}, more than the {predicted} tokens generated")
     f = Fields(ENGINE, source, f"{ENGINE}:timings.draft_n_accepted", f"{ENGINE}:timings.draft_n", "",
-               notes=["timings give totals only: the verify passes, and so α (÷ tested) and acceptance by position, "
-                      "are in the server log's 'draft acceptance' line."])
+               notes=[("timings give totals only: the verify passes, and so α (÷ tested) and acceptance by position, "
+                      "are in the server log's 'draft acceptance' line.")])
     return from_totals(f, accepted, drafted, None)
 
 
@@ -79,7 +80,7 @@ def _kept(rates: list[float], steps: int, accepted: int) -> list[int] | None:
         extra = min(spare, hi[i] - lo[i])
         kept[i] += extra
         spare -= extra
-    return kept if all(a >= b for a, b in zip(kept, kept[1:])) else None
+    return kept if all(a >= b for a, b in itertools.pairwise(kept)) else None
 
 
 def _passes(accepted: int, mean_length: float, rates: list[float]) -> tuple[int, list[int]] | None:
@@ -156,8 +157,8 @@ def _stats(m, source: str) -> ImportedRun:
         fail(ENGINE, "the statistics line's #acc tokens", "is more than what was generated")
     f = Fields(ENGINE, source, f"{ENGINE}:statistics #acc tokens", f"{ENGINE}:statistics #gen tokens",
                f"{ENGINE}:statistics #gen drafts", cumulative=True,
-               notes=[f"The statistics line sums the {m.group(1)[:40]} drafter's whole life in this slot, every request "
-                      "together."])
+               notes=[(f"The statistics line sums the {m.group(1)[:40]} drafter's whole life in this slot, every request "
+                      "together.")])
     f.extra.append(Figure("drafts that kept at least one token", accepted_drafts / drafts if drafts else 0.0,
                           f"{ENGINE}:statistics #acc drafts ÷ #gen drafts", ""))
     return from_totals(f, accepted, drafted, drafts)

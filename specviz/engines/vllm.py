@@ -177,8 +177,8 @@ def _stream_tokens(chunks: list, finish, first_from_prefill: bool = True) -> tup
     per_chunk = [_chunk_tokens(c) for c in chunks]
     per_chunk = [t for t in per_chunk if t]
     if not per_chunk:
-        return None, None, ["The file carries no per-token logprobs, so the text is not split into tokens "
-                            "(stream with logprobs to colour it)."]
+        return None, None, [("The file carries no per-token logprobs, so the text is not split into tokens "
+                            "(stream with logprobs to colour it).")]
     tokens, kinds = [], []
     for n, chunk in enumerate(per_chunk):
         if n == 0 and first_from_prefill:
@@ -189,8 +189,8 @@ def _stream_tokens(chunks: list, finish, first_from_prefill: bool = True) -> tup
         tokens += chunk
         if len(tokens) > MAX_TOKENS:
             fail(ENGINE, "the stream", f"holds more than {MAX_TOKENS} tokens")
-    return tuple(tokens), tuple(kinds), ["Token colours assume one streamed chunk per engine step (vLLM's default "
-                                         "stream interval): within a chunk, all but the last token are accepted drafts."]
+    return tuple(tokens), tuple(kinds), [("Token colours assume one streamed chunk per engine step (vLLM's default "
+                                         "stream interval): within a chunk, all but the last token are accepted drafts.")]
 
 
 # --------------------------------------------------------------------------- Prometheus
@@ -261,8 +261,8 @@ def read_prometheus(text: str, name: str, before: str | None = None) -> Imported
     if kept and (sum(kept) != accepted or any(b > a for a, b in zip([steps, *kept], kept))):
         fail(ENGINE, f"{PROM_PREFIX}num_accepted_tokens_per_pos_total",
              "does not fall position by position and add up to num_accepted_tokens")
-    notes = ["These counters cover the server's lifetime, every request together: scrape before and after one run "
-             "(python -m specviz import AFTER --before BEFORE) for that run's numbers."] if cumulative else []
+    notes = [("These counters cover the server's lifetime, every request together: scrape before and after one run "
+             "(python -m specviz import AFTER --before BEFORE) for that run's numbers.")] if cumulative else []
     full_k = drafted == k * steps and k > 0
     tested = [steps, *kept[:-1]] if full_k else None
     if not full_k:

@@ -29,6 +29,7 @@ class Fields:
     token_kinds: tuple[str, ...] | None = None
     notes: list[str] = field(default_factory=list)
     extra: list[Figure] = field(default_factory=list)
+    passes_conversion: str = ""
 
 
 def _rate_figures(f: Fields, accepted: int, drafted: int | None, passes: int | None) -> list[Figure]:
@@ -38,7 +39,7 @@ def _rate_figures(f: Fields, accepted: int, drafted: int | None, passes: int | N
         figures.append(Figure(nz.ACCEPTANCE_RATE, rate, f"{f.accepted} ÷ {f.drafted}",
                               "Accepted ÷ drafted, as the engine counts it: drafts after a rejection count as failures."))
     if passes:
-        figures.append(Figure(nz.PASSES, passes, f.passes, ""))
+        figures.append(Figure(nz.PASSES, passes, f.passes, f.passes_conversion))
         figures.append(Figure(nz.ACCEPTED_PER_PASS, accepted / passes, f"{f.accepted} ÷ {f.passes}",
                               "Accepted drafts divided by verify passes; the target's own token is not counted."))
         figures.append(Figure(nz.TOKENS_PER_PASS, 1 + accepted / passes, f"{f.accepted} ÷ {f.passes}",

@@ -134,6 +134,8 @@ def _log(text: str, source: str) -> ImportedRun:
                        "without the mean acceptance length), so only the acceptance rate is shown.")
         return from_totals(f, accepted, drafted, None)
     steps, kept = found
+    f.passes_conversion = ("Recovered: the whole number of steps for which 1 + accepted ÷ steps and each position's "
+                           "rate print as the line does.")
     f.notes.append(f"Verify steps ({steps}) and per-position counts are recovered from the line's rounded figures.")
     evals = list(_EVAL.finditer(text, 0, m.start()))
     clipped = accepted

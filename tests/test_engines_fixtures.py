@@ -164,3 +164,11 @@ def test_streams_of_each_engine_are_read_from_their_last_counting_event():
     mlx = read_engine_file(_sse({"choices": [{"delta": {"content": "hi"}}]},
                                 {"choices": [{"delta": {}, "finish_reason": "stop"}], "timings": vlm}), "m.sse")
     assert mlx.engine == "mlx" and mlx.passes == 5 and figure(mlx, nz.ACCEPTANCE_RATE) == pytest.approx(0.6)
+
+
+def test_a_scrape_of_two_engines_adds_their_counters_and_says_so():
+    text = (FIXTURES / "vllm_metrics.prom").read_text()
+    second = "\n".join(line.replace('engine="0"', 'engine="1"') for line in text.splitlines() if line.startswith("vllm:"))
+    run = read_engine_file(text + second + "\n", "two.prom")
+    assert run.passes == 2 and run.accepted_by_position == (2, 2, 0)
+    assert any("2 engines or models" in note for note in run.notes)

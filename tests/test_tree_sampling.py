@@ -60,8 +60,11 @@ def fixed1(x: int, b: int) -> list[int]:
     return [(x + j + 1) % V for j in range(b)]
 
 
+EYE = torch.eye(V)
+
+
 def one_hot(tokens: list[int]) -> torch.Tensor:
-    return torch.nn.functional.one_hot(torch.tensor(tokens, dtype=torch.long), V).float()
+    return EYE[tokens]
 
 
 def mixed_children(first: int, q: torch.Tensor, b: int) -> list[int]:
@@ -111,8 +114,10 @@ def first_two_counts(kind: str, b: int, seed: int, n: int = N_DRAWS) -> tuple[to
     root_draws, kid_draws = (d.tolist() for d in child_draws(kind, b, n, gen))
     counts = torch.zeros(V, V, dtype=torch.long)
     later_sibling = 0
+    # A tree of point masses is the same every round (its children are fixed): built once.
+    fixed_tree = build_tree(kind, b, root_draws[0], kid_draws[0]) if kind == "point" else None
     for i in range(n):
-        tokens, parents, rows, p_target, flags = build_tree(kind, b, root_draws[i], kid_draws[i])
+        tokens, parents, rows, p_target, flags = fixed_tree or build_tree(kind, b, root_draws[i], kid_draws[i])
         result = verify_tree(tokens, parents, rows, p_target, flags, gen)
         emitted = [int(tokens[j]) for j in result.path] + [result.next_token]
         if len(emitted) < 2:

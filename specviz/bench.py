@@ -591,7 +591,8 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
                   top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, repeats: int = 3, seed: int = 0,
                   transformers_baselines: bool = True, instrument_check: bool = True,
                   draft_spec: str = "", report=None, warmup_tokens: int | None = None, branches: int = 1,
-                  tree_nodes: int | None = None, rule: str = "full", recycle_warm: int = 0, oracle: bool = False) -> dict:
+                  tree_nodes: int | None = None, rule: str = "full", recycle_warm: int = 0,
+                  oracle: bool = False) -> dict:
     """Measure (:func:`measure`) and summarise (:func:`summarise`): every figure as plain data.
 
     Args:

@@ -339,8 +339,8 @@ def _json_figures(spec, analysis, target, request, drafter, diagnostics) -> dict
         "per_position": [vars(p) for p in analysis.per_position],
         **diagnostics.to_dict(),
         "synthetic_twin": synthetic_twin(spec.rounds, analysis.k, analysis.alpha).to_dict(),
-        "health": check_health(spec.rounds, analysis, target.eos_token_ids, request.max_new_tokens,
-                               always_drafts=bool(getattr(drafter, "uses_model", False)),
+        "health": check_health(spec.rounds, analysis, getattr(target, "eos_token_ids", ()),
+                               request.max_new_tokens, always_drafts=bool(getattr(drafter, "uses_model", False)),
                                branches_asked=request.branches).to_dict(),
         "oracle_ceiling": ceiling_sentence(analysis, spec.rounds, request.sampling.temperature) if oracle else None,
     }

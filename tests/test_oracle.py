@@ -81,6 +81,20 @@ def test_the_page_says_what_a_replayed_sample_is_worth(loaded):
     assert "Synthetic twin" in panel and "Health checks" in panel
 
 
+def test_run_json_holds_the_ceiling_the_twin_and_the_health_checks(loaded):
+    from specviz import cli
+    from specviz.request import validate_request
+
+    oracle = models.build_drafter("oracle", loaded)
+    spec = make_generation(loaded, oracle, _prompt(loaded), K, GREEDY, 16, seed=0).run()
+    request = validate_request(prompt="the quick brown fox", target="tiny", draft="oracle", k=K, temperature=0,
+                               top_k=0, top_p=1, max_new_tokens=16, seed=0)
+    result = cli.json_result(spec, spec.analysis(), loaded, request, 4, oracle)
+    assert "every pass keeps all K" in result["oracle_ceiling"] and result["alpha"] == 1.0
+    assert result["synthetic_twin"]["alpha"] == 1.0 and result["health"]["checks"][0]["name"] == "loop"
+    assert "ceiling: " in cli.format_text(result, color=False)
+
+
 def test_the_ceiling_is_made_of_c_v_and_k():
     from specviz.trace import ACCEPTED, BONUS, DraftedToken, EmittedToken, Round
 

@@ -24,8 +24,8 @@ def ceiling_lesson(a: RunAnalysis, rounds: list[Round], temperature: float) -> s
     """The oracle lesson for an oracle run: what it reached, what bounds it, what a drafter can still win."""
     speed = f"a measured speedup of {a.speedup_text}" if a.speedup is not None and not a.speedup_doubt else \
         "a speedup still to be measured against plain decoding"
-    bound = (f" The rest is the machine: one verify pass of K + 1 = {a.k + 1} positions costs v = {a.verify_cost_v:.2f} "
-             "plain steps." if a.verify_cost_v else "")
+    bound = (f" The rest is the machine: one verify pass of K + 1 = {a.k + 1} positions costs "
+             f"v = {a.verify_cost_v:.2f} plain steps." if a.verify_cost_v else "")
     parted = first_departure(rounds)
     sampled = (f" At T = {temperature:g} the replay is one sample of the target: the run left it at token {parted}, so "
                "this is a ceiling for greedy decoding, not for sampling." if temperature and parted else "")

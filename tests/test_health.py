@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from specviz.analysis import analyse
-from specviz.health import (BURST_RATIO, FALLBACK_SHARE, LOOP_MIN_TOKENS, MIN_PASSES, burstiness, check_health,
-                            counter_mismatches, find_loop)
+from specviz.health import (BURST_RATIO, FALLBACK_SHARE, LOOP_MIN_TOKENS, MIN_PASSES, STALL_FACTOR, burstiness,
+                            check_health, counter_mismatches, find_loop)
 from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 
 K = 4
@@ -123,13 +123,22 @@ def test_a_stream_with_stalls_is_bursty_and_says_the_time_varied():
     b = burstiness(slow)
     assert b["ratio"] > BURST_RATIO and b["time_cv"] > b["tokens_cv"]
     check = _check(slow, "bursts")
-    assert check.found and "bursts" in check.sentence and "times varied most" in check.sentence
+    assert check.found and "bursts" in check.sentence and "most of the spread is time" in check.sentence
+    assert "longest pass took 1000 ms against a median of 50 ms" in check.sentence
 
 
-def test_a_stream_of_uneven_chunks_is_bursty_and_says_the_tokens_varied():
-    chunky = _varied_run(kept=lambda i: K if i % 2 else 0)  # 5 tokens, then 1, at an even pace
+def test_uneven_chunks_with_a_stall_are_bursty_and_say_the_tokens_varied():
+    chunky = _varied_run(kept=lambda i: K if i % 2 else 0, seconds=lambda i: 0.35 if i % 10 == 5 else 0.1)
+    b = burstiness(chunky)
+    assert b["tokens_cv"] > b["time_cv"] and b["longest_s"] > STALL_FACTOR * b["median_s"]
     check = _check(chunky, "bursts")
-    assert check.found and "tokens per pass varied most" in check.sentence
+    assert check.found and "most of the spread is the tokens per pass" in check.sentence
+
+
+def test_chunks_at_an_even_pace_are_how_speculation_streams_not_a_burst():
+    chunky = _varied_run(kept=lambda i: K if i % 2 else 0)  # 5 tokens, then 1, every pass 100 ms
+    assert burstiness(chunky)["ratio"] > BURST_RATIO
+    assert not _check(chunky, "bursts").found
 
 
 def test_an_even_stream_is_not_bursty():

@@ -16,6 +16,10 @@ rotates from repeat to repeat so no method always runs on a cold or warm cache):
   :func:`transformers_counterpart`, named in the result's ``transformers_assisted``;
 * ``ours spec, instrument off``: the same loop with ``instrument=False`` and no per-token text
   decoding, to price the instrumentation;
+* ``ours oracle`` (only with ``oracle``): the same loop with the oracle drafter (the target's own
+  output replayed, :mod:`specviz.drafters.oracle`, recorded untimed before each call), the ceiling
+  of this machine at K: each speculative row then carries ``oracle`` (its tokens per pass and
+  speedup with its range, and the row's gap to it, :func:`specviz.ceiling.gap_to_oracle`);
 * ``ours tree`` (only with ``branches`` B > 1): the same loop drafting trees (at most B children
   per node, at most N nodes, one verify pass with a tree attention mask), instrumented like
   ``ours spec``. Its row carries ``tree_ratio_vs_chain`` = tree tokens/s ÷ chain (ours spec)
@@ -84,6 +88,7 @@ OURS_SPEC = "ours spec"
 HF_SPEC = "assisted"
 OURS_SPEC_RAW = "ours spec, instrument off"
 OURS_TREE = "ours tree"
+OURS_ORACLE = "ours oracle"
 
 
 # --------------------------------------------------------------------------- prompts
@@ -264,8 +269,9 @@ class _Methods:
     """The timed calls of one benchmark: ours and transformers', plain and speculative."""
 
     def __init__(self, target, drafter, ks, seed, transformers_baselines, instrument_check, branches=1,
-                 tree_nodes=None, rule="full", warm=None):
+                 tree_nodes=None, rule="full", warm=None, oracle=None):
         self.target, self.drafter, self.seed, self.rule = target, drafter, seed, rule
+        self.oracle = oracle  # the oracle drafter timed beside the drafter (None: not timed)
         self.warm = warm  # the warm table's snapshot (recycle_table_at_start), or None: cold
         self.branches, self.tree_nodes = branches, tree_nodes
         self.draft_model = getattr(drafter, "model", None)
@@ -276,6 +282,7 @@ class _Methods:
                 self.list += [(OURS_SPEC, k)] + ([(HF_SPEC, k)] if hf_spec else [])
                 self.list += [(OURS_TREE, k)] if branches > 1 else []
                 self.list += [(OURS_SPEC_RAW, k)] if instrument_check else []
+                self.list += [(OURS_ORACLE, k)] if oracle is not None else []
 
     def call(self, method, k, sampling, ids, n_tokens) -> Sample:
         target, seed = self.target, self.seed
@@ -285,6 +292,8 @@ class _Methods:
                              tree_nodes=self.tree_nodes, rule=self.rule)
         if method == OURS_PLAIN:
             return time_ours(target, None, ids, 1, sampling, n_tokens, seed)
+        if method == OURS_ORACLE:
+            return time_ours(target, self.oracle, ids, k, sampling, n_tokens, seed, rule=self.rule)
         if method in (OURS_SPEC, OURS_SPEC_RAW):
             return time_ours(target, self.drafter, ids, k, sampling, n_tokens, seed, instrument=method == OURS_SPEC,
                              rule=self.rule)
@@ -359,7 +368,7 @@ def transformers_counterpart(drafter) -> str | None:
 
 def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=1.0, max_new_tokens=64,
             repeats=3, seed=0, transformers_baselines=True, instrument_check=True, report=None,
-            warmup_tokens=None, branches=1, tree_nodes=None, rule="full", recycle_warm=0) -> Measurements:
+            warmup_tokens=None, branches=1, tree_nodes=None, rule="full", recycle_warm=0, oracle=False) -> Measurements:
     """Time every method on every prompt (see the module docstring for the protocol).
 
     Our speculative methods verify under ``rule`` (:data:`specviz.sampling.RULES`). With
@@ -367,7 +376,7 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
     of the bundled warm text (:func:`warm_snapshot`, once per benchmark, untimed), else cold.
 
     With ``branches`` > 1 the tree variant of our speculative loop (``ours tree``) is timed too,
-    with at most ``tree_nodes`` nodes per tree.
+    with at most ``tree_nodes`` nodes per tree; with ``oracle`` the oracle drafter (``ours oracle``).
 
     Our methods warm up through :func:`specviz.runner.warm_up`, transformers' with one untimed
     call each. Within a repeat the method order rotates per prompt and repeat.
@@ -377,8 +386,11 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
 
     report = report or (lambda line: None)
     warm = warm_snapshot(target, recycle_warm)
+    from .drafters.oracle import OracleDrafter
+
+    replay = OracleDrafter(min(target.vocab_size, target.logits_width)) if oracle and drafter is not None else None
     methods = _Methods(target, drafter, ks, seed, transformers_baselines, instrument_check, branches, tree_nodes,
-                       rule, warm)
+                       rule, warm, replay)
     out = Measurements(loadavg_before=_loadavg())
     started = time.perf_counter()
     n_warm = warmup_tokens or default_warmup_tokens(max_new_tokens)
@@ -456,6 +468,7 @@ def spec_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict
         "temperature": temperature,
         "k": k,
         **analysis.scalars(),
+        "oracle": oracle_figures(m, temperature, k, analysis.scalars()),
         "diagnostics": diagnose(m.rounds(ours), k, analysis.cost_ratio_c, analysis.verify_cost_v).to_dict(),
         "ours_tokens_per_s": m.tokens_per_s(ours),
         "transformers_tokens_per_s": m.tokens_per_s(hf),
@@ -471,6 +484,19 @@ def spec_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict
         "tokens_per_s_runs": _pooled_tps(m.samples.get(ours, {})),
         "transformers_tokens_per_s_runs": _pooled_tps(m.samples.get(hf, {})),
     }
+
+
+def oracle_figures(m: Measurements, temperature: float, k: int, row: dict) -> dict | None:
+    """The oracle's figures at (T, K) (tokens per pass, speedup with its range) and ``row``'s gap to
+    them (:func:`specviz.ceiling.gap_to_oracle`), or None when the oracle was not timed."""
+    from .ceiling import gap_to_oracle
+
+    if (OURS_ORACLE, temperature, k) not in m.samples:
+        return None
+    oracle = spec_analysis(m, temperature, k, OURS_ORACLE).scalars()
+    figures = {name: oracle[name] for name in ("alpha", "tokens_per_pass", "speedup", "speedup_low", "speedup_high",
+                                                "speedup_text", "speedup_doubt", "verify_cost_v", "cost_ratio_c")}
+    return {**figures, **gap_to_oracle(row, oracle)}
 
 
 def tree_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict:
@@ -565,7 +591,8 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
                   top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, repeats: int = 3, seed: int = 0,
                   transformers_baselines: bool = True, instrument_check: bool = True,
                   draft_spec: str = "", report=None, warmup_tokens: int | None = None, branches: int = 1,
-                  tree_nodes: int | None = None, rule: str = "full", recycle_warm: int = 0) -> dict:
+                  tree_nodes: int | None = None, rule: str = "full", recycle_warm: int = 0,
+                  oracle: bool = False) -> dict:
     """Measure (:func:`measure`) and summarise (:func:`summarise`): every figure as plain data.
 
     Args:
@@ -578,6 +605,8 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         rule: the verification rule of our speculative rows (:data:`specviz.sampling.RULES`).
         recycle_warm: tokens of the bundled warm text a Token Recycling table starts from before
             every call (0: cold; :func:`warm_snapshot`); recorded as ``recycle_warm``.
+        oracle: time the oracle drafter beside the drafter at every (T, K), the ceiling each
+            speculative row's ``oracle`` compares it with.
         report: optional ``str -> None`` called with a progress line before each call.
         warmup_tokens: tokens per warm-up call of each method (default
             :func:`specviz.runner.default_warmup_tokens`; the CLI passes ``max_new_tokens`` with
@@ -598,7 +627,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         notes += [f"Prompt {p.name!r}: {note}" for note in prompt_notes]
     m = measure(target, drafter, prompts, encoded, ks, temperatures, top_k, top_p, max_new_tokens, repeats, seed,
                 transformers_baselines, instrument_check, report, warmup_tokens, branches, tree_nodes, rule,
-                recycle_warm)
+                recycle_warm, oracle)
     assisted = transformers_counterpart(drafter) if transformers_baselines else None
     settings = {"draft": draft_spec, "transformers_assisted": assisted, "max_new_tokens": max_new_tokens,
                 "repeats": repeats, "top_k": top_k, "top_p": top_p, "seed": seed, "branches": branches,
@@ -687,6 +716,7 @@ def format_report(result: dict) -> str:
               f"{_f(r['same_greedy_text_as_plain'], '{:.0%}')}, {_f(r.get('same_greedy_text_as_chain'), '{:.0%}')}"]
              for r in result["tree"]],
         )]
+    out += _oracle_table(result)
     rows = [r for r in result["spec"] + result.get("tree", []) if r.get("diagnostics")]
     if rows:
         out += ["", ("Diagnostics (drafting passes; the rules replayed on the recorded passes, [low, high] where "
@@ -702,6 +732,23 @@ def format_report(result: dict) -> str:
              for r in result["per_prompt"]],
         )]
     return "\n".join(out)
+
+
+def _oracle_table(result: dict) -> list[str]:
+    """The oracle's ceiling beside each (T, K), with the drafter's gap to it ([] when not timed)."""
+    rows = [r for r in result["spec"] if r.get("oracle")]
+    if not rows:
+        return []
+
+    def speed(o):
+        return NOT_MEASURABLE if o.get("speedup_doubt") else o.get("speedup_text") or "–"
+
+    return ["", "The ceiling: the oracle drafter (the target's own output replayed) at the same settings", "", _table(
+        ["T", "K", "oracle tokens/pass", "oracle speedup", "drafter tokens/pass", "gap, tokens/pass", "gap, speedup",
+         "share of the oracle's speedup"],
+        [[_f(r["temperature"], "{:g}"), str(r["k"]), _f(r["oracle"]["tokens_per_pass"]), speed(r["oracle"]),
+          _f(r["tokens_per_pass"]), _f(r["oracle"]["tokens_per_pass_gap"]), _f(r["oracle"]["speedup_gap"], "{:.2f}×"),
+          _f(r["oracle"]["share_of_ceiling"], "{:.0%}")] for r in rows])]
 
 
 def speedup_figure(results: list[dict]):

@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--plot", default=None, metavar="FILE", help="write a Plotly chart of speedup vs K (HTML)")
     bench.add_argument("--no-transformers", action="store_true", dest="no_transformers",
                        help="skip the transformers baselines")
+    bench.add_argument("--oracle", action="store_true",
+                       help="also time the oracle drafter (the target's own output replayed) at every T and K: "
+                            "the ceiling, with the drafter's gap to it")
     bench.add_argument("--no-instrument-check", action="store_true", dest="no_instrument_check",
                        help="skip the instrument=False runs")
     _add_recycle_warm_arg(bench)
@@ -313,11 +316,24 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
     (:meth:`specviz.analysis.RunAnalysis.scalars`, names as there), its diagnostics
     (:meth:`specviz.diagnostics.RunDiagnostics.to_dict`: full and conditional acceptance by
     position, the zero-accept share, the accepted-length histogram, the cliff, calibration, the K an
-    engine would pick and the expected tokens per pass under each verification rule), then the
-    settings."""
+    engine would pick and the expected tokens per pass under each verification rule), the
+    synthetic twin (:func:`specviz.twin.synthetic_twin`), the health checks
+    (:func:`specviz.health.check_health`) and, for the oracle drafter, what its ceiling is made of
+    (:func:`specviz.ceiling.ceiling_sentence`), then the settings."""
     from .diagnostics import diagnose
 
     diagnostics = diagnose(spec.rounds, analysis.k, analysis.cost_ratio_c, analysis.verify_cost_v)
+    return {**_json_figures(spec, analysis, target, request, drafter, diagnostics), **_json_settings(
+        spec, target, request, prompt_tokens, drafter)}
+
+
+def _json_figures(spec, analysis, target, request, drafter, diagnostics) -> dict:
+    """The ``run --json`` figures: tokens, the analysis, diagnostics, the twin, health, the ceiling."""
+    from .ceiling import ceiling_sentence
+    from .health import check_health
+    from .twin import synthetic_twin
+
+    oracle = bool(getattr(drafter, "replays_target", False))
     return {
         "text": target.decode(spec.token_ids),
         "tokens": [{"id": t.id, "text": t.text, "kind": t.kind} for t in spec.tokens],
@@ -325,6 +341,16 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
         **analysis.scalars(),
         "per_position": [vars(p) for p in analysis.per_position],
         **diagnostics.to_dict(),
+        "synthetic_twin": synthetic_twin(spec.rounds, analysis.k, analysis.alpha).to_dict(),
+        "health": check_health(spec.rounds, analysis, getattr(target, "eos_token_ids", ()),
+                               request.max_new_tokens, always_drafts=bool(getattr(drafter, "uses_model", False)),
+                               branches_asked=request.branches).to_dict(),
+        "oracle_ceiling": ceiling_sentence(analysis, spec.rounds, request.sampling.temperature) if oracle else None,
+    }
+
+
+def _json_settings(spec, target, request, prompt_tokens: int, drafter) -> dict:
+    return {
         "prompt_tokens": prompt_tokens,
         "target": target.name,
         "draft": request.draft,
@@ -367,6 +393,12 @@ def format_text(result: dict, color: bool) -> str:
         from .diagnostics import describe
 
         summary += "".join(f"\n   {name}: {value}" for name, value in describe(result))
+        if result.get("synthetic_twin"):
+            summary += f"\n   synthetic twin: {result['synthetic_twin']['sentence']}"
+    checks = (result.get("health") or {}).get("checks", [])
+    summary += "".join(f"\n   health ({c['name']}): {c['sentence']}" for c in checks if c["found"])
+    if result.get("oracle_ceiling"):
+        summary += f"\n   ceiling: {result['oracle_ceiling']}"
     if color:
         legend = " ".join(f"{ANSI[k]}{k}{RESET}" for k in ("accepted", "resampled", "bonus")) + " plain"
         summary = f"{summary}\n{legend}"
@@ -547,6 +579,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         transformers_baselines=not args.no_transformers, instrument_check=not args.no_instrument_check,
         draft_spec=args.draft, report=report, branches=args.branches, tree_nodes=args.tree_nodes,
         rule=_request(args, args.k[0], args.temperature[0]).rule, recycle_warm=args.recycle_warm,
+        oracle=args.oracle,
     )
     if tty:
         print("\r\033[K", end="", file=sys.stderr)

@@ -24,7 +24,8 @@ from .request import RequestError, RunRequest, effective_k
 from .speedup import PlainBaseline
 
 __all__ = ["WARMUP_TOKENS", "PreparedRun", "baseline_key", "baseline_steps", "check_prompt_tokens", "default_warmup_tokens", "drain", "encode_prompt",
-           "load_pair", "make_generation", "plain_baseline", "prepare_run", "saved_trace", "warm_up"]
+           "load_pair", "make_generation", "plain_baseline", "prepare_run", "record_for_oracle", "saved_trace",
+           "warm_up"]
 
 #: Tokens per warm-up run: enough for the first calls of every shape (prefill, one position,
 #: K + 1 positions) to have happened.
@@ -89,6 +90,8 @@ def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, se
     from .trace import TokenPieces
 
     vocab = getattr(drafter, "vocab_size", None) if drafter is not None else None
+    if getattr(drafter, "replays_target", False):
+        record_for_oracle(target, drafter, prompt_ids, sampling, max_new_tokens, seed, eos, cache)
     return Generation(
         target=target.model,
         prompt_ids=list(prompt_ids),
@@ -107,6 +110,28 @@ def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, se
         cache=cache,
         rule=rule,
     )
+
+
+def record_for_oracle(target, drafter, prompt_ids, sampling, max_new_tokens, seed, eos=True, cache="dynamic") -> None:
+    """Give an oracle drafter (:class:`specviz.drafters.oracle.OracleDrafter`) the target's own
+    output for these settings and choose it for the next run: plain decoding of the same prompt,
+    sampling settings, seed, token limit, end-of-text ids and cache kind, run here, before the
+    speculative run's clock starts (so it is never timed), and once per settings.
+
+    Args:
+        target: a :class:`~specviz.models.LoadedModel`.
+        drafter: the oracle drafter.
+        prompt_ids, sampling, max_new_tokens, seed, eos, cache: the run's, as in :func:`make_generation`.
+    """
+    from .drafters.oracle import recording_key
+
+    stop = tuple(target.eos_token_ids) if eos else ()
+    key = recording_key(prompt_ids, sampling, max_new_tokens, seed, stop, cache)
+    if drafter.needs_recording(key):
+        plain = make_generation(target, None, prompt_ids, 1, sampling, max_new_tokens, seed, instrument=False, eos=eos,
+                                decode=False, cache=cache).run()
+        drafter.set_recording(key, plain.token_ids)
+    drafter.use(key)
 
 
 def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKENS, once: bool = False,

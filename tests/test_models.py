@@ -385,10 +385,10 @@ def test_every_drafter_kind_is_described_once():
     from specviz.drafters import DRAFTER_KINDS
 
     assert list(DRAFTER_KINDS) == ["ngram", "suffix", "model", "int8", "early-exit", "eagle", "lookup+eagle", "recycle",
-                                   "lookup+recycle", "none"]
+                                   "lookup+recycle", "oracle", "none"]
     assert all(len(kind.note) > 40 and kind.label for kind in DRAFTER_KINDS.values())
     assert [k.spec for k in DRAFTER_KINDS.values() if k.needs_model] == ["model", "eagle", "lookup+eagle"]
-    assert [k.spec for k in DRAFTER_KINDS.values() if not k.can_branch] == ["none"]
+    assert [k.spec for k in DRAFTER_KINDS.values() if not k.can_branch] == ["oracle", "none"]
 
 
 def test_a_new_drafter_kind_is_one_registry_entry(target, monkeypatch):

@@ -25,6 +25,9 @@ as vLLM lays out its proposers:
   int8 copy and its first N layers (early exit), drafted with a :class:`ModelDrafter`.
 * :mod:`~specviz.drafters.eagle`: the EAGLE-style learned head on the target's features, its
   save/load and :class:`~specviz.drafters.eagle.EagleDrafter` (chains, EAGLE-2 trees).
+* :mod:`~specviz.drafters.oracle`: :class:`~specviz.drafters.oracle.OracleDrafter`, the target's
+  own output for the same settings replayed as the draft (recorded by
+  :func:`specviz.runner.make_generation`): the ceiling the other drafters are measured against.
 * :mod:`~specviz.drafters.combined`: :class:`~specviz.drafters.combined.LookupThen`, prompt
   lookup where a trigram repeats, else Token Recycling or (``LookupThenEagle``) the head.
 

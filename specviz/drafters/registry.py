@@ -20,6 +20,7 @@ from . import selfdraft
 from .base import Drafter
 from .draft_model import ModelDrafter, shared_vocab_size
 from .lookup import PromptLookupDrafter
+from .oracle import OracleDrafter
 from .recycle import RecycleDrafter
 from .suffix import SuffixDrafter
 
@@ -75,6 +76,8 @@ class DrafterKind:
             callers of /side_by_side send), or None for a kind not offered there: the learned
             heads and Token Recycling need a head or a warm table that a one-off lane would not
             show fairly, and suffix lookup learns across runs.
+        replays: replays the target's own output for the same settings (the oracle): its figures
+            are the ceiling the others are measured against (:mod:`specviz.ceiling`).
     """
 
     spec: str
@@ -94,6 +97,7 @@ class DrafterKind:
     copy_bytes: float = 0.0
     real_draft: bool = False
     lane: str | None = None
+    replays: bool = False
 
     def runs_on(self, device) -> bool:
         """Whether this kind drafts for a target on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``
@@ -150,6 +154,10 @@ def _build_lookup_recycle(target, spec, device, dtype, progress, load):
     # Trigram matches only, as in lookup+eagle: shorter ones are left to the table.
     return LookupThen(RecycleDrafter(_vocab(target)), PromptLookupDrafter(_vocab(target), max_ngram=3, min_ngram=3),
                       label="recycle")
+
+
+def _build_oracle(target, spec, device, dtype, progress, load):
+    return OracleDrafter(_vocab(target))
 
 
 def _build_int8(target, spec, device, dtype, progress, load):
@@ -255,6 +263,14 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "Token Recycling table everywhere else; a tree takes branches from both. Model-free and exactly "
                 "lossless.",
                 "lookup+recycle (prompt lookup, else Token Recycling; trees from both)", _build_lookup_recycle),
+    DrafterKind("oracle", "Oracle: the target's own output, replayed (the ceiling)",
+                "Before the run the target writes its own answer to the prompt with the same settings and seed "
+                "(plain decoding, untimed); the run then replays that answer as its draft. A drafter cannot do "
+                "better: it costs nothing (c ≈ 0), so its tokens per pass and speedup are the ceiling of this "
+                "machine's verify pass at this K. At T = 0 every pass keeps all K drafts; at T > 0 a replayed "
+                "token is one sample of the target, kept with probability p_target(x).",
+                "oracle (the target's own output replayed: the ceiling)", _build_oracle, can_branch=False, replays=True,
+                lane="Oracle: the target's own output, replayed (the ceiling)"),
     DrafterKind("none", "None: plain decoding of the target",
                 "No drafting: the target decodes one token per forward pass, the baseline every speedup is "
                 "measured against.",

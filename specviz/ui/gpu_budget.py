@@ -166,6 +166,16 @@ def run_seconds(max_new_tokens: int, k: int, target_layers: int, draft_layers: i
     return seconds
 
 
+def replay_seconds(request, target_layers: int) -> float:
+    """What the oracle drafter adds before its runs (0 for every other kind): the recording of the
+    target's own output, plain decoding of the run's tokens and of the warm-up's, with its prefill
+    (:func:`specviz.runner.record_for_oracle`)."""
+    if not drafter_kind(request.draft).replays:
+        return 0.0
+    steps = request.max_new_tokens + WARMUP_TOKENS + prefill_steps(prompt_tokens(request.prompt))
+    return steps * target_layers * layer_step_s()
+
+
 #: ``duration_factor`` assumed where ``spaces``' card table cannot be read (the RTX PRO 6000's).
 DEFAULT_DURATION_FACTOR = 1.5
 
@@ -221,7 +231,7 @@ def request_duration(request, baseline: bool, cap: float) -> int:
     target_layers, draft_layers = step_layers(request.target, request.draft)
     k = effective_k(request.k, not request.plain)
     seconds = run_seconds(request.max_new_tokens, k, target_layers, draft_layers, baseline,
-                          prompt_tokens(request.prompt))
+                          prompt_tokens(request.prompt)) + replay_seconds(request, target_layers)
     return duration_s(seconds + load_seconds(request), cap)
 
 
@@ -233,7 +243,7 @@ def sweep_duration(requests, cap: float) -> int:
     for r in requests:
         target_layers, draft_layers = step_layers(r.target, r.draft)
         total += run_seconds(r.max_new_tokens, effective_k(r.k, not r.plain), target_layers, draft_layers, True,
-                             prompt_tokens(r.prompt))
+                             prompt_tokens(r.prompt)) + replay_seconds(r, target_layers)
         loads[(r.target, r.draft)] = load_seconds(r)
     return duration_s(total + sum(loads.values()), cap)
 

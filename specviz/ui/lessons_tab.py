@@ -44,6 +44,16 @@ LESSONS = {
     "Lossless check at T = 1": dict(
         slug="lossless_check", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=1.0,
         max_new_tokens=48, check_temperature=1.0, control=False),
+    # What the numbers hide (issue 41): the panel of that name writes each of these from the run's numbers.
+    "The ceiling (the oracle drafter)": dict(
+        slug="oracle", prompt=EXAMPLES[0][0], chat=True, drafter_kind="oracle", k=4, temperature=0.0,
+        max_new_tokens=48),
+    "What a constant α hides (the synthetic twin)": dict(
+        slug="synthetic_twin", prompt=EXAMPLES[1][0], chat=True, drafter_kind="ngram", k=4, temperature=0.0,
+        max_new_tokens=128),
+    "High α is not health (a greedy loop)": dict(
+        slug="health", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="ngram", k=4, temperature=0.0,
+        max_new_tokens=160),
 }
 #: The Run tab's components the lessons set, in field order.
 LESSON_FIELDS = tuple(name for name in NAMES + ("check_temperature", "control")

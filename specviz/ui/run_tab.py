@@ -14,10 +14,12 @@ from ..rules import RULE_CHOICES
 from . import settings
 from .context import PageContext
 from .draw import charts, diagnostic_charts, race
+from .draw.twin_charts import numbers_hide_markdown, twin_figure
 from .draw.run_views import wrap_output
 from .draw.scripts import script
 from .fields import NAMES, SHARED, spec_fields
 from .lossless_check import LOSSLESS, run_lossless, settings_changed
+from .numbers_hide import numbers_hide_view
 from .prose import LATEX, prose
 from .replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view, replay,
                      reset_inspector, step_replay)
@@ -109,6 +111,7 @@ def build(ctx: PageContext) -> None:
         with gr.Column(scale=2):
             _outputs(c)
     _charts_and_replay(c)
+    _numbers_hide_panel(c)
     _lossless_panel(c, ctx.public)
     with gr.Accordion("How it works", open=False):
         gr.Markdown(prose("how_it_works"))
@@ -138,7 +141,8 @@ def _settings(c, limits, public: bool) -> None:
     with gr.Row():
         c.k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K",
                         info=settings.capped_info("K", limits.max_k, public), elem_id="sv-k")
-        c.temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
+        c.temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)",
+                                  elem_id="sv-temperature")
     with gr.Row():
         c.branches = gr.Slider(1, limits.max_branches, value=1, step=1, label="Tree branches B (1 = chain)",
                                info="Up to B candidate continuations per node, verified in one pass",
@@ -223,6 +227,16 @@ def _charts_and_replay(c) -> None:
                                    elem_id="sv-load")
 
 
+def _numbers_hide_panel(c) -> None:
+    """"What the numbers hide": the run beside its synthetic twin, its health checks, the oracle's
+    ceiling and the lessons in the run's numbers (:mod:`.numbers_hide`), filled when a run ends."""
+    with gr.Accordion("What the numbers hide: the synthetic twin, health checks, the ceiling", open=False,
+                      elem_id="sv-numbers-panel"):
+        c.numbers_md = gr.Markdown(numbers_hide_markdown(None, None, None, []), elem_id="sv-numbers")
+        c.twin_plot = gr.Plot(twin_figure(None), label="The run beside its synthetic twin", show_label=False,
+                              elem_id="sv-twin")
+
+
 def _lossless_panel(c, public: bool) -> None:
     """The "Is it lossless?" accordion: the check's own temperature, draws and control case."""
     with gr.Accordion("Is it lossless?", open=False, elem_id="sv-lossless-panel"):
@@ -295,6 +309,8 @@ def _wire(c, ctx: PageContext) -> None:
                                  out(SHOWN_OUTPUTS), api_name="load_trace", **FREE)
     c.trace_file.upload(reset_inspector, None, inspector, api_name=False, **FREE)
     run_event.then(last_run_figures, run_state, ctx.last_analysis, api_name=False, **FREE)
+    for event in (run_event, loaded):
+        event.then(numbers_hide_view, run_state, [c.twin_plot, c.numbers_md], api_name=False, **FREE)
     _wire_race(c, run_state, [run_event, loaded], replayed)
 
 

@@ -69,7 +69,7 @@ def build(ctx: PageContext) -> None:
     with gr.Row():
         offered, ticked = side_by_side_menu(settings.server_device())
         chosen = gr.CheckboxGroup(offered, value=ticked, label="Drafters", elem_id="sv-sbs-drafters")
-        tokens = gr.Slider(1, 256, value=48, step=1, label="Tokens each")
+        tokens = gr.Slider(1, 256, value=48, step=1, label="Tokens each", elem_id="sv-sbs-tokens")
     with gr.Row():
         start = gr.Button("Run side by side", variant="primary")
         stop = gr.Button("Stop", variant="stop")

@@ -101,6 +101,18 @@ def _looks_up(spec) -> bool:
     return isinstance(spec, str) and drafter_kind(spec).lookup
 
 
+def _drafting_settings(settings: dict) -> dict:
+    """A saved trace's temperature, B, and what its drafter's kind says about it (a model always
+    drafts; the oracle replays the target), for the health checks and the ceiling."""
+    spec = settings.get("draft")
+    kind = drafter_kind(spec) if isinstance(spec, str) and spec else None
+    temperature, branches = settings.get("temperature"), settings.get("branches")
+    return {"temperature": float(temperature) if isinstance(temperature, (int, float)) else 0.0,
+            "branches": int(branches) if isinstance(branches, int) and branches > 0 else 1,
+            "always_drafts": bool(kind and (kind.needs_model or kind.real_draft)),
+            "oracle": bool(kind and kind.replays)}
+
+
 def rule_note(rule: str) -> str:
     """The summary's sentence on a run verified by a rule other than the full one."""
     found = RULES[rule]
@@ -147,6 +159,10 @@ class RunState:
     stop_slot: int = -1
     rule: str = "full"
     busy_note: str = ""
+    temperature: float = 0.0
+    branches: int = 1
+    always_drafts: bool = False
+    oracle: bool = False
 
     @classmethod
     def new(cls, request, target, drafter, label: str) -> RunState:
@@ -156,7 +172,10 @@ class RunState:
         return cls(label=label, k=effective_k(request.k, drafter is not None), eos=sorted(target.eos_token_ids),
                    lookup=drafter_kind(request.draft).lookup,
                    low_precision_greedy=low_precision and request.sampling.greedy,
-                   max_new_tokens=request.max_new_tokens, rule=request.rule)
+                   max_new_tokens=request.max_new_tokens, rule=request.rule,
+                   temperature=request.sampling.temperature, branches=request.branches,
+                   always_drafts=bool(getattr(drafter, "uses_model", False)),
+                   oracle=bool(getattr(drafter, "replays_target", False)))
 
     @classmethod
     def from_trace(cls, data: dict) -> RunState:
@@ -182,7 +201,8 @@ class RunState:
                    and not settings.get("temperature"),
                    meta=meta, max_new_tokens=int(settings.get("max_new_tokens") or 0), finished=True, loaded=True,
                    rule=trace_rule(meta),
-                   busy_note=meta["busy_note"] if isinstance(meta.get("busy_note"), str) else "")
+                   busy_note=meta["busy_note"] if isinstance(meta.get("busy_note"), str) else "",
+                   **_drafting_settings(settings))
 
     def add(self, round_: Round, run) -> None:
         """Record a finished round of ``run`` (a Generation): the round, its HTML, the prefill and notes."""
@@ -215,6 +235,10 @@ class RunState:
             notes.append(REMEASURE_NOTE)
         if self.k and self.rule != "full":
             notes.append(rule_note(self.rule))
+        if done and rounds:  # what the numbers hide, once the run has ended (specviz.ui.numbers_hide)
+            from .numbers_hide import summary_notes
+
+            notes += summary_notes(self, rounds, a)
         never = self.loaded and self.baseline is None  # a saved trace without one: no baseline is coming
         build = {
             "alpha": lambda: charts.alpha_figure(rounds),

@@ -3,6 +3,7 @@ Markdown, the experiments' table rows, and the side-by-side tab's coloured outpu
 
 from __future__ import annotations
 
+from ...ceiling import gap_phrase
 from ...speedup import NOT_MEASURABLE, speedup_doubts
 from ..teach import playground
 from .escape import as_text
@@ -71,6 +72,8 @@ def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> st
     decoding, the baseline); ``eos``: the target's end-of-sequence ids."""
     blocks = [legend_html(clickable=False)]
     doubts = speedup_doubts([row for row, _ in rows_runs])
+    # The oracle (the target's own output replayed) is the ceiling: every other drafter says its gap to it.
+    oracle = next((row for row, run in rows_runs if getattr(run.drafter, "replays_target", False)), None)
     for (row, run), doubt in zip(rows_runs, doubts):
         if run.drafter is None:
             speed = "the baseline itself (plain decoding)"
@@ -81,6 +84,8 @@ def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> st
                      f"{_f(row['theoretical_speedup'], '.2f')}×)")
         head = (f"<b>{as_text(row['drafter'])}</b> · per-token α <b>{_f(row['alpha'])}</b> (accepted ÷ tested, "
                 f"{row['accepted']}/{row['tested']}) · <b>{row['tokens_per_pass']:.2f}</b> tokens per pass · {speed}")
+        if oracle is not None and run.drafter is not None and row is not oracle:
+            head += f" · {as_text(gap_phrase(row, oracle))}"
         body = render_rounds(run.rounds, eos, clickable=False)
         blocks.append(f'<div class="sv-sbs" data-draft="{as_text(row["draft"])}">{head}</div>'
                       f'<div class="sv-out">{body}</div>')

@@ -33,6 +33,8 @@ TOKENS_JS = script("tokens")
 STRETCH_JS = script("stretch")
 #: The inspector just opened on a token: brought into view if it is not.
 INSPECTOR_IN_VIEW_JS = script("inspector_in_view")
+#: The "What an engine would have logged" switch: greys out what no engine's counters tell.
+ENGINE_LOG_JS = script("engine_log")
 
 #: Model-free views never wait behind a generation.
 FREE = dict(concurrency_limit=None, show_progress="hidden")
@@ -169,6 +171,9 @@ def _outputs(c) -> None:
     (a click answers where the visitor is looking, issue 26 item 5: under six charts and the summary
     it opened 1,800 px below the tokens), the three main charts and the summary."""
     c.tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
+    c.engine_log = gr.Checkbox(False, label="What an engine would have logged", elem_id="sv-engine-log",
+                               info="Grey out what no engine's counters tell: u, p_draft, p_target, the rejected "
+                                    "drafts and the residuals (vLLM #19993, SGLang #34814)")
     with gr.Accordion("Token inspector: why was this token emitted?", open=True, elem_id="sv-inspector-panel"):
         c.inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
         c.inspector_plot = gr.Plot(label="Distributions behind the decision", show_label=False,
@@ -291,6 +296,7 @@ def _wire(c, ctx: PageContext) -> None:
             replay, [c.replay_slider, run_state], view, api_name=False, **FREE))
         button.click(reset_inspector, None, inspector, api_name=False, **FREE)
     c.export_btn.click(export_run, run_state, c.export_files, api_name="export", **FREE)
+    c.engine_log.change(None, c.engine_log, None, js=ENGINE_LOG_JS, api_name=False)
     loaded = c.trace_file.upload(functools.partial(load_trace, public=ctx.public), c.trace_file,
                                  out(SHOWN_OUTPUTS), api_name="load_trace", **FREE)
     c.trace_file.upload(reset_inspector, None, inspector, api_name=False, **FREE)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m specviz run | prepare | bench | sweep | train-draft``.
+"""Command line: ``python -m specviz run | prepare | bench | sweep | train-draft | import | export``.
 
 ``run`` generates one completion with speculative sampling (or plain decoding with
 ``--draft none``) and prints the text, coloured by token kind on a terminal, or one JSON object
@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_arg(sweep)
     sweep.set_defaults(func=cmd_sweep)
     _add_train_parser(sub)
+    from .engines.commands import add_engine_parsers
+
+    add_engine_parsers(sub, cmd_import, cmd_export)
     return parser
 
 
@@ -446,6 +449,21 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
     summary = train(TrainConfig(betas=tuple(args.betas), **{name: getattr(args, name) for name in names}))
     print(format_summary(summary))
     print(f"head written to {args.out}; use it with --draft eagle:{args.out}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .engines.commands import format_import, import_result
+
+    run, form = import_result(args)
+    print(format_import(run, form, args.json))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .engines.commands import export_text
+
+    print(export_text(args))
     return 0
 
 

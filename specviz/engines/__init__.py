@@ -1,21 +1,65 @@
 """Read (and write) the speculative-decoding counters that serving engines report.
 
-Gradio-free and torch-free. :func:`read_engine_file` turns one engine file into an
-:class:`~specviz.engines.imported.ImportedRun`; bad input raises :class:`EngineFileError`.
+Gradio-free and torch-free. :func:`read_engine_file` turns one engine file (a response, a recorded
+stream, a metrics scrape, a log) into an :class:`~specviz.engines.imported.ImportedRun` in specviz's
+units, each figure saying which engine field it came from and what was converted
+(:mod:`specviz.engines.normalise`); :func:`guess_engine` tells the engine from the text;
+:mod:`specviz.engines.writers` writes a saved specviz run in each engine's format. One module per
+engine: :mod:`~specviz.engines.vllm`, :mod:`~specviz.engines.sglang`, :mod:`~specviz.engines.llamacpp`,
+:mod:`~specviz.engines.mlx`. Bad, foreign or hostile input raises :class:`EngineFileError`.
 """
 
 from __future__ import annotations
 
-from .errors import EngineFileError
+from . import llamacpp, mlx, sglang, vllm
+from .checks import check_text, fail
+from .file_error import EngineFileError
 from .imported import ENGINES, TOKEN_KINDS, Figure, ImportedRun
 
-__all__ = ["ENGINES", "TOKEN_KINDS", "EngineFileError", "Figure", "ImportedRun", "read_engine_file"]
+__all__ = ["ENGINES", "TOKEN_KINDS", "EngineFileError", "Figure", "ImportedRun", "guess_engine", "read_engine_file"]
+
+#: Engine name → its module; the order is the order :func:`guess_engine` tries them in (mlx-vlm
+#: writes llama.cpp's ``draft_n_accepted`` too, so mlx is tried before llama.cpp).
+_MODULES = {"vllm": vllm, "sglang": sglang, "mlx": mlx, "llamacpp": llamacpp}
 
 
-def read_engine_file(text: str, name: str, engine: str | None = None) -> ImportedRun:
-    """Read one engine file's text (``name`` is its file name or URL, kept as plain text).
+def guess_engine(text: str) -> str | None:
+    """The engine that wrote ``text`` (one of :data:`ENGINES`), told by the field names only that
+    engine writes; None when no engine's fields are there."""
+    if not isinstance(text, str):
+        return None
+    for name, module in _MODULES.items():
+        if module.looks_like(text):
+            return name
+    return None
 
-    ``engine`` is one of :data:`ENGINES`, or None to guess it from the text. Raises
-    :class:`EngineFileError` (a ValueError) with one sentence naming the field on bad input.
+
+def read_engine_file(text: str, name: str, engine: str | None = None, before: str | None = None) -> ImportedRun:
+    """Read one engine file's text into an :class:`ImportedRun`.
+
+    Args:
+        text: the file's text (or bytes, decoded as UTF-8), at most
+            :data:`specviz.engines.checks.MAX_BYTES`.
+        name: its file name or URL, kept as plain text for the view.
+        engine: one of :data:`ENGINES`, or None to guess it (:func:`guess_engine`).
+        before: for a vLLM Prometheus scrape, an earlier scrape of the same server: the difference is
+            one run's counters (else they are the server's lifetime, ``cumulative``).
+
+    Raises:
+        EngineFileError: (a ValueError) with one sentence naming the field, for a file that is too
+            large, not text, of no known engine, or whose fields are missing, of the wrong type,
+            negative, inconsistent (accepted above drafted) or hold markup where a name belongs.
     """
-    raise EngineFileError("Engine importers are not built yet.")
+    text = check_text(text)
+    if engine is None:
+        engine = guess_engine(text)
+        if engine is None:
+            fail("file", "the file", "holds no field of vLLM, SGLang, llama.cpp or mlx-lm speculative metrics "
+                 "(name the engine with --engine if it is one of them)")
+    if engine not in _MODULES:
+        fail("file", "the engine", f"{engine[:20]!r} is not one of {', '.join(ENGINES)}")
+    if before is not None:
+        if engine != "vllm":
+            fail(engine, "the earlier scrape", "is only read for vLLM's Prometheus counters")
+        return vllm.read(text, name, before=check_text(before))
+    return _MODULES[engine].read(text, name)

@@ -153,8 +153,8 @@ def shoot_phone(browser, url: str, out: Path, tokens: int) -> None:
 
 
 #: README's "Bring your engine's numbers": one file per engine from tests/fixtures/engines/, each a picture.
-ENGINE_FILES = {"vllm": "vllm_per_request_detailed.json", "sglang": "sglang_meta_info.json",
-                "llamacpp": "llamacpp_completion.json", "mlx": "mlx_stream.jsonl"}
+ENGINE_FILES = {"vllm": "vllm_stream.sse", "sglang": "sglang_generate.json", "llamacpp": "llamacpp_server.log",
+                "mlx": "mlx_lm_stream.jsonl"}
 
 
 def shoot_engines(page, out: Path) -> None:

@@ -20,9 +20,12 @@ pytestmark = [pytest.mark.browser,
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "engines"
-#: One file per engine, each taken from the engine's own tests or documentation (tests/fixtures/engines/).
-ONE_FILE = {"vllm": "vllm_per_request_detailed.json", "sglang": "sglang_meta_info.json",
-            "llamacpp": "llamacpp_completion.json", "mlx": "mlx_stream.jsonl"}
+#: One file per engine, each from the engine's own tests (tests/fixtures/engines/README.md): vLLM's
+#: stream with per-step tokens (made a stopped response below, whose last token the engine cannot
+#: place), SGLang's meta_info with its histogram, llama.cpp's per-request log line, mlx-lm's
+#: from_draft stream.
+ONE_FILE = {"vllm": "vllm_stream.sse", "sglang": "sglang_generate.json", "llamacpp": "llamacpp_server.log",
+            "mlx": "mlx_lm_stream.jsonl"}
 #: A saved run with rejected drafts, resampled and bonus tokens (assets/traces/README.md).
 TRACE = ROOT / "assets" / "traces" / "copy_lookup.json"
 CHARTS = ("#sv-engine-tpp", "#sv-engine-lengths", "#sv-engine-positions", "#sv-engine-closed")
@@ -48,19 +51,29 @@ def _drop(page, path: Path) -> None:
     page.set_input_files("#sv-engine-file input[type=file]", str(path))
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_an_engines_file_is_drawn_with_the_run_charts_and_its_unknown_tokens_marked(page, app_url, engine):  # noqa: F811
+def _engine_file(engine: str, tmp_path: Path) -> Path:
+    """The engine's file; vLLM's stream ends with ``finish_reason`` "stop", as a response that met its
+    stop token does: its last chunk's last token may be a draft, so it is unknown."""
     path = FIXTURES / ONE_FILE[engine]
+    if engine != "vllm":
+        return path
+    stopped = tmp_path / path.name
+    stopped.write_text(path.read_text(encoding="utf-8").replace('"finish_reason": "length"', '"finish_reason": "stop"'),
+                       encoding="utf-8")
+    return stopped
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_engines_file_is_drawn_with_the_run_charts_and_its_unknown_tokens_marked(page, app_url, engine,  # noqa: F811
+                                                                                    tmp_path):
+    path = _engine_file(engine, tmp_path)
     expected = read_engine_file(path.read_text(encoding="utf-8"), path.name)  # what the importer itself reads
     assert expected.engine == engine  # guessed from the file, as the page's "guess" does
     _open_tab(page, app_url)
     _drop(page, path)
     page.wait_for_function(HAS_TEXT, arg=["#sv-engine-summary", f"read as {ENGINE_NAMES[engine]}"], timeout=60_000)
     drawn = {sel: page.evaluate(TRACES, sel) for sel in CHARTS}
-    counted = bool(expected.accepted_per_pass or (expected.accepted_by_position and expected.passes))
-    assert drawn["#sv-engine-closed"] >= 1, drawn  # the closed form at the stated c, v
-    if counted:
-        assert all(n >= 1 for n in drawn.values()), drawn
+    assert all(n >= 1 for n in drawn.values()), drawn  # each file here has counts per pass or position
     table = page.inner_text("#sv-engine-figures")
     for figure in expected.figures:
         assert figure.engine_field.split("\n")[0][:30] in table, (figure, table)
@@ -69,10 +82,11 @@ def test_an_engines_file_is_drawn_with_the_run_charts_and_its_unknown_tokens_mar
         return
     kinds = list(expected.token_kinds or ())[:len(expected.tokens)]
     unknown = len(expected.tokens) - sum(1 for k in kinds if k in ("draft", "target"))
+    assert unknown == (1 if engine == "vllm" else 0)  # the stopped stream's last token
     shown = page.evaluate("() => [...document.querySelectorAll('#sv-engine-tokens .sv-out .sv-tok')]"
                           ".map((el) => el.dataset.kind)")
     assert len(shown) == len(expected.tokens)
-    assert shown.count("unknown") == unknown and page.locator("#sv-engine-tokens .sv-unknown").count() == unknown
+    assert shown.count("unknown") == unknown and page.locator("#sv-engine-tokens .sv-out .sv-unknown").count() == unknown
     assert shown.count("draft") == kinds.count("draft")
 
 

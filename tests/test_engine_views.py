@@ -163,7 +163,7 @@ def test_the_tab_refuses_a_file_too_large_not_text_or_unreadable_in_one_sentence
         engines_tab.import_engine(str(binary), "guess", 0.05, 1.0)
     with pytest.raises(gr.Error, match="engine must be one of"):
         engines_tab.import_engine(str(binary), "<b>tgi</b>", 0.05, 1.0)
-    with pytest.raises(gr.Error, match="verify cost v"):
+    with pytest.raises(gr.Error, match="Verify cost v must be a number in"):
         engines_tab.import_engine(str(binary), "guess", 0.05, 0)
     foreign = tmp_path / "foreign.json"
     foreign.write_text('{"hello": "<b>world</b>"}', encoding="utf-8")

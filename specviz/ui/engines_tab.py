@@ -24,7 +24,7 @@ from .draw import charts, diagnostic_charts
 from .draw.engine_counts import engine_figures
 from .draw.engine_views import (ENGINE_NAMES, closed_form_figure, engine_charts, engine_summary_markdown,
                                 engine_tokens_html, figures_markdown, imported_alpha)
-from .user_errors import refused
+from .user_errors import refused, sentence
 
 #: The engine menu: guess from the file, or one engine by name.
 GUESS = "guess"
@@ -52,7 +52,7 @@ def _costs(c, v) -> tuple[float, float]:
     try:
         return to_float("cost ratio c", c, 0.0, 10.0), to_float("verify cost v", v, 0.0, 10.0, lo_open=True)
     except RequestError as err:
-        raise refused(str(err)[:1].upper() + str(err)[1:] + ".") from None
+        raise refused(sentence(str(err))) from None
 
 
 def _read(path, engine, public: bool) -> ImportedRun:
@@ -133,8 +133,10 @@ def build(ctx: PageContext) -> None:
     gr.Markdown(INTRO)
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
-            upload = gr.File(label="An engine's file", type="filepath", elem_id="sv-engine-file",
-                             file_types=[".json", ".jsonl", ".txt", ".log", ".prom"])
+            # Any file name: engines' logs and scrapes come as .log, .txt, .prom, .sse, .out or none;
+            # what matters is the text, which the importer judges.
+            upload = gr.File(label="An engine's file (JSON, JSONL, a log, a metrics scrape, a recorded stream)",
+                             type="filepath", elem_id="sv-engine-file")
             engine = gr.Dropdown(ENGINE_CHOICES, value=GUESS, label="Engine", elem_id="sv-engine-name")
             with gr.Row():
                 c = gr.Number(DEFAULT_C, minimum=0, maximum=10, label="c: draft step ÷ target step",

@@ -37,6 +37,9 @@ MAX_ENGINE_FILE_BYTES = 8 * 2**20
 DEFAULT_C, DEFAULT_V = 0.05, 1.0
 #: The charts' note before a file is read.
 WAITING = "waiting for an engine's file…"
+#: What /import_engine says of itself in the API's description.
+API_DESCRIPTION = ("Read one engine's file (vLLM, SGLang, llama.cpp, mlx-lm; engine 'guess' or its name) at the stated "
+                   "c and v: the summary, the figures table, the coloured text and the four charts.")
 #: Model-free views never wait behind a generation.
 FREE = dict(concurrency_limit=None, show_progress="hidden")
 
@@ -159,7 +162,7 @@ def build(ctx: PageContext) -> None:
     outputs = [state, summary, table, tokens, tpp, lengths, positions, closed]
     inputs = [upload, engine, c, v]
     upload.upload(functools.partial(import_engine, public=ctx.public), inputs, outputs, api_name="import_engine",
-                  **FREE)
+                  api_description=API_DESCRIPTION, **FREE)
     engine.change(functools.partial(reread, public=ctx.public), inputs, outputs, api_name=False, **FREE)
     gr.on([c.change, v.change], redraw_costs, [state, c, v], [summary, closed], api_name=False,
           trigger_mode="always_last", **FREE)

@@ -55,13 +55,15 @@ def engine_legend_html() -> str:
 
 def engine_tokens_html(run: ImportedRun | None) -> str:
     """The imported text, each token coloured by what the engine told of it (``token_kinds``; a
-    token without one is unknown), as a token panel (``<div class="sv-out sv-imported">``); a note
-    when the file carries no text. Every token's text goes through :func:`as_text`."""
+    token without one is unknown), as a token panel (``<div class="sv-out sv-imported">``) under its
+    legend; a note (``sv-no-text``) when the file carries no text. Every token's text goes through
+    :func:`as_text`."""
     if run is None:
         return ""
     if not run.tokens:
-        return ('<div class="sv-out sv-imported sv-no-text">This file carries no text of the output, only '
-                "counters: nothing to colour.</div>")
+        # Not a token panel (.sv-out): that one says "output appears here" while empty.
+        return ('<div class="sv-imported sv-no-text">This file carries no text of the output, only counters: '
+                "nothing to colour.</div>")
     kinds = tuple(run.token_kinds or ())
     shown = run.tokens[:MAX_TOKENS_SHOWN]
     out = [engine_legend_html(), '<div class="sv-out sv-imported">']

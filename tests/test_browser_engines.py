@@ -35,19 +35,20 @@ TRACES = "(sel) => (document.querySelector(sel + ' .js-plotly-plot') || {}).data
 
 @pytest.fixture(scope="module")
 def page(browser, app_url):  # noqa: F811  (the fixtures, passed on)
-    """One page of the shared app for the module: each test reloads it."""
+    """One page of the shared app for the module's tests, loaded once."""
     page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    page.goto(app_url, wait_until="domcontentloaded", timeout=180_000)
+    page.wait_for_selector("#sv-tour-btn", timeout=180_000)
     yield page
     page.close()
 
 
-def _open_tab(page, url: str) -> None:
-    page.goto(url, wait_until="domcontentloaded", timeout=180_000)
-    page.wait_for_selector("#sv-tour-btn", timeout=180_000)
-    page.get_by_role("tab", name="Your engine's numbers").click()
-
-
 def _drop(page, path: Path) -> None:
+    """``path`` dropped on the engines tab (the file before it cleared first)."""
+    page.get_by_role("tab", name="Your engine's numbers").click()
+    clear = page.locator("#sv-engine-file button[aria-label*=Clear], #sv-engine-file button[aria-label*=clear]")
+    if clear.count():
+        clear.first.click()
     page.set_input_files("#sv-engine-file input[type=file]", str(path))
 
 
@@ -64,14 +65,13 @@ def _engine_file(engine: str, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_an_engines_file_is_drawn_with_the_run_charts_and_its_unknown_tokens_marked(page, app_url, engine,  # noqa: F811
-                                                                                    tmp_path):
+def test_an_engines_file_is_drawn_with_the_run_charts_and_its_unknown_tokens_marked(page, engine, tmp_path):
     path = _engine_file(engine, tmp_path)
     expected = read_engine_file(path.read_text(encoding="utf-8"), path.name)  # what the importer itself reads
     assert expected.engine == engine  # guessed from the file, as the page's "guess" does
-    _open_tab(page, app_url)
     _drop(page, path)
-    page.wait_for_function(HAS_TEXT, arg=["#sv-engine-summary", f"read as {ENGINE_NAMES[engine]}"], timeout=60_000)
+    page.wait_for_function(HAS_TEXT, arg=["#sv-engine-summary", f"{path.name} · read as {ENGINE_NAMES[engine]}"],
+                           timeout=60_000)
     drawn = {sel: page.evaluate(TRACES, sel) for sel in CHARTS}
     assert all(n >= 1 for n in drawn.values()), drawn  # each file here has counts per pass or position
     table = page.inner_text("#sv-engine-figures")
@@ -90,25 +90,25 @@ def test_an_engines_file_is_drawn_with_the_run_charts_and_its_unknown_tokens_mar
     assert shown.count("draft") == kinds.count("draft")
 
 
-def test_a_foreign_file_gets_the_importers_sentence_as_text(page, app_url, tmp_path):  # noqa: F811
+def test_a_foreign_file_gets_the_importers_sentence_as_text(page, tmp_path):
     foreign = tmp_path / "notes.json"
     foreign.write_text('{"model": "<img src=x id=pwn-engine>"}', encoding="utf-8")
-    _open_tab(page, app_url)
+    before = page.inner_text("#sv-engine-summary")
     _drop(page, foreign)
     toast = page.locator("[data-testid=toast-body]")
     toast.first.wait_for(timeout=30_000)
     assert toast.first.inner_text().strip()
     assert not page.locator("#pwn-engine, img[src=x]").count()
-    assert "Imported" not in page.inner_text("#sv-engine-summary")
+    after = page.inner_text("#sv-engine-summary")  # the last file's, under gradio's "Error" mark
+    assert before.strip() in after and "notes.json" not in after
 
 
 #: The computed opacity of the first element a selector finds.
 OPACITY = "(sel) => getComputedStyle(document.querySelector(sel)).opacity"
 
 
-def test_the_engine_log_switch_greys_out_what_no_engine_logs(page, app_url):  # noqa: F811
-    page.goto(app_url, wait_until="domcontentloaded", timeout=180_000)
-    page.wait_for_selector("#sv-tour-btn", timeout=180_000)
+def test_the_engine_log_switch_greys_out_what_no_engine_logs(page):
+    page.get_by_role("tab", name="Run").click()
     page.locator("summary, button, span", has_text="Replay, export and saved traces").first.click()
     page.set_input_files("#sv-load input[type=file]", str(TRACE))
     page.wait_for_function(HAS_TEXT, arg=["#sv-summary", "Loaded a saved trace"], timeout=60_000)

@@ -171,11 +171,12 @@ def _outputs(c) -> None:
     (a click answers where the visitor is looking, issue 26 item 5: under six charts and the summary
     it opened 1,800 px below the tokens), the three main charts and the summary."""
     c.tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
-    c.engine_log = gr.Checkbox(False, label="What an engine would have logged", elem_id="sv-engine-log",
-                               info="Grey out what no engine's counters tell: u, p_draft, p_target, the rejected "
-                                    "drafts and the residuals (vLLM #19993, SGLang #34814)")
     with gr.Accordion("Token inspector: why was this token emitted?", open=True, elem_id="sv-inspector-panel"):
         c.inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
+        # Under the story it greys (and the tokens above): the inspector stays the next thing after the tokens.
+        c.engine_log = gr.Checkbox(False, label="What an engine would have logged", elem_id="sv-engine-log",
+                                   info="Grey out what no engine's counters tell: u, p_draft, p_target, the "
+                                        "rejected drafts and the residuals (vLLM #19993, SGLang #34814)")
         c.inspector_plot = gr.Plot(label="Distributions behind the decision", show_label=False,
                                    elem_id="sv-inspector-plot")
         c.inspector_tree = gr.HTML("", elem_id="sv-inspector-tree")

@@ -9,6 +9,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -96,9 +97,9 @@ def test_export_then_import_gives_the_runs_own_figures(capsys, tmp_path, engine)
 class _Replay(BaseHTTPRequestHandler):
     """Answers every POST with the recorded vLLM stream, keeping the request body it got."""
 
-    bodies: list = []
+    bodies: ClassVar[list] = []
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):
         length = int(self.headers.get("Content-Length", 0))
         type(self).bodies.append(json.loads(self.rfile.read(length)))
         payload = (FIXTURES / "vllm_stream.sse").read_bytes()

@@ -137,3 +137,38 @@ def test_mlx_vlm_timings_rate_as_its_test_expects():
     assert figure(run, nz.ACCEPTANCE_RATE) == pytest.approx(0.6)
     assert run.passes == 5 and run.k == 4
     assert "accepted drafts past the stop token" not in names(run)
+
+
+def _sse(*events: dict) -> str:
+    import json
+
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+
+
+def test_streams_of_each_engine_are_read_from_their_last_counting_event():
+    """Recorded streams: SGLang's native /generate repeats a growing meta_info, llama.cpp's and
+    mlx-vlm's final chunk carries the timings; the events before it hold text only."""
+    import json
+
+    meta = json.loads((FIXTURES / "sglang_decoupled.json").read_text())["meta_info"]
+    early = {**meta, "completion_tokens": 2, "spec_verify_ct": 1, "spec_num_correct_drafts": 0,
+             "spec_num_proposed_drafts": 1, "spec_accept_rate": 0.0, "spec_accept_length": 2.0,
+             "spec_correct_drafts_histogram": [1], "spec_accept_histogram": [1]}
+    sglang = read_engine_file(_sse({"text": "a", "meta_info": early}, {"text": "ab", "meta_info": meta}), "s.sse")
+    assert sglang.passes == 2 and sglang.accepted_histogram == (1, 1)
+    timings = json.loads((FIXTURES / "llamacpp_completion.json").read_text())["timings"]
+    llama = read_engine_file(_sse({"content": "a", "stop": False}, {"content": "", "stop": True, "timings": timings}),
+                             "l.sse")
+    assert llama.engine == "llamacpp" and figure(llama, nz.ACCEPTANCE_RATE) == 0.0
+    vlm = json.loads((FIXTURES / "mlx_vlm_timings.json").read_text())["timings"]
+    mlx = read_engine_file(_sse({"choices": [{"delta": {"content": "hi"}}]},
+                                {"choices": [{"delta": {}, "finish_reason": "stop"}], "timings": vlm}), "m.sse")
+    assert mlx.engine == "mlx" and mlx.passes == 5 and figure(mlx, nz.ACCEPTANCE_RATE) == pytest.approx(0.6)
+
+
+def test_a_scrape_of_two_engines_adds_their_counters_and_says_so():
+    text = (FIXTURES / "vllm_metrics.prom").read_text()
+    second = "\n".join(line.replace('engine="0"', 'engine="1"') for line in text.splitlines() if line.startswith("vllm:"))
+    run = read_engine_file(text + second + "\n", "two.prom")
+    assert run.passes == 2 and run.accepted_by_position == (2, 2, 0)
+    assert any("2 engines or models" in note for note in run.notes)

@@ -29,6 +29,7 @@ class Fields:
     token_kinds: tuple[str, ...] | None = None
     notes: list[str] = field(default_factory=list)
     extra: list[Figure] = field(default_factory=list)
+    passes_conversion: str = ""
 
 
 def _rate_figures(f: Fields, accepted: int, drafted: int | None, passes: int | None) -> list[Figure]:
@@ -38,7 +39,7 @@ def _rate_figures(f: Fields, accepted: int, drafted: int | None, passes: int | N
         figures.append(Figure(nz.ACCEPTANCE_RATE, rate, f"{f.accepted} ÷ {f.drafted}",
                               "Accepted ÷ drafted, as the engine counts it: drafts after a rejection count as failures."))
     if passes:
-        figures.append(Figure(nz.PASSES, passes, f.passes, ""))
+        figures.append(Figure(nz.PASSES, passes, f.passes, f.passes_conversion))
         figures.append(Figure(nz.ACCEPTED_PER_PASS, accepted / passes, f"{f.accepted} ÷ {f.passes}",
                               "Accepted drafts divided by verify passes; the target's own token is not counted."))
         figures.append(Figure(nz.TOKENS_PER_PASS, 1 + accepted / passes, f"{f.accepted} ÷ {f.passes}",
@@ -117,11 +118,12 @@ def from_histogram(f: Fields, hist, drafted: int | None, fixed_k: bool) -> Impor
 
 
 def from_totals(f: Fields, accepted: int, drafted: int | None, passes: int | None,
-                kept=None, tested_pos=None) -> ImportedRun:
-    """A run whose format gives totals only (and perhaps full acceptance counts by position)."""
+                kept=None, tested_pos=None, positions_conversion: str = "") -> ImportedRun:
+    """A run whose format gives totals only (and perhaps full acceptance counts by position, with
+    ``positions_conversion`` the sentence saying how they were read)."""
     figures = _rate_figures(f, accepted, drafted, passes)
     if kept is not None and passes:
-        figures += nz.position_figures(kept, passes, tested_pos, f.positions or f.accepted, "")
+        figures += nz.position_figures(kept, passes, tested_pos, f.positions or f.accepted, positions_conversion)
         if tested_pos is not None and len(kept) == len(tested_pos):
             tested = sum(tested_pos)
             if tested:

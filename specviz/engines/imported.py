@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ENGINES", "Figure", "ImportedRun", "TOKEN_KINDS"]
+__all__ = ["ENGINES", "TOKEN_KINDS", "Figure", "ImportedRun"]
 
 #: Engines an :class:`ImportedRun` can come from.
 ENGINES = ("vllm", "sglang", "llamacpp", "mlx")

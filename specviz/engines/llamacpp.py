@@ -21,6 +21,7 @@ from . import normalise as nz
 from .assemble import Fields, from_totals
 from .checks import MAX_POSITIONS, count, fail, json_documents, optional_count, plain_source, ratio
 from .imported import Figure, ImportedRun
+import itertools
 
 __all__ = ["looks_like", "read"]
 
@@ -62,8 +63,8 @@ def _timings(docs, source: str) -> ImportedRun:
     if predicted is not None and accepted > predicted:
         fail(ENGINE, "timings.draft_n_accepted", f"is {accepted}, more than the {predicted} tokens generated")
     f = Fields(ENGINE, source, f"{ENGINE}:timings.draft_n_accepted", f"{ENGINE}:timings.draft_n", "",
-               notes=["timings give totals only: the verify passes, and so α (÷ tested) and acceptance by position, "
-                      "are in the server log's 'draft acceptance' line."])
+               notes=[("timings give totals only: the verify passes, and so α (÷ tested) and acceptance by position, "
+                      "are in the server log's 'draft acceptance' line.")])
     return from_totals(f, accepted, drafted, None)
 
 
@@ -79,7 +80,7 @@ def _kept(rates: list[float], steps: int, accepted: int) -> list[int] | None:
         extra = min(spare, hi[i] - lo[i])
         kept[i] += extra
         spare -= extra
-    return kept if all(a >= b for a, b in zip(kept, kept[1:])) else None
+    return kept if all(a >= b for a, b in itertools.pairwise(kept)) else None
 
 
 def _passes(accepted: int, mean_length: float, rates: list[float]) -> tuple[int, list[int]] | None:
@@ -133,6 +134,8 @@ def _log(text: str, source: str) -> ImportedRun:
                        "without the mean acceptance length), so only the acceptance rate is shown.")
         return from_totals(f, accepted, drafted, None)
     steps, kept = found
+    f.passes_conversion = ("Recovered: the whole number of steps for which 1 + accepted ÷ steps and each position's "
+                           "rate print as the line does.")
     f.notes.append(f"Verify steps ({steps}) and per-position counts are recovered from the line's rounded figures.")
     evals = list(_EVAL.finditer(text, 0, m.start()))
     clipped = accepted
@@ -144,7 +147,8 @@ def _log(text: str, source: str) -> ImportedRun:
                                   "llama.cpp counts a step's accepted drafts before it stops at the end-of-text token."))
     full_k = len(rates) > 0 and drafted == len(rates) * steps
     tested = [steps, *kept[:-1]] if full_k else None
-    return from_totals(f, clipped, drafted, steps, kept or None, tested)
+    return from_totals(f, clipped, drafted, steps, kept or None, tested,
+                       "The printed rate at this position, from its count recovered over the recovered steps.")
 
 
 def _stats(m, source: str) -> ImportedRun:
@@ -155,8 +159,8 @@ def _stats(m, source: str) -> ImportedRun:
         fail(ENGINE, "the statistics line's #acc tokens", "is more than what was generated")
     f = Fields(ENGINE, source, f"{ENGINE}:statistics #acc tokens", f"{ENGINE}:statistics #gen tokens",
                f"{ENGINE}:statistics #gen drafts", cumulative=True,
-               notes=[f"The statistics line sums the {m.group(1)[:40]} drafter's whole life in this slot, every request "
-                      "together."])
+               notes=[(f"The statistics line sums the {m.group(1)[:40]} drafter's whole life in this slot, every request "
+                      "together.")])
     f.extra.append(Figure("drafts that kept at least one token", accepted_drafts / drafts if drafts else 0.0,
                           f"{ENGINE}:statistics #acc drafts ÷ #gen drafts", ""))
     return from_totals(f, accepted, drafted, drafts)

@@ -29,10 +29,29 @@ from __future__ import annotations
 from .imported import Figure
 
 __all__ = [
-    "ACCEPTANCE_RATE", "ACCEPTED_PER_PASS", "ALPHA", "FULL_AT", "CONDITIONAL_AT", "PASSES", "TOKENS_PER_PASS",
-    "ZERO_ACCEPT", "accepted_by_position", "alpha", "acceptance_rate", "clip_at_stop", "clip_total_at_stop",
-    "conditional_by_position", "full_by_position", "histogram", "positions_from_histogram", "per_run",
-    "position_figures", "tested_by_position", "tested_from_histogram", "tested_per_pass", "tokens_per_pass",
+    "ACCEPTANCE_RATE",
+    "ACCEPTED_PER_PASS",
+    "ALPHA",
+    "CONDITIONAL_AT",
+    "FULL_AT",
+    "PASSES",
+    "TOKENS_PER_PASS",
+    "ZERO_ACCEPT",
+    "acceptance_rate",
+    "accepted_by_position",
+    "alpha",
+    "clip_at_stop",
+    "clip_total_at_stop",
+    "conditional_by_position",
+    "full_by_position",
+    "histogram",
+    "per_run",
+    "position_figures",
+    "positions_from_histogram",
+    "tested_by_position",
+    "tested_from_histogram",
+    "tested_per_pass",
+    "tokens_per_pass",
 ]
 
 #: specviz's names of the figures (the page and the CLI show these; each Figure says its engine field).

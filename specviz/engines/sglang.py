@@ -164,8 +164,8 @@ def _server_info(info: dict, source: str) -> ImportedRun:
                   "started" + (f", averaged over its {len(values)} ranks" if len(values) > 1 else "") + ".")
     figure = Figure("tokens per pass, server lifetime (SGLang's avg_spec_accept_length)", mean,
                     f"{ENGINE}:internal_states[].avg_spec_accept_length", conversion)
-    notes = ("avg_spec_accept_length is cumulative over the server's life, not one run's: read one response's "
-             "meta_info for a run.",)
+    notes = (("avg_spec_accept_length is cumulative over the server's life, not one run's: read one response's "
+             "meta_info for a run."),)
     return ImportedRun(engine=ENGINE, source=source, k=None, accepted_per_pass=None, drafted_per_pass=None,
                        accepted_by_position=None, passes=None, cumulative=True, tokens=None, token_kinds=None,
                        figures=(figure,), notes=notes)

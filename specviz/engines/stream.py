@@ -63,7 +63,7 @@ def fetch_completion(url: str, prompt: str, max_tokens: int = 64, model: str | N
     request = urllib.request.Request(url, data=data, method="POST",
                                      headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - scheme checked above
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             raw = response.read(MAX_BYTES + 1)
     except urllib.error.HTTPError as err:
         fail("url", "the server", f"answered HTTP {err.code} to the completion request")

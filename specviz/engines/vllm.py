@@ -177,8 +177,8 @@ def _stream_tokens(chunks: list, finish, first_from_prefill: bool = True) -> tup
     per_chunk = [_chunk_tokens(c) for c in chunks]
     per_chunk = [t for t in per_chunk if t]
     if not per_chunk:
-        return None, None, ["The file carries no per-token logprobs, so the text is not split into tokens "
-                            "(stream with logprobs to colour it)."]
+        return None, None, [("The file carries no per-token logprobs, so the text is not split into tokens "
+                            "(stream with logprobs to colour it).")]
     tokens, kinds = [], []
     for n, chunk in enumerate(per_chunk):
         if n == 0 and first_from_prefill:
@@ -189,14 +189,16 @@ def _stream_tokens(chunks: list, finish, first_from_prefill: bool = True) -> tup
         tokens += chunk
         if len(tokens) > MAX_TOKENS:
             fail(ENGINE, "the stream", f"holds more than {MAX_TOKENS} tokens")
-    return tuple(tokens), tuple(kinds), ["Token colours assume one streamed chunk per engine step (vLLM's default "
-                                         "stream interval): within a chunk, all but the last token are accepted drafts."]
+    return tuple(tokens), tuple(kinds), [("Token colours assume one streamed chunk per engine step (vLLM's default "
+                                         "stream interval): within a chunk, all but the last token are accepted drafts.")]
 
 
 # --------------------------------------------------------------------------- Prometheus
-def _prom_samples(text: str) -> dict[tuple[str, int | None], float]:
-    """The spec-decode counters of a scrape, summed over engines: ``(name, position)`` → value."""
+def _prom_samples(text: str) -> tuple[dict[tuple[str, int | None], float], int]:
+    """The spec-decode counters of a scrape, summed over engines and models: ``(name, position)`` →
+    value, and how many label sets (engines, models) were summed."""
     out: dict[tuple[str, int | None], float] = {}
+    series: set[tuple] = set()
     for n, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#") or not line.startswith(PROM_PREFIX):
@@ -208,9 +210,11 @@ def _prom_samples(text: str) -> dict[tuple[str, int | None], float]:
         if metric.endswith("_created"):
             continue
         metric = metric.removesuffix("_total")
-        position = None
+        position, others = None, []
         for key, raw in _PROM_LABEL.findall(labels.strip("{}")):
             label(raw, ENGINE, f"line {n}'s label {key}")
+            if key != "position":
+                others.append((key, raw))
             if key == "position":
                 position = count(int(raw) if raw.isdigit() else raw, ENGINE, f"line {n}'s position", MAX_POSITIONS - 1)
         try:
@@ -219,7 +223,8 @@ def _prom_samples(text: str) -> dict[tuple[str, int | None], float]:
             fail(ENGINE, f"line {n}", f"has the value {value[:20]!r}, not a number")
         count(number, ENGINE, f"{metric} (line {n})")
         out[(metric, position)] = out.get((metric, position), 0.0) + number
-    return out
+        series.add(tuple(sorted(others)))
+    return out, len(series)
 
 
 def _prom_counts(samples: dict, where: str) -> dict:
@@ -246,11 +251,12 @@ def _per_pos(i: int) -> str:
 def read_prometheus(text: str, name: str, before: str | None = None) -> ImportedRun:
     """Read a scrape of vLLM's ``/metrics``; with ``before`` (an earlier scrape) the difference is one
     run's counters, else the counters are the server's lifetime (``cumulative``)."""
-    after = _prom_counts(_prom_samples(text), "the scrape")
+    samples, n_series = _prom_samples(text)
+    after = _prom_counts(samples, "the scrape")
     cumulative = before is None
     if before is not None:
         try:
-            after = nz.per_run(_prom_counts(_prom_samples(before), "the earlier scrape"), after)
+            after = nz.per_run(_prom_counts(_prom_samples(before)[0], "the earlier scrape"), after)
         except ValueError as err:
             fail(ENGINE, "the two scrapes", f"do not make one run: {err}")
     k = sum(1 for key in after if key.startswith(PROM_PREFIX + "num_accepted_tokens_per_pos"))
@@ -261,8 +267,10 @@ def read_prometheus(text: str, name: str, before: str | None = None) -> Imported
     if kept and (sum(kept) != accepted or any(b > a for a, b in zip([steps, *kept], kept))):
         fail(ENGINE, f"{PROM_PREFIX}num_accepted_tokens_per_pos_total",
              "does not fall position by position and add up to num_accepted_tokens")
-    notes = ["These counters cover the server's lifetime, every request together: scrape before and after one run "
-             "(python -m specviz import AFTER --before BEFORE) for that run's numbers."] if cumulative else []
+    notes = [("These counters cover the server's lifetime, every request together: scrape before and after one run "
+             "(python -m specviz import AFTER --before BEFORE) for that run's numbers.")] if cumulative else []
+    if n_series > 1:
+        notes.append(f"The scrape holds {n_series} engines or models; their counters are added together.")
     full_k = drafted == k * steps and k > 0
     tested = [steps, *kept[:-1]] if full_k else None
     if not full_k:
@@ -273,4 +281,5 @@ def read_prometheus(text: str, name: str, before: str | None = None) -> Imported
     f.extra.append(Figure("accept length (vLLM: 1 + accepted ÷ drafts)", 1 + accepted / steps if steps else 1.0,
                           f"{PROM_PREFIX}num_accepted_tokens ÷ {PROM_PREFIX}num_drafts",
                           "vLLM's mean acceptance length includes the bonus token: it is tokens per pass."))
-    return from_totals(f, accepted, drafted, steps, kept if k else None, tested)
+    return from_totals(f, accepted, drafted, steps, kept if k else None, tested,
+                       "The position's counter ÷ num_drafts: vLLM's own per-position acceptance rate.")

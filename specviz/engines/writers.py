@@ -117,8 +117,8 @@ def _llamacpp(rounds, meta: dict, k: int) -> str:
     lines = [f"{head}prompt eval time =       0.00 ms /     0 tokens (    0.00 ms per token,     0.00 tokens per second)",
              f"{head}       eval time =       0.00 ms / {emitted:5d} tokens (    0.00 ms per token,     0.00 tokens per second)",
              f"{head}      total time =       0.00 ms / {emitted:5d} tokens",
-             f"{head}draft acceptance = {accepted / drafted if drafted else 0.0:0.5f} ({accepted:5d} accepted / {drafted:5d} "
-             f"generated), mean acceptance length = {mean:5.2f}, acceptance rate per position = ({rates})",
+             (f"{head}draft acceptance = {accepted / drafted if drafted else 0.0:0.5f} ({accepted:5d} accepted / {drafted:5d} "
+             f"generated), mean acceptance length = {mean:5.2f}, acceptance rate per position = ({rates})"),
              f"# specviz_export {json.dumps(_marker(k))}"]
     return "\n".join(lines) + "\n"
 

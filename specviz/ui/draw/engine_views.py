@@ -12,6 +12,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ...engines import ImportedRun
+from ...engines.normalise import ALPHA
 from ..teach import playground
 from . import charts, diagnostic_charts
 from .charts import _waiting
@@ -38,9 +39,9 @@ TOTALS_ONLY = "this file has totals only: no counts per pass or per position to 
 #: The closed form's map: α across, K up (the Playground's grid).
 MAP_ALPHAS = [i / 40 for i in range(41)]
 MAP_KS = list(range(1, playground.BEST_K_MAX + 1))
-#: Figure names (from the importers' :class:`~specviz.engines.Figure`) that hold the per-token α,
-#: read when the file has no counts to compute it from.
-ALPHA_NAMES = ("per-token α (÷ tested)", "per-token α (accepted ÷ tested)")
+#: The importers' name of the per-token α figure (:data:`specviz.engines.normalise.ALPHA`), read when the
+#: file has no counts to compute it from.
+ALPHA_NAMES = (ALPHA,)
 
 
 def engine_legend_html() -> str:

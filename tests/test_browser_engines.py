@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM, HAS_TEXT, app_url, browser  # noqa: F401  (fixtures: the app started once, one Chromium)
+from test_browser import CHROMIUM, HAS_TEXT, app_url, browser  # noqa: F401  (fixtures: the app, one Chromium)
 
 from specviz.engines import ENGINES, read_engine_file
 from specviz.ui.draw.engine_views import ENGINE_NAMES
@@ -86,7 +86,8 @@ def test_an_engines_file_is_drawn_with_the_run_charts_and_its_unknown_tokens_mar
     shown = page.evaluate("() => [...document.querySelectorAll('#sv-engine-tokens .sv-out .sv-tok')]"
                           ".map((el) => el.dataset.kind)")
     assert len(shown) == len(expected.tokens)
-    assert shown.count("unknown") == unknown and page.locator("#sv-engine-tokens .sv-out .sv-unknown").count() == unknown
+    assert shown.count("unknown") == unknown
+    assert page.locator("#sv-engine-tokens .sv-out .sv-unknown").count() == unknown
     assert shown.count("draft") == kinds.count("draft")
 
 

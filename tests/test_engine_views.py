@@ -1,19 +1,20 @@
 """An engine's imported numbers on the page, without a browser: the counts become the Run tab's
-figures, defined as the library defines them (:mod:`specviz.ui.draw.engine_counts`), the views escape everything from the file and mark
-what the engine cannot tell (:mod:`specviz.ui.draw.engine_views`), the tab's callback bounds the
-upload and turns the importer's error into one sentence (:mod:`specviz.ui.engines_tab`), and the
-Run tab's inspector marks what no engine logs for the engine-log switch."""
+figures, defined as the library defines them (:mod:`specviz.ui.draw.engine_counts`); the views
+escape everything from the file and mark what the engine cannot tell
+(:mod:`specviz.ui.draw.engine_views`); the tab's callback bounds the upload and turns the
+importer's error into one sentence (:mod:`specviz.ui.engines_tab`); and the Run tab's inspector
+marks what no engine logs for the engine-log switch."""
 
 from __future__ import annotations
 
 import gradio as gr
 import pytest
 
+from specviz.analysis import analyse
+from specviz.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
 from specviz.engines import Figure, ImportedRun
 from specviz.trace import ACCEPTED, BONUS, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui import engines_tab
-from specviz.analysis import analyse
-from specviz.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
 from specviz.ui.draw.engine_counts import engine_figures, passes_from_positions
 from specviz.ui.draw.engine_views import (engine_charts, engine_summary_markdown, engine_tokens_html,
                                           figures_markdown)

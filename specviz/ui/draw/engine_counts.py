@@ -35,7 +35,7 @@ from ...analysis import PositionAcceptance, RunAnalysis, analyse
 from ...diagnostics import PositionRates, RunDiagnostics, engine_k, find_cliff
 from ...engines import ImportedRun
 
-__all__ = ["EngineFigures", "MAX_K", "engine_figures", "passes_from_positions"]
+__all__ = ["MAX_K", "EngineFigures", "engine_figures", "passes_from_positions"]
 
 #: A lookahead at most (a trace's own limit on drafted nodes in one pass, :data:`specviz.trace.MAX_DRAFTED`).
 MAX_K = 256

@@ -18,11 +18,13 @@ Starts ``python app.py`` on a free loopback port, opens it in headless Chromium 
   inspector open on an accepted draft with a fractional acceptance probability (learned_draft.png);
 * Phone: a 390 × 844 page, a short run of the default preset, the inspector opened on a token
   (phone.png, the screen as the phone shows it); prints where Run and the tokens are and how tall
-  the page is.
+  the page is;
+* Engines: one file per engine (tests/fixtures/engines/) dropped on "Your engine's numbers"
+  (engine_vllm.png, engine_sglang.png, engine_llamacpp.png, engine_mlx.png).
 
 Usage::
 
-    python -m scripts.screenshots [--only run tree playground sweep watch learned phone] [--tokens 24]
+    python -m scripts.screenshots [--only run tree playground sweep watch learned phone engines] [--tokens 24]
                                   [--draft int8] [--out assets]
 """
 
@@ -150,6 +152,28 @@ def shoot_phone(browser, url: str, out: Path, tokens: int) -> None:
     page.close()
 
 
+#: README's "Bring your engine's numbers": one file per engine from tests/fixtures/engines/, each a picture.
+ENGINE_FILES = {"vllm": "vllm_stream.sse", "sglang": "sglang_generate.json", "llamacpp": "llamacpp_server.log",
+                "mlx": "mlx_lm_stream.jsonl"}
+
+
+def shoot_engines(page, out: Path) -> None:
+    """Each engine's file dropped on "Your engine's numbers": the summary, the text and the first row
+    of charts (engine_vllm.png, engine_sglang.png, engine_llamacpp.png, engine_mlx.png)."""
+    for engine, name in ENGINE_FILES.items():
+        page.reload(wait_until="domcontentloaded")
+        page.wait_for_selector("#sv-tour-btn", timeout=60_000)
+        page.get_by_role("tab", name="Your engine's numbers").click()
+        page.set_input_files("#sv-engine-file input[type=file]", str(ROOT / "tests" / "fixtures" / "engines" / name))
+        page.locator("#sv-engine-summary >> text=Imported").wait_for(timeout=60_000)
+        time.sleep(1.5)
+        top = page.locator("#sv-engine-file").bounding_box()
+        bottom = page.locator("#sv-engine-tpp").bounding_box()
+        page.screenshot(path=str(out / f"engine_{engine}.png"),
+                        clip={"x": 0, "y": top["y"] - 10, "width": 1200,
+                              "height": bottom["y"] + bottom["height"] - top["y"] + 20})
+
+
 def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -171,6 +195,9 @@ def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None
             shoot_learned(page, out)
         if "phone" in only:
             shoot_phone(browser, url, out, tokens)
+        if "engines" in only:
+            page.set_viewport_size({"width": 1200, "height": 1400})
+            shoot_engines(page, out)
         browser.close()
 
 
@@ -203,8 +230,8 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", type=int, default=24)
     p.add_argument("--draft", default="int8", choices=["int8", "ngram"])
     p.add_argument("--out", default=str(ROOT / "assets"))
-    p.add_argument("--only", nargs="+", default=["run", "tree", "playground", "sweep", "watch", "learned", "phone"],
-                   choices=["run", "tree", "playground", "sweep", "watch", "learned", "phone"])
+    shots = ["run", "tree", "playground", "sweep", "watch", "learned", "phone", "engines"]
+    p.add_argument("--only", nargs="+", default=shots, choices=shots)
     args = p.parse_args(argv)
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",

@@ -76,6 +76,7 @@ API = {
     "/apply_preset": ["name"],
     "/export": [],
     "/forget": [],
+    "/import_engine": ["path", "engine", "c", "v"],
     "/load_trace": ["path"],
     "/lossless": SETTINGS + DEVICE + ["rule", "n_draws", "control"],
     "/on_drafter_change": ["kind"],
@@ -93,3 +94,17 @@ def test_the_api_keeps_its_endpoints_and_parameter_names(client):
     assert {name: [p["parameter_name"] for p in endpoint["parameters"]]
             for name, endpoint in api["named_endpoints"].items()} == API
     assert not api["unnamed_endpoints"]
+
+
+def test_an_engines_file_through_the_api_is_read_and_a_bad_engine_name_refused(client):
+    """/import_engine (issue 40): the file is uploaded and read as the page reads it; an engine name
+    the menu does not hold is refused with the menu's choices."""
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "engines" / "vllm_detailed.json"
+    summary, table, *_ = client.predict(gradio_client.handle_file(str(fixture)), "guess", 0.05, 1.0,
+                                        api_name="/import_engine")
+    assert "read as **vLLM**" in summary and "per_step_accepted" in table.replace("&#95;", "_")
+    with pytest.raises(Exception) as err:
+        client.predict(gradio_client.handle_file(str(fixture)), "tgi", 0.05, 1.0, api_name="/import_engine")
+    assert "tgi" in str(err.value) and "llamacpp" in str(err.value)  # the dropdown's own check names the choices

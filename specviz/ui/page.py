@@ -1,6 +1,6 @@
-"""The page: header, then the seven tabs in display order (Run, Watch a pass, Playground, Experiments, Drafters
-side by side, Lessons, The maths), each built by its module's ``build(ctx)`` with the shared
-:class:`~specviz.ui.context.PageContext`. No model is loaded until a run starts.
+"""The page: header, then the eight tabs in display order (Run, Watch a pass, Playground, Experiments, Drafters
+side by side, Your engine's numbers, Lessons, The maths), each built by its module's ``build(ctx)`` with the
+shared :class:`~specviz.ui.context.PageContext`. No model is loaded until a run starts.
 
 The page's JavaScript lives in files beside the drawing (``specviz/ui/draw/js/``, read by
 :func:`specviz.ui.draw.scripts.script`), each handed to gradio as an event's ``js`` or a
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import (experiments_tab, lessons_tab, links, maths_tab, playground_tab, run_tab, settings, side_by_side_tab,
-               visitors, watch_tab)
+from . import (engines_tab, experiments_tab, lessons_tab, links, maths_tab, playground_tab, run_tab, settings,
+               side_by_side_tab, visitors, watch_tab)
 from .context import PageContext
 from .draw.scripts import called, script
 from .draw.styles import page_css
@@ -91,6 +91,8 @@ def build_page(public: bool) -> gr.Blocks:
                 experiments_tab.build(ctx)
             with gr.Tab("Drafters side by side", id="side_by_side"):
                 side_by_side_tab.build(ctx)
+            with gr.Tab("Your engine's numbers", id="engines"):
+                engines_tab.build(ctx)
             with gr.Tab("Lessons", id="lessons"):
                 lessons_tab.build(ctx)
             with gr.Tab("The maths", id="maths"):

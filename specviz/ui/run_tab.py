@@ -35,6 +35,8 @@ TOKENS_JS = script("tokens")
 STRETCH_JS = script("stretch")
 #: The inspector just opened on a token: brought into view if it is not.
 INSPECTOR_IN_VIEW_JS = script("inspector_in_view")
+#: The "What an engine would have logged" switch: greys out what no engine's counters tell.
+ENGINE_LOG_JS = script("engine_log")
 
 #: Model-free views never wait behind a generation.
 FREE = dict(concurrency_limit=None, show_progress="hidden")
@@ -175,6 +177,10 @@ def _outputs(c) -> None:
     c.tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
     with gr.Accordion("Token inspector: why was this token emitted?", open=True, elem_id="sv-inspector-panel"):
         c.inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
+        # Under the story it greys (and the tokens above): the inspector stays the next thing after the tokens.
+        c.engine_log = gr.Checkbox(False, label="What an engine would have logged", elem_id="sv-engine-log",
+                                   info="Grey out what no engine's counters tell: u, p_draft, p_target, the "
+                                        "rejected drafts and the residuals (vLLM #19993, SGLang #34814)")
         c.inspector_plot = gr.Plot(label="Distributions behind the decision", show_label=False,
                                    elem_id="sv-inspector-plot")
         c.inspector_tree = gr.HTML("", elem_id="sv-inspector-tree")
@@ -305,6 +311,7 @@ def _wire(c, ctx: PageContext) -> None:
             replay, [c.replay_slider, run_state], view, api_name=False, **FREE))
         button.click(reset_inspector, None, inspector, api_name=False, **FREE)
     c.export_btn.click(export_run, run_state, c.export_files, api_name="export", **FREE)
+    c.engine_log.change(None, c.engine_log, None, js=ENGINE_LOG_JS, api_name=False)
     loaded = c.trace_file.upload(functools.partial(load_trace, public=ctx.public), c.trace_file,
                                  out(SHOWN_OUTPUTS), api_name="load_trace", **FREE)
     c.trace_file.upload(reset_inspector, None, inspector, api_name=False, **FREE)

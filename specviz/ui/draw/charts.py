@@ -42,6 +42,7 @@ __all__ = [
     "speedup_figure",
     "speedup_label",
     "time_split_figure",
+    "tokens_per_pass_counts_figure",
     "tokens_per_pass_figure",
 ]
 
@@ -246,19 +247,38 @@ def tokens_per_pass_figure(rounds: list[Round], k: int, alpha: float | None) -> 
     x_title, y_title = "tokens emitted in one pass", "fraction of passes"
     if not rounds:
         return _waiting(title, uirev, x_title, y_title)
+    passes_by_tokens: dict[int, int] = {}
+    for r in rounds:
+        passes_by_tokens[len(r.emitted)] = passes_by_tokens.get(len(r.emitted), 0) + 1
+    return tokens_per_pass_counts_figure(passes_by_tokens, k, alpha, short=sum(1 for r in rounds if r.n_proposed < k),
+                                         trees=sum(1 for r in rounds if is_tree_round(r)))
 
-    counts_per_round = [len(r.emitted) for r in rounds]
-    lo = min(1, min(counts_per_round))
-    hi = max(k + 1, max(counts_per_round))
+
+def tokens_per_pass_counts_figure(passes_by_tokens: dict[int, int], k: int, alpha: float | None, short: int = 0,
+                                  trees: int = 0) -> go.Figure:
+    """:func:`tokens_per_pass_figure` from counts: ``passes_by_tokens[n]`` passes emitted n tokens
+    (an engine's histogram of a server's lifetime, more passes than records could hold); ``short``
+    of them proposed fewer than K drafts, ``trees`` drafted a tree (both said in the theory's hover).
+
+    Raises:
+        ValueError: if ``k`` is not an integer >= 0, or a count is negative.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"K must be an integer >= 0, got {k!r}")
+    if any(n < 0 or count < 0 for n, count in passes_by_tokens.items()):
+        raise ValueError("passes_by_tokens must count passes (n >= 0 tokens, >= 0 passes)")
+    title, uirev = "Tokens emitted per target pass", "tokens_per_pass"
+    x_title, y_title = "tokens emitted in one pass", "fraction of passes"
+    n_rounds = sum(passes_by_tokens.values())
+    if not n_rounds:
+        return _waiting(title, uirev, x_title, y_title)
+    seen = [n for n, count in passes_by_tokens.items() if count]
+    lo = min(1, min(seen))
+    hi = max(k + 1, max(seen))
     bins = list(range(lo, hi + 1))
-    hist = {n: 0 for n in bins}
-    for n in counts_per_round:
-        hist[n] += 1
-    n_rounds = len(rounds)
+    hist = {n: passes_by_tokens.get(n, 0) for n in bins}
     fractions = [hist[n] / n_rounds for n in bins]
-    observed_mean = sum(counts_per_round) / n_rounds
-
-    short = sum(1 for r in rounds if r.n_proposed < k)
+    observed_mean = sum(n * count for n, count in hist.items()) / n_rounds
 
     theory_mean = theory.expected_tokens_per_pass(alpha, k) if alpha is not None else None
     title = f"Tokens per pass · mean {observed_mean:.2f}"
@@ -281,7 +301,6 @@ def tokens_per_pass_figure(rounds: list[Round], k: int, alpha: float | None) -> 
                       f"each accepted with prob. α = accepted / tested drafts = {alpha:.3f}")
         if short:
             assumption += f"; {short} of {n_rounds} passes proposed fewer"
-        trees = sum(1 for r in rounds if is_tree_round(r))
         if trees:
             assumption += (f"<br>a chain's formula: {trees} of {n_rounds} passes drafted a tree, whose siblings<br>"
                            "let the accepted path go deeper than a chain's at the same α")

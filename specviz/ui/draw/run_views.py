@@ -22,10 +22,10 @@ from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, emitted_piece, to
 from ..teach.beats import fmt
 from .escape import as_text
 
-__all__ = ["DONE_MARK", "KIND_LABELS", "NO_TRACE_BASELINE", "PANEL_OPEN", "TREE_BONUS_LABEL", "inspector_markdown",
-           "kind_label",
+__all__ = ["DONE_MARK", "ENGINE_LOG_LEGEND", "KIND_LABELS", "NO_TRACE_BASELINE", "PANEL_OPEN", "TREE_BONUS_LABEL",
+           "UNLOGGED", "inspector_markdown", "kind_label",
            "legend_html", "render_round", "render_rounds", "round_tree_html", "sent_mark", "stream_head",
-           "stream_tail", "summary_markdown", "wrap_output"]
+           "stream_tail", "summary_markdown", "unlogged", "wrap_output"]
 
 KIND_LABELS = {
     ACCEPTED: "accepted draft token",
@@ -105,9 +105,16 @@ def render_rounds(rounds: list[Round], eos_ids: set[int], clickable: bool = True
     return "".join(render_round(r, eos_ids, clickable) for r in rounds)
 
 
+#: The Run tab's legend under the "What an engine would have logged" switch (shown only then, draw/styles.py).
+ENGINE_LOG_LEGEND = ('<span class="sv-engine-log-only">What an engine would have logged: the tokens that came from '
+                     'the draft, <span class="sv-tok sv-engine-target">target</span> for the rest; the rejected '
+                     "drafts and every probability greyed out.</span>")
+
+
 def legend_html(clickable: bool = True) -> str:
     """The colour key above a token panel; ``clickable``: the panel opens the inspector on a click
-    (the Run tab's does, the side-by-side tab's does not, so only the first promises it)."""
+    (the Run tab's does, the side-by-side tab's does not, so only the first promises it, and only
+    the first has the engine-log switch, :data:`ENGINE_LOG_LEGEND`)."""
     click = " click it to open its story in the inspector." if clickable else ""
     return (
         '<div class="sv-legend">'
@@ -118,7 +125,7 @@ def legend_html(clickable: bool = True) -> str:
         'reached a leaf): one more from the target</span>'
         '<span><span class="sv-tok sv-plain">plain</span> target step with nothing drafted</span>'
         f"<span>Hover a token for its probabilities{';' + click if click else '.'} A dotted line starts each "
-        "verify pass.</span></div>"
+        f"verify pass.</span>{ENGINE_LOG_LEGEND if clickable else ''}</div>"
     )
 
 
@@ -297,6 +304,18 @@ def _ratio(d) -> str:
             f"(p_target / p_draft = {fmt(d.p_target)} / {fmt(d.p_draft)})")
 
 
+#: The class of what no engine logs (u, p_draft, p_target, a rejected draft, the residual): greyed out
+#: when the Run tab's "What an engine would have logged" switch puts ``sv-engine-log`` on the page's
+#: root (draw/styles.py, ENGINE_CSS).
+UNLOGGED = "sv-unlogged"
+
+
+def unlogged(markdown: str) -> str:
+    """``markdown`` (the page's own, already escaped where it quotes outside text) marked as what no
+    engine's counters tell, so the engine-log switch greys it out."""
+    return f'<span class="{UNLOGGED}">{markdown}</span>'
+
+
 def inspector_markdown(round_: Round, slot: int) -> str:
     """The story of one decision: the emitted token at ``slot`` of ``round_`` with the numbers that
     decided it. A resampled token and the struck-through draft rejected in its place tell one
@@ -313,19 +332,20 @@ def inspector_markdown(round_: Round, slot: int) -> str:
     d = round_.drafted_for(slot)
     if tok.kind == ACCEPTED and d is not None:
         return (f"{head}\n\n**Accepted draft token** {_code(d.id, d.text)}\n\n"
-                f"- p_draft = {fmt(d.p_draft)}, p_target = {fmt(d.p_target)}\n"
-                f"- acceptance probability {_ratio(d)}\n"
-                f"- uniform draw u = {fmt(d.uniform)} < {fmt(d.accept_prob)} → **accepted**")
+                f"- {unlogged(f'p_draft = {fmt(d.p_draft)}, p_target = {fmt(d.p_target)}')}\n"
+                f"- {unlogged(f'acceptance probability {_ratio(d)}')}\n"
+                f"- {unlogged(f'uniform draw u = {fmt(d.uniform)} < {fmt(d.accept_prob)}')} → **accepted**")
     if tok.kind == RESAMPLED and d is not None:
-        story = (f"{head}\n\n**Rejected draft token** {_code(d.id, d.text)}\n\n"
-                 f"- p_draft = {fmt(d.p_draft)}, p_target = {fmt(d.p_target)}\n"
-                 f"- acceptance probability {_ratio(d)}\n"
-                 f"- uniform draw u = {fmt(d.uniform)} ≥ {fmt(d.accept_prob)} → **rejected**; the drafts after it are "
-                 "discarded untested\n\n"
-                 f"**Resampled** {_code(tok.id, tok.text)} from the residual normalize(max(0, p_target − p_draft))")
-        if tok.p_source is not None:
-            story += f": residual probability {fmt(tok.p_source)} (p_target = {fmt(tok.p_target)})."
-        return story
+        story = (f"{head}\n\n{unlogged(f'**Rejected draft token** {_code(d.id, d.text)}')}\n\n"
+                 f"- {unlogged(f'p_draft = {fmt(d.p_draft)}, p_target = {fmt(d.p_target)}')}\n"
+                 f"- {unlogged(f'acceptance probability {_ratio(d)}')}\n"
+                 f"- {unlogged(f'uniform draw u = {fmt(d.uniform)} ≥ {fmt(d.accept_prob)}')} → **rejected**; the "
+                 "drafts after it are discarded untested\n\n"
+                 f"**Resampled** {_code(tok.id, tok.text)} "
+                 + unlogged("from the residual normalize(max(0, p_target − p_draft))"
+                            + ("" if tok.p_source is None else f": residual probability {fmt(tok.p_source)} "
+                                                               f"(p_target = {fmt(tok.p_target)})")))
+        return story + ("." if tok.p_source is not None else "")
     if tok.kind == BONUS:
         if is_tree_round(round_):
             why = (f"the accepted path reached a leaf of the draft tree (depth {round_.n_accepted}), so the verify "
@@ -334,9 +354,9 @@ def inspector_markdown(round_: Round, slot: int) -> str:
             why = (f"all {len(round_.drafted)} drafts were accepted, so the verify pass already holds the target's "
                    "distribution after them")
         return (f"{head}\n\n**Bonus token** {_code(tok.id, tok.text)}: {why}; one more token is drawn from it for "
-                f"free. p_target = {fmt(tok.p_target)}.")
+                f"free. {unlogged(f'p_target = {fmt(tok.p_target)}.')}")
     return (f"{head}\n\n**Plain target step** {_code(tok.id, tok.text)}: the target drew its token directly. "
-            f"p_target = {fmt(tok.p_target)}.")
+            f"{unlogged(f'p_target = {fmt(tok.p_target)}.')}")
 
 
 def round_tree_html(round_: Round) -> str:

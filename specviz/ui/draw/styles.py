@@ -5,7 +5,8 @@ colour-blind switch recolours every token kind, the Watch tab's chips included.
 
 Sections, in the order they are written: the token stream and its panel (:mod:`.run_views`), Watch
 a pass's stage (:mod:`.watch_views`), the guided tour's panel (:mod:`specviz.ui.tour`), the stretch
-highlight, the lesson buttons, and the phone layout; apart from them, the exported charts page's own
+highlight, the lesson buttons, the charts while streaming, an engine's kinds and the engine-log
+switch (:mod:`.engine_views`), and the phone layout; apart from them, the exported charts page's own
 rules (:data:`EXPORT_CSS`, :mod:`.export_page`).
 """
 
@@ -15,7 +16,7 @@ import functools
 
 from .palette import css_variables
 
-__all__ = ["EXPORT_CSS", "LESSON_BUTTON_CSS", "PHONE_CSS", "TOKENS_CSS", "TOUR_CSS", "WATCH_CSS", "page_css"]
+__all__ = ["ENGINE_CSS", "EXPORT_CSS", "LESSON_BUTTON_CSS", "PHONE_CSS", "TOKENS_CSS", "TOUR_CSS", "WATCH_CSS", "page_css"]
 
 TOKENS_CSS = """
 .sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
@@ -144,6 +145,31 @@ CHART_CSS = """
 .sv-streaming .js-plotly-plot { content-visibility: auto; contain-intrinsic-height: auto 300px; }
 """
 
+#: The kinds an engine can tell (the "Your engine's numbers" tab, :mod:`.engine_views`): the target's
+#: own token in the bonus colour, a token the file says nothing of hatched; and the Run tab's
+#: "What an engine would have logged" switch (the class ``sv-engine-log`` on the page's root,
+#: ``js/engine_log.js``): what no engine logs (rejected drafts, untested tree nodes, every
+#: probability and draw: :data:`specviz.ui.draw.run_views.UNLOGGED`, the inspector's chart, the
+#: calibration and the rules replayed on the distributions) greyed out, and the target's tokens
+#: (resampled, bonus, plain: an engine's flag does not tell them apart) in one look.
+ENGINE_CSS = """
+.sv-engine-target { background: color-mix(in srgb, var(--sv-bonus) 20%, transparent);
+                    border-bottom: 2px solid var(--sv-bonus); }
+.sv-unknown { background: repeating-linear-gradient(135deg, transparent 0 3px,
+                          color-mix(in srgb, var(--sv-faint) 35%, transparent) 3px 6px);
+              border-bottom: 2px dashed var(--sv-faint); }
+.sv-no-text { font-style: italic; }
+#sv-engine-tokens { max-height: 360px; overflow-y: auto; }
+.sv-engine-log-only { display: none; }
+:root.sv-engine-log .sv-engine-log-only { display: inline; white-space: normal; }
+:root.sv-engine-log #sv-tokens .sv-out .sv-rejected, :root.sv-engine-log #sv-inspector-tree .sv-rejected,
+:root.sv-engine-log #sv-inspector-tree .sv-untested, :root.sv-engine-log .sv-unlogged,
+:root.sv-engine-log #sv-inspector-plot, :root.sv-engine-log #sv-calibration, :root.sv-engine-log #sv-rules {
+  opacity: 0.3; filter: grayscale(1); }
+:root.sv-engine-log #sv-tokens .sv-out :is(.sv-resampled, .sv-bonus, .sv-plain) {
+  background: color-mix(in srgb, var(--sv-bonus) 20%, transparent); border-bottom-color: var(--sv-bonus); }
+"""
+
 #: The exported charts page (:mod:`.export_page`), a file of its own opened without the app, so not
 #: part of :func:`page_css`: the prompt keeps its lines and wraps long ones.
 EXPORT_CSS = """
@@ -154,4 +180,5 @@ EXPORT_CSS = """
 @functools.cache
 def page_css() -> str:
     """The whole stylesheet: the palette's variables, then every section above."""
-    return css_variables() + TOKENS_CSS + WATCH_CSS + TOUR_CSS + LESSON_BUTTON_CSS + CHART_CSS + PHONE_CSS
+    return (css_variables() + TOKENS_CSS + WATCH_CSS + TOUR_CSS + LESSON_BUTTON_CSS + CHART_CSS + ENGINE_CSS
+            + PHONE_CSS)

@@ -8,6 +8,7 @@ this system browser: never ``playwright install``.
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 
@@ -19,9 +20,27 @@ LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", 
                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+#: Where :func:`free_port` looks: below Linux's ephemeral range (32768–60999 by default), from
+#: which the OS hands out both ``bind(0)`` ports and the local ports of outgoing connections. A
+#: port taken from that range could be given to a browser's or a client's connection in the tens
+#: of seconds before an app, still importing, binds it (seen twice under load: the app refused its
+#: first connection).
+PORT_RANGE = range(20_000, 32_000)
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it; another process may
-    still take it before the caller binds it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1, outside the ephemeral range (:data:`PORT_RANGE`, tried in a
+    random order), that was free a moment ago; another process may still take it before the
+    caller binds it, but no outgoing connection will.
+
+    Raises:
+        OSError: if no port of the range could be bound.
+    """
+    for port in random.sample(PORT_RANGE, 64):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError(f"no free port in {PORT_RANGE.start}–{PORT_RANGE.stop - 1} on 127.0.0.1")

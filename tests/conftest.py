@@ -100,18 +100,28 @@ def running_app(log_dir, **extra_env):
     import time
     from pathlib import Path
 
-    port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", **extra_env}
     log_path = log_dir / "app.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "app.py"], cwd=Path(__file__).resolve().parents[1], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+
+    def start():
+        port = free_port()
+        env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+               "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", **extra_env}
+        with open(log_path, "w") as log:
+            return port, subprocess.Popen([sys.executable, "app.py"], cwd=Path(__file__).resolve().parents[1],
+                                          env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    port, proc = start()
+    retries = 2  # a port another process bound while this app was importing: try another one
     deadline = time.time() + 240
     try:
         while time.time() < deadline:
             if proc.poll() is not None:
-                pytest.fail(f"app.py exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+                log_text = log_path.read_text()
+                if retries and ("address already in use" in log_text.lower() or "empty port" in log_text.lower()):
+                    retries -= 1
+                    port, proc = start()
+                    continue
+                pytest.fail(f"app.py exited with {proc.returncode}:\n{log_text[-3000:]}")
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=1):
                     break

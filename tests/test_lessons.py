@@ -16,8 +16,9 @@ from specviz.rule_replay import RULES
 from specviz.speedup import PlainBaseline
 from specviz.trace import RESAMPLED, DraftedToken, Round
 from specviz.ui.draw.run_views import wrap_output
-from specviz.ui.lessons_tab import CLEARED, LESSON_TARGETS, LESSONS, PROMPT_KINDS, after_run, apply_lesson
-from specviz.ui.settings import EXAMPLES, FREE_TEXT_PROMPT
+from specviz.ui.lessons_tab import (CLEARED, LESSON_TARGETS, LESSONS, PROMPT_KINDS, after_run, apply_lesson,
+                                   lesson_note)
+from specviz.ui.settings import EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT
 from specviz.ui.state import RunState
 from specviz.ui.teach import lesson_runs
 from specviz.ui.watch_tab import bundled
@@ -28,6 +29,8 @@ NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?")
 #: Numbers that are settings or formulas the lessons name, not figures of a run: T = 1.5 and 0 in
 #: the temperature lesson's instruction, the 0 and 1 of min(1, …) and max(0, …).
 SETTINGS = {"0", "1", "1.5"}
+#: The free-text example that does not loop (specviz.ui.teach.lesson_runs.FREE_EXAMPLE).
+PLAIN_TEXT = "The history of the printing press begins"
 #: The trace each lesson is tried on (a drafter of the lesson's kind where one is bundled).
 TRACES = {"copy_heavy": "copy_lookup", "early_exit": "early_exit_rejection"}
 
@@ -104,13 +107,24 @@ def test_a_lesson_compares_the_two_runs_it_asks_for():
     the poem), each named by its kind of prompt; a third run drops the oldest."""
     copy, free = _state("copy_lookup"), _state("poem_int8")
     note, memory = after_run(_memory("copy_heavy"), copy, EXAMPLES[0][0], 0.0)
-    assert "Now pick a **free text** example" in note
-    note, memory = after_run(memory, free, FREE_TEXT_PROMPT, 0.0)
+    assert f"Now pick {lesson_runs.FREE_EXAMPLE}" in note
+    note, memory = after_run(memory, free, PLAIN_TEXT, 0.0)
     copy_tpp, free_tpp = (f"{s.analysis().tokens_per_pass:.2f}" for s in (copy, free))
     assert f"Copy-heavy text gave {copy_tpp} tokens per pass, free text {free_tpp}" in note, note
-    assert "**Copy-heavy:**" in note and "**Free text:**" in note
+    assert "**Copy-heavy:**" in note and "**Free text:**" in note and "looped" not in note
+    looped = {**memory, "runs": [memory["runs"][0], {**memory["runs"][1], "loops": True}]}
+    assert "This free text looped" in lesson_runs.lesson_text(looped)
     _, memory = after_run(memory, free, FREE_TEXT_PROMPT, 0.0)
     assert [r["prompt_kind"] for r in memory["runs"]] == ["free text", "free text"]
+
+
+def test_the_free_text_the_lesson_names_is_a_free_text_example():
+    """The example the copy-heavy lesson sends the visitor to is on the page and labelled free text
+    (its greedy continuation does not loop: measured in lesson_runs.FREE_EXAMPLE's comment)."""
+    label = lesson_runs.FREE_EXAMPLE.split("*")[1]
+    index = next(i for i, shown in enumerate(EXAMPLE_LABELS) if shown.startswith(label))
+    assert PROMPT_KINDS[EXAMPLES[index][0]] == "free text" and EXAMPLES[index][0] == PLAIN_TEXT
+    assert label in lesson_note(_name("copy_heavy"))
 
 
 def test_the_temperature_lesson_shows_each_temperatures_alpha():

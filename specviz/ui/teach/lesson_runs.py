@@ -40,6 +40,10 @@ MEMORY_RUNS = 2
 LOOP_NGRAM = 6
 #: The loop share above which a text "repeats itself" (a non-repeating 100-token reply measured under 0.1).
 LOOPS = 0.25
+#: The example whose greedy continuation does not loop at the copy-heavy lesson's settings (SmolLM2-135M,
+#: prompt lookup, K = 4, 96 tokens, bfloat16: loop share 0.01, against 0.62 for the poem, whose greedy
+#: text repeats "a beacon of light" and which prompt lookup then copies at 2.29 tokens per pass).
+FREE_EXAMPLE = "the example *Continue plain text*"
 #: Draws of the first token under each rule in the rules lesson's check. With 2,000 draws a
 #: chi-square at level 0.001 over ≤ 10 bins detects a total-variation distance of 0.06 with power
 #: above 0.9 (noncentrality 2000 · Σ (Δ²/p) ≥ 2000 · (2·0.06)² = 28.8), and an exact rule fails it
@@ -195,9 +199,12 @@ def _copy_heavy(runs: list[dict]) -> list[str]:
     if "copy-heavy" in kinds and "free text" in kinds:
         copy, free = kinds["copy-heavy"], kinds["free text"]
         lines.append(f"Copy-heavy text gave {copy['tokens_per_pass']} tokens per pass, free text "
-                     f"{free['tokens_per_pass']}: prompt lookup can only copy what is already there.")
+                     f"{free['tokens_per_pass']}: prompt lookup can only copy what is already there."
+                     + (f" This free text looped, so it had its own words to copy: {FREE_EXAMPLE} does not loop "
+                        "at these settings." if free["loops"] else ""))
     elif "free text" not in kinds:
-        lines.append("Now pick a **free text** example below the prompt (the poem) and press **Run** again.")
+        lines.append(f"Now pick {FREE_EXAMPLE} below the prompt, free text that does not repeat itself at these "
+                     "settings, and press **Run** again.")
     else:
         lines.append("Now pick a **copy-heavy** example (fix typos) and press **Run** again.")
     return lines

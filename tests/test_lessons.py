@@ -75,8 +75,6 @@ def _run_figures(state: RunState, slug: str) -> set[str]:
     if d.rules is not None:
         shown |= {n for name in RULES for n in NUMBER.findall(format_range(d.rules.rules[name].tokens_per_pass))}
         shown |= {str(d.rules.passes), f"{d.rules.measured_tokens_per_pass:.2f}"}
-        for check in lesson_runs.rules_first_token_check(state.rounds) if slug == "rules" else []:
-            shown |= {f"{check.p_value:.2f}", f"{check.tv:.3f}", f"{check.draws:,}"}
     return shown
 
 
@@ -90,12 +88,19 @@ def test_each_lesson_quotes_the_figures_of_the_run_just_made(slug):
     note, memory = after_run(_memory(slug), state, prompt, 1.0)
     part = _on_the_run(note)
     figures = _run_figures(state, slug)
+    for check in memory["runs"][0].get("rules_check", []):  # the rules check's own figures (tested below)
+        figures |= {f"{check['p_value']:.2f}", f"{check['tv']:.3f}", f"{check['draws']:,}"}
     stray = [n for n in NUMBER.findall(part) if n not in figures | SETTINGS]
     assert not stray, (stray, part)
     a = state.analysis()
     if slug == "rules":
         d = diagnose(state.rounds, 4)
         assert all(f"**{name}** {format_range(d.rules.rules[name].tokens_per_pass)}" in part for name in RULES), part
+        # Each rule's first token at the poem's most different position (real SmolLM2-135M numbers):
+        # every exact rule passes (500 draws: power 0.98 against a deviation of 0.15 in total variation).
+        checks = memory["runs"][0]["rules_check"]
+        assert [c["rule"] for c in checks] == [*RULES, "relaxed-top-k"]
+        assert all(c["p_value"] > 0.001 for c in checks if c["lossless"]), checks
     else:  # the copy-heavy lesson is about tokens per pass and what there is to copy, not α
         assert f"{a.tokens_per_pass:.2f}" in part and (slug == "copy_heavy" or f"{a.alpha:.2f}" in part), part
     assert len(memory["runs"]) == 1 and note.startswith(f"**Lesson: {_name(slug)}.**")
@@ -167,26 +172,17 @@ def _token(p_draft: list[float], p_target: list[float]) -> DraftedToken:
 
 def test_the_rules_lesson_judges_each_rules_output_against_p_target():
     """Each exact rule's first token follows p_target on a pair of distributions that differ (total
-    variation 0.70) and the lossy control's does not. Power: 2,000 draws a rule, chi-square at
-    level 0.001 over 6 bins; the control keeps the draft's likeliest tokens, so its output sits at
-    total variation above 0.3 from p_target (noncentrality over 300): rejected with probability
-    above 0.999, while each exact rule fails by chance with probability 0.001 (seeded, so the
-    test is deterministic)."""
+    variation 0.70) and the lossy control's does not. Power: 300 draws a rule, chi-square at level
+    0.001 over at most 6 bins; the control keeps the draft's likeliest tokens, so its output sits at
+    total variation above 0.3 from p_target (noncentrality ≥ 300 · 0.6² = 108): rejected with
+    probability above 0.999, while each exact rule fails by chance with probability 0.001 (seeded,
+    so the test is deterministic)."""
     token = _token([0.5, 0.3, 0.1, 0.05, 0.03, 0.02], [0.05, 0.05, 0.1, 0.2, 0.3, 0.3])
-    checks = {c.rule: c for c in lesson_runs.rules_first_token_check([Round(index=0, drafted=[token])])}
+    checks = {c.rule: c for c in lesson_runs.rules_first_token_check([Round(index=0, drafted=[token])], draws=300)}
     assert set(checks) == {*RULES, "relaxed-top-k"}
     for rule in RULES:
-        assert checks[rule].lossless and checks[rule].p_value > 0.001 and checks[rule].tv < 0.05, checks[rule]
+        assert checks[rule].lossless and checks[rule].p_value > 0.001 and checks[rule].tv < 0.1, checks[rule]
     assert checks["relaxed-top-k"].p_value < 0.001 and checks["relaxed-top-k"].tv > 0.3
-
-
-def test_the_rules_lesson_on_a_real_run_passes_every_exact_rule():
-    """On the bundled int8 poem (real SmolLM2-135M passes at T = 1), the note's check draws each
-    rule at the position where the two models differ most: every exact rule passes (p-value above
-    0.001; power as above for a deviation of 0.06 in total variation)."""
-    checks = lesson_runs.rules_first_token_check(bundled("poem_int8").rounds)
-    assert [c.rule for c in checks] == [*RULES, "relaxed-top-k"]
-    assert all(c.p_value > 0.001 for c in checks if c.lossless), checks
 
 
 def _readme_slugs() -> list[str]:

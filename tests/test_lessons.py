@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Every number a note may hold: 1.25, 0.5%, 2,000, 12 (a range's brackets and × are not part of it).
 NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?")
 #: Numbers that are settings or formulas the lessons name, not figures of a run: T = 1.5 and 0 in
-#: the temperature lesson's instruction, the 0 and 1 of min(1, …) and max(0, …).
-SETTINGS = {"0", "1", "1.5"}
+#: the temperature lesson's instruction, the 0 and 1 of min(1, …) and max(0, …), the rules check's
+#: level 0.001.
+SETTINGS = {"0", "1", "1.5", "0.001"}
 #: The free-text example that does not loop (specviz.ui.teach.lesson_runs.FREE_EXAMPLE).
 PLAIN_TEXT = "The history of the printing press begins"
 #: The trace each lesson is tried on (a drafter of the lesson's kind where one is bundled).
@@ -101,6 +102,7 @@ def test_each_lesson_quotes_the_figures_of_the_run_just_made(slug):
         checks = memory["runs"][0]["rules_check"]
         assert [c["rule"] for c in checks] == [*RULES, "relaxed-top-k"]
         assert all(c["p_value"] > 0.001 for c in checks if c["lossless"]), checks
+        assert part.count("passes, p = ") >= len(RULES)
     else:  # the copy-heavy lesson is about tokens per pass and what there is to copy, not α
         assert f"{a.tokens_per_pass:.2f}" in part and (slug == "copy_heavy" or f"{a.alpha:.2f}" in part), part
     assert len(memory["runs"]) == 1 and note.startswith(f"**Lesson: {_name(slug)}.**")

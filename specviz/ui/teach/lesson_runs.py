@@ -250,6 +250,14 @@ def _learned_draft(runs: list[dict]) -> list[str]:
             f"It cost c = {f['c']} of a target step per draft, so the run was {f['speedup']}."]
 
 
+#: The chi-square level under which a rule's first token is judged not to follow p_target.
+LEVEL = 0.001
+
+
+def _verdict(p_value: float) -> str:
+    return f"passes, p = {p_value:.2f}" if p_value >= LEVEL else f"fails, p < {LEVEL}"
+
+
 def _rules(runs: list[dict]) -> list[str]:
     f = runs[-1]
     if "rules" not in f:
@@ -260,10 +268,11 @@ def _rules(runs: list[dict]) -> list[str]:
              f"{r['block']} (the run itself, under the full rule: {f['rules_measured']}). Different speed."]
     checks = f.get("rules_check") or []
     if checks:
-        said = "; ".join(f"**{c['rule']}** p = {c['p_value']:.2f} (distance {c['tv']:.3f})" for c in checks)
+        said = "; ".join(f"**{c['rule']}** {_verdict(c['p_value'])} (distance {c['tv']:.3f})" for c in checks)
         lines.append(f"Same distribution: at this run's position where the two models differ most, the first token "
-                     f"drawn {checks[0]['draws']:,} times under each rule against p_target: {said}. The exact rules "
-                     "are sampling noise from p_target; relaxed-top-k, a lossy control, is judged the same way.")
+                     f"drawn {checks[0]['draws']:,} times under each rule, its frequencies against p_target "
+                     f"(chi-square): {said}. An exact rule's distance is sampling noise; relaxed-top-k, a lossy "
+                     "control, is judged the same way.")
     lines.append("The same text is not promised: at a temperature above 0 each rule draws its own tokens, so "
                  "each writes its own text from the same distribution.")
     return lines

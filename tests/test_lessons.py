@@ -16,6 +16,7 @@ from specviz.rule_replay import RULES
 from specviz.speedup import PlainBaseline
 from specviz.trace import RESAMPLED, DraftedToken, Round
 from specviz.ui.draw.run_views import wrap_output
+from specviz.ui.replay import INSPECTOR_HINT
 from specviz.ui.lessons_tab import (CLEARED, LESSON_TARGETS, LESSONS, PROMPT_KINDS, after_run, apply_lesson,
                                    lesson_note)
 from specviz.ui.settings import EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT
@@ -151,6 +152,7 @@ def test_a_lesson_clears_the_previous_run_and_stays_through_runs():
     assert out.startswith("<i hidden") and "sv-tok" not in out and values["run.state"] is None  # no token left
     assert values["run.tokens"].split('class="sv-out">')[0] == wrap_output("").split('class="sv-out">')[0]
     assert set(CLEARED) <= set(values) and values["run.summary"] == "Press **Run**."
+    assert values["run.inspector"] == INSPECTOR_HINT and "speculative 0 ms" in values["run.race"].layout.title.text
     unfinished = _state("poem_int8")
     unfinished.finished = False
     assert after_run(values["lesson_runs"], unfinished, FREE_TEXT_PROMPT, 0.0)[0] == after_run(

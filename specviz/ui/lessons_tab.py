@@ -14,9 +14,11 @@ from ..diagnostics import diagnose
 from ..drafters import for_device
 from . import settings
 from .context import PageContext, select_tab_js
+from .draw import race
 from .draw.run_views import wrap_output
 from .fields import NAMES, drafter_spec, spec_fields
 from .prose import prose
+from .replay import reset_inspector
 from .settings import EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT
 from .share import copy_link
 from .state import RunState, RunView, waiting_view
@@ -71,9 +73,10 @@ def lesson_settings(name: str, device) -> tuple[dict, str | None]:
     return ({**lesson, **spec_fields(spec)} if sentence else lesson), sentence
 
 
-#: The Run tab's outputs a lesson clears (the previous run's tokens, summary and charts, and the
-#: run itself, which the inspector, the export and Watch a pass read), by ``run.<name>``.
-CLEARED = (*(f"run.{name}" for name in RunView._fields), "run.state")
+#: The Run tab's outputs a lesson clears (the previous run's tokens, summary and charts, its race
+#: and inspector, and the run itself, which the export and Watch a pass read), by ``run.<name>``.
+CLEARED = (*(f"run.{name}" for name in RunView._fields), "run.state", "run.race", "run.inspector",
+           "run.inspector_plot", "run.inspector_tree")
 #: What a lesson sets, by name, in the order of :func:`apply_lesson`'s values: the Run tab's
 #: controls (:data:`LESSON_FIELDS`), its lesson note, the lesson's memory of the runs made since
 #: (:func:`specviz.ui.teach.lesson_runs.new_memory`) and the cleared run (:data:`CLEARED`; the Run
@@ -106,7 +109,9 @@ def lesson_values(name: str, device="auto") -> dict:
     return {**{f: gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS},
             "lesson_note": gr.update(value=f"**Lesson: {name}.** {stand_in}{lesson_note(name)}", visible=True),
             "lesson_runs": lesson_runs.new_memory(LESSONS[name]["slug"]),
-            **{f"run.{field}": value for field, value in empty._asdict().items()}, "run.state": None}
+            **{f"run.{field}": value for field, value in empty._asdict().items()}, "run.state": None,
+            "run.race": race.race_figure(race.race_lanes([], None)),
+            **dict(zip(("run.inspector", "run.inspector_plot", "run.inspector_tree"), reset_inspector(), strict=True))}
 
 
 def _lesson_name(slug: str) -> str | None:

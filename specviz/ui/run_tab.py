@@ -281,7 +281,9 @@ def _wire(c, ctx: PageContext) -> None:
     c.trace_file.upload(reset_inspector, None, inspector, api_name=False, **FREE)
     run_event.then(last_run_figures, run_state, ctx.last_analysis, api_name=False, **FREE)
     ctx.run_done = run_event  # a lesson's note follows a finished run (lessons_tab)
-    ctx.run_outputs = dict(zip((*RunView._fields, "state"), out((*RunView._fields, "state")), strict=True))
+    ctx.run_outputs = {**dict(zip((*RunView._fields, "state"), out((*RunView._fields, "state")), strict=True)),
+                       "race": c.race_plot, "inspector": c.inspector_md, "inspector_plot": c.inspector_plot,
+                       "inspector_tree": c.inspector_tree}
     _wire_race(c, run_state, [run_event, loaded], replayed)
 
 

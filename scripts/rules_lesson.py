@@ -1,4 +1,6 @@
-"""The figures the lesson "Same output, different speed" quotes (``specviz/ui/text/lessons/rules.md``).
+"""The lesson "Same distribution, different speed" on its one run, from the command line: the
+figures its note fills in once the run finishes (:func:`specviz.ui.lessons_tab.after_run`), and
+the note itself.
 
 Its one run is made as the Run tab makes it: the lesson's settings (``LESSONS`` in
 :mod:`specviz.ui.lessons_tab`) over the Run tab's defaults for the rest, through
@@ -28,7 +30,7 @@ from specviz.ui.fields import NAMES, request_from
 from specviz.ui.lessons_tab import LESSONS
 from specviz.ui.settings import DEFAULT_PRESET, PRESETS
 
-LESSON = "Same output, different speed (verification rules)"
+LESSON = "Same distribution, different speed (verification rules)"
 #: The Run tab's defaults for the settings a lesson leaves alone (specviz/ui/run_tab.py).
 RUN_TAB_DEFAULTS = dict(target_id=PRESETS[DEFAULT_PRESET]["target"], draft_model="", early_exit_layers=4,
                         top_k=0, top_p=1.0, seed=0, device="auto", dtype="auto", branches=1, tree_nodes=0)
@@ -68,6 +70,18 @@ def main() -> None:
     rounds, k = lesson_rounds(args.dtype)
     for name, value in lesson_figures(rounds, k).items():
         print(f"{name}: {value}")
+    print(lesson_note_after(rounds, k))
+
+
+def lesson_note_after(rounds, k: int) -> str:
+    """The lesson's note as the Run tab shows it once its run (``rounds``, lookahead ``k``) finishes."""
+    from specviz.ui.lessons_tab import LESSON_TARGETS, after_run, apply_lesson
+    from specviz.ui.state import RunState
+
+    memory = dict(zip(LESSON_TARGETS, apply_lesson(LESSON, "cpu"), strict=True))["lesson_runs"]
+    note, _ = after_run(memory, RunState(k=k, rounds=list(rounds), finished=True), LESSONS[LESSON]["prompt"],
+                        LESSONS[LESSON]["temperature"])
+    return note
 
 
 if __name__ == "__main__":

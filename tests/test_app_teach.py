@@ -9,7 +9,7 @@ import gradio as gr
 import pytest
 
 from specviz.ui.experiments_tab import run_sweep_ui
-from specviz.ui.lessons_tab import LESSON_FIELDS, apply_lesson
+from specviz.ui.lessons_tab import CLEARED, LESSON_FIELDS, LESSON_TARGETS, apply_lesson
 from specviz.ui.page import build_page
 from specviz.ui.playground_tab import analysis_for_playground, playground_update
 from specviz.ui.side_by_side_tab import run_side_by_side
@@ -58,11 +58,12 @@ def test_load_last_run_reads_alpha_k_c_v_from_the_state():
 
 def test_a_lesson_sets_up_the_run_tab_and_says_what_to_notice():
     outputs = apply_lesson("A misaligned draft (early exit)")
-    assert len(outputs) == len(LESSON_FIELDS) + 2  # the Run tab is selected in the browser (ui.context.select_tab_js)
-    values = dict(zip(LESSON_FIELDS, outputs))
+    # The Run tab is selected in the browser (ui.context.select_tab_js); the previous run is cleared.
+    assert len(outputs) == len(LESSON_TARGETS) == len(LESSON_FIELDS) + 2 + len(CLEARED)
+    values = dict(zip(LESSON_TARGETS, outputs))
     assert values["drafter_kind"]["value"] == "early-exit" and values["early_exit_layers"]["value"] == 4
-    assert "α near 0" in outputs[-2]["value"] and outputs[-2]["visible"] is True
-    assert outputs[-1] == 0  # the runs since the lesson: its note hides on the second
+    assert "almost never guess" in values["lesson_note"]["value"] and values["lesson_note"]["visible"] is True
+    assert values["lesson_runs"] == {"slug": "early_exit", "runs": []}  # no run made under it yet
 
 
 def test_every_lesson_note_is_whole_sentences():

@@ -1,6 +1,6 @@
 """A page that is honest about what it shows (issue 20), in a real browser (headless Debian
 Chromium, see tests/test_browser.py): a long run stays on one screen, Stop says it stopped, the
-inspector never shows a token that is not on screen, a lesson's note leaves with the lesson, and
+inspector never shows a token that is not on screen, a lesson's note stays with its runs' figures, and
 the lossless check's result clears when its settings change."""
 
 from __future__ import annotations
@@ -94,21 +94,27 @@ def test_stop_says_stopped_by_you_with_the_tokens_so_far(page, tmp_path_factory)
     assert any("run stopped by the visitor" in log.read_text() for log in logs)
 
 
-def test_a_lesson_note_hides_on_the_second_run_and_on_a_prompt_edit(page):
+def test_a_lesson_note_fills_in_each_run_and_stays_until_another_lesson(page):
+    """A lesson's note stays through its runs and a prompt edit, filled in with each finished run's
+    figures (issue 39: it hid on the second run, when the lesson asked for the comparison); picking
+    a lesson clears the previous run's tokens."""
     note = page.locator("#sv-lesson-note")
     page.get_by_role("tab", name="Lessons").click()
     page.get_by_role("button", name="Copy-heavy vs free text (prompt lookup)").click()
     note.wait_for(state="visible", timeout=30_000)
+    page.wait_for_function("document.querySelectorAll('#sv-tokens .sv-out .sv-tok').length === 0", timeout=30_000)
     _set_number(page, "sv-max-new", 8)
     _run(page)
-    assert note.is_visible()  # the run the lesson set up
-    _run(page)
-    note.wait_for(state="hidden", timeout=30_000)
-    page.get_by_role("tab", name="Lessons").click()
-    page.get_by_role("button", name="Copy-heavy vs free text (prompt lookup)").click()
-    note.wait_for(state="visible", timeout=30_000)
+    page.wait_for_selector("#sv-lesson-note >> text=On your run", timeout=30_000)
+    assert "Copy-heavy:" in note.inner_text() and "8 tokens in" in note.inner_text()
     page.locator("#sv-prompt textarea").press_sequentially(" Please.")
-    note.wait_for(state="hidden", timeout=30_000)
+    _run(page)
+    assert note.is_visible()
+    page.get_by_role("tab", name="Lessons").click()
+    page.get_by_role("button", name="A misaligned draft (early exit)").click()
+    page.wait_for_selector("#sv-lesson-note >> text=almost never guess", timeout=30_000)
+    page.wait_for_function("document.querySelectorAll('#sv-tokens .sv-out .sv-tok').length === 0", timeout=30_000)
+    assert "On your run" not in note.inner_text()
 
 
 def test_the_lossless_result_clears_when_its_settings_change(page):

@@ -43,7 +43,8 @@ def test_a_lesson_link_sets_what_the_lesson_button_sets(page_load):
     open_link, outputs = page_load
     by_output = dict(zip([id(o) for o in outputs], open_link(_Request({"lesson": "temperature"})), strict=True))
     button = dict(zip(LESSON_TARGETS, apply_lesson(LESSON_SLUGS["temperature"]), strict=True))
-    assert button["lesson_runs"] == 0 and 0 in by_output.values()  # the runs since the lesson, as the button
+    memory = button["lesson_runs"]  # the lesson's memory of its runs, as the button sets it
+    assert memory == {"slug": "temperature", "runs": []} and memory in by_output.values()
 
 
 def test_a_playground_link_sets_every_panel_from_its_values(page_load):

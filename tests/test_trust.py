@@ -76,7 +76,7 @@ def test_experiment_rows_with_an_inconsistent_baseline_say_so():
     assert doubts[0] and "1.7× slower" in doubts[0] and doubts[1:] == [None, None]
     table = sweep_table(rows, "temperature")
     assert table[0][5].startswith(NOT_MEASURABLE) and "2.94" not in " ".join(table[0])
-    assert table[1][5] == "1.750"
+    assert table[1][5] == "1.75× (1.57–1.93×)"  # with its range, as the Run tab writes it
     figure = charts.sweep_figure(rows, "temperature", "speedup")
     assert figure.data[0].y[0] is None and figure.data[0].y[1] == 1.75
     assert any(NOT_MEASURABLE in a.text for a in figure.layout.annotations)

@@ -34,8 +34,8 @@ class PageContext:
         tab_request: a hidden Textbox: the tab a link asks for (the page load's router sets it,
             :data:`SELECT_TAB_JS` then selects that tab in the browser).
         lesson_note: the Markdown above the Run tab's controls where a lesson says what to notice.
-        lesson_runs: State: runs since a lesson set the Run tab up (None: no lesson note shown);
-            the lessons set it to 0, the Run tab counts and hides the note on the second run.
+        lesson_runs: State: the lesson picked and the figures of the runs made since
+            (:func:`specviz.ui.teach.lesson_runs.new_memory`; None: no lesson picked).
         last_analysis: State holding the last real run's figures (``RunAnalysis.scalars()`` or a
             sweep row): the Run and Experiments tabs fill it, the Playground loads it.
         inputs: the Run tab's input components by field name (:data:`specviz.ui.fields.NAMES`,
@@ -43,6 +43,11 @@ class PageContext:
             tab, read by the Experiments and side-by-side tabs and set by the lessons.
         run_state: the Run tab's State of this visitor's run (a ``RunState`` or None), filled by
             the Run tab, read by the "Watch a pass" tab.
+        run_outputs: the Run tab's components that show a run, by
+            :class:`~specviz.ui.state.RunView` field name, and its ``state``: filled by the Run
+            tab, cleared by a lesson.
+        run_done: the Run button's generation event (``.then`` follows a finished run), set by
+            the Run tab; the lessons fill their note in after it.
         watch: ``(open_trace, outputs)`` from the "Watch a pass" tab: ``open_trace(name, pass_,
             beat)`` returns the values of ``outputs`` for a bundled trace at that pass and beat
             (for a URL router).
@@ -60,6 +65,8 @@ class PageContext:
     last_analysis: gr.State
     inputs: dict[str, gr.components.Component] = field(default_factory=dict)
     run_state: gr.State | None = None
+    run_outputs: dict[str, gr.components.Component] = field(default_factory=dict)
+    run_done: object = None
     watch: tuple[Callable[..., tuple], list[gr.components.Component]] | None = None
     playground: dict[str, gr.components.Component] = field(default_factory=dict)
     playground_panels: tuple[Callable[[dict], dict], dict[str, gr.components.Component]] | None = None

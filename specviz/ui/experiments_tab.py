@@ -15,7 +15,7 @@ from . import gpu, gpu_budget, settings, visitors
 from .context import PageContext
 from .draw import charts
 from .draw.escape import as_text
-from .draw.tab_views import SWEEP_HEADERS, sweep_table
+from .draw.tab_views import SWEEP_HEADERS, greedy_texts_note, sweep_table
 from .feature import Feature, Plan
 from .fields import SHARED, spread
 from .prose import LATEX, prose
@@ -106,7 +106,8 @@ def sweep_outputs(parameter: str, requests: list, last_analysis, steps):
         rows.append(step.row)
         last_analysis = step.row
         trend = alpha_trend(rows, parameter) if len(rows) == len(requests) else None
-        status = (f"**Done**: {len(rows)} settings of {parameter}. {trend.sentence}" if trend else
+        status = (f"**Done**: {len(rows)} settings of {parameter}. {trend.sentence} "
+                  f"{greedy_texts_note(rows, requests[0].dtype)}".rstrip() if trend else
                   f"Finished {len(rows)}/{len(requests)} settings…")
         yield SweepUpdate(status=status, **_results(rows, parameter), last_analysis=last_analysis,
                           trend=trend.direction if trend else None)

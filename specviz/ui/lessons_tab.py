@@ -1,5 +1,8 @@
 """The Lessons tab: each button sets up the Run tab for one scenario (its settings, from
-:data:`LESSONS`) and says what to notice there (the note, from ``text/lessons/<slug>.md``)."""
+:data:`LESSONS`), clears the previous run from it, and says what to notice there (the note, from
+``text/lessons/<slug>.md``). Once a run finishes, the note shows what the lesson's title promises
+on that run, with the run's own figures (:mod:`specviz.ui.teach.lesson_runs`), and stays until
+another lesson is picked."""
 
 from __future__ import annotations
 
@@ -7,14 +10,19 @@ import functools
 
 import gradio as gr
 
+from ..diagnostics import diagnose
 from ..drafters import for_device
 from . import settings
 from .context import PageContext, select_tab_js
+from .draw import race
+from .draw.run_views import wrap_output
 from .fields import NAMES, drafter_spec, spec_fields
 from .prose import prose
-from .settings import EXAMPLES, FREE_TEXT_PROMPT
+from .replay import reset_inspector
+from .settings import EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT
 from .share import copy_link
-from .teach import link_query
+from .state import RunState, RunView, waiting_view
+from .teach import lesson_runs, link_query
 from .user_errors import refused
 
 #: One-click scenarios: the Run tab's settings they set (by field name; ``check_temperature`` and
@@ -38,7 +46,7 @@ LESSONS = {
     "A learned draft at T = 1 (EAGLE head)": dict(
         slug="learned_draft", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="eagle", k=3, temperature=1.0,
         max_new_tokens=64),
-    "Same output, different speed (verification rules)": dict(
+    "Same distribution, different speed (verification rules)": dict(
         slug="rules", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=1.0,
         max_new_tokens=48, rule="full", check_temperature=1.0, control=False),
     "Lossless check at T = 1": dict(
@@ -75,18 +83,29 @@ def lesson_settings(name: str, device) -> tuple[dict, str | None]:
     return ({**lesson, **spec_fields(spec)} if sentence else lesson), sentence
 
 
+#: The Run tab's outputs a lesson clears (the previous run's tokens, summary and charts, its race
+#: and inspector, and the run itself, which the export and Watch a pass read), by ``run.<name>``.
+CLEARED = (*(f"run.{name}" for name in RunView._fields), "run.state", "run.race", "run.inspector",
+           "run.inspector_plot", "run.inspector_tree")
 #: What a lesson sets, by name, in the order of :func:`apply_lesson`'s values: the Run tab's
-#: controls (:data:`LESSON_FIELDS`), its lesson note and the runs since the lesson (the Run tab is
-#: selected in the browser, :func:`specviz.ui.context.select_tab_js`). The Lessons buttons and a ``?lesson=`` link (:mod:`specviz.ui.links`) both list their
-#: outputs from these names, so neither can send one value too many.
-LESSON_TARGETS = (*LESSON_FIELDS, "lesson_note", "lesson_runs")
+#: controls (:data:`LESSON_FIELDS`), its lesson note, the lesson's memory of the runs made since
+#: (:func:`specviz.ui.teach.lesson_runs.new_memory`) and the cleared run (:data:`CLEARED`; the Run
+#: tab is selected in the browser, :func:`specviz.ui.context.select_tab_js`). The Lessons buttons
+#: and a ``?lesson=`` link (:mod:`specviz.ui.links`) both list their outputs from these names, so
+#: neither can send one value too many.
+LESSON_TARGETS = (*LESSON_FIELDS, "lesson_note", "lesson_runs", *CLEARED)
+
+#: The example prompts by kind, from their labels ("Fix typos (copy-heavy)"): what the lessons
+#: that compare kinds of text call a run's prompt.
+PROMPT_KINDS = {prompt: ("copy-heavy" if "copy-heavy" in label else "free text" if "free text" in label else "")
+                for (prompt, _), label in zip(EXAMPLES, EXAMPLE_LABELS, strict=True)}
 
 
 def lesson_values(name: str, device="auto") -> dict:
     """Lesson ``name``'s updates by :data:`LESSON_TARGETS` name: the Run tab's controls, its lesson
-    note and the runs since the lesson (0). ``device``: the Run
-    tab's Device (``auto``: the server's): the lesson's drafter is one that runs there, and its
-    note says which stands in for which.
+    note, a new memory of its runs and the previous run cleared (an empty view, no run state).
+    ``device``: the Run tab's Device (``auto``: the server's): the lesson's drafter is one that
+    runs there, and its note says which stands in for which.
 
     Raises:
         gr.Error: for an unknown lesson.
@@ -96,15 +115,44 @@ def lesson_values(name: str, device="auto") -> dict:
     lesson, sentence = lesson_settings(name, settings.target_device(device))
     lesson = {"rule": "full", **lesson}  # a lesson about another thing runs under the rule it was written for
     stand_in = f"*{sentence}* " if sentence else ""
+    empty = waiting_view(wrap_output(""), "Press **Run**.", int(lesson["k"]))
     return {**{f: gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS},
             "lesson_note": gr.update(value=f"**Lesson: {name}.** {stand_in}{lesson_note(name)}", visible=True),
-            "lesson_runs": 0}
+            "lesson_runs": lesson_runs.new_memory(LESSONS[name]["slug"]),
+            **{f"run.{field}": value for field, value in empty._asdict().items()}, "run.state": None,
+            "run.race": race.race_figure(race.race_lanes([], None)),
+            **dict(zip(("run.inspector", "run.inspector_plot", "run.inspector_tree"), reset_inspector(), strict=True))}
+
+
+def _lesson_name(slug: str) -> str | None:
+    return next((name for name, lesson in LESSONS.items() if lesson["slug"] == slug), None)
+
+
+def after_run(memory, state, prompt, temperature):
+    """A run finished: the lesson picked (``memory``, :func:`specviz.ui.teach.lesson_runs.new_memory`)
+    remembers its figures and its note shows them under the note's question; ``state``: the Run
+    tab's :class:`~specviz.ui.state.RunState`; ``prompt`` and ``temperature``: the Run tab's, which
+    the run used. Returns ``(note, memory)``; skips both without a lesson or a finished run."""
+    name = _lesson_name(memory.get("slug", "")) if isinstance(memory, dict) else None
+    if name is None or not isinstance(state, RunState) or not state.finished or not state.rounds or not state.k:
+        return gr.skip(), gr.skip()
+    a = state.analysis()
+    d = diagnose(state.rounds, state.k, a.cost_ratio_c, a.verify_cost_v)
+    kind = PROMPT_KINDS.get(str(prompt or "").strip(), "")
+    temp = float(temperature) if isinstance(temperature, (int, float)) else None
+    figures = lesson_runs.run_figures(a, state.rounds, d, prompt_kind=kind, temperature=temp,
+                                      judge_rules=memory["slug"] == "rules")
+    memory = lesson_runs.remember(memory, figures)
+    lines = lesson_runs.lesson_text(memory)
+    if lines is None:
+        return gr.skip(), memory
+    return f"**Lesson: {name}.** {lesson_note(name)}\n\n**On your run:** {lines}", memory
 
 
 def lesson_components(ctx: PageContext) -> dict:
     """The components a lesson sets, by :data:`LESSON_TARGETS` name."""
     return {**dict(zip(LESSON_FIELDS, ctx.run_inputs(LESSON_FIELDS), strict=True)), "lesson_note": ctx.lesson_note,
-            "lesson_runs": ctx.lesson_runs}
+            "lesson_runs": ctx.lesson_runs, **{f"run.{name}": c for name, c in ctx.run_outputs.items()}}
 
 
 def apply_lesson(name: str, device="auto"):
@@ -114,7 +162,7 @@ def apply_lesson(name: str, device="auto"):
 
 
 def build(ctx: PageContext) -> None:
-    """One button per lesson beside its note."""
+    """One button per lesson beside its note; a finished run fills the picked lesson's note in."""
     gr.Markdown("### Lessons\nEach button sets up the **Run** tab for one scenario and says what to notice there.")
     components = lesson_components(ctx)
     targets = [components[target] for target in LESSON_TARGETS]
@@ -129,3 +177,6 @@ def build(ctx: PageContext) -> None:
         button.click(functools.partial(apply_lesson, name), ctx.run_inputs(("device",)), targets, api_name=False,
                      concurrency_id="playground", concurrency_limit=None
                      ).then(None, None, None, js=select_tab_js("run"), api_name=False)
+    ctx.run_done.then(after_run, [ctx.lesson_runs, ctx.run_state, *ctx.run_inputs(("prompt", "temperature"))],
+                      [ctx.lesson_note, ctx.lesson_runs], api_name=False, concurrency_id="playground",
+                      concurrency_limit=None, show_progress="hidden")

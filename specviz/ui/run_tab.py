@@ -90,19 +90,6 @@ def on_device_change(device: str, kind: str):
             gr.skip() if layers is None else gr.update(value=layers))
 
 
-# Run pressed: a lesson's note stays for the run it set up and hides on the next one (no
-# docstring, as above). ``runs``: runs since the lesson was chosen (None: no lesson shown).
-def lesson_run(runs):
-    if runs is None:
-        return gr.skip(), None
-    return (gr.skip(), runs + 1) if runs < 1 else (gr.update(visible=False), None)
-
-
-# The prompt edited by hand: the lesson's note no longer describes what is on screen.
-def hide_lesson():
-    return gr.update(visible=False), None
-
-
 def build(ctx: PageContext) -> None:
     """The Run tab's components and events; fills ``ctx.inputs``."""
     c = SimpleNamespace()
@@ -289,8 +276,6 @@ def _wire(c, ctx: PageContext) -> None:
                          on_stop=(stop_run, run_state, out(SHOWN_OUTPUTS)))
     inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
     c.run_btn.click(reset_inspector, None, inspector, api_name=False, **FREE)
-    c.run_btn.click(lesson_run, ctx.lesson_runs, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
-    c.prompt.input(hide_lesson, None, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)
     for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat, c.rule):
         setting.change(settings_changed, c.lossless_text, [c.lossless_plot, c.lossless_text], api_name=False,
                        **FREE)
@@ -318,6 +303,10 @@ def _wire(c, ctx: PageContext) -> None:
     run_event.then(last_run_figures, run_state, ctx.last_analysis, api_name=False, **FREE)
     for event in (run_event, loaded):
         event.then(numbers_hide_view, run_state, [c.twin_plot, c.numbers_md], api_name=False, **FREE)
+    ctx.run_done = run_event  # a lesson's note follows a finished run (lessons_tab)
+    ctx.run_outputs = {**dict(zip((*RunView._fields, "state"), out((*RunView._fields, "state")), strict=True)),
+                       "race": c.race_plot, "inspector": c.inspector_md, "inspector_plot": c.inspector_plot,
+                       "inspector_tree": c.inspector_tree}
     _wire_race(c, run_state, [run_event, loaded], replayed)
 
 

@@ -12,7 +12,7 @@ from ..drafters import DRAFTER_KINDS
 from . import gpu, gpu_budget, settings
 from .context import PageContext
 from .draw.escape import as_text
-from .draw.tab_views import side_by_side_html
+from .draw.tab_views import greedy_texts_note, side_by_side_html
 from .feature import Feature, Plan
 from .fields import SHARED, drafter_spec, spread
 from .prose import prose
@@ -99,7 +99,8 @@ def side_by_side_work(ctx: "gpu.JobContext", requests: list, public: bool):
     if steps.stopped:
         yield side_by_side_html(done, eos), f"{steps.stopped_note()}: {len(done)}/{len(requests)} drafters finished."
     else:
-        yield side_by_side_html(done, eos), f"**Done**: {len(done)} drafters, same prompt and settings."
+        note = greedy_texts_note([row for row, _ in done], requests[0].dtype)
+        yield side_by_side_html(done, eos), f"**Done**: {len(done)} drafters, same prompt and settings. {note}".rstrip()
 
 
 #: Drafters side by side (/side_by_side), declared once (:mod:`specviz.ui.feature`).

@@ -8,6 +8,7 @@ Also here: the Run tab's outputs by name (:class:`RunView`, :data:`RUN_OUTPUTS` 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -113,13 +114,43 @@ def _drafting_settings(settings: dict) -> dict:
             "oracle": bool(kind and kind.replays)}
 
 
-def rule_note(rule: str) -> str:
-    """The summary's sentence on a run verified by a rule other than the full one."""
+def rule_note(rule: str, a: RunAnalysis | None = None) -> str:
+    """The summary's sentence on a run verified by a rule other than the full one; for block
+    verification with its analysis ``a``, why its α and tokens per pass do not follow the chain's
+    closed form (issue 39: α 0.618 stood beside 3.43 tokens per pass with no word on why)."""
     found = RULES[rule]
     if not found.lossless:
         return (f"Verified by the {rule} rule, a LOSSY control ({found.description}): its output is not "
                 "distributed as the target's, and its α is not comparable with an exact rule's.")
-    return f"Verified by the {rule} rule: {found.description}."
+    said = f"Verified by the {rule} rule: {found.description}."
+    if rule == "block" and a is not None and a.alpha is not None and a.predicted_tokens_per_pass is not None:
+        said += (f" Block verification tests every drafted position and keeps the block up to its last passing "
+                 f"test, so per-token α = {a.alpha:.3f} is the share of drafts kept and a pass yields 1 + α × "
+                 f"drafts per pass = 1 + {a.alpha:.3f} × {a.proposed_per_pass:.2f} = "
+                 f"{1 + a.alpha * a.proposed_per_pass:.2f} tokens (measured {a.tokens_per_pass:.2f}), more than "
+                 f"the chain's (1 − α^(K+1))/(1 − α) = {a.predicted_tokens_per_pass:.2f}, which assumes the first "
+                 "failed test ends the pass.")
+    return said
+
+
+#: A chat template's markup token, as its text reads: ``<|im_start|>``, ``<|im_end|>``, ``<start_of_turn>``.
+_MARKUP = re.compile(r"<\|?[a-z_]+\|?>")
+
+
+def markup_draft_note(rounds: list[Round]) -> list[str]:
+    """The summary's sentence on a rejected draft that is chat-template markup (issue 39: every
+    default run opened with a struck-through ``<|im_start|>`` that the page never explained), or
+    none. Prompt lookup matches the prompt's last tokens, and in a chat prompt those (a newline
+    after the assistant's turn marker) occur earlier in the template, followed by the next turn's
+    marker: it proposes that marker, which the target, starting its reply, rejects."""
+    for r in rounds:
+        for t in r.drafted:
+            if t.tested and not t.accepted and _MARKUP.fullmatch(t.text.strip()):
+                return [f"Pass {r.index + 1}'s struck-through draft {t.text.strip()} is chat-template markup: prompt "
+                        "lookup found the prompt's last tokens earlier in the chat template and proposed what came "
+                        "next there, the next turn's marker. The target, starting its reply, rejected it, and the "
+                        "same verify pass gave the reply's token in its place, so it cost no extra pass."]
+    return []
 
 
 @dataclass
@@ -233,8 +264,10 @@ class RunState:
             a, lookup=self.lookup, low_precision_greedy=self.low_precision_greedy)
         if self.remeasure and upto is None:
             notes.append(REMEASURE_NOTE)
+        if self.lookup:
+            notes += markup_draft_note(rounds)
         if self.k and self.rule != "full":
-            notes.append(rule_note(self.rule))
+            notes.append(rule_note(self.rule, a))
         if done and rounds:  # what the numbers hide, once the run has ended (specviz.ui.numbers_hide)
             from .numbers_hide import summary_notes
 

@@ -107,13 +107,30 @@ def _cursor_node(round_: Round, beat: Beat) -> int | None:
     return 0 if round_.drafted else None
 
 
+#: Total variation between p_draft and p_target under which a position has next to no residual to
+#: show: the losslessness view moves to the pass's most different position instead (issue 39).
+NEAR_SAME = 0.02
+
+
+def _position_tv(round_: Round, node: int | None) -> float:
+    token = None if node is None else round_.drafted[node]
+    if token is None or not token.top_target or not token.top_draft:
+        return 0.0
+    return total_variation(*position_distributions(token).arrays())
+
+
 def _lossless_node(round_: Round, beat: Beat) -> int | None:
     """The position the losslessness view shows: the one a test or a resample acts on at its
-    beat; at any other beat (the drafts, the verify pass, a bonus) the pass's position where
-    p_draft and p_target differ most, so the view does not open on a bar with no residual to see."""
+    beat, unless p_draft ≈ p_target there (total variation under :data:`NEAR_SAME`) and another
+    position of the pass differs more; at any other beat (the drafts, the verify pass, a bonus) the
+    pass's position where p_draft and p_target differ most, so the view does not open on a bar
+    with no residual to see."""
+    best = most_different_position(round_)
     if beat.kind in (TEST, RESIDUAL):
-        return _cursor_node(round_, beat)
-    return most_different_position(round_)
+        node = _cursor_node(round_, beat)
+        if _position_tv(round_, node) >= NEAR_SAME or _position_tv(round_, best) <= _position_tv(round_, node):
+            return node
+    return best
 
 
 def _lossless_views(round_: Round, beat: Beat):
@@ -125,9 +142,15 @@ def _lossless_views(round_: Round, beat: Beat):
                 "Nothing was drafted in this pass (or its distributions were not recorded): no position to check.")
     t = round_.drafted[node]
     dists = position_distributions(t)
-    why = ("the position this beat decides" if beat.kind in (TEST, RESIDUAL) else
-           f"this pass's position where p_draft and p_target differ most, total variation "
-           f"{total_variation(*dists.arrays()):.3f}; a test beat shows its own position")
+    tv = total_variation(*dists.arrays())
+    own = beat.kind in (TEST, RESIDUAL) and node == _cursor_node(round_, beat)
+    why = ("the position this beat decides" if own else
+           f"this pass's position where p_draft and p_target differ most, total variation {tv:.3f}; "
+           + ("at the position this beat decides the two are almost the same, so its residual is nearly empty"
+              if beat.kind in (TEST, RESIDUAL) else "a test beat shows its own position"))
+    if tv < NEAR_SAME:
+        why += (f". Here p_draft ≈ p_target (total variation {tv:.3f}): the residual max(0, p_target − p_draft) "
+                "is nearly empty and the draft is nearly always kept; a pass with a rejection shows the split")
     text = (f"**Position of {as_text(quoted(t.text))}** (draft {node + 1}; {why}): each bar is p_target, "
             f"split into min(p_draft, p_target), what an accepted draft contributes, and max(0, p_target − p_draft), "
             f"what a rejection's resample contributes. The trace records each distribution's 10 most likely tokens; the "

@@ -706,6 +706,11 @@ SWEEP_METRICS = {
 }
 
 
+def _above(high, low) -> float:
+    """How far ``high`` lies above ``low`` (0 when either is missing): one whisker of a range."""
+    return max(0.0, high - low) if _finite(high) and _finite(low) else 0.0
+
+
 def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
     """One measured figure of a sweep against the setting, with the theory for each point.
 
@@ -715,7 +720,8 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
         metric: ``"alpha"`` (with the acceptance rate, accepted ÷ proposed, beside it),
             ``"tokens_per_pass"`` (theory: (1 − α^(K+1)) / (1 − α) at the row's α) or
             ``"speedup"`` (theory: that ÷ (K·c + v) with the row's measured c and v; the region
-            below 1 is shaded as a slowdown).
+            below 1 is shaded as a slowdown; whiskers: the row's speedup range, as the Run tab
+            gives it).
 
     Raises:
         ValueError: for an unknown metric.
@@ -742,6 +748,12 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
     data = [{"type": "scatter", "x": xs, "y": ys, "mode": "lines+markers", "name": "measured",
              "line": {"color": SPEC_COLOR, "width": 2}, "marker": {"color": SPEC_COLOR, "size": 9},
              "hovertemplate": f"{x_title} %{{x}}: {y_title} = %{{y:.3f}} (measured)<extra></extra>"}]
+    if metric == "speedup":  # the range the Run tab gives each speedup (slowest and fastest plain run)
+        data[0]["error_y"] = {"type": "data", "symmetric": False, "color": SPEC_COLOR, "thickness": 1.5,
+                              "array": [_above(r.get("speedup_high"), y) for y, r in zip(ys, rows)],
+                              "arrayminus": [_above(y, r.get("speedup_low")) for y, r in zip(ys, rows)]}
+        data[0]["hovertemplate"] = (f"{x_title} %{{x}}: {y_title} = %{{y:.3f}} (measured; whiskers: its "
+                                    "range)<extra></extra>")
     if metric == "alpha":
         layout["yaxis"]["range"] = [0.0, 1.05]
         data.append({"type": "scatter", "x": xs, "y": [r.get("acceptance_rate") for r in rows],

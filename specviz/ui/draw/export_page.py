@@ -12,11 +12,15 @@ __all__ = ["charts_html"]
 
 
 def _settings_rows(meta: dict) -> list[tuple[str, object]]:
-    """The run's settings table, in reading order: the pair, each setting but the prompt (shown
-    apart), then the device, the dtype and how the run finished; a field the trace lacks is left out."""
-    rows = [("target", meta.get("target")), ("drafter", meta.get("drafter") or "plain decoding"),
-            *((name, value) for name, value in (meta.get("settings") or {}).items() if name != "prompt"),
-            ("device", meta.get("device")), ("dtype", meta.get("dtype")), ("finish", meta.get("finish_reason"))]
+    """The run's settings table, in reading order: the pair, each other setting but the prompt (shown
+    apart), then the device, the dtype and how the run finished, each name once; a field the trace
+    lacks is left out."""
+    head = [("target", meta.get("target")), ("drafter", meta.get("drafter") or "plain decoding")]
+    tail = [("device", meta.get("device")), ("dtype", meta.get("dtype")), ("finish", meta.get("finish_reason"))]
+    # The settings repeat the target (its name as asked for): each row is listed once (issue 39).
+    shown = {name for name, _ in head + tail} | {"prompt"}
+    rows = [*head, *((name, value) for name, value in (meta.get("settings") or {}).items() if name not in shown),
+            *tail]
     return [(name, value) for name, value in rows if value is not None]
 
 

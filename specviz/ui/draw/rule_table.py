@@ -25,15 +25,35 @@ def _kept_word(kept: bool | None) -> str:
     return "kept" if kept else "not kept" if kept is False else "open (bucket)"
 
 
+def _listed(replay: RuleReplay):
+    """The steps the rule makes: block verification draws every η_i; a token-by-token rule stops
+    at its first failed test, so the positions after it are never tested (issue 39: the table
+    listed their tests too)."""
+    if replay.rule == "block":
+        return replay.steps
+    failed = next((i for i, s in enumerate(replay.steps) if s.passes is False), None)
+    return replay.steps if failed is None else replay.steps[: failed + 1]
+
+
 def _rows(replay: RuleReplay) -> list[str]:
     rows = []
-    for s in replay.steps:
+    for s in _listed(replay):
         u = "—" if s.uniform is None else fmt(s.uniform)
         test = "—" if s.passes is None and s.uniform is None else (
             "passes" if s.passes else "fails" if s.passes is False else "open (bucket)")
         rows.append(f"| {s.node + 1} | {as_text(quoted(s.text))} | {_span(s.accept)} | {u} | {test} | "
                     f"{_kept_word(s.kept)} |")
     return rows
+
+
+def _untested(replay: RuleReplay) -> str:
+    """The sentence on the positions a token-by-token rule never tests ("" when it tests them all)."""
+    listed = len(_listed(replay))
+    if listed == len(replay.steps):
+        return ""
+    rest = f"position {listed + 1}" if listed + 1 == len(replay.steps) else f"positions {listed + 1}–{len(replay.steps)}"
+    verb = "is" if listed + 1 == len(replay.steps) else "are"
+    return f"The test fails at position {listed}, so the rule stops there: {rest} {verb} never tested. "
 
 
 def rule_replay_text(pass_index: int, round_: Round, replay: RuleReplay) -> str:
@@ -61,6 +81,7 @@ def rule_replay_text(pass_index: int, round_: Round, replay: RuleReplay) -> str:
     return (f"**Pass {i + 1} under {as_text(rule)}.** {as_text(RULE_TESTS[rule])}{lossy}\n\n"
             f"| position | token tested | {as_text(what)} | recorded u | test | under {as_text(rule)} |\n"
             f"|---|---|---|---|---|---|\n" + "\n".join(_rows(replay)) + "\n\n"
+            + _untested(replay) +
             f"With the recorded u, **{as_text(rule)} keeps {count} of {replay.drafted} drafts** (acceptance "
             f"{alpha} on this pass); the recording kept {round_.n_accepted}. Expected drafts kept under "
             f"{as_text(rule)} given the recorded prefix: {_span(replay.expected, '.2f')}."

@@ -4,7 +4,7 @@ Markdown, the experiments' table rows, and the side-by-side tab's coloured outpu
 from __future__ import annotations
 
 from ...ceiling import gap_phrase
-from ...speedup import NOT_MEASURABLE, speedup_doubts
+from ...speedup import NOT_MEASURABLE, format_speedup, speedup_doubts
 from ..teach import playground
 from .escape import as_text
 from .run_views import legend_html, render_rounds
@@ -12,6 +12,12 @@ from .run_views import legend_html, render_rounds
 
 def _f(x, spec: str = ".3f") -> str:
     return "—" if x is None else format(x, spec)
+
+
+def _speedup(row: dict) -> str:
+    """A row's measured speedup with its range, as the Run tab writes it (:func:`specviz.speedup.format_speedup`)."""
+    return "—" if row.get("speedup") is None else format_speedup(row["speedup"], row.get("speedup_low"),
+                                                                 row.get("speedup_high"))
 
 
 def playground_figures_markdown(cf: playground.ClosedForm) -> str:
@@ -60,9 +66,27 @@ def sweep_table(rows: list[dict], parameter: str) -> list[list]:
     A speedup :func:`specviz.sweep.speedup_doubts` doubts shows as "not measurable now: …", no figure."""
     doubts = speedup_doubts(rows)
     return [[str(r[parameter]), _f(r["alpha"]), _f(r["acceptance_rate"]), _f(r["tokens_per_pass"]),
-             _f(r["predicted_tokens_per_pass"]), f"{NOT_MEASURABLE}: {doubt}" if doubt else _f(r["speedup"]),
+             _f(r["predicted_tokens_per_pass"]), f"{NOT_MEASURABLE}: {doubt}" if doubt else _speedup(r),
              _f(r["theoretical_speedup"]), _f(r["cost_ratio_c"]), _f(r["verify_cost_v"]), _f(r["tokens_per_s"], ".1f")]
             for r, doubt in zip(rows, doubts)]
+
+
+def greedy_texts_note(rows: list[dict], dtype: str) -> str:
+    """A sentence on greedy runs whose texts differ, for the status under the rows (``rows``: sweep
+    rows, each with its ``temperature`` and ``text``; ``dtype``: the runs' requested Dtype): at
+    temperature 0 speculative sampling's text is plain decoding's in exact arithmetic, so texts
+    that differ beside the word "lossless" need the reason, reduced precision (issue 39). "" when
+    the texts agree, a run sampled, or the Dtype was float32 (where they must agree)."""
+    texts = [r.get("text") for r in rows]
+    if len(rows) < 2 or None in texts or len(set(texts)) == 1 or dtype == "float32":
+        return ""
+    if any(r.get("temperature") != 0 for r in rows):
+        return ""
+    return ("At temperature 0 these texts are not all the same. Speculative sampling is lossless: in exact "
+            "arithmetic each writes plain decoding's greedy text. In reduced precision (Dtype *auto* picks "
+            "bfloat16 on a CPU that runs it natively) one batched verify pass over several positions can round "
+            "a near-tie between two tokens differently from a one-token step, and from that token on the texts "
+            "part ways; in float32 they agree.")
 
 
 def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> str:
@@ -80,7 +104,7 @@ def side_by_side_html(rows_runs: list[tuple[dict, object]], eos: set[int]) -> st
         elif doubt:
             speed = f"speedup {NOT_MEASURABLE}: {as_text(doubt)}"
         else:
-            speed = (f"speedup <b>{_f(row['speedup'], '.2f')}×</b> (measured ÷ plain decoding; theory "
+            speed = (f"speedup <b>{as_text(_speedup(row))}</b> (measured ÷ plain decoding, with its range; theory "
                      f"{_f(row['theoretical_speedup'], '.2f')}×)")
         head = (f"<b>{as_text(row['drafter'])}</b> · per-token α <b>{_f(row['alpha'])}</b> (accepted ÷ tested, "
                 f"{row['accepted']}/{row['tested']}) · <b>{row['tokens_per_pass']:.2f}</b> tokens per pass · {speed}")

@@ -199,3 +199,14 @@ def _readme_slugs() -> list[str]:
 def test_readme_lists_the_lessons_the_page_has():
     """README's ?lesson=SLUG item names every lesson the page has, in the page's order, and no other."""
     assert _readme_slugs() == [lesson["slug"] for lesson in LESSONS.values()]
+
+
+def test_every_tab_of_the_page_can_be_linked_and_readme_lists_them():
+    """``?tab=ID`` reaches every tab the page has (link_query.TABS against page.py's tab ids), and
+    README's ``?tab=ID`` item names the same ids."""
+    from specviz.ui.teach.link_query import TABS
+
+    page_ids = re.findall(r'gr\.Tab\([^)]*id="([a-z_]+)"\)', (ROOT / "specviz" / "ui" / "page.py").read_text())
+    assert sorted(TABS) == sorted(page_ids)
+    line = re.search(r"`\?tab=ID`: selects a tab: (.*?)\n", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert line and sorted(re.findall(r"`([a-z_]+)`", line.group(1))) == sorted(page_ids)

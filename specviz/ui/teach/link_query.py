@@ -30,7 +30,7 @@ __all__ = ["PLAYGROUND_RANGES", "TABS", "Link", "lesson_link", "parse", "playgro
            "watch_link"]
 
 #: The tabs a link can select, by their ids on the page.
-TABS = ("run", "playground", "experiments", "side_by_side", "lessons", "maths", "watch")
+TABS = ("run", "playground", "experiments", "side_by_side", "engines", "lessons", "maths", "watch")
 
 #: The Playground's sliders: name → (label, low, high, whole number?). Values outside are ignored.
 PLAYGROUND_RANGES = {

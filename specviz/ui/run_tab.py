@@ -11,7 +11,7 @@ import gradio as gr
 
 from ..drafters import DRAFTER_KINDS, for_device
 from ..rules import RULE_CHOICES
-from . import settings
+from . import placement, settings
 from .context import PageContext
 from .draw import charts, diagnostic_charts, race
 from .draw.run_views import wrap_output
@@ -267,6 +267,7 @@ def _wire(c, ctx: PageContext) -> None:
     run_event = RUN.wire(cleared_race_then, functools.partial(run_demo, public=ctx.public),
                          ctx.run_inputs(NAMES) + [baselines], out(RUN_OUTPUTS), ctx.public, stop=c.stop_btn,
                          on_stop=(stop_run, run_state, out(SHOWN_OUTPUTS)))
+    placement.show_problem(c.summary)  # on ZeroGPU: nothing placed at import is said here (issue 38)
     inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
     c.run_btn.click(reset_inspector, None, inspector, api_name=False, **FREE)
     c.run_btn.click(lesson_run, ctx.lesson_runs, [ctx.lesson_note, ctx.lesson_runs], api_name=False, **FREE)

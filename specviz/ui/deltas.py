@@ -165,11 +165,15 @@ class DeltaDecoder:
         self.values: dict[int, object] = {}
 
     def decode(self, packed: Packed):
-        """The outputs the work yielded, rebuilt from ``packed`` and the values decoded before.
+        """The outputs the work yielded, rebuilt from ``packed`` and the values decoded before; a
+        value that is not a :class:`Packed` (outputs sent whole, as a stand-in for the GPU entry
+        point may send them) is returned as it is.
 
         Raises:
             ValueError: a delta arrived for a position with nothing (or the wrong kind) before it.
         """
+        if not isinstance(packed, Packed):
+            return packed
         items = [self._item(i, item) for i, item in enumerate(packed.items)]
         if packed.shape == "single":
             return items[0]

@@ -147,3 +147,22 @@ def test_readme_preloads_every_shard_of_a_sharded_checkpoint_and_the_same_other_
             assert "model.safetensors.index.json" in weights, repo
             assert shards == [f"model-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)], repo
             assert all(re.fullmatch(r"model(-\d{5}-of-\d{5})?\.safetensors(\.index\.json)?", w) for w in weights)
+
+
+def _requested_and_charged(target: str, draft: str, baseline: bool) -> str:
+    """README's "requested → charged" for 128 tokens, K = 4 and a short prompt, from gpu_budget."""
+    cap = gpu_budget.cap_s(True, settings.PUBLIC_POLICY.max_run_s)
+    target_layers, draft_layers = gpu_budget.step_layers(target, draft)
+    seconds = gpu_budget.run_seconds(128, 4, target_layers, draft_layers, baseline,
+                                     gpu_budget.prompt_tokens("Fix the typos: Teh cat sat on teh mat."))
+    requested = gpu_budget.duration_s(seconds, cap)
+    return f"{requested} s → {gpu_budget.charged_s(requested):g} s"
+
+
+def test_readmes_quota_examples_are_what_gpu_budget_reserves_and_zerogpu_charges():
+    deploy = (ROOT / "README.md").read_text(encoding="utf-8").split("### Deploy as a Space")[1]
+    deploy = " ".join(deploy.split())  # one line: the examples wrap
+    for target, draft in (("smollm2-135m-instruct", "ngram"),
+                          ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")):
+        for baseline in (True, False):
+            assert _requested_and_charged(target, draft, baseline) in deploy, (target, baseline)

@@ -10,7 +10,10 @@ checkpoints laid out as the presets' hub cache): what would break on a first dep
   models found, with no file read again;
 * the charge: what ``spaces`` would charge for a reservation (requested × the card's
   ``duration_factor``) stays within the public cap;
-* ``--dtype auto`` on a card whose bfloat16 is only emulated gives float16.
+* ``--dtype auto`` on a card whose bfloat16 is only emulated gives float16;
+* README's ``preload_from_hub`` lists exactly the files the loader opened at import (watched with
+  inotify while the repos lie as the hub ships them), and its quota examples are what
+  ``gpu_budget`` reserves and ZeroGPU charges.
 
 The harness runs one fresh Python for the first two (``spaces`` reads its configuration at
 import), shared by their tests.

@@ -22,7 +22,9 @@ runs :func:`specviz.ui.gpu.run_job` through ``spaces``' real generator wrapper
 each record out, reuses the idle worker for the next job, and turns a dead worker into "GPU task
 aborted". Stubbed there, and only that:
 
-* ``spaces.zero.client.schedule``, ``allow`` and ``release`` (the device API, unreachable): the
+* ``spaces.zero.client.schedule``, ``allow`` and ``release`` (and ``startup_report``, which
+  ``launch()`` calls when the scenario serves a page through gradio's queue) (the device API,
+  unreachable): the
   driver's ``_Scheduler`` answers as ZeroGPU's scheduler does, one card, idle, so the wrapper
   reuses its worker, and SIGKILLs the worker once the charged reservation
   (``client.get_duration_seconds``, the real one) runs out unless released first: the platform's

@@ -30,6 +30,7 @@ from packaging.requirements import Requirement
 from specviz import memory
 from specviz.request import ServerDevice, pin_public_device
 from specviz.ui import feature, gpu, gpu_budget, placement, run_stream, settings
+from specviz.ui.deltas import DeltaDecoder
 from specviz.ui.experiments_tab import run_sweep_ui
 from specviz.ui.lossless_check import run_lossless
 from specviz.ui.run_stream import run_demo
@@ -262,7 +263,8 @@ def _run_forked(job, on_first=None, timeout_s: float = 30.0) -> list:
     finally:
         proc.join(timeout_s)
     assert proc.exitcode == 0
-    return [r.value for r in records if r.kind == "outputs"]
+    decoder = DeltaDecoder()  # each record carries what changed since the last (specviz.ui.deltas)
+    return [decoder.decode(r.value) for r in records if r.kind == "outputs"]
 
 
 def test_stop_reaches_a_job_running_in_a_forked_worker():

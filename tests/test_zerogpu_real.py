@@ -10,7 +10,10 @@ checkpoints laid out as the presets' hub cache): what would break on a first dep
   models found, with no file read again;
 * the charge: what ``spaces`` would charge for a reservation (requested × the card's
   ``duration_factor``) stays within the public cap;
-* ``--dtype auto`` on a card whose bfloat16 is only emulated gives float16.
+* ``--dtype auto`` on a card whose bfloat16 is only emulated gives float16;
+* README's ``preload_from_hub`` lists exactly the files the loader opened at import (watched with
+  inotify while the repos lie as the hub ships them), and its quota examples are what
+  ``gpu_budget`` reserves and ZeroGPU charges.
 
 The harness runs one fresh Python for the first two (``spaces`` reads its configuration at
 import), shared by their tests.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import timedelta
 from importlib.resources import files
 
@@ -28,7 +32,7 @@ import torch
 
 from specviz.models import resolve_dtype
 from specviz.ui import gpu_budget, settings
-from tests.zerogpu_harness import HUB_MODELS, build_caches, run_driver
+from tests.zerogpu_harness import HUB_MODELS, ROOT, build_caches, run_driver
 
 pytest.importorskip("spaces")
 
@@ -49,7 +53,7 @@ def test_import_in_public_mode_places_the_cached_presets_on_cuda(deployed):
 def test_packing_at_launch_deletes_the_hub_weights_it_packed(deployed):
     """The harness reproduces the platform: the placed safetensors blobs are gone after pack()."""
     assert deployed["packed_bytes"] > 0
-    assert len(deployed["big_blobs_left"]) <= len(HUB_MODELS)  # the tokenizer.json blobs only
+    assert deployed["weights_left"] == []  # every snapshot's safetensors now points at a deleted blob
 
 
 def test_a_hub_preset_request_after_packing_is_validated_and_finds_its_models(deployed):
@@ -94,3 +98,74 @@ def test_auto_dtype_never_picks_emulated_bfloat16(monkeypatch):
 def test_auto_dtype_picks_bfloat16_where_it_is_native(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
     assert resolve_dtype("auto", "cuda") == torch.bfloat16
+
+
+def _preload_lists() -> dict[str, list[str]]:
+    """README's front matter ``preload_from_hub``: the files listed for each repo."""
+    front = (ROOT / "README.md").read_text(encoding="utf-8").split("---")[1]
+    block = front.split("preload_from_hub:")[1]
+    lists = {}
+    for line in block.splitlines()[1:]:
+        if not line.startswith("  - "):
+            break
+        repo, files = line[4:].split()[:2]
+        lists[repo] = files.split(",")
+    return lists
+
+
+def _hub_presets() -> set[str]:
+    return {name for p in settings.PRESETS.values() for name in (p["target"], p["draft_model"])
+            if name and "/" in name}
+
+
+def test_readme_preloads_exactly_the_files_the_loader_opens(deployed):
+    """Issue 38 item 10: the Space's build downloads each hub preset's files the loader opens at
+    import (observed: every file of a repo laid out as the hub holds it, the ones opened while
+    ``import app`` placed and counted the models), no other file and no whole repo."""
+    lists = _preload_lists()
+    assert set(lists) == _hub_presets()
+    for repo in HUB_MODELS:
+        assert sorted(lists[repo]) == deployed["opened"][repo], (repo, deployed["opened"])
+
+
+#: Files the loader opens (observed above) that a preset's hub repo does not hold, by repo: Qwen2.5's
+#: repos ship no ``special_tokens_map.json`` (their special tokens are in ``tokenizer_config.json``;
+#: the hub's file listing, not checkable offline), and listing a file a repo lacks would fail the build.
+NOT_IN_REPO = {"Qwen/Qwen2.5-0.5B-Instruct": {"special_tokens_map.json"},
+               "Qwen/Qwen2.5-7B-Instruct": {"special_tokens_map.json"}}
+
+
+def test_readme_preloads_every_shard_of_a_sharded_checkpoint_and_the_same_other_files():
+    """The hub presets the harness does not lay out (the Qwen pair) list the same files as the
+    others but those their repo lacks (:data:`NOT_IN_REPO`), their weights as one
+    ``model.safetensors`` or an index with each of its shards."""
+    lists = _preload_lists()
+    others = {name for name in lists[HUB_MODELS[0]] if not name.endswith(".safetensors")}
+    for repo, names in lists.items():
+        weights = [f for f in names if ".safetensors" in f]
+        assert set(names) - set(weights) == others - NOT_IN_REPO.get(repo, set()), repo
+        if weights != ["model.safetensors"]:
+            shards = sorted(w for w in weights if w.endswith(".safetensors"))
+            count = len(shards)
+            assert "model.safetensors.index.json" in weights, repo
+            assert shards == [f"model-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)], repo
+            assert all(re.fullmatch(r"model(-\d{5}-of-\d{5})?\.safetensors(\.index\.json)?", w) for w in weights)
+
+
+def _requested_and_charged(target: str, draft: str, baseline: bool) -> str:
+    """README's "requested → charged" for 128 tokens, K = 4 and a short prompt, from gpu_budget."""
+    cap = gpu_budget.cap_s(True, settings.PUBLIC_POLICY.max_run_s)
+    target_layers, draft_layers = gpu_budget.step_layers(target, draft)
+    seconds = gpu_budget.run_seconds(128, 4, target_layers, draft_layers, baseline,
+                                     gpu_budget.prompt_tokens("Fix the typos: Teh cat sat on teh mat."))
+    requested = gpu_budget.duration_s(seconds, cap)
+    return f"{requested} s → {gpu_budget.charged_s(requested):g} s"
+
+
+def test_readmes_quota_examples_are_what_gpu_budget_reserves_and_zerogpu_charges():
+    deploy = (ROOT / "README.md").read_text(encoding="utf-8").split("### Deploy as a Space")[1]
+    deploy = " ".join(deploy.split())  # one line: the examples wrap
+    for target, draft in (("smollm2-135m-instruct", "ngram"),
+                          ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")):
+        for baseline in (True, False):
+            assert _requested_and_charged(target, draft, baseline) in deploy, (target, baseline)

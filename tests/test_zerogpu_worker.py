@@ -1,11 +1,13 @@
-"""Stop, Forget (and a closed tab) and the deadline through the real ``spaces`` package's
-generator wrapper (``spaces.GPU`` → ``spaces.zero.wrappers``), which forks a worker, pickles the
+"""Stop, Forget (and a closed tab), the deadline, the records' bytes, a close mid-load and two
+visitors at once through the real ``spaces`` package's generator wrapper (``spaces.GPU`` → ``spaces.zero.wrappers``), which forks a worker, pickles the
 job in and every record out, and reuses the idle worker for the next job, as on a ZeroGPU Space
 (issue 42). :mod:`tests.zerogpu_driver`'s ``worker`` scenario runs it in one fresh Python; what it
 stubs, and why, is in its ``_Scheduler`` and ``_no_card_start_up`` and in
 :mod:`tests.zerogpu_harness`. The jobs are the driver's small work functions (a run's loop that
 ends on Stop or the deadline; a run's additions to the visitor's stores; a probe of what the
-worker holds), so the file takes seconds, not a model's load. The first tests check the same two
+worker holds; a tiny Llama's run streamed by the Run tab's own stream; a load the way the Run
+tab waits for one; a job that holds the GPU a second), so the file takes seconds, not a model's
+load. The scenario first imports the app in public mode where no public model can be placed. The first tests check the same two
 rules in this process, without ``spaces``: a job's stores come back only to a visitor who has not
 forgotten since, and a forked process empties the stores it inherited.
 """
@@ -13,11 +15,12 @@ forgotten since, and a forked process empties the stores it inherited.
 from __future__ import annotations
 
 import multiprocessing
+import statistics
 
 import pytest
 
 from specviz.ui import gpu, visitors
-from tests.zerogpu_harness import run_driver, spaces_env
+from tests.zerogpu_harness import run_driver, unplaceable_env
 
 SECRET = [4242, 31337, 4242, 27182, 31337]
 #: What a forked child inherits without a job: a history held by this module when it forks.
@@ -89,7 +92,7 @@ def test_a_forked_process_empties_every_visitor_store_it_inherited():
 def worker(tmp_path_factory):
     """The ``worker`` scenario's JSON result."""
     pytest.importorskip("spaces")
-    return run_driver("worker", spaces_env(tmp_path_factory.mktemp("zerogpu-worker")), timeout=180)
+    return run_driver("worker", unplaceable_env(tmp_path_factory.mktemp("zerogpu-worker")), timeout=300)
 
 
 def test_the_jobs_run_in_a_forked_worker_through_the_real_wrapper(worker):
@@ -148,4 +151,51 @@ def test_without_the_deadline_the_scheduler_aborts_the_job(worker):
     """The control: the harness's scheduler does kill a job past its charged reservation."""
     unenforced = worker["unenforced"]
     assert "GPU task aborted" in unenforced["outcome"], unenforced
-    assert worker["released"][-1][1] is True  # released as failed, as spaces does on an abort
+    assert unenforced["released"][-1][1] is True  # released as failed, as spaces does on an abort
+
+
+def test_nothing_placed_at_import_is_said_on_the_run_tabs_status_line_at_each_page_load(worker):
+    """Issue 38: a Space whose public models all failed to load says so where its owner looks
+    first, the Run tab's status line, as the page loads (not as an endpoint of the API)."""
+    placed = worker["nothing_placed"]
+    assert placed["problem"].startswith("No model could be placed"), placed
+    assert placed["outputs"] == [["sv-summary"]] and placed["triggers"] == [["load"]], placed
+    assert placed["api_visibility"] == ["private"]  # not an endpoint of the API
+    status = placed["status"][0]
+    assert status.startswith("**Not ready:**") and "No model could be placed" in status
+    assert "Errno" not in status and "not cached" not in status  # the errors themselves stay in the log
+
+
+def test_bytes_per_update_stay_flat_from_a_64_to_a_512_token_run(worker):
+    """Issue 38 item 8, through the wrapper's pipe: the median outputs record of a 512-token run is
+    no bigger than 1.5 times a 64-token run's (each record carries the rounds since the last one),
+    where records carrying the outputs whole (the control, as before) grow with the run."""
+    short, long = worker["bytes"]["64"], worker["bytes"]["512"]
+    for tokens, run in ((64, short), (512, long)):
+        assert run["emitted"] == tokens and run["finished"], run
+        assert run["html"] == run["rounds"] and run["indices"] == sorted(set(run["indices"]))
+        assert len(run["records"]) == run["updates"]
+    assert statistics.median(long["records"]) < 1.5 * statistics.median(short["records"]), (short, long)
+    assert statistics.median(long["whole"]) > 3 * statistics.median(short["whole"]), (short, long)
+    assert sum(long["records"]) * 5 < sum(long["whole"])
+
+
+def test_closing_a_job_mid_load_stalls_the_event_loop_under_0_2_s(worker):
+    """Issue 38 item 3: gradio closes a cancelled generator on its event loop; the page's stream
+    hands the wrapper's close (which waits for the worker's current step, here a load) to a thread."""
+    close = worker["close"]
+    page, control = close["page"], close["wrapper_on_loop"]
+    assert page["close_s"] < 0.2 and page["max_gap_s"] < 0.2, page
+    assert page["worker_step_s"] > close["load_s"] - 0.2  # the worker was still loading after the close
+    assert control["max_gap_s"] > 0.5, control  # the wrapper closed on the loop stalls it: the harness sees it
+
+
+def test_two_visitors_jobs_run_at_the_same_time_on_zerogpu(worker):
+    """Issue 38 item 7: ZeroGPU gives each call its own GPU, so the generation queue runs
+    QUEUE_SIZE at once there; two visitors' jobs through gradio's queue and the wrapper overlap,
+    each in a worker of its own."""
+    overlap = worker["overlap"]
+    assert overlap["limit"] == overlap["queue_size"] > 1 and overlap["sessions"] == 2
+    first, second = overlap["stamps"]
+    assert max(first["start"], second["start"]) < min(first["end"], second["end"]), overlap
+    assert first["pid"] != second["pid"]

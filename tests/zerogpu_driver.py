@@ -51,16 +51,24 @@ def scenario_deploy() -> dict:
     runs it (the placed tensors written to the offload folder, the hub blobs they were mapped from
     deleted), then a visitor's hub-preset request through the page's validation and the model
     loads its job makes: the sentence each gives, or "ok"."""
+    import os
+    import pathlib
+
     from spaces.zero import torch as zero_torch
 
-    result = scenario_import()
+    from tests.zerogpu_harness import OpenedFiles, snapshot_files_opened
+
+    hub = pathlib.Path(os.environ["HF_HUB_CACHE"])
+    with OpenedFiles(hub.glob("models--*/blobs")) as watch:
+        result = scenario_import()
+    result["opened"] = snapshot_files_opened(hub, watch.opened)
     from specviz import models
     from specviz.ui.fields import request_from
     from tests.zerogpu_harness import HUB_MODELS
 
     packed = zero_torch.pack()
-    hub = __import__("pathlib").Path(__import__("os").environ["HF_HUB_CACHE"])
-    blobs_left = sorted(p.name for p in hub.glob("models--*/blobs/*") if p.stat().st_size > 10_000)
+    weights_left = sorted(str(p.relative_to(hub)) for p in hub.glob("models--*/snapshots/*/*.safetensors")
+                          if p.exists())
     outcome = {}
     try:
         request = request_from(_hub_values(), public=True)
@@ -70,7 +78,7 @@ def scenario_deploy() -> dict:
             outcome[f"load {name}"] = f"ok {loaded.device}"
     except Exception as err:
         outcome["request"] = f"{type(err).__name__}: {err}"
-    return {**result, "packed_bytes": packed, "big_blobs_left": blobs_left, "hub_models": list(HUB_MODELS),
+    return {**result, "packed_bytes": packed, "weights_left": weights_left, "hub_models": list(HUB_MODELS),
             **outcome}
 
 
@@ -314,10 +322,234 @@ def _deadline_part(enforce: bool) -> dict:
             "stream_s": time.monotonic() - t0, "deadline_s": gpu.deadline_s(4)}
 
 
+# ----------------------------------------------------------------------------- records' bytes
+#: Simulated time per round of :func:`streamed` (s): about the offline SmolLM2's pace on a small CPU,
+#: so the stream sends tokens and charts as often as a real run (scripts/stream_bytes.py's clock).
+ROUND_S = 0.06
+
+
+def streamed(ctx, tokens):
+    """A work function streaming the Run tab's own stream (:func:`specviz.ui.run_stream.stream`) of
+    a ``tokens``-token run: a tiny random Llama (tests/helpers.py) drafted by prompt lookup (the
+    page's default drafter; one forward pass a round keeps it cheap), greedy, K = 4, instrumented
+    as the page's runs are, each round counted as :data:`ROUND_S` of the stream's clock."""
+    from types import SimpleNamespace
+
+    from scripts.stream_bytes import _PacedRun, _SimulatedClock
+    from specviz.drafters.lookup import PromptLookupDrafter
+    from specviz.engine import Generation
+    from specviz.request import RunRequest
+    from specviz.sampling import SamplingConfig
+    from specviz.ui import run_stream
+    from specviz.ui.state import RunState
+    from tests.helpers import tiny_llama
+
+    vocab = 256
+    target = tiny_llama(0, vocab_size=vocab, max_position_embeddings=tokens + 64, lm_head_scale=8.0)
+    drafter = PromptLookupDrafter(vocab)
+    words = [f" w{i}" for i in range(vocab)]
+    greedy = SamplingConfig(temperature=0.0)
+    run = Generation(target, list(range(1, 17)), drafter, k=4, sampling=greedy, max_new_tokens=tokens, seed=0,
+                     decode=lambda ids: "".join(words[i] for i in ids))
+    request = RunRequest(prompt="tiny", target="tiny-llama", draft="ngram", k=4, sampling=greedy,
+                         max_new_tokens=tokens, seed=0)
+    state = RunState(label="tiny Llama ← prompt lookup", k=4, max_new_tokens=tokens)
+    clock = _SimulatedClock(ROUND_S)
+    saved, run_stream.time = run_stream.time, SimpleNamespace(perf_counter=clock.perf_counter, time=time.time)
+    try:
+        yield from run_stream.stream(_PacedRun(run, clock), request, state, {}, lambda _: {}, ctx=ctx)
+    finally:
+        run_stream.time = saved
+
+
+class _CountingPickler:
+    """``multiprocessing.queues``' pickler in the main process, counting the bytes of every record
+    read from a worker's pipe (what ``spaces``' wrapper receives: ``OkResult(Record)``)."""
+
+    def __init__(self) -> None:
+        from multiprocessing.reduction import ForkingPickler
+
+        self.dumps, self.received = ForkingPickler.dumps, []
+
+    def loads(self, data, *args, **kwargs):
+        import pickle
+
+        from specviz.ui.gpu import Record
+
+        loaded = pickle.loads(data, *args, **kwargs)
+        value = getattr(loaded, "value", None)
+        if isinstance(value, Record) and value.kind == "outputs":
+            self.received.append(len(data))
+        return loaded
+
+
+def _bytes_part() -> dict:
+    """A 64- and a 512-token run streamed through the wrapper: the bytes of each outputs record
+    read from the worker's pipe, and (the control) the bytes each record would have had carrying
+    the outputs whole, as before issue 38 item 8."""
+    import multiprocessing.queues as queues
+    from multiprocessing.reduction import ForkingPickler
+
+    from spaces.zero.types import OkResult
+
+    from specviz.ui import gpu
+
+    result = {}
+    for tokens in (64, 512):
+        counting, original = _CountingPickler(), queues._ForkingPickler
+        queues._ForkingPickler = counting
+        try:
+            job, whole = _job("visitor-bytes", streamed, tokens), []
+            for outputs in gpu.stream_job(job):  # the run state is one object, updated record after record
+                whole.append(len(ForkingPickler.dumps(OkResult(gpu.Record("outputs", outputs)))))
+            _ended(job)
+        finally:
+            queues._ForkingPickler = original
+        state = outputs[-2]  # RUN_OUTPUTS: ..., "baselines", "state", "slider"
+        result[str(tokens)] = {"records": counting.received, "whole": whole, "updates": len(whole),
+                               "rounds": len(state.rounds), "html": len(state.html),
+                               "emitted": sum(len(r.emitted) for r in state.rounds),
+                               "indices": [r.index for r in state.rounds], "finished": state.finished}
+    return result
+
+
+# ----------------------------------------------------------------------------- closing mid-load
+def loading(ctx, load_s):
+    """A work function that says it is loading, then loads for ``load_s`` seconds the way the Run
+    tab does (:func:`specviz.ui.run_stream.while_working`: status lines while a thread works),
+    then says it is loaded."""
+    from specviz.ui.run_stream import while_working
+
+    yield "loading"
+    yield from while_working(lambda: time.sleep(load_s), lambda s: f"loading · {s:.1f} s")
+    yield "loaded"
+
+
+async def _close_on_loop(stream, wait_s: float) -> dict:
+    """As gradio serves a generator: each item fetched in a thread (``SyncToAsyncIterator``), and,
+    when the visitor leaves or presses Stop, the generator closed on the event loop
+    (``safe_aclose_iterator``). The first item, then ``wait_s`` later the close; a heartbeat every
+    5 ms measures the loop meanwhile."""
+    import asyncio
+
+    from gradio.utils import SyncToAsyncIterator, safe_aclose_iterator
+
+    iterator = SyncToAsyncIterator(stream, limiter=None)
+    first = await iterator.__anext__()
+    gaps, done = [], asyncio.Event()
+
+    async def heartbeat():
+        while not done.is_set():
+            t0 = time.monotonic()
+            await asyncio.sleep(0.005)
+            gaps.append(time.monotonic() - t0)
+
+    beat = asyncio.create_task(heartbeat())
+    await asyncio.sleep(wait_s)
+    t0 = time.monotonic()
+    await safe_aclose_iterator(iterator)
+    close_s = time.monotonic() - t0
+    await asyncio.sleep(0.05)
+    done.set()
+    await beat
+    return {"first": repr(first)[:80], "close_s": close_s, "max_gap_s": max(gaps)}
+
+
+def _close_part(load_s: float = 1.5, wait_s: float = 0.4) -> dict:
+    """A job closed on gradio's event loop while its worker loads: through the page's
+    :func:`specviz.ui.gpu.stream_job`, and (the control) ``spaces``' wrapper closed directly, as
+    before the close moved off the loop."""
+    import asyncio
+
+    from specviz.ui import gpu
+
+    job = _job("visitor-leaves", loading, load_s)
+    t0 = time.monotonic()
+    page = asyncio.run(_close_on_loop(gpu.stream_job(job), wait_s))
+    _ended(job)
+    page["worker_step_s"] = time.monotonic() - t0  # the worker went on loading after the close
+    control_job = _job("visitor-leaves", loading, load_s)
+    control = asyncio.run(_close_on_loop(gpu.run_job(control_job), wait_s))
+    gpu.release_slot(control_job.stop_slot)
+    return {"page": page, "wrapper_on_loop": control, "load_s": load_s}
+
+
+# ----------------------------------------------------------------------------- two visitors at once
+#: How long each of the two visitors' jobs holds its GPU (s).
+HOLD_S = 1.0
+
+
+def stamp(ctx, hold_s):
+    """A work function that holds the GPU ``hold_s`` seconds: its worker's pid, start and end
+    (``time.monotonic()``, the machine's clock, shared by the forked workers)."""
+    import os
+
+    start = time.monotonic()
+    time.sleep(hold_s)
+    yield {"pid": os.getpid(), "start": start, "end": time.monotonic()}
+
+
+def plan_stamp():
+    """The stamp feature's plan: no input, :data:`HOLD_S` held, 10 s reserved."""
+    from specviz.ui.feature import Plan
+
+    return Plan((HOLD_S,), 10)
+
+
+def stamp_page():
+    """The stamp feature's Gradio callback."""
+    from specviz.ui.feature import FEATURES
+
+    yield from FEATURES["harness_stamp"].stream()
+
+
+def _overlap_part() -> dict:
+    """Two visitors (two gradio clients, two sessions) press one generation button of a page served
+    by gradio with its queue, the button wired as every model feature is
+    (:meth:`specviz.ui.feature.Feature.wire`: the generation queue and its concurrency), each job
+    run through ``spaces``' wrapper: the stamps of both jobs."""
+    import gradio as gr
+    from gradio_client import Client
+    from spaces.zero import client
+
+    from specviz.ui import feature, settings
+
+    client.startup_report = lambda: None  # the device API, unreachable; launch() reports to it
+    stamp_feature = feature.Feature("harness_stamp", stamp, plan_stamp)
+    with gr.Blocks() as demo:
+        button, out = gr.Button(), gr.JSON()
+        stamp_feature.wire(button.click, stamp_page, [], [out], public=False)
+    demo.queue(max_size=settings.QUEUE_SIZE).launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1")
+    try:
+        visitors = [Client(demo.local_url, verbose=False) for _ in range(2)]
+        jobs = [v.submit(api_name="/harness_stamp") for v in visitors]
+        stamps = [job.result(timeout=60) for job in jobs]
+    finally:
+        demo.close()
+    return {"limit": feature.generation_limit(), "queue_size": settings.QUEUE_SIZE, "stamps": stamps,
+            "sessions": len({v.session_hash for v in visitors})}
+
+
+# ----------------------------------------------------------------------------- nothing placed
+def _nothing_placed_part() -> dict:
+    """``import app`` in public mode where no public model can be loaded (nothing in the hub cache,
+    the offline models' cache unwritable): the placement's problem, and what the page's load event
+    writes to the Run tab's status line."""
+    import app
+    from specviz.ui import placement
+
+    loads = [fn for fn in app.demo.fns.values() if fn.fn is placement.page_status]
+    targets = [[getattr(c, "elem_id", None) for c in fn.outputs] for fn in loads]
+    triggers = [[event for _, event in fn.targets] for fn in loads]
+    return {"problem": placement.PLACEMENT_PROBLEM, "status": [fn.fn() for fn in loads], "outputs": targets,
+            "triggers": triggers, "api_visibility": [fn.api_visibility for fn in loads]}
+
+
 def scenario_worker() -> dict:
     """``run_job`` through ``spaces``' real generator wrapper, in one forked worker reused across
-    jobs as ZeroGPU reuses an idle one: Stop, Forget (and a closed tab), the deadline, and the
-    deadline left unenforced (the control: the scheduler's abort)."""
+    jobs as ZeroGPU reuses an idle one: the app imported with nothing placeable, then Stop, Forget
+    (and a closed tab), the deadline, the deadline left unenforced (the control: the scheduler's
+    abort), the records' bytes, a close mid-load, and two visitors at once through gradio's queue."""
     scheduler = _Scheduler()
     scheduler.install()
     _no_card_start_up()
@@ -327,11 +559,17 @@ def scenario_worker() -> dict:
 
     result = {"wrapped": getattr(gpu.run_job, "__wrapped__", None) is not None,
               "charged_4s": client.get_duration_seconds(__import__("datetime").timedelta(seconds=4), None)}
-    result["stop"] = _stop_part()
-    result["forget"] = _forget_part()
-    result["deadline"] = _deadline_part(enforce=True)
-    result["unenforced"] = _deadline_part(enforce=False)
-    result["schedules"], result["released"] = scheduler.count, scheduler.released
+    parts = {"nothing_placed": _nothing_placed_part, "stop": _stop_part, "forget": _forget_part,
+             "deadline": lambda: _deadline_part(enforce=True), "unenforced": lambda: _deadline_part(enforce=False),
+             "bytes": _bytes_part, "close": _close_part, "overlap": _overlap_part}
+    result["part_s"] = {}
+    for name, part in parts.items():
+        t0 = time.monotonic()
+        result[name] = part()
+        result["part_s"][name] = round(time.monotonic() - t0, 2)
+        if name == "unenforced":
+            result["unenforced"]["released"] = list(scheduler.released)
+    result["schedules"] = scheduler.count
     return result
 
 

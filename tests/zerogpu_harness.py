@@ -22,7 +22,9 @@ runs :func:`specviz.ui.gpu.run_job` through ``spaces``' real generator wrapper
 each record out, reuses the idle worker for the next job, and turns a dead worker into "GPU task
 aborted". Stubbed there, and only that:
 
-* ``spaces.zero.client.schedule``, ``allow`` and ``release`` (the device API, unreachable): the
+* ``spaces.zero.client.schedule``, ``allow`` and ``release`` (and ``startup_report``, which
+  ``launch()`` calls when the scenario serves a page through gradio's queue) (the device API,
+  unreachable): the
   driver's ``_Scheduler`` answers as ZeroGPU's scheduler does, one card, idle, so the wrapper
   reuses its worker, and SIGKILLs the worker once the charged reservation
   (``client.get_duration_seconds``, the real one) runs out unless released first: the platform's
@@ -97,6 +99,90 @@ def _tiny_model(directory: pathlib.Path, seed: int) -> None:
             shutil.copy(TOKENIZER_SOURCE / name, directory / name)
 
 
+def _as_hub_repo(built: pathlib.Path) -> None:
+    """Rewrite a tiny build's files as the presets' hub repos ship theirs (SmolLM2's and Qwen2.5's
+    listings on the hub): a BPE tokenizer's ``vocab.json`` and ``merges.txt`` beside its
+    ``tokenizer.json``, the chat template inside ``tokenizer_config.json`` (no
+    ``chat_template.jinja``), a ``special_tokens_map.json``, a model card and ``.gitattributes``.
+    The loader meets every file a repo holds, so what it opens among them is observed
+    (:class:`OpenedFiles`), not assumed."""
+    tokenizer = json.loads((built / "tokenizer.json").read_text(encoding="utf-8"))
+    config = json.loads((built / "tokenizer_config.json").read_text(encoding="utf-8"))
+    template = built / "chat_template.jinja"
+    if template.is_file():
+        config["chat_template"] = template.read_text(encoding="utf-8")
+        template.unlink()
+    config["tokenizer_class"] = "GPT2Tokenizer"
+    (built / "tokenizer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    (built / "vocab.json").write_text(json.dumps(tokenizer["model"]["vocab"]), encoding="utf-8")
+    merges = ["#version: 0.2"] + [" ".join(m) if isinstance(m, list) else m for m in tokenizer["model"]["merges"]]
+    (built / "merges.txt").write_text("\n".join(merges) + "\n", encoding="utf-8")
+    special = {key: config[key] for key in ("bos_token", "eos_token", "unk_token", "pad_token") if key in config}
+    (built / "special_tokens_map.json").write_text(json.dumps(special, indent=2), encoding="utf-8")
+    (built / "README.md").write_text("---\nlicense: apache-2.0\n---\n# A tiny random Llama\n", encoding="utf-8")
+    (built / ".gitattributes").write_text("*.safetensors filter=lfs diff=lfs merge=lfs -text\n", encoding="utf-8")
+
+
+class OpenedFiles:
+    """The files opened in ``folders`` while entered (Linux inotify's ``IN_OPEN``: every open by
+    this process or another, from Python or from a library's own code, such as tokenizers' and
+    safetensors' Rust readers). A file opened through a symlink counts in its target's folder
+    (watch a hub cache's ``blobs/``). :attr:`opened` holds the paths once exited.
+
+    Raises:
+        OSError: inotify is not available (not Linux)."""
+
+    IN_OPEN = 0x20
+
+    def __init__(self, folders) -> None:
+        self.folders = [pathlib.Path(f) for f in folders]
+        self.opened: set[pathlib.Path] = set()
+
+    def __enter__(self) -> OpenedFiles:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.inotify_init1(os.O_NONBLOCK)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        self.watches = {}
+        for folder in self.folders:
+            wd = libc.inotify_add_watch(self.fd, str(folder).encode(), self.IN_OPEN)
+            if wd < 0:
+                raise OSError(ctypes.get_errno(), f"inotify_add_watch {folder}")
+            self.watches[wd] = folder
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import struct
+
+        try:
+            while True:
+                try:
+                    data = os.read(self.fd, 1 << 16)
+                except BlockingIOError:
+                    break
+                at = 0
+                while at < len(data):  # struct inotify_event: int wd; uint32 mask, cookie, len; char name[len]
+                    wd, _mask, _cookie, length = struct.unpack_from("iIII", data, at)
+                    name = data[at + 16:at + 16 + length].rstrip(b"\0").decode()
+                    at += 16 + length
+                    if name:
+                        self.opened.add(self.watches[wd] / name)
+        finally:
+            os.close(self.fd)
+
+
+def snapshot_files_opened(hub: pathlib.Path, opened: set[pathlib.Path]) -> dict[str, list[str]]:
+    """By hub repo id, the names of its snapshot's files whose content is among ``opened``."""
+    result = {}
+    for repo in sorted(hub.glob("models--*")):
+        snapshot = next((repo / "snapshots").iterdir())
+        names = [entry.name for entry in snapshot.iterdir() if entry.resolve() in opened]
+        result[repo.name.removeprefix("models--").replace("--", "/")] = sorted(names)
+    return result
+
+
 def _as_hub_cache(hub: pathlib.Path, repo_id: str, built: pathlib.Path) -> pathlib.Path:
     """Lay ``built``'s files out as huggingface_hub does: content in ``blobs/``, the snapshot's
     files symlinks to them, ``refs/main`` naming the revision."""
@@ -121,6 +207,7 @@ def build_caches(root: pathlib.Path) -> dict:
     for seed, repo_id in enumerate(HUB_MODELS):
         built = root / "build" / repo_id.replace("/", "--")
         _tiny_model(built, seed)
+        _as_hub_repo(built)
         _as_hub_cache(hub, repo_id, built)
     for seed, name in enumerate(OFFLINE_NAMES, start=len(HUB_MODELS)):  # prepared as prepare_offline leaves them
         offline = root / "specviz" / "models" / name
@@ -141,6 +228,16 @@ def spaces_env(root: pathlib.Path) -> dict:
         "ZEROGPU_OFFLOAD_DIR": str(root / "zerogpu"), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
         "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
     }
+
+
+def unplaceable_env(root: pathlib.Path) -> dict:
+    """:func:`spaces_env` for a public-mode Space where no public model can be placed at import:
+    its hub cache empty (a preload list that missed every model) and the offline models' cache
+    unwritable (its folder's parent is a file), so every load fails at once."""
+    (root / "hf" / "hub").mkdir(parents=True, exist_ok=True)
+    (root / "not-a-folder").write_text("")
+    return {**spaces_env(root), "HF_HOME": str(root / "hf"), "HF_HUB_CACHE": str(root / "hf" / "hub"),
+            "SPECVIZ_CACHE": str(root / "not-a-folder" / "specviz"), "SPECVIZ_PUBLIC": "1"}
 
 
 def run_driver(scenario: str, env: dict, timeout: float = 120) -> dict:

@@ -12,7 +12,10 @@ value on the way out, and the decorated function itself by reference. So:
   model cache's module globals (placed on ``cuda`` at import on a Space:
   :func:`specviz.ui.placement.place_at_import`) and yields the page's outputs, which
   :func:`run_job` wraps in :class:`Record` s (no CUDA tensors, no closures), together with the
-  progress lines and warnings raised meanwhile;
+  progress lines and warnings raised meanwhile; each record carries only what changed since the
+  job's previous one (:mod:`specviz.ui.deltas`: a run's new rounds, the token panel's new part),
+  and :func:`stream_job` rebuilds the outputs, so the bytes per update stay flat however long the
+  run (issue 38 item 8);
 * a ``gr.Error`` raised in the worker reached the page as a bare "Error" (gradio#12792): it
   travels as an ``error`` record and :func:`stream_job`, in the main process, raises it again;
   the callbacks validate their input before the call, so most refusals never reach a GPU;
@@ -46,6 +49,7 @@ import gradio as gr
 
 from ..memory import on_zero_gpu
 from . import visitors
+from .deltas import DeltaDecoder, DeltaEncoder
 from .gpu_budget import MIN_S, deadline_s
 from .visitors import JOB_SESSION, JOB_STORES, session_of
 
@@ -174,7 +178,8 @@ class Job:
 
 @dataclass(frozen=True)
 class Record:
-    """What a job streams back: ``kind`` ``"outputs"`` (the callback's outputs, ``value``),
+    """What a job streams back: ``kind`` ``"outputs"`` (the callback's outputs, encoded as what
+    changed since the previous record: a :class:`specviz.ui.deltas.Packed`),
     ``"progress"`` (``(fraction, message)``), ``"warning"`` (a sentence), ``"stores"`` (the
     visitor's history and table, updated: :attr:`Job.stores`) or ``"error"`` (``(message, title)``
     of a ``gr.Error``)."""
@@ -244,6 +249,7 @@ def run_job(job: Job) -> Iterator[Record]:
     ctx = JobContext(job)
     stores = tuple(job.stores) if job.session and job.stores else None
     work = job.work(ctx, *job.args, **job.kwargs)
+    encoder = DeltaEncoder()
     try:
         while True:
             # The session and stores are set around each step, not across yields: gradio may
@@ -257,7 +263,7 @@ def run_job(job: Job) -> Iterator[Record]:
                 JOB_STORES.reset(stores_token)
                 JOB_SESSION.reset(token)
             yield from ctx.flush()
-            yield Record("outputs", outputs)
+            yield Record("outputs", encoder.encode(outputs))
         yield from ctx.flush()
         yield from _stores_record(job)
     except gr.Error as err:
@@ -293,10 +299,11 @@ def stream_job(job: Job, progress=None) -> Iterator:
     job's Stop slot is released (:func:`release_slot`)."""
     taken = tuple(job.stores) if job.stores else None  # run_job may empty the list in-process
     records = run_job(job)
+    decoder = DeltaDecoder()
     try:
         for record in records:
             if record.kind == "outputs":
-                yield record.value
+                yield decoder.decode(record.value)
             elif record.kind == "progress":
                 if progress is not None:
                     fraction, message = record.value

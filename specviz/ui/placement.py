@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import logging
 
+import gradio as gr
+
 from . import settings
+from .draw.escape import as_text
 from .gpu import on_zero_gpu
 
 logger = logging.getLogger("specviz.app")
@@ -24,8 +27,9 @@ def public_pairs() -> list[tuple[str, str]]:
     return pairs
 
 
-#: Why no public model could be placed at import on this Space (for the server's owner: logged
-#: as an error and shown in the runs' status), or "" when some were or off a Space.
+#: Why no public model could be placed at import on this Space, for the server's owner: shown on
+#: the Run tab's status line at every page load (:func:`show_problem`), each model's error in the
+#: log; "" when some were, or off a Space.
 PLACEMENT_PROBLEM = ""
 
 
@@ -76,7 +80,30 @@ def place_at_import(load=None) -> list[str]:
             errors.append(f"{name}: {err}")
             logger.warning("not placed at import: %s (%s)", name, err, exc_info=True)
     if names and not loaded:
-        PLACEMENT_PROBLEM = ("No model could be placed on the GPU at start-up, so every run on this Space will "
-                             "fail. Check the Space's logs: " + "; ".join(errors))
-        logger.error("%s", PLACEMENT_PROBLEM)
+        # The page says which models and where to look, not the errors themselves: an exception's
+        # text (paths, a hub's answer) is for the owner's log, not every visitor.
+        PLACEMENT_PROBLEM = (f"No model could be placed on the GPU at start-up ({', '.join(names)}), so runs on "
+                             "this Space will fail. To the Space's owner: the Space's logs say why for each model "
+                             "(\"not placed at import\").")
+        logger.error("%s Errors: %s", PLACEMENT_PROBLEM, "; ".join(errors))
     return loaded
+
+
+def page_status():
+    """The Run tab's status line as a page loads: :data:`PLACEMENT_PROBLEM` in bold where nothing
+    could be placed at import, else ``gr.skip()`` (the line as it is)."""
+    if not PLACEMENT_PROBLEM:
+        return gr.skip()
+    return f"**Not ready:** {as_text(PLACEMENT_PROBLEM)}"
+
+
+def show_problem(status: gr.components.Component) -> None:
+    """On the page being built, on a ZeroGPU Space only: each page load writes :func:`page_status`
+    to ``status`` (the Run tab's status line). Read at load, not now: :func:`place_at_import` runs
+    after the page is built (``app.py``). Model-free and off the generation queue; no API endpoint."""
+    if not on_zero_gpu():
+        return
+    from gradio.context import Context
+
+    Context.root_block.load(page_status, None, status, api_name=False, concurrency_limit=None,
+                            show_progress="hidden")

@@ -320,7 +320,9 @@ def stop_run(state):
     a state names: a stale state's slot may belong to another visitor's job by now."""
     if not isinstance(state, RunState) or state.finished:
         return RunUpdate(_skipped()).values(SHOWN_OUTPUTS)
-    state.finished = True  # the same object the stream holds: it yields nothing more
+    # The page's copy (rebuilt from the job's records, specviz.ui.deltas): the job's own loop ends
+    # on the Stop flag the feature's Stop handler raises.
+    state.finished = True
     # An update the stream sent just before Stop is still on its way to the page; let it land
     # first, or it would overwrite this status with "Generating".
     time.sleep(STOP_SETTLE_S)

@@ -11,7 +11,7 @@ import gradio as gr
 
 from ..drafters import DRAFTER_KINDS, for_device
 from ..rules import RULE_CHOICES
-from . import settings
+from . import placement, settings
 from .context import PageContext
 from .draw import charts, diagnostic_charts, race
 from .draw.twin_charts import numbers_hide_markdown, twin_figure
@@ -274,6 +274,7 @@ def _wire(c, ctx: PageContext) -> None:
     run_event = RUN.wire(cleared_race_then, functools.partial(run_demo, public=ctx.public),
                          ctx.run_inputs(NAMES) + [baselines], out(RUN_OUTPUTS), ctx.public, stop=c.stop_btn,
                          on_stop=(stop_run, run_state, out(SHOWN_OUTPUTS)))
+    placement.show_problem(c.summary)  # on ZeroGPU: nothing placed at import is said here (issue 38)
     inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
     c.run_btn.click(reset_inspector, None, inspector, api_name=False, **FREE)
     for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat, c.rule):

@@ -108,9 +108,9 @@ def test_constant_length_p_solves_the_engines_equation():
 
 
 def test_run_lengths_cross_passes_that_kept_everything():
-    rounds = _rounds_from_kept([K, 2, 0, K, K, 1, 3])  # 4 + 2 | 0 | 4 + 4 + 1 | the last 3 never ended
-    assert accept_runs(rounds) == [6, 0, 9]
-    assert mean_acceptance_length(rounds) == pytest.approx(1 + 18 / 7)
+    rounds = _rounds_from_kept([K, 2, 0, K, K, 1, 3, K])  # 4 + 2 | 0 | 4 + 4 + 1 | 3 | the last 4 never ended
+    assert accept_runs(rounds) == [6, 0, 9, 3]
+    assert mean_acceptance_length(rounds) == pytest.approx(1 + 22 / 8)
 
 
 def test_the_iid_run_lengths_are_geometric():

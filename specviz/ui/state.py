@@ -17,7 +17,7 @@ from ..analysis import RunAnalysis, analyse, health_notes
 from ..diagnostics import diagnose
 from ..drafters import drafter_kind
 from ..request import effective_k
-from ..sampling import RULES
+from ..sampling import check_rule
 from ..speedup import PlainBaseline, running_speedup
 from ..trace import Round, trace_from_dict, trace_rule
 from .draw import charts, diagnostic_charts
@@ -103,7 +103,7 @@ def _looks_up(spec) -> bool:
 
 def rule_note(rule: str) -> str:
     """The summary's sentence on a run verified by a rule other than the full one."""
-    found = RULES[rule]
+    found = check_rule(rule)
     if not found.lossless:
         return (f"Verified by the {rule} rule, a LOSSY control ({found.description}): its output is not "
                 "distributed as the target's, and its α is not comparable with an exact rule's.")

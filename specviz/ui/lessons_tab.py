@@ -44,6 +44,9 @@ LESSONS = {
     "Lossless check at T = 1": dict(
         slug="lossless_check", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=1.0,
         max_new_tokens=48, check_temperature=1.0, control=False),
+    "Trading exactness for speed (the ensemble dial)": dict(
+        slug="ensemble_dial", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="early-exit", early_exit_layers=8,
+        k=4, temperature=1.0, max_new_tokens=48, check_temperature=1.0, control=False),
 }
 #: The Run tab's components the lessons set, in field order.
 LESSON_FIELDS = tuple(name for name in NAMES + ("check_temperature", "control")

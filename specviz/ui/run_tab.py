@@ -11,7 +11,7 @@ import gradio as gr
 
 from ..drafters import DRAFTER_KINDS, for_device
 from ..rules import RULE_CHOICES
-from . import settings
+from . import dial_view, settings
 from .context import PageContext
 from .draw import charts, diagnostic_charts, race
 from .draw.run_views import wrap_output
@@ -110,10 +110,12 @@ def build(ctx: PageContext) -> None:
             _outputs(c)
     _charts_and_replay(c)
     _lossless_panel(c, ctx.public)
+    dial = dial_view.build_panel(ctx.public)
     with gr.Accordion("How it works", open=False):
         gr.Markdown(prose("how_it_works"))
     ctx.inputs.update({name: getattr(c, name) for name in NAMES + ("check_temperature", "control")})
     _wire(c, ctx)
+    dial_view.wire(dial, ctx)
 
 
 def _settings(c, limits, public: bool) -> None:

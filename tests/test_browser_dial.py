@@ -6,7 +6,6 @@ replays the run's passes, showing α against the distance from p_target with the
 from __future__ import annotations
 
 import os
-import re
 
 import pytest
 from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the app started once, a Chromium page)
@@ -19,14 +18,11 @@ pytestmark = [pytest.mark.browser,
 LESSON = "Trading exactness for speed (the ensemble dial)"
 
 
-def _table(text: str) -> dict[float, list[str]]:
-    """The dial's table rows by w: α, distance, p-value, verdict."""
-    rows = {}
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 5 and re.fullmatch(r"[0-9.]+", cells[0]):
-            rows[float(cells[0])] = cells[1:]
-    return rows
+def _table(page) -> dict[float, list[str]]:
+    """The dial's rendered table, its rows by w: α, distance, p-value, verdict."""
+    cells = page.eval_on_selector_all("#sv-dial-text table tbody tr",
+                                      "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))")
+    return {float(row[0]): row[1:] for row in cells if len(row) == 5}
 
 
 def test_the_dial_traces_alpha_against_distance_with_the_exact_rules_marked(page):
@@ -44,7 +40,7 @@ def test_the_dial_traces_alpha_against_distance_with_the_exact_rules_marked(page
     page.wait_for_selector("#sv-dial-text >> text=first-token draws per w", timeout=180_000)
     text = page.inner_text("#sv-dial-text")
     assert "200 first-token draws per w" in text
-    rows = _table(text)
+    rows = _table(page)
     assert sorted(rows) == sorted(DIAL_WEIGHTS)
     alpha = {w: float(cells[0]) for w, cells in rows.items()}
     distance = {w: float(cells[1]) for w, cells in rows.items()}

@@ -274,3 +274,20 @@ def test_the_passes_view_reads_the_run_on_screen_and_says_when_there_is_none():
     assert "tokens per pass 1.90 → 3.00" in text and "mean distance per position 0.000 → 0.450" in text
     assert {t.name for t in figure.data[1:]} == {"full (exact)", "one-hot (exact)", "exact-match (exact)",
                                                  "block (exact)"}
+
+
+def test_public_mode_caps_the_dials_draws_at_the_checks_total():
+    """Public mode lets the lossless check draw 4,000 of each kind; the dial's six weights share
+    that many (666 each), refused in one sentence before anything loads."""
+    import gradio as gr
+
+    from specviz.ui import settings
+    from specviz.ui.dial_view import plan_dial
+
+    values = {"prompt": "Hi", "target_id": "smollm2-135m-instruct", "drafter_kind": "int8", "draft_model": "",
+              "early_exit_layers": 4, "k": 4, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0, "chat": True,
+              "device": "auto", "dtype": "auto"}
+    cap = settings.PUBLIC_POLICY.max_draws // 6
+    with pytest.raises(gr.Error, match=f"between 100 and {cap}"):
+        plan_dial(values, cap + 1, public=True)
+    assert plan_dial(values, cap, public=True).args[1] == cap

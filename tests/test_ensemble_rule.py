@@ -203,8 +203,8 @@ def test_the_dial_on_recorded_passes_runs_from_the_full_rule_to_every_draft_kept
 def test_the_charts_points_are_the_draws_own_figures():
     """The first-token panel plots each weight's measured (distance, α) from its own draws: each
     point is recomputed here from the draws' histogram, and each lies within sampling noise of the
-    exact line (α: 4σ of a binomial of 1,000; distance: 4 × the TV noise bound √(V/N)/2 ≈ 0.11 is
-    loose, so the bound used is the report's own direct-draw noise plus 0.05)."""
+    exact line (α: 4σ of a binomial of 1,000 draws; distance: the distance that 1,000 direct draws
+    from p_target showed, plus 0.05)."""
     report = dial_draws(P_TARGET, P_DRAFT, 1000, torch.Generator().manual_seed(3), weights=(1.0, 0.5, 0.0))
     figure = dial_draws_figure(report)
     points = next(t for t in figure.data if t.name.startswith("ensemble"))

@@ -74,7 +74,9 @@ def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) ->
                    help="most nodes per draft tree, >= K (default: 2·K when --branches > 1)")
     p.add_argument("--rule", default="full", metavar="RULE",
                    help="verification rule: full (Chen/Leviathan), one-hot (vLLM), exact-match (llama.cpp), block "
-                        "(Sun et al. 2024, chains only) or relaxed-top-k (a LOSSY control) (default: %(default)s)")
+                        "(Sun et al. 2024, chains only), relaxed-top-k (a LOSSY control) or ensemble:W, transformers' static "
+                        "ensemble with weight 0 <= W <= 1 (exact at W = 1, LOSSY below; chains only) "
+                        "(default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
 
 

@@ -71,7 +71,7 @@ from .kvcache import CACHE_KINDS, PaddedStaticCache, run_pass
 from .phaseclock import PhaseClock
 from .recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
 from .request import effective_k
-from .sampling import RULES, SamplingConfig, check_rule, logits_to_probs, verify_tree
+from .sampling import SamplingConfig, check_rule, logits_to_probs, verify_tree
 from .speedup import PlainBaseline
 from .trace import EmittedToken, Round
 
@@ -372,7 +372,7 @@ class Generation:
         drafter_device = getattr(self.drafter, "device", None) or self._device
         self._draft_generator = self._generators.get(drafter_device)
         s = self.sampling
-        argmax = RULES[self.rule].proposes == "argmax"
+        argmax = check_rule(self.rule).proposes == "argmax"
         self._draft_sampling = SamplingConfig(0.0, s.top_k, s.top_p) if argmax else s
         self._clock = PhaseClock([self._device, drafter_device])
         self._recorder = RoundRecorder(self.decode, self.instrument, self.eos_token_ids, self.label)

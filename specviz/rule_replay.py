@@ -27,6 +27,12 @@ Both read the per-position figures of :func:`pass_figures`:
   and what the full rule does with the recorded drafts when a pass is replayed.
 * ``"relaxed-top-k"``: the LOSSY control keeps a draft within the target's top
   :data:`~specviz.rules.RELAXED_TOP_K` (1 or 0, no uniform).
+* ``"ensemble:W"``: transformers' static ensemble verification (PR #45979) on the pass's own
+  drafts, min(1, 1 − W + W·p_target(x)/p_draft(x)) (:func:`ensemble_test`); and over whole
+  distributions (:func:`ensemble_dial`, the lossless↔lossy dial): at a position it accepts a
+  sampled draft with Σ_x min(p_draft, v) = 1 − W·TV(p_target, p_draft), v = W·p_target + (1 − W)·p_draft,
+  and its emitted token follows v, at a total-variation distance (1 − W)·TV(p_target, p_draft)
+  from p_target.
 
 A trace keeps the top :data:`TOP_TOKENS_KEPT` tokens of each distribution
 (:data:`specviz.recorder.TOP_TOKENS`), plus the exact p_draft and p_target of the drafted token.
@@ -41,13 +47,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .rules import RELAXED_TOP_K, check_rule
+from .rules import ENSEMBLE, RELAXED_TOP_K, check_rule, ensemble_rule
 from .rules import RULES as ALL_RULES
 from .trace import Round
 
 __all__ = [
     "EXTRA_FIGURES",
     "FIGURES",
+    "DialPoint",
     "RULES",
     "TOP_TOKENS_KEPT",
     "PositionBounds",
@@ -57,6 +64,8 @@ __all__ = [
     "RulesOnPasses",
     "block_reach",
     "block_weights",
+    "ensemble_dial",
+    "ensemble_test",
     "is_chain",
     "pass_figures",
     "ratio_test",
@@ -184,6 +193,15 @@ def ratio_test(p_target: float, p_draft: float) -> float:
     return min(1.0, p_target / p_draft) if p_draft > 0 else float(p_target > 0)
 
 
+def ensemble_test(p_target: float, p_draft: float, weight: float) -> float:
+    """min(1, v(x)/p_draft(x)) with v = w·p_target + (1 − w)·p_draft: the ensemble rule's acceptance
+    of one drafted token (:func:`specviz.sampling.verify` under ``"ensemble:W"``); :func:`ratio_test`
+    at w = 1."""
+    if p_draft <= 0:
+        return float(p_target > 0) if weight == 1.0 else 1.0
+    return min(1.0, 1.0 - weight + weight * p_target / p_draft)
+
+
 def _h(mass: float, p: float) -> float:
     """Sun et al.'s h_i = mass / (mass + 1 − p_i); 1 when p_i = 1 (the limit for any mass > 0)."""
     return 1.0 if p >= 1.0 else mass / (mass + 1.0 - p)
@@ -267,7 +285,8 @@ def pass_figures(round_: Round, figure: str,
     Args:
         round_: a chain pass; every figure but ``"full-these-drafts"`` needs its distributions
             (``top_draft``/``top_target``) recorded.
-        figure: a name of :data:`FIGURES` (the module docstring says what each is).
+        figure: a name of :data:`FIGURES` (the module docstring says what each is), or
+            ``"ensemble:W"`` (the ensemble rule's test on the recorded drafts).
         positions: the pass's :class:`PositionBounds`, one per drafted token, when the caller
             already built them (they are built here otherwise).
 
@@ -283,6 +302,9 @@ def pass_figures(round_: Round, figure: str,
     drafted = round_.drafted
     if figure == "full-these-drafts":
         tests = [(a, a) for a in (ratio_test(t.p_target, t.p_draft) for t in drafted)]
+    elif figure.startswith(f"{ENSEMBLE}:"):
+        weight = check_rule(figure).weight
+        tests = [(a, a) for a in (ensemble_test(t.p_target, t.p_draft, weight) for t in drafted)]
     elif figure == "relaxed-top-k":
         tests = [_relaxed_top_k(t) for t in drafted]
     else:
@@ -541,7 +563,8 @@ def replay_rule(round_: Round, rule: str) -> RuleReplay:
     Args:
         round_: a chain pass (tree passes: the rules are replayed on chains only) recorded with
             distributions (``top_draft``/``top_target``) for every rule but ``"full"``.
-        rule: a name of :data:`specviz.rules.RULES`.
+        rule: a name of :data:`specviz.rules.RULES`, or ``"ensemble:W"`` (tested on the recorded
+            drafts, :func:`ensemble_test`: needs no distributions).
 
     Returns:
         A :class:`RuleReplay`: ``expected`` is Σ_i of :func:`pass_figures`'s reach.
@@ -550,11 +573,11 @@ def replay_rule(round_: Round, rule: str) -> RuleReplay:
         ValueError: one sentence, for an unknown rule, a tree pass, or a pass recorded without the
             distributions the rule needs.
     """
-    check_rule(rule)
     if not is_chain(round_):
         raise ValueError("the rule switch replays chain passes only: this pass drafted a tree")
     drafted = round_.drafted
-    if rule != "full" and not _recorded(round_):
+    rule = check_rule(rule).name
+    if rule != "full" and not rule.startswith(f"{ENSEMBLE}:") and not _recorded(round_):
         raise ValueError(f"this pass was recorded without its distributions, so the {rule} rule cannot be "
                          "replayed on it (only the full rule, which needs just the drafted tokens)")
     tests, reach = pass_figures(round_, "full-these-drafts" if rule == "full" else rule)
@@ -564,3 +587,78 @@ def replay_rule(round_: Round, rule: str) -> RuleReplay:
         steps, accepted = _token_steps(drafted, rule, tests)
     expected = (sum(lo for lo, _ in reach), sum(hi for _, hi in reach))
     return RuleReplay(rule, len(drafted), tuple(steps), accepted, expected)
+
+
+# --------------------------------------------------------------------------- the lossless↔lossy dial
+@dataclass(frozen=True)
+class DialPoint:
+    """The ensemble rule at one weight on a run's recorded passes (:func:`ensemble_dial`), each
+    figure a ``(low, high)`` range from the "other tokens" bucket.
+
+    ``tokens_per_pass``: the mean over the analysed passes of 1 + Σ_i Π_{j≤i} a_j, a_j the rule's
+    acceptance at position j; ``accept``: the mean of a_j over the drafted positions (the rule's
+    conditional α); ``distance``: the mean over the drafted positions of the total-variation
+    distance from p_target of the token emitted there, (1 − w)·TV(p_target, p_draft).
+    """
+
+    weight: float
+    tokens_per_pass: Range
+    accept: Range
+    distance: Range
+
+
+_OVERLAPS = "_specviz_overlaps"
+
+
+def _overlaps(r: Round) -> list[Range]:
+    """Σ_x min(p_target, p_draft) at each drafted position of a recorded pass (computed once a round)."""
+    cached = r.__dict__.get(_OVERLAPS)
+    if cached is None:
+        cached = r.__dict__[_OVERLAPS] = [PositionBounds(t).overlap() for t in r.drafted]
+    return cached
+
+
+def ensemble_dial(rounds: list[Round], weights) -> list[DialPoint] | None:
+    """The ensemble rule ``"ensemble:W"`` replayed at each weight on the run's recorded chain passes.
+
+    At a drafted position with overlap o = Σ_x min(p_target, p_draft) (so TV(p_target, p_draft) =
+    1 − o), the ensemble v = w·p_target + (1 − w)·p_draft gives Σ_x min(p_draft, v) = 1 − w·(1 − o)
+    for a sampled draft, and the token emitted there follows v: TV(v, p_target) = (1 − w)·(1 − o).
+    So α rises and the distance grows linearly as w goes from 1 (the full rule, distance 0) to 0
+    (every draft kept, the draft's own distance). Positions chain as in :func:`rules_on_passes`
+    (expected tokens 1 + Σ_i Π_{j≤i} a_j given the recorded prefix); the bucket's bounds on o
+    give each figure's range (a decreasing function of o takes its low end at o's high end).
+
+    Args:
+        rounds: the run's rounds (trees and passes recorded without distributions are skipped).
+        weights: the w to replay, each in [0, 1].
+
+    Returns:
+        One :class:`DialPoint` per weight, in order, or None when no drafting chain pass was
+        recorded with distributions.
+
+    Raises:
+        RuleError: a weight outside [0, 1].
+    """
+    weights = [ensemble_rule(w).weight for w in weights]
+    used = [r for r in rounds if is_chain(r) and (not r.drafted or _recorded(r))]
+    drafted = [_overlaps(r) for r in used if r.drafted]
+    if not drafted:
+        return None
+    positions = sum(len(o) for o in drafted)
+    points = []
+    for w in weights:
+        tokens, accept, distance = [float(len(used) - len(drafted))] * 2, [0.0, 0.0], [0.0, 0.0]
+        for overlaps in drafted:
+            reach = [1.0, 1.0]
+            tokens = [tokens[0] + 1.0, tokens[1] + 1.0]
+            for lo, hi in overlaps:
+                a_lo, a_hi = 1.0 - w * (1.0 - lo), 1.0 - w * (1.0 - hi)
+                reach = [reach[0] * a_lo, reach[1] * a_hi]
+                tokens = [tokens[0] + reach[0], tokens[1] + reach[1]]
+                accept = [accept[0] + a_lo, accept[1] + a_hi]
+                distance = [distance[0] + (1.0 - w) * (1.0 - hi), distance[1] + (1.0 - w) * (1.0 - lo)]
+        points.append(DialPoint(w, (tokens[0] / len(used), tokens[1] / len(used)),
+                                (accept[0] / positions, accept[1] / positions),
+                                (distance[0] / positions, distance[1] / positions)))
+    return points

@@ -5,13 +5,19 @@ rejection. :mod:`specviz.sampling` implements each one (``verify``, ``verify_tre
 only names them, so a trace reader, the diagnostics and the page can check a rule's name without
 importing torch. The rules and their sources are described in :mod:`specviz.sampling`'s module
 docstring ("Verification rules").
+
+One rule takes a parameter: ``ensemble:W``, transformers' static ensemble verification with its
+``assistant_ensemble_weight`` W (0 ≤ W ≤ 1): a dial from the exact full rule (W = 1) to accepting
+every draft (W = 0). :func:`check_rule` parses its name; :data:`RULES` holds the fixed rules only.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-__all__ = ["RELAXED_TOP_K", "RULES", "RULE_CHOICES", "RULE_NAMES", "Rule", "RuleError", "check_rule"]
+__all__ = ["ENSEMBLE", "RELAXED_TOP_K", "RULES", "RULE_CHOICES", "RULE_NAMES", "Rule", "RuleError", "check_rule",
+           "ensemble_rule"]
 
 
 class RuleError(ValueError):
@@ -30,6 +36,7 @@ class Rule:
         proposes: ``"sample"`` when the draft samples its tokens from ``p_draft``, ``"argmax"``
             when it proposes its most likely token (a point mass) instead.
         trees: True when :func:`verify_tree` can verify a tree of drafts under the rule.
+        weight: the ensemble rule's W (:func:`ensemble_rule`); None for every other rule.
     """
 
     name: str
@@ -37,12 +44,15 @@ class Rule:
     lossless: bool
     proposes: str
     trees: bool
+    weight: float | None = None
 
     @property
     def label(self) -> str:
         """The rule's menu label, the same on every tab: its name and a word on what it is
         (``"one-hot (exact, argmax draft)"``, ``"relaxed-top-k (LOSSY control)"``)."""
         argmax = self.proposes == "argmax"
+        if self.weight is not None:
+            return f"{self.name} ({'exact' if self.lossless else 'LOSSY'} ensemble, w = {self.weight:g})"
         kind = "LOSSY control" if not self.lossless else ("exact, argmax draft" if argmax else "exact")
         return f"{self.name} ({kind})"
 
@@ -64,29 +74,83 @@ RULES: dict[str, Rule] = {
                           f"{RELAXED_TOP_K}, else draw from p_target (relaxed acceptance)", False, "sample", True),
 }
 RULE_NAMES: tuple[str, ...] = tuple(RULES)
+#: The ensemble rule's name, before its weight (``"ensemble:0.5"``).
+ENSEMBLE = "ensemble"
+#: What an unknown rule's message lists: the fixed rules, then the dial.
+_KNOWN = f"{', '.join(RULE_NAMES)} or {ENSEMBLE}:W with 0 ≤ W ≤ 1"
 #: Every menu of rules: (label, name) pairs, in :data:`RULES`' order.
 RULE_CHOICES: tuple[tuple[str, str], ...] = tuple((rule.label, name) for name, rule in RULES.items())
+
+
+def ensemble_rule(weight: float) -> Rule:
+    """transformers' static ensemble verification at weight ``weight`` (its
+    ``assistant_ensemble_weight``, PR #45979; DIVERSED, arXiv 2604.07622).
+
+    A drafted x is accepted with min(1, v(x)/p_draft(x)), v = w·p_target + (1 − w)·p_draft; a
+    rejection resamples from normalize(max(0, p_target − p_draft)), which is normalize(max(0,
+    v − p_draft)) since v − p_draft = w·(p_target − p_draft). Each emitted token then follows v, not
+    p_target: lossless only at w = 1, where it is the full rule. Chains only (a tree's siblings
+    would each need their own v).
+
+    Args:
+        weight: w, a finite number in [0, 1].
+
+    Returns:
+        The :class:`Rule` named ``f"ensemble:{weight:g}"``.
+
+    Raises:
+        RuleError: one sentence, for a weight outside [0, 1] or not a number.
+    """
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight <= 1.0:
+        raise RuleError(f"the ensemble rule's weight W must be a number from 0 to 1 (ensemble:0.5), got {weight!r}")
+    weight = float(f"{weight:g}")  # the weight its name says, so that a name read back is the same rule
+    lossless = weight == 1.0
+    what = ("exactly the full rule" if lossless else
+            f"LOSSY: each token follows {weight:g}·p_target + {1 - weight:g}·p_draft")
+    return Rule(f"{ENSEMBLE}:{weight:g}", f"static ensemble verification, w = {weight:g}: accept x with min(1, "
+                f"v(x)/p_draft(x)), v = w·p_target + (1 − w)·p_draft, resample from max(0, p_target − p_draft); "
+                f"{what} (transformers' assistant_ensemble_weight, PR #45979)", lossless, "sample", False, weight)
+
+
+def _parse_ensemble(rule: str) -> Rule:
+    """The :class:`Rule` of a name ``"ensemble:W"`` (:func:`ensemble_rule`)."""
+    text = rule[len(ENSEMBLE) + 1:].strip()
+    try:
+        weight = float(text)
+    except ValueError:
+        weight = math.nan
+    if not math.isfinite(weight) or not 0.0 <= weight <= 1.0:
+        raise RuleError(f"the ensemble rule takes its weight W from 0 to 1 after a colon (ensemble:0.5), got "
+                        f"{rule!r}")
+    return ensemble_rule(weight)
 
 
 def check_rule(rule, tree: bool = False) -> Rule:
     """The :class:`Rule` named ``rule``, checked against the draft's shape.
 
     Args:
-        rule: a rule name of :data:`RULES` (any type: it comes from a user).
+        rule: a rule name of :data:`RULES`, or ``"ensemble:W"`` with 0 ≤ W ≤ 1 (any type: it comes
+            from a user).
         tree: True when the drafts form a tree (B > 1), False for a chain.
 
     Returns:
-        The :class:`Rule`.
+        The :class:`Rule` (for ``"ensemble:W"`` one named with W written by ``:g``, so
+        ``"ensemble:0.50"`` is ``"ensemble:0.5"``).
 
     Raises:
-        RuleError: one sentence, for an unknown rule or a chain-only rule asked to verify a tree.
+        RuleError: one sentence, for an unknown rule, an ensemble weight outside [0, 1], or a
+            chain-only rule asked to verify a tree.
     """
-    found = RULES.get(rule) if isinstance(rule, str) else None
+    if isinstance(rule, str) and rule.startswith(f"{ENSEMBLE}:"):
+        found = _parse_ensemble(rule)
+    else:
+        found = RULES.get(rule) if isinstance(rule, str) else None
     if found is None:
-        raise RuleError(f"the verification rule must be one of {', '.join(RULE_NAMES)}, got {rule!r}")
+        raise RuleError(f"the verification rule must be one of {_KNOWN}, got {rule!r}")
     if tree and not found.trees:
-        chains = ", ".join(r.name for r in RULES.values() if not r.trees)
+        why = ("the ensemble v mixes in the p_draft of the one drafted token it tests" if found.weight is not None
+               else "Sun et al. 2024 define it for one block")
         trees = ", ".join(r.name for r in RULES.values() if r.trees)
-        raise RuleError(f"the {chains} rule verifies a chain of drafts only (Sun et al. 2024 define it for one "
-                        f"block): draft chains (B = 1) or pick one of {trees} for trees")
+        raise RuleError(f"the {found.name} rule verifies a chain of drafts only ({why}): draft chains (B = 1) or "
+                        f"pick one of {trees} for trees")
     return found

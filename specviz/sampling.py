@@ -56,6 +56,9 @@ a ``rule`` of :func:`verify_tree` and :func:`verify` (the table :data:`RULES`):
   target's :data:`RELAXED_TOP_K` most likely tokens (the "relaxed acceptance" some engines offer
   for reasoning text); a rejection draws from ``p_target``. The output is *not* distributed as
   the target's; the lossless checks exist to show it.
+* ``"ensemble:W"``: transformers' static ensemble verification (``assistant_ensemble_weight``,
+  PR #45979; DIVERSED, arXiv 2604.07622), a dial from exact (W = 1, the full rule) to lossy: each
+  token follows ``v = W·p_target + (1 − W)·p_draft`` (:func:`_ensemble`). Chains only.
 """
 
 from __future__ import annotations
@@ -393,7 +396,7 @@ def verify_tree(
             (the drafts must be functions of the context, e.g. the draft's argmax);
             ``"exact-match"`` walks down the target's own draws (:func:`_exact_match`);
             ``"block"`` verifies a chain jointly (:func:`_block_verify`); ``"relaxed-top-k"`` is
-            the lossy control (:func:`_relaxed_top_k`).
+            the lossy control (:func:`_relaxed_top_k`); ``"ensemble:W"`` a dial (:func:`_ensemble`).
 
     Returns:
         A :class:`TreeVerifyResult`. Under ``"exact-match"`` a node's ``uniforms`` entry is the
@@ -411,7 +414,7 @@ def verify_tree(
     _check_tree(tokens, parents, p_draft, p_target)
     n = tokens.shape[0]
     is_chain = all(parent == i - 1 for i, parent in enumerate(parents))
-    check_rule(rule, tree=not is_chain)
+    found = check_rule(rule, tree=not is_chain)
     flags = [bool(point_mass)] * n if isinstance(point_mass, bool) else [bool(f) for f in point_mass]
     if rule == "one-hot":
         flags = [True] * n
@@ -421,6 +424,8 @@ def verify_tree(
         return _block_verify(tokens, p_draft, p_target, flags, generator)
     elif rule == "relaxed-top-k":
         return _relaxed_top_k(tokens, parents, p_draft, p_target, flags, generator)
+    elif found.weight is not None:
+        return _ensemble(tokens, p_draft, p_target, flags, generator, found.weight)
     return _full_rule(tokens, parents, p_draft, p_target, flags, generator)
 
 
@@ -558,6 +563,47 @@ def _relaxed_top_k(tokens, parents, p_draft, p_target, flags, generator) -> Tree
         accept_prob=torch.tensor(in_top, dtype=torch.float32, device=p_target.device),
         uniforms=torch.zeros(n, device=p_target.device), tested=tested, accepted=[i in path for i in range(n)],
         next_p_target=float(p_target[node + 1, next_token]), rejected_node=last_tried,
+        next_distribution=distribution,
+    )
+
+
+def _ensemble(tokens, p_draft, p_target, flags, generator, weight: float) -> TreeVerifyResult:
+    """Static ensemble verification of a chain at weight ``weight`` = w, as transformers ships it:
+    ``_speculative_sampling`` in src/transformers/generation/utils.py (huggingface/transformers
+    PR #45979, read at commit b012bdea8417ee91f0c85cabf7558cee6db09437; DIVERSED, arXiv 2604.07622).
+
+    Drafted token i is kept with min(1, v(x_i)/q(x_i)), v = w·p_target + (1 − w)·q (transformers
+    writes the ratio 1 − w + w·p_target/q); the first failure ends the chain and the next token is
+    drawn from normalize(max(0, p_target − q)) at that position (v − q = w·(p_target − q), so it is
+    the residual of v too; p_target where it has no mass, as transformers falls back); after K
+    kept drafts the bonus comes from p_target. So each emitted token follows v: min(q, v) + max(0,
+    v − q) = v. A point-mass node has q = δ_x (transformers has no point-mass drafts; this is the
+    rule's plain extension). The test is written u·q < v, with the full rule's draws (K uniforms,
+    then one sample): at w = 1 it *is* the full rule, draw for draw. (At temperature 0
+    transformers compares argmaxes of the softmaxed mixture instead; here T = 0 rows are one-hot,
+    so a mismatched argmax draft is kept with probability 1 − w.)"""
+    k = tokens.shape[0]
+    parents = list(range(-1, k - 1))
+    p_target_node, p_draft_node = _node_probs(tokens, parents, p_draft, p_target, flags)
+    q_rows = p_draft
+    if any(flags):  # a point-mass node's row is its one-hot row, whatever was passed
+        one_hot = torch.nn.functional.one_hot(tokens, p_target.shape[-1]).to(p_target.dtype)
+        q_rows = torch.where(torch.tensor(flags, device=p_target.device)[:, None], one_hot, p_draft)
+    uniforms = torch.rand(k, generator=generator, device=p_target.device) if k else p_target.new_zeros(0)
+    v_node = weight * p_target_node + (1.0 - weight) * p_draft_node
+    passed = (uniforms * p_draft_node < v_node).tolist()  # one host sync; v = 0 is never accepted
+    tau = passed.index(False) if False in passed else k
+    if tau == k:
+        distribution, kind = p_target[k], "bonus"
+    else:
+        distribution, kind = residual_distribution(p_target[tau], q_rows[tau]), "resampled"
+    next_token = int(sample(distribution, generator).item())
+    return TreeVerifyResult(
+        path=list(range(tau)), next_token=next_token, next_kind=kind, p_target_node=p_target_node,
+        p_draft_node=p_draft_node,
+        accept_prob=torch.clamp(v_node / p_draft_node.clamp_min(torch.finfo(torch.float32).tiny), max=1.0),
+        uniforms=uniforms, tested=[i <= tau for i in range(k)], accepted=[i < tau for i in range(k)],
+        next_p_target=float(p_target[tau, next_token]), rejected_node=tau if tau < k else None,
         next_distribution=distribution,
     )
 

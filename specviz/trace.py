@@ -22,7 +22,7 @@ import math
 import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
-from .rules import RULE_NAMES
+from .rules import RULE_NAMES, RuleError, check_rule
 
 #: Kinds of emitted tokens.
 ACCEPTED = "accepted"  # a draft token that passed the min(1, p_target/p_draft) test
@@ -367,8 +367,14 @@ _SETTINGS_CHECKS = {
 
 
 def _rule(value, path: str):
-    if value is not None and value not in RULE_NAMES:
-        _fail(path, value, f"is not a verification rule ({', '.join(RULE_NAMES)})")
+    if value is None:
+        return value
+    try:  # a fixed rule's name, or the ensemble dial's ensemble:W written as check_rule writes it
+        known = isinstance(value, str) and check_rule(value).name == value
+    except RuleError:
+        known = False
+    if not known:
+        _fail(path, value, f"is not a verification rule ({', '.join(RULE_NAMES)}, ensemble:W)")
     return value
 
 

@@ -74,6 +74,7 @@ DEVICE = ["seed", "chat", "device", "dtype"]
 #: specviz.ui.fields, so that a change there that renames or reorders a parameter fails here).
 API = {
     "/apply_preset": ["name"],
+    "/dial": SETTINGS + DEVICE + ["n_draws"],
     "/export": [],
     "/forget": [],
     "/import_engine": ["path", "engine", "c", "v"],

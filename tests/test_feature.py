@@ -18,7 +18,7 @@ import pytest
 from specviz.ui import feature, gpu, run_stream, settings, visitors
 from specviz.ui.state import RunState
 
-ENDPOINTS = {"run", "lossless", "sweep", "side_by_side"}
+ENDPOINTS = {"run", "lossless", "sweep", "side_by_side", "dial"}
 
 
 # ----------------------------------------------------------------------------- the recipe on the page
@@ -50,7 +50,7 @@ def test_every_generation_of_the_page_is_a_feature_wired_by_the_recipe(pages):
         assert _unregistered(page) == []
         cancelled = {i for f in page.fns.values() for i in f.cancels}
         stoppable = {f.api_name for f, block_fn in events if block_fn._id in cancelled}
-        assert stoppable == {"run", "sweep", "side_by_side"}  # the lossless check has no Stop
+        assert stoppable == {"run", "sweep", "side_by_side"}  # the lossless check and the dial have no Stop
 
 
 def test_the_public_gate_holds_exactly_the_recipes_events(pages):
@@ -77,7 +77,7 @@ def test_on_zero_gpu_several_visitors_generate_at_once_elsewhere_one(pages):
     assert 1 < feature.ZERO_GPU_GENERATIONS <= settings.QUEUE_SIZE
     for public, limit in ((False, 1), (True, feature.ZERO_GPU_GENERATIONS)):
         events = feature.page_events(pages[public])
-        assert [(b.concurrency_id, b.concurrency_limit) for _, b in events] == [(feature.GENERATION, limit)] * 4
+        assert [(b.concurrency_id, b.concurrency_limit) for _, b in events] == [(feature.GENERATION, limit)] * len(ENDPOINTS)
 
 
 def test_the_gate_counts_its_own_events_in_any_queue_and_no_others():

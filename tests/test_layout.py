@@ -487,7 +487,7 @@ def test_every_model_feature_goes_through_the_one_recipe():
     assert not offenders, f"declare a Feature (specviz/ui/feature.py) instead: {offenders}"
     declared = sum(1 for p in UI.glob("*.py") for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
                    if isinstance(node, ast.Call) and _called_name(node) == "Feature")
-    assert declared == 4  # /run, /lossless, /sweep, /side_by_side
+    assert declared == 5  # /run, /lossless, /sweep, /side_by_side, /dial
 
 
 def test_the_recipe_check_finds_a_feature_written_by_hand():

@@ -62,6 +62,9 @@ LESSONS = {
     "High α is not health (a greedy loop)": dict(
         slug="health", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="ngram", k=4, temperature=0.0,
         max_new_tokens=160),
+    "Trading exactness for speed (the ensemble dial)": dict(
+        slug="ensemble_dial", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="early-exit", early_exit_layers=8,
+        k=4, temperature=1.0, max_new_tokens=48, check_temperature=1.0, control=False),
 }
 #: The Run tab's components the lessons set, in field order.
 LESSON_FIELDS = tuple(name for name in NAMES + ("check_temperature", "control")

@@ -11,7 +11,7 @@ import gradio as gr
 
 from ..drafters import drafter_kind, real_draft_phrase
 from ..request import to_int
-from ..sampling import RULES
+from ..sampling import check_rule
 from ..trace import TokenPieces, token_label
 from . import gpu, gpu_budget, run_stream, settings
 from .draw import charts
@@ -44,7 +44,7 @@ def lossless_markdown(report, seconds: float, temperature: float, control: str, 
     text = (
         f"**{report.n} draws each** in {seconds:.1f} s at temperature "
         f"{temperature:g}, verification rule **{as_text(report.rule)}**"
-        f"{' (a lossy control)' if not RULES[report.rule].lossless else ''}, draft: {as_text(report.draft_label)} "
+        f"{' (a lossy control)' if not check_rule(report.rule).lossless else ''}, draft: {as_text(report.draft_label)} "
         f"(its token was accepted in {report.acceptance_rate:.0%} of draws"
         f"{'; control case: every draft token accepted' if control == 'accept_all' else ''}).\n\n"
         f"| | total-variation distance to p_target | chi-square p-value |\n|---|---|---|\n"

@@ -11,7 +11,7 @@ import gradio as gr
 
 from ..drafters import DRAFTER_KINDS, for_device
 from ..rules import RULE_CHOICES
-from . import placement, settings
+from . import dial_view, placement, settings
 from .context import PageContext
 from .draw import charts, diagnostic_charts, race
 from .draw.twin_charts import numbers_hide_markdown, twin_figure
@@ -102,10 +102,12 @@ def build(ctx: PageContext) -> None:
     _charts_and_replay(c)
     _numbers_hide_panel(c)
     _lossless_panel(c, ctx.public)
+    dial = dial_view.build_panel(ctx.public)
     with gr.Accordion("How it works", open=False):
         gr.Markdown(prose("how_it_works"))
     ctx.inputs.update({name: getattr(c, name) for name in NAMES + ("check_temperature", "control")})
     _wire(c, ctx)
+    dial_view.wire(dial, ctx)
 
 
 def _settings(c, limits, public: bool) -> None:

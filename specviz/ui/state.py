@@ -18,7 +18,7 @@ from ..analysis import RunAnalysis, analyse, health_notes
 from ..diagnostics import diagnose
 from ..drafters import drafter_kind
 from ..request import effective_k
-from ..sampling import RULES
+from ..sampling import check_rule
 from ..speedup import PlainBaseline, running_speedup
 from ..trace import Round, trace_from_dict, trace_rule
 from .draw import charts, diagnostic_charts
@@ -118,7 +118,7 @@ def rule_note(rule: str, a: RunAnalysis | None = None) -> str:
     """The summary's sentence on a run verified by a rule other than the full one; for block
     verification with its analysis ``a``, why its α and tokens per pass do not follow the chain's
     closed form (issue 39: α 0.618 stood beside 3.43 tokens per pass with no word on why)."""
-    found = RULES[rule]
+    found = check_rule(rule)
     if not found.lossless:
         return (f"Verified by the {rule} rule, a LOSSY control ({found.description}): its output is not "
                 "distributed as the target's, and its α is not comparable with an exact rule's.")

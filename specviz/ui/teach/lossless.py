@@ -27,7 +27,7 @@ import torch
 from scipy import stats
 
 from ...drafters import Drafter, ModelDrafter, real_draft_phrase
-from ...sampling import RULES, SamplingConfig, check_rule, logits_to_probs, sample, verify
+from ...sampling import SamplingConfig, check_rule, logits_to_probs, sample, verify
 from ...trace import token_label
 
 __all__ = ["ACCEPT_ALL", "CONTROLS", "REAL_VERIFY", "LosslessReport", "draw_first_tokens", "first_token_experiment",
@@ -226,7 +226,7 @@ def draw_first_tokens(p_target: torch.Tensor, p_draft: torch.Tensor, n: int, gen
     p_target_rows = torch.stack([p_target, p_target])
     counts = torch.zeros(vocab, dtype=torch.long)
     accepted = 0
-    argmax = RULES[rule].proposes == "argmax"
+    argmax = check_rule(rule).proposes == "argmax"
     if argmax:
         draft_token = p_draft.argmax().view(1)
         draft_row = torch.nn.functional.one_hot(draft_token, vocab).to(p_draft.dtype)
@@ -258,7 +258,12 @@ def lossless_notes(report: LosslessReport, temperature: float, lookup: bool = Fa
         notes.append("At temperature 0 there is nothing to sample: every draw is the argmax, both histograms are "
                      "one bar and both p-values are 1. Set the check's temperature above 0 (1 is the model's own "
                      "distribution) to see the test work.")
-    if report.control == REAL_VERIFY and not RULES[report.rule].lossless:
+    rule = check_rule(report.rule)
+    if report.control == REAL_VERIFY and not rule.lossless and rule.weight is not None:
+        notes.append(f"The {report.rule} rule is lossy by design: each first token follows {rule.weight:g}·p_target "
+                     f"+ {1 - rule.weight:g}·p_draft, so its distance to p_target is {1 - rule.weight:g} of the "
+                     "draft's. A working test rejects it once that exceeds the sampling noise.")
+    elif report.control == REAL_VERIFY and not rule.lossless:
         notes.append(f"The {report.rule} rule is a lossy control: it accepts any drafted token within the target's "
                      "top few, so the first token is drawn too often where the draft likes it. A working test "
                      "rejects it (a tiny p-value) whenever the draft and the target disagree.")

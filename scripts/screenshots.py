@@ -18,11 +18,13 @@ Starts ``python app.py`` on a free loopback port, opens it in headless Chromium 
   inspector open on an accepted draft with a fractional acceptance probability (learned_draft.png);
 * Phone: a 390 × 844 page, a short run of the default preset, the inspector opened on a token
   (phone.png, the screen as the phone shows it); prints where Run and the tokens are and how tall
-  the page is.
+  the page is;
+* Screens: the Run tab's first screen on a 1366 × 768 projector and a 390 × 844 phone after a short
+  run (run_1366x768.png, run_390x844.png).
 
 Usage::
 
-    python -m scripts.screenshots [--only run tree playground sweep watch learned phone] [--tokens 24]
+    python -m scripts.screenshots [--only run tree playground sweep watch learned phone screens] [--tokens 24]
                                   [--draft int8] [--out assets]
 """
 
@@ -150,6 +152,30 @@ def shoot_phone(browser, url: str, out: Path, tokens: int) -> None:
     page.close()
 
 
+def shoot_screens(browser, url: str, out: Path, tokens: int) -> None:
+    """The Run tab as the first screen of a projector (1366 × 768) and of a phone (390 × 844)
+    shows it after a short default run (run_1366x768.png, run_390x844.png: the screen, not the
+    whole page; on the phone scrolled to the prompt); prints where Run and the tokens are."""
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#sv-run-btn", timeout=60_000)
+    _number(page, "sv-max-new", tokens)
+    page.locator("#sv-run-btn").click()
+    page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
+    for width, height in ((1366, 768), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.evaluate("() => window.scrollTo(0, 0)")
+        if width < 600:
+            page.evaluate("() => window.scrollTo(0, document.querySelector('#sv-prompt').getBoundingClientRect().top"
+                          " + scrollY - 8)")
+        time.sleep(2)
+        at = page.evaluate("() => ({run: document.querySelector('#sv-run-btn').getBoundingClientRect().top,"
+                           " tokens: document.querySelector('#sv-tokens').getBoundingClientRect().top})")
+        print(f"{width} x {height}: Run at {at['run']:.0f} px, tokens at {at['tokens']:.0f} px of the screen")
+        page.screenshot(path=str(out / f"run_{width}x{height}.png"))
+    page.close()
+
+
 def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -171,6 +197,8 @@ def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None
             shoot_learned(page, out)
         if "phone" in only:
             shoot_phone(browser, url, out, tokens)
+        if "screens" in only:
+            shoot_screens(browser, url, out, tokens)
         browser.close()
 
 
@@ -203,8 +231,8 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", type=int, default=24)
     p.add_argument("--draft", default="int8", choices=["int8", "ngram"])
     p.add_argument("--out", default=str(ROOT / "assets"))
-    p.add_argument("--only", nargs="+", default=["run", "tree", "playground", "sweep", "watch", "learned", "phone"],
-                   choices=["run", "tree", "playground", "sweep", "watch", "learned", "phone"])
+    shots = ["run", "tree", "playground", "sweep", "watch", "learned", "phone", "screens"]
+    p.add_argument("--only", nargs="+", default=shots, choices=shots)
     args = p.parse_args(argv)
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",

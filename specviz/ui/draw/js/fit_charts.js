@@ -146,7 +146,8 @@
     if (++count.n > 12) return;
     // Drawn at another width than its <div> has now (Plotly's own resize on a window's resize missed
     // a chart, seen on the race going from 768 to 390 px): resized first, fitted on that redraw.
-    if (Math.abs(full.width - gd.offsetWidth) > 2 && window.Plotly.Plots) { window.Plotly.Plots.resize(gd); return; }
+    // (Plots.resize does nothing to a chart whose layout holds a width and a height.)
+    if (Math.abs(full.width - gd.offsetWidth) > 2) { window.Plotly.relayout(gd, {width: null, autosize: true}); return; }
     if (!fitText(gd, full, layout)) fitPlace(gd, full, layout);
   };
   // A chart whose <div> changes width (a window resized, a column stacked, a tab shown) is fitted
@@ -154,6 +155,8 @@
   const timers = new WeakMap();
   const resized = new ResizeObserver((entries) => {
     for (const {target} of entries) {
+      if (target.offsetWidth === target.__svWidth) continue;  // a height the fit set: no new fit
+      target.__svWidth = target.offsetWidth;
       clearTimeout(timers.get(target));
       timers.set(target, setTimeout(() => { target.__svCount = null; fit(target); }, 250));
     }

@@ -139,8 +139,9 @@ def wire_serving_notes(demo: gr.Blocks) -> int:
                                 lan=lan_address() if server_name is None or is_loopback(server_name)
                                 or is_loopback(page_host) else None,
                                 port=getattr(demo, "server_port", None))
-        update = gr.update(value=text, visible=bool(text))
-        return [update] * len(notes) if len(notes) > 1 else update
+        # One update each: gradio consumes an update as it applies it, so a shared one reached only the first.
+        updates = [gr.update(value=text, visible=bool(text)) for _ in notes]
+        return updates if len(updates) > 1 else updates[0]
 
     demo.load(fill, None, notes, api_name=False, show_progress="hidden", concurrency_id="playground",
               concurrency_limit=None)

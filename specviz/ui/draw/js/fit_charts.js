@@ -30,6 +30,13 @@
     pen.font = `${font.weight || 'normal'} ${size}px ${font.family || 'sans-serif'}`;
     return pen.measureText(decoded(text)).width;
   };
+  // A change made and, once Plotly has drawn it, the next fit: while it is pending the chart's
+  // layout already says the new values and its drawing still shows the old, so a fit then would
+  // measure the old drawing against the new layout and move the title twice.
+  const apply = (gd, change) => {
+    gd.__svBusy = true;
+    Promise.resolve(change()).catch(() => {}).finally(() => { gd.__svBusy = false; fit(gd); });
+  };
   const words = (text) => String(text).replace(/<br\s*\/?>/gi, ' ').split(/\s+/).filter(Boolean);
   const wrap = (list, avail, font, size) => {
     const lines = [];
@@ -72,10 +79,13 @@
         if (name !== trace.name) names[i] = name;
       });
     }
-    if (Object.keys(update).length) window.Plotly.relayout(gd, update);
     const restyled = Object.keys(names).map(Number);
-    if (restyled.length) window.Plotly.restyle(gd, {name: restyled.map((i) => names[i])}, restyled);
-    return Object.keys(update).length > 0 || restyled.length > 0;
+    if (!Object.keys(update).length && !restyled.length) return false;
+    apply(gd, async () => {
+      if (Object.keys(update).length) await window.Plotly.relayout(gd, update);
+      if (restyled.length) await window.Plotly.restyle(gd, {name: restyled.map((i) => names[i])}, restyled);
+    });
+    return true;
   };
   const box = (el) => (el && el.getBoundingClientRect().height > 0 ? el.getBoundingClientRect() : null);
   // The second pass, from what was drawn: the title's first line TOP px below the chart's top
@@ -93,11 +103,25 @@
     if (named && !title) return;  // not laid out (an off-screen chart while a run streams): later
     let titleBottom = 0;
     if (title) {
-      const shift = TOP - (title.top - chart.top);  // px to move the title down
-      const placed = full.title.yref === 'container' && full.title.yanchor === 'top' && typeof full.title.y === 'number';
-      if (!placed) Object.assign(update, {'title.yref': 'container', 'title.yanchor': 'top', 'title.y': 1 - TOP / full.height});
-      else if (Math.abs(shift) > 1) update['title.y'] = Math.min(1, full.title.y - shift / full.height);
-      titleBottom = title.bottom - chart.top + shift;
+      // Placed by Plotly inside the chart (automargin: Plotly's own rule for where a title of
+      // several lines starts; a position set here and measured on the page never settled), and
+      // the margin sized from where it was drawn.
+      // Plotly centres a title of several lines on the first line's place, so each line after
+      // the first lifts it by about 0.65 of its font size: moved down by that much.
+      // Where that still leaves it above the chart's edge (seen on a two-line title of 14 px), the
+      // rest is made up once per figure and width (gd.__svNudge, never more than 60 px).
+      const lines = String(layout.title.text).split(/<br\s*\/?>/i).length;
+      const above = 1 - (title.top - chart.top);
+      if (above > 0 && full.title.automargin === true && (gd.__svNudge || 0) < 60) {
+        gd.__svNudge = Math.min(60, (gd.__svNudge || 0) + above);
+      }
+      const y = 1 - ((lines - 1) * 0.65 * (full.title.font.size || 14) + (gd.__svNudge || 0)) / full.height;
+      if (full.title.automargin !== true) {
+        Object.assign(update, {'title.automargin': true, 'title.yref': 'container', 'title.yanchor': 'top',
+                               'title.pad.t': TOP});
+      }
+      if (typeof full.title.y !== 'number' || Math.abs(full.title.y - y) > 1e-3) update['title.y'] = y;
+      titleBottom = Math.max(title.bottom - chart.top, TOP + title.height);
     }
     const legendEl = gd.querySelector('g.legend');
     const legend = full.showlegend && full.legend ? box(legendEl) : null;
@@ -128,12 +152,12 @@
     if (layout.height !== gd.__svHeight) gd.__svBase = layout.height || full.height;
     const height = Math.max(gd.__svBase || full.height, Math.ceil(top + bottom + MIN_PLOT));
     if (Math.abs(height - full.height) > 1) { update.height = height; gd.__svHeight = height; }
-    if (Object.keys(update).length) window.Plotly.relayout(gd, update);
+    if (Object.keys(update).length) apply(gd, () => window.Plotly.relayout(gd, update));
   };
   const fit = (gd) => {
     const full = gd._fullLayout;
     const layout = gd.layout;
-    if (!full || !layout || !full._size || !gd.isConnected || gd.offsetWidth < 50 || !window.Plotly) return;
+    if (!full || !layout || !full._size || !gd.isConnected || gd.offsetWidth < 50 || !window.Plotly || gd.__svBusy) return;
     // The chart's own height, said on its <div>: after a window was widened, Plotly's responsive
     // resize sized the chart's containers at 100% of a <div> whose height came from nothing else
     // (its SVGs are absolutely placed), and charts outside the Run tab's columns collapsed to 0 px.
@@ -147,7 +171,7 @@
     // Drawn at another width than its <div> has now (Plotly's own resize on a window's resize missed
     // a chart, seen on the race going from 768 to 390 px): resized first, fitted on that redraw.
     // (Plots.resize does nothing to a chart whose layout holds a width and a height.)
-    if (Math.abs(full.width - gd.offsetWidth) > 2) { window.Plotly.relayout(gd, {width: null, autosize: true}); return; }
+    if (Math.abs(full.width - gd.offsetWidth) > 2) { apply(gd, () => window.Plotly.relayout(gd, {width: null, autosize: true})); return; }
     if (!fitText(gd, full, layout)) fitPlace(gd, full, layout);
   };
   // A chart whose <div> changes width (a window resized, a column stacked, a tab shown) is fitted
@@ -158,7 +182,7 @@
       if (target.offsetWidth === target.__svWidth) continue;  // a height the fit set: no new fit
       target.__svWidth = target.offsetWidth;
       clearTimeout(timers.get(target));
-      timers.set(target, setTimeout(() => { target.__svCount = null; fit(target); }, 250));
+      timers.set(target, setTimeout(() => { target.__svCount = null; target.__svNudge = 0; fit(target); }, 250));
     }
   });
   const watch = (gd) => {
@@ -169,6 +193,7 @@
       resized.observe(gd);
     }
     gd.__svCount = null;  // a new figure (one_draw.js) or the page's first look: a fresh count
+    gd.__svNudge = 0;
     fit(gd);
   };
   window.svFitChart = watch;

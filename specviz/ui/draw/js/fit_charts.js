@@ -109,11 +109,14 @@
       // Plotly centres a title of several lines on the first line's place, so each line after
       // the first lifts it by about 0.65 of its font size: moved down by that much.
       // Where that still leaves it above the chart's edge (seen on a two-line title of 14 px), the
-      // rest is made up once per figure and width (gd.__svNudge, never more than 60 px).
+      // rest is made up once per figure and width, not while a run streams (gd.__svNudge, at most
+      // 60 px).
       const lines = String(layout.title.text).split(/<br\s*\/?>/i).length;
       const above = 1 - (title.top - chart.top);
-      if (above > 0 && full.title.automargin === true && (gd.__svNudge || 0) < 60) {
-        gd.__svNudge = Math.min(60, (gd.__svNudge || 0) + above);
+      const streaming = document.documentElement.className.split(' ').includes('sv-streaming');  // tokens.js's mark
+      if (above > 0 && full.title.automargin === true && !gd.__svNudged && !streaming) {
+        gd.__svNudged = true;  // once: a second look could be at a drawing not yet redrawn
+        gd.__svNudge = Math.min(60, above);
       }
       const y = 1 - ((lines - 1) * 0.65 * (full.title.font.size || 14) + (gd.__svNudge || 0)) / full.height;
       if (full.title.automargin !== true) {
@@ -182,7 +185,10 @@
       if (target.offsetWidth === target.__svWidth) continue;  // a height the fit set: no new fit
       target.__svWidth = target.offsetWidth;
       clearTimeout(timers.get(target));
-      timers.set(target, setTimeout(() => { target.__svCount = null; target.__svNudge = 0; fit(target); }, 250));
+      timers.set(target, setTimeout(() => {
+        Object.assign(target, {__svCount: null, __svNudge: 0, __svNudged: false});
+        fit(target);
+      }, 250));
     }
   });
   const watch = (gd) => {
@@ -194,6 +200,7 @@
     }
     gd.__svCount = null;  // a new figure (one_draw.js) or the page's first look: a fresh count
     gd.__svNudge = 0;
+    gd.__svNudged = false;
     fit(gd);
   };
   window.svFitChart = watch;

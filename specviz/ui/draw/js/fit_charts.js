@@ -109,14 +109,13 @@
       // Plotly centres a title of several lines on the first line's place, so each line after
       // the first lifts it by about 0.65 of its font size: moved down by that much.
       // Where that still leaves it above the chart's edge (seen on a two-line title of 14 px), the
-      // rest is made up once per figure and width, not while a run streams (gd.__svNudge, at most
-      // 60 px).
+      // rest is made up, not while a run streams (its figures come faster than their redraws), at
+      // most 60 px per figure and width (gd.__svNudge).
       const lines = String(layout.title.text).split(/<br\s*\/?>/i).length;
       const above = 1 - (title.top - chart.top);
       const streaming = document.documentElement.className.split(' ').includes('sv-streaming');  // tokens.js's mark
-      if (above > 0 && full.title.automargin === true && !gd.__svNudged && !streaming) {
-        gd.__svNudged = true;  // once: a second look could be at a drawing not yet redrawn
-        gd.__svNudge = Math.min(60, above);
+      if (above > 0 && full.title.automargin === true && !streaming && (gd.__svNudge || 0) < 60) {
+        gd.__svNudge = Math.min(60, (gd.__svNudge || 0) + above);
       }
       const y = 1 - ((lines - 1) * 0.65 * (full.title.font.size || 14) + (gd.__svNudge || 0)) / full.height;
       if (full.title.automargin !== true) {

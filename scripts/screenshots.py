@@ -20,11 +20,13 @@ Starts ``python app.py`` on a free loopback port, opens it in headless Chromium 
   (phone.png, the screen as the phone shows it); prints where Run and the tokens are and how tall
   the page is;
 * Engines: one file per engine (tests/fixtures/engines/) dropped on "Your engine's numbers"
-  (engine_vllm.png, engine_sglang.png, engine_llamacpp.png, engine_mlx.png).
+  (engine_vllm.png, engine_sglang.png, engine_llamacpp.png, engine_mlx.png);
+* Screens: the Run tab's first screen on a 1366 × 768 projector and a 390 × 844 phone after a short
+  run (run_1366x768.png, run_390x844.png).
 
 Usage::
 
-    python -m scripts.screenshots [--only run tree playground sweep watch learned phone engines] [--tokens 24]
+    python -m scripts.screenshots [--only run tree playground sweep watch learned phone engines screens] [--tokens 24]
                                   [--draft int8] [--out assets]
 """
 
@@ -174,6 +176,30 @@ def shoot_engines(page, out: Path) -> None:
                               "height": bottom["y"] + bottom["height"] - top["y"] + 20})
 
 
+def shoot_screens(browser, url: str, out: Path, tokens: int) -> None:
+    """The Run tab as the first screen of a projector (1366 × 768) and of a phone (390 × 844)
+    shows it after a short default run (run_1366x768.png, run_390x844.png: the screen, not the
+    whole page; on the phone scrolled to the prompt); prints where Run and the tokens are."""
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#sv-run-btn", timeout=60_000)
+    _number(page, "sv-max-new", tokens)
+    page.locator("#sv-run-btn").click()
+    page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
+    for width, height in ((1366, 768), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.evaluate("() => window.scrollTo(0, 0)")
+        if width < 600:
+            page.evaluate("() => window.scrollTo(0, document.querySelector('#sv-prompt').getBoundingClientRect().top"
+                          " + scrollY - 8)")
+        time.sleep(2)
+        at = page.evaluate("() => ({run: document.querySelector('#sv-run-btn').getBoundingClientRect().top,"
+                           " tokens: document.querySelector('#sv-tokens').getBoundingClientRect().top})")
+        print(f"{width} x {height}: Run at {at['run']:.0f} px, tokens at {at['tokens']:.0f} px of the screen")
+        page.screenshot(path=str(out / f"run_{width}x{height}.png"))
+    page.close()
+
+
 def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -198,6 +224,8 @@ def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None
         if "engines" in only:
             page.set_viewport_size({"width": 1200, "height": 1400})
             shoot_engines(page, out)
+        if "screens" in only:
+            shoot_screens(browser, url, out, tokens)
         browser.close()
 
 
@@ -230,7 +258,7 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", type=int, default=24)
     p.add_argument("--draft", default="int8", choices=["int8", "ngram"])
     p.add_argument("--out", default=str(ROOT / "assets"))
-    shots = ["run", "tree", "playground", "sweep", "watch", "learned", "phone", "engines"]
+    shots = ["run", "tree", "playground", "sweep", "watch", "learned", "phone", "engines", "screens"]
     p.add_argument("--only", nargs="+", default=shots, choices=shots)
     args = p.parse_args(argv)
     port = free_port()

@@ -104,7 +104,8 @@ def test_the_figure_has_two_lanes_finish_markers_and_dims_outside_the_stretch():
 
 def test_the_race_lanes_of_the_last_run_go_when_run_is_pressed():
     """Issue 26 item 10: the race kept showing the previous run while a new one waited. Run
-    clears it to the empty race at once (a model-free event, not behind the generation)."""
+    clears it to the empty race at once (a model-free event, not behind the generation), once the
+    settings passed their check (issue 39 item 8: a refused run leaves the race as it was)."""
     import app
 
     from specviz.ui import run_tab
@@ -112,7 +113,13 @@ def test_the_race_lanes_of_the_last_run_go_when_run_is_pressed():
     ids = {block.elem_id: block._id for block in app.demo.blocks.values() if getattr(block, "elem_id", None)}
     clearing = [fn for fn in app.demo.fns.values() if fn.fn is run_tab.empty_race]
     assert len(clearing) == 1
-    assert (ids["sv-run-btn"], "click") in {(getattr(b, "_id", b), e) for b, e in clearing[0].targets}
+    checked = app.demo.fns[clearing[0].trigger_after]
+    assert getattr(checked.fn, "func", None) is run_tab.check_run and clearing[0].trigger_only_on_success
+    root = checked
+    while root.trigger_after is not None:  # the chain's first event is the Run button's click
+        assert root.concurrency_id != "generation"
+        root = app.demo.fns[root.trigger_after]
+    assert (ids["sv-run-btn"], "click") in {(getattr(b, "_id", b), e) for b, e in root.targets}
     assert [b._id for b in clearing[0].outputs] == [ids["sv-race"]]
     assert run_tab.empty_race().to_plotly_json() == race.race_figure(race.race_lanes([], None)).to_plotly_json()
 

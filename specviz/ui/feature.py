@@ -25,6 +25,7 @@ job or names the generation queue (tests/test_layout.py checks it).
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -89,7 +90,11 @@ class Feature:
         (``progress``: the callback's ``gr.Progress``)."""
         plan = self.plan(*values, **kwargs)
         job = gpu.make_job(self.work, *plan.args, duration_s=plan.duration_s, **plan.kwargs)
-        yield from gpu.stream_job(job, progress)
+        started = time.monotonic()
+        try:
+            yield from gpu.stream_job(job, progress)
+        finally:  # how long the slot was held, for the queue's words (visitors.queue_words)
+            visitors.GENERATION_CLOCK.record(time.monotonic() - started)
 
     def result(self, *values, progress=None, **kwargs):
         """:meth:`stream`'s last outputs (None if the work yielded nothing), for an endpoint that
@@ -99,7 +104,7 @@ class Feature:
             pass
         return outputs
 
-    def wire(self, trigger, fn, inputs, outputs, public: bool, stop=None, on_stop=None):
+    def wire(self, trigger, fn, inputs, outputs, public: bool, stop=None, on_stop=None, status=None):
         """Wire the feature while the page is built; returns the generation's event.
 
         Args:
@@ -113,8 +118,12 @@ class Feature:
                 visitor's running job of this feature.
             on_stop: ``(fn, inputs, outputs)`` of a model-free view Stop also runs (the Run tab's
                 stopped run), or None.
+            status: a Markdown under the button, or None: the queue's words, the progress and a
+                refusal's pill go there, never on the outputs
+                (:func:`specviz.ui.visitors.generation_click`).
         """
-        event = visitors.generation_click(trigger, fn, inputs, outputs, public, api_name=self.api_name,
+        event = visitors.generation_click(trigger, fn, inputs, outputs, public, status=status,
+                                          api_name=self.api_name,
                                           concurrency_id=GENERATION, concurrency_limit=generation_limit(),
                                           # Raw values reach the callback, whose plan validates them:
                                           # a component's own preprocessing would answer a bad API

@@ -4,7 +4,7 @@ shared :class:`~specviz.ui.context.PageContext`. No model is loaded until a run 
 
 The page's JavaScript lives in files beside the drawing (``specviz/ui/draw/js/``, read by
 :func:`specviz.ui.draw.scripts.script`), each handed to gradio as an event's ``js`` or a
-``gr.HTML``'s ``js_on_load``. When the page loads it runs three:
+``gr.HTML``'s ``js_on_load``. When the page loads it runs four:
 
 * ``style.js`` adds the one stylesheet (:func:`specviz.ui.draw.styles.page_css`) to the document's head;
 * ``one_draw.js`` draws each chart once per update, in place. Gradio 6's Plot component mounts a new
@@ -13,6 +13,8 @@ The page's JavaScript lives in files beside the drawing (``specviz/ui/draw/js/``
   (2-5 times a redraw's cost). The script wraps ``Plotly.react``: calls are held to the end of the
   update's microtasks, a div gradio removed meanwhile is skipped, and its successor receives the old
   chart element and redraws it in place (issue 26; BENCHMARKS.md);
+* ``fit_charts.js`` fits each chart's title and legend to the width it is drawn at, after every
+  draw and resize (issue 39: titles cut at the right edge, legends over titles);
 * ``tour.js``, the guided tour (:mod:`.tour`), bound to its steps (:mod:`specviz.ui.draw.tour_steps`).
 
 The others belong to one control each: ``palette.js`` (the colour-blind switch below: the class
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import (engines_tab, experiments_tab, lessons_tab, links, maths_tab, playground_tab, run_tab, settings,
+from . import (engines_tab, experiments_tab, lessons_tab, links, maths_tab, playground_tab, run_tab, settings, share,
                side_by_side_tab, visitors, watch_tab)
 from .context import PageContext
 from .draw.scripts import called, script
@@ -44,7 +46,10 @@ def _header(public: bool) -> None:
         limits = settings.limits(True)
         gr.Markdown(f"*Public demo: pick a model pair from the presets; runs are capped at "
                     f"{limits.max_new_tokens} new tokens, K ≤ {limits.max_k} and "
-                    f"{settings.PUBLIC_POLICY.max_run_s:g} s. Run it locally for any model.*")
+                    f"{settings.PUBLIC_POLICY.max_run_s:g} s of generating (loading, warm-up and timing plain "
+                    f"decoding for the speedup come on top; a check, an experiment or side by side count them "
+                    f"within their {settings.PUBLIC_POLICY.max_run_s:g} s). One generation at a time per "
+                    f"visitor. Run it locally for any model.*", elem_id="sv-public-caps")
 
 
 def _classroom_bar() -> tuple[gr.Markdown, gr.Checkbox]:
@@ -100,9 +105,11 @@ def build_page(public: bool) -> gr.Blocks:
         _your_data()
         demo.unload(visitors.end_session)
         links.wire(demo, ctx, link_note)
+        share.wire_serving_notes(demo)
         palette.change(None, palette, None, js=script("palette"), api_name=False)
         demo.load(None, None, None, js=called(script("style"), page_css()), api_name=False)
         demo.load(None, None, None, js=script("one_draw"), api_name=False)
+        demo.load(None, None, None, js=script("fit_charts"), api_name=False)
         demo.load(None, None, None, js=tour_js(), api_name=False)
     if public:
         visitors.one_generation(demo)

@@ -17,7 +17,7 @@ from .draw import charts, diagnostic_charts, race
 from .draw.twin_charts import numbers_hide_markdown, twin_figure
 from .draw.run_views import wrap_output
 from .draw.scripts import script
-from .fields import NAMES, SHARED, spec_fields
+from .fields import NAMES, SHARED, request_from, spec_fields
 from .lossless_check import LOSSLESS, run_lossless, settings_changed
 from .numbers_hide import numbers_hide_view
 from .prose import LATEX, prose
@@ -58,6 +58,13 @@ def on_drafter_change(kind: str):
     parameter = DRAFTER_KINDS[kind].parameter
     return (gr.update(visible=parameter == "model_name"), gr.update(visible=parameter == "layers"),
             DRAFTER_NOTES[kind])
+
+
+def check_run(*values, public: bool) -> None:
+    """The Run button's settings (raw, one per :data:`specviz.ui.fields.NAMES`) checked before
+    anything on the page changes: a bad one raises the ``gr.Error`` the run itself would
+    (:func:`specviz.ui.fields.request_from`), shown as a toast, every output left as it was."""
+    request_from(dict(zip(NAMES, values)), public)
 
 
 def empty_race():
@@ -111,7 +118,17 @@ def build(ctx: PageContext) -> None:
 
 
 def _settings(c, limits, public: bool) -> None:
-    """The left column: model pair, drafter, prompt, Run and Stop, then the sampling settings."""
+    """The left column: the prompt, Run and Stop and the run's status line, then the model pair,
+    the drafter and the sampling settings."""
+    c.prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
+    # The prompt and Run first, the model pair and every other setting under them: Run under every
+    # setting was 2,470 px down on a phone, and under the model pair 890 px down on a 1366 × 768
+    # projector, below its first screen (issue 39 item 6).
+    with gr.Row():
+        c.run_btn = gr.Button("Run", variant="primary", elem_id="sv-run-btn")
+        c.stop_btn = gr.Button("Stop", variant="stop")
+    # The run's own line: the queue's words, and a refusal's pill here rather than on every output.
+    c.run_status = gr.Markdown("", elem_id="sv-run-status")
     c.preset = gr.Dropdown(settings.preset_names(public), value=DEFAULT_PRESET, label="Model pair")
     c.target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model", interactive=not public,
                              info="Set by the model pair above" if public else
@@ -123,12 +140,7 @@ def _settings(c, limits, public: bool) -> None:
                                "Hub id or local directory; must share the target's tokenizer")
     c.early_exit_layers = gr.Slider(1, 16, value=4, step=1, label="Early-exit draft: first N layers", visible=False)
     c.drafter_note = gr.Markdown(DRAFTER_NOTES["ngram"])
-    c.prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
     c.chat = gr.Checkbox(True, label="Chat prompt (apply the target's chat template)")
-    # Run right under the prompt, not under every setting: on a phone's width it was 2,470 px down.
-    with gr.Row():
-        c.run_btn = gr.Button("Run", variant="primary", elem_id="sv-run-btn")
-        c.stop_btn = gr.Button("Stop", variant="stop")
     with gr.Row():
         c.k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K",
                         info=settings.capped_info("K", limits.max_k, public), elem_id="sv-k")
@@ -247,6 +259,7 @@ def _lossless_panel(c, public: bool) -> None:
             c.control = gr.Checkbox(False, label="Control: accept every draft token (broken; should fail)",
                                     elem_id="sv-check-control")
             c.lossless_btn = gr.Button("Run the check")
+        c.lossless_status = gr.Markdown("", elem_id="sv-check-status")
         gr.Markdown(prose("lossless_formula"), latex_delimiters=LATEX)
         c.lossless_plot = gr.Plot(label="First-token histograms", show_label=False, elem_id="sv-lossless")
         c.lossless_text = gr.Markdown(elem_id="sv-lossless-text")
@@ -265,20 +278,12 @@ def _wire(c, ctx: PageContext) -> None:
     run_state = ctx.run_state = gr.State(None)  # this visitor's RunState (the Watch tab reads it too)
     out = _outputs_by_name(c, baselines, run_state)
     view = out(VIEW_OUTPUTS)
-    # The race shows the run on screen: the last run's lanes go before the new run starts, in one
-    # chain, so the cleared race can never arrive after the new run's lanes (two events of one
-    # click run in no fixed order; on a busy machine the clearing came second).
-    def cleared_race_then(fn, inputs, outputs, **kwargs):
-        return c.run_btn.click(empty_race, None, c.race_plot, api_name=False, **FREE).then(fn, inputs, outputs,
-                                                                                          **kwargs)
-
     # Stop cancels the run and sets the status from the run as it stood (the generator cannot: it is cancelled).
-    run_event = RUN.wire(cleared_race_then, functools.partial(run_demo, public=ctx.public),
+    run_event = RUN.wire(_checked_run_click(c, ctx), functools.partial(run_demo, public=ctx.public),
                          ctx.run_inputs(NAMES) + [baselines], out(RUN_OUTPUTS), ctx.public, stop=c.stop_btn,
-                         on_stop=(stop_run, run_state, out(SHOWN_OUTPUTS)))
+                         on_stop=(stop_run, run_state, out(SHOWN_OUTPUTS)), status=c.run_status)
     placement.show_problem(c.summary)  # on ZeroGPU: nothing placed at import is said here (issue 38)
     inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
-    c.run_btn.click(reset_inspector, None, inspector, api_name=False, **FREE)
     for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat, c.rule):
         setting.change(settings_changed, c.lossless_text, [c.lossless_plot, c.lossless_text], api_name=False,
                        **FREE)
@@ -286,7 +291,7 @@ def _wire(c, ctx: PageContext) -> None:
     lossless_inputs = [c.check_temperature if name == "temperature" else c_ for name, c_ in
                        zip(SHARED, ctx.run_inputs(SHARED))] + [c.n_draws, c.control]
     LOSSLESS.wire(c.lossless_btn.click, functools.partial(run_lossless, public=ctx.public), lossless_inputs,
-                  [c.lossless_plot, c.lossless_text], ctx.public)
+                  [c.lossless_plot, c.lossless_text], ctx.public, status=c.lossless_status)
     c.tokens_html.click(inspect_token, run_state, [c.inspector_md, c.inspector_plot, c.inspector_tree],
                         api_name=False, **FREE).then(None, None, None, js=INSPECTOR_IN_VIEW_JS, api_name=False)
     replayed = [c.replay_slider.release(replay, [c.replay_slider, run_state], view, api_name="replay",
@@ -311,6 +316,25 @@ def _wire(c, ctx: PageContext) -> None:
                        "race": c.race_plot, "inspector": c.inspector_md, "inspector_plot": c.inspector_plot,
                        "inspector_tree": c.inspector_tree}
     _wire_race(c, run_state, [run_event, loaded], replayed)
+
+
+def _checked_run_click(c, ctx: PageContext):
+    """The Run button's listener for :meth:`specviz.ui.feature.Feature.wire`: the generation's
+    own first step (the queue's words, public mode's check), then the settings checked
+    (:func:`check_run`: a refusal is a toast and every output stays as it was, issue 39 item 8),
+    then the inspector and the race cleared, then the run. One chain, so the cleared race can
+    never arrive after the new run's lanes (two events of one click run in no fixed order; on a
+    busy machine the clearing came second)."""
+    inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
+
+    def click(fn, inputs, outputs, **kwargs):
+        first = c.run_btn.click(fn, inputs, outputs, **kwargs)
+        checked = first.success(functools.partial(check_run, public=ctx.public), ctx.run_inputs(NAMES), None,
+                                api_name=False, preprocess=False, **FREE)
+        checked.success(reset_inspector, None, inspector, api_name=False, **FREE)
+        return checked.success(empty_race, None, c.race_plot, api_name=False, **FREE)
+
+    return click
 
 
 def _outputs_by_name(c, baselines, run_state):

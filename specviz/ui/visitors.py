@@ -1,8 +1,9 @@
 """What the page keeps apart per visitor, server-side: each session's suffix-drafter history and
 Token Recycling table (:class:`HistoryStore`, so one visitor's text is never drafted, shown or
 exported to another), its
-export folder (overwritten, not one new folder per export), and public mode's one generation per
-visitor (:class:`GenerationGate`, a queue validator).
+export folder (overwritten, not one new folder per export), public mode's one generation per
+visitor (:class:`GenerationGate`, a queue validator), and what a visitor whose generation waits is
+told: how many generations were ahead and about how long (:func:`queue_words`).
 
 A visitor is a Gradio session (``gr.Request.session_hash``: a browser tab, or one
 ``gradio_client.Client``). Callbacks that did not come through the server (tests calling them
@@ -388,20 +389,91 @@ def check_generation(demo: gr.Blocks, request: gr.Request | None = None) -> None
         raise gr.Error(ONE_GENERATION, title="Please wait")
 
 
-def generation_click(trigger, fn, inputs, outputs, public: bool, **kwargs):
+class GenerationClock:
+    """How long recent generations held their queue slot (seconds, from the plan's end to the last
+    output, refused ones not counted): an exponential moving average that the queue's words use
+    (:func:`queue_words`). Thread-safe."""
+
+    def __init__(self, weight: float = 0.3) -> None:
+        self.weight = weight
+        self.mean_s: float | None = None
+        self._lock = threading.Lock()
+
+    def record(self, seconds: float) -> None:
+        """Add one generation's duration (negative or non-finite values are ignored)."""
+        if not (seconds >= 0 and seconds < float("inf")):
+            return
+        with self._lock:
+            self.mean_s = seconds if self.mean_s is None else (1 - self.weight) * self.mean_s + self.weight * seconds
+
+
+#: The process's clock of generations (:meth:`specviz.ui.feature.Feature.stream` records each).
+GENERATION_CLOCK = GenerationClock()
+
+
+def generations_ahead(demo: gr.Blocks, concurrency_id: str, slots: int = 1) -> int:
+    """How many generations must finish before one pushed now to the queue ``concurrency_id`` of
+    ``demo`` starts: those waiting there, plus those running beyond ``slots`` − 1 (its concurrency
+    limit; 0 if gradio's queue cannot be read)."""
+    try:
+        queue = demo._queue
+        waiting = queue.event_queue_per_concurrency_id.get(concurrency_id)
+        n_waiting = len(waiting.queue) if waiting is not None else 0
+        running = sum(1 for job in list(queue.active_jobs) if job
+                      and getattr(job[0], "concurrency_id", None) == concurrency_id)
+    except Exception:  # noqa: BLE001 — a gradio change degrades to no words, never a crash
+        return 0
+    return max(0, n_waiting + running - max(1, int(slots)) + 1)
+
+
+def queue_words(ahead: int, mean_s: float | None, cap_s: float | None, slots: int = 1) -> str:
+    """The sentence a visitor reads under the button when ``ahead`` generations were ahead of
+    theirs ("" when none): how many, and about how long, from ``mean_s`` (recent generations'
+    mean, :class:`GenerationClock`) or else from the public cap ``cap_s``; ``slots`` generations
+    run at once."""
+    if ahead <= 0:
+        return ""
+    slots = max(1, int(slots))
+    count = "1 generation was" if ahead == 1 else f"{ahead} generations were"
+    if mean_s is not None:
+        wait = f"about {max(1, round(ahead * mean_s / slots))} s at the pace of recent ones ({mean_s:.0f} s each)"
+    elif cap_s is not None:
+        wait = f"at most about {round(ahead * cap_s / slots)} s ({cap_s:g} s of generating each, plus loading)"
+    else:
+        wait = "how long depends on their settings"
+    return (f"**In the queue**: {count} ahead of yours when you pressed it, {wait}. Yours starts on its own; "
+            "keep this tab open.")
+
+
+def generation_click(trigger, fn, inputs, outputs, public: bool, status=None, **kwargs):
     """Wire a generation button while the page is built: ``trigger(fn, inputs, outputs, **kwargs)``,
-    in public mode after a quick :func:`check_generation` of its own (model-free, never queued
-    behind a generation), so any tab's refusal shows as a message where the visitor pressed the
-    button. Returns the generation's event (what Stop cancels)."""
-    if not public:
+    after a quick model-free step of its own (never queued behind a generation) where there is one
+    to take: in public mode :func:`check_generation`, so any tab's refusal shows as a message where
+    the visitor pressed the button; with ``status`` (a Markdown under the button) the queue's words
+    (:func:`queue_words`) written there. With ``status`` the generation's progress, and the pill of
+    a refusal it raises, show on that line only (``show_progress_on``), so a refused generation
+    leaves every output as it was and says why in a toast (issue 39 item 8). Returns the
+    generation's event (what Stop cancels)."""
+    if not public and status is None:
         return trigger(fn, inputs, outputs, **kwargs)
     from gradio.context import Context
 
     demo = Context.root_block  # the page being built
+    concurrency_id, slots = kwargs.get("concurrency_id"), kwargs.get("concurrency_limit") or 1
 
     def check(request: gr.Request):
-        check_generation(demo, request)
+        if public:
+            check_generation(demo, request)
+        if status is None:
+            return None
+        from .settings import PUBLIC_POLICY
 
-    first = trigger(check, None, None, api_name=False, concurrency_id="playground", concurrency_limit=None,
+        words = queue_words(generations_ahead(demo, concurrency_id, slots), GENERATION_CLOCK.mean_s,
+                            PUBLIC_POLICY.max_run_s if public else None, slots)
+        return gr.update(value=words, visible=bool(words))
+
+    first = trigger(check, None, status, api_name=False, concurrency_id="playground", concurrency_limit=None,
                     show_progress="hidden")
+    if status is not None:
+        kwargs = {"show_progress_on": status, "show_progress": "minimal", **kwargs}
     return first.success(fn, inputs, outputs, **kwargs)

@@ -6,7 +6,8 @@ colour-blind switch recolours every token kind, the Watch tab's chips included.
 Sections, in the order they are written: the token stream and its panel (:mod:`.run_views`), Watch
 a pass's stage (:mod:`.watch_views`), the guided tour's panel (:mod:`specviz.ui.tour`), the stretch
 highlight, the lesson buttons, the charts while streaming, an engine's kinds and the engine-log
-switch (:mod:`.engine_views`), and the phone layout; apart from them, the exported charts page's own
+switch (:mod:`.engine_views`), touch screens (no chart toolbar), a projector's first screen, the
+tablet and the phone layouts; apart from them, the exported charts page's own
 rules (:data:`EXPORT_CSS`, :mod:`.export_page`).
 """
 
@@ -16,7 +17,8 @@ import functools
 
 from .palette import css_variables
 
-__all__ = ["ENGINE_CSS", "EXPORT_CSS", "LESSON_BUTTON_CSS", "PHONE_CSS", "TOKENS_CSS", "TOUR_CSS", "WATCH_CSS", "page_css"]
+__all__ = ["ENGINE_CSS", "EXPORT_CSS", "LESSON_BUTTON_CSS", "PHONE_CSS", "PROJECTOR_CSS", "TABLET_CSS",
+           "TOKENS_CSS", "TOUCH_CSS", "TOUR_CSS", "WATCH_CSS", "page_css"]
 
 TOKENS_CSS = """
 .sv-out { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 15px; line-height: 1.9;
@@ -99,6 +101,8 @@ TOUR_CSS = """
   background: var(--button-secondary-background-fill); color: inherit; cursor: pointer; }
 #sv-tour button:focus-visible, .sv-out [data-r]:focus-visible { outline: 3px solid var(--sv-bonus);
   outline-offset: 1px; }
+.sv-tour-target { outline: 3px solid var(--sv-bonus) !important; outline-offset: 3px;
+  border-radius: 6px; }
 .sv-round.sv-stretch { background: var(--sv-highlight); box-shadow: 0 0 0 1px var(--sv-highlight-edge) inset; }
 """
 
@@ -113,16 +117,45 @@ LESSON_BUTTON_CSS = f"""
 .sv-lesson-button, .sv-lesson-button * {{ font-family: {SYSTEM_SANS} !important; }}
 """
 
-#: Phones (under 600 px): rows wrap, the Run tab's two columns stack (side by side they were 170 and
-#: 180 px wide, cutting the dropdowns), the token box is shorter, wide figures and tables scroll sideways.
+#: Touch screens and phones: no Plotly toolbar (on a phone it covered the titles and legends, issue
+#: 39 item 7; pinch-zoom and a tap's hover still work).
+TOUCH_CSS = """
+@media (pointer: coarse), (hover: none), (max-width: 600px) {
+  .gradio-container .modebar-container { display: none !important; }
+}
+"""
+
+#: A projector's first screen (1366 × 768): the token box a little shorter, and the inspector's
+#: chart only once it has one (empty, it pushed the speedup's chart 250 px down, below the first
+#: screen: issue 39 item 6).
+PROJECTOR_CSS = """
+#sv-inspector-plot:not(:has(.js-plotly-plot)) { display: none !important; }
+@media (min-width: 901px) and (max-height: 860px) { #sv-tokens { height: 300px; } }
+"""
+
+#: Up to a tablet's width (900 px) the Run tab's two columns become one (side by side at 768 px the
+#: charts' column was 420 px wide, three charts of 140 px), in the order a small screen is read: the
+#: prompt and Run, then the tokens, inspector, charts and summary, then the model pair and the
+#: other settings (the tokens were 930 px below Run on a phone, issue 39 item 7).
+TABLET_CSS = """
+@media (max-width: 900px) {
+  #sv-run-row { flex-direction: column !important; }
+  #sv-run-row > .column { display: contents !important; }
+  #sv-run-row > .column:first-child > .row:has(#sv-run-btn) ~ * { order: 2; }
+  #sv-run-row > .column:first-child > #sv-run-status { order: 0; }
+  #sv-run-row > .column:last-child > * { order: 1; }
+}
+"""
+
+#: Phones (under 600 px): one chart per row, rows wrap, the token box is shorter, tables and
+#: formulas scroll sideways.
 PHONE_CSS = """
 @media (max-width: 600px) {
-  #sv-run-row { flex-direction: column !important; }
-  #sv-run-row > .column { width: 100% !important; min-width: 100% !important; flex: 1 1 100% !important; }
   #sv-tokens { height: 260px !important; }
   .gradio-container, .gradio-container .main { padding-left: 6px !important; padding-right: 6px !important; }
   .gradio-container .row, .gradio-container .form { flex-wrap: wrap !important; }
   .gradio-container .row > *, .gradio-container .column { min-width: min(100%, 160px) !important; }
+  .gradio-container .row > :has(.js-plotly-plot) { min-width: 100% !important; flex: 1 1 100% !important; }
   .gradio-container .js-plotly-plot, .gradio-container .plot-container { max-width: 100% !important; }
   .gradio-container .tab-wrapper, .gradio-container [role=tablist] { overflow-x: auto; }
   .gradio-container table { display: block; overflow-x: auto; }
@@ -181,4 +214,4 @@ EXPORT_CSS = """
 def page_css() -> str:
     """The whole stylesheet: the palette's variables, then every section above."""
     return (css_variables() + TOKENS_CSS + WATCH_CSS + TOUR_CSS + LESSON_BUTTON_CSS + CHART_CSS + ENGINE_CSS
-            + PHONE_CSS)
+            + TOUCH_CSS + PROJECTOR_CSS + TABLET_CSS + PHONE_CSS)

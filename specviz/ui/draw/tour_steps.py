@@ -2,7 +2,8 @@
 :func:`specviz.ui.tour.tour_js`) shows each step's text and action and moves on when the page sees
 the action. The texts are the code's own (they are shown as HTML: ``<b>``, ``<i>``); the selectors
 name the components' elem_ids, gradio's tab buttons and the token panel's tokens
-(``[data-r]``, :mod:`.run_views`)."""
+(``[data-r]``, :mod:`.run_views`). Each step's element is scrolled to the middle of the screen
+and outlined while the step shows, so "the thing the text names" is where the learner looks."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ __all__ = ["STEPS"]
 STEPS = [
     dict(text="<b>Welcome.</b> A small draft model guesses K tokens; the big target model checks them all in "
               "<i>one</i> verify pass. Let's watch it.",
-         action="press <b>Run</b> (left column of the Run tab)", selector="#sv-run-btn", events=["click"]),
+         action="press <b>Run</b> (under the prompt, outlined)", selector="#sv-run-btn", events=["click"]),
     dict(text="Tokens arrive coloured by how they were made: accepted drafts, a resampled token at the first "
               "rejection (the struck-through draft before it), a bonus token when all K passed.",
          action="click any token (or Tab to it and press Enter)", selector="#sv-tokens [data-r]", events=["click"]),

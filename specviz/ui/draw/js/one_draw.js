@@ -12,8 +12,9 @@
    that takes the place of one gradio just removed receives the removed div's chart (moved inside
    it, as it stands), which is then redrawn in place. The Plotly global appears when gradio first
    loads its plotly chunk, which may come before or after this script.
+   Each chart drawn is handed to window.svFitChart (fit_charts.js), which fits its title and legend.
    Reads: the chart <div>s gradio's Plot passes to Plotly.react and their parents (no id, class
-   or data-* attribute of draw/); window.Plotly. */
+   or data-* attribute of draw/); window.Plotly and window.svFitChart. */
 () => {
   if (window.__svOneDraw) return [];
   window.__svOneDraw = true;
@@ -32,8 +33,11 @@
         if (chart && chart !== div && !chart.isConnected) div.appendChild(chart);  // the old chart, kept
         else if (!chart || !chart.isConnected || !div.contains(chart)) chart = div;
         drawn.set(parent, chart);
-        try { react.call(plotly, chart, ...args); }
-        catch (error) { console.error(error); }  // one chart's failure leaves the others drawn
+        try {
+          // Then its title and legend are fitted to the width it was drawn at (fit_charts.js).
+          Promise.resolve(react.call(plotly, chart, ...args)).then(() => window.svFitChart && window.svFitChart(chart),
+                                                                   (error) => console.error(error));
+        } catch (error) { console.error(error); }  // one chart's failure leaves the others drawn
       }
     };
     plotly.react = function (gd, ...args) {

@@ -3,7 +3,8 @@
    page loads with the steps (draw/tour_steps.py's STEPS, bound by tour.py), it adds the panel and
    its listeners (once per page): a click on #sv-tour-btn (page.py's "Take the tour" button) opens
    it; a click, input or change inside the step's selector (and holding its label's text) goes on;
-   Esc closes it. Its place is kept in sessionStorage, so a reload resumes it.
+   Esc closes it. Each step scrolls the thing it names to the middle of the screen and outlines it
+   (class sv-tour-target, written here). Its place is kept in sessionStorage, so a reload resumes it.
    Reads: #sv-tour-btn (elem_id, page.py); each step's selector, the components' elem_ids and
    gradio's tab buttons, and #sv-tokens [data-r] (draw/run_views.py's tokens); inside its own panel
    .sv-tour-count, .sv-tour-text, .sv-tour-do and button[data-go], which it writes itself. Its look
@@ -28,6 +29,22 @@
   const present = (step) => [...document.querySelectorAll(step.selector)].some(
     (el) => !step.label || el.textContent.includes(step.label));
   let panel = null;
+  let marked = null;  // the element the step names, outlined (class sv-tour-target)
+  // The step's thing brought to the middle of the screen and outlined, so the learner sees what the
+  // text names (issue 39 item 6: the first step neither scrolled to Run nor pointed at it); the
+  // middle, because the panel sits in the bottom-right corner.
+  const point = (step) => {
+    if (marked) marked.classList.remove('sv-tour-target');
+    marked = null;
+    if (!step.selector) return;
+    const el = [...document.querySelectorAll(step.selector)].find(
+      (e) => e.getClientRects().length > 0 && (!step.label || e.textContent.includes(step.label)));
+    if (!el) return;
+    marked = el;
+    el.classList.add('sv-tour-target');
+    const still = window.matchMedia && window.matchMedia('(prefers-reduced-motion: reduce)').matches;
+    el.scrollIntoView({block: 'center', inline: 'nearest', behavior: still ? 'auto' : 'smooth'});
+  };
   function build() {
     panel = document.createElement('div');
     panel.id = 'sv-tour';
@@ -47,7 +64,7 @@
   }
   function render() {
     const s = load();
-    if (!s.open) { if (panel) panel.hidden = true; return; }
+    if (!s.open) { if (panel) panel.hidden = true; point({}); return; }
     if (!panel) build();
     const step = STEPS[s.step];
     if (step.needs && !present(step)) { go(s.step + 1); return; }
@@ -58,6 +75,7 @@
     panel.querySelector('.sv-tour-do').innerHTML = step.action ? 'To go on: ' + step.action : '';
     panel.querySelector('[data-go="-1"]').disabled = s.step === 0;
     panel.querySelector('[data-go="1"]').textContent = s.step === STEPS.length - 1 ? 'Finish' : 'Skip';
+    point(step);
   }
   function go(i) {
     if (i >= STEPS.length) { close(); return; }

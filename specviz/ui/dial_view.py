@@ -160,7 +160,9 @@ def wire(d: SimpleNamespace, ctx) -> None:
     check's temperature, and the recorded passes (model-free, from the Run tab's run state)."""
     inputs = [ctx.inputs["check_temperature"] if name == "temperature" else ctx.inputs[name]
               for name in DIAL_FIELDS]
-    DIAL.wire(d.button.click, functools.partial(run_dial, public=ctx.public), inputs + [d.n_draws],
+    # update_wrapper: the API's description is run_dial's docstring, not functools.partial's.
+    DIAL.wire(d.button.click, functools.update_wrapper(functools.partial(run_dial, public=ctx.public), run_dial),
+              inputs + [d.n_draws],
               [d.draws_plot, d.text], ctx.public)
     d.button.click(dial_passes, ctx.run_state, [d.passes_plot, d.passes_text], api_name=False,
                    concurrency_limit=None, show_progress="hidden")

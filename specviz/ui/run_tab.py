@@ -174,19 +174,22 @@ def _settings(c, limits, public: bool) -> None:
 def _outputs(c) -> None:
     """The right column: the token stream (a fixed-height box), the token inspector right under it
     (a click answers where the visitor is looking, issue 26 item 5: under six charts and the summary
-    it opened 1,800 px below the tokens), the three main charts and the summary."""
+    it opened 1,800 px below the tokens), the three main charts, the summary and the engine-log
+    switch."""
     c.tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
     with gr.Accordion("Token inspector: why was this token emitted?", open=True, elem_id="sv-inspector-panel"):
         c.inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="sv-inspector")
-        # Under the story it greys (and the tokens above): the inspector stays the next thing after the tokens.
-        c.engine_log = gr.Checkbox(False, label="What an engine would have logged", elem_id="sv-engine-log",
-                                   info="Grey out what no engine's counters tell: u, p_draft, p_target, the "
-                                        "rejected drafts and the residuals (vLLM #19993, SGLang #34814)")
         c.inspector_plot = gr.Plot(label="Distributions behind the decision", show_label=False,
                                    elem_id="sv-inspector-plot")
         c.inspector_tree = gr.HTML("", elem_id="sv-inspector-tree")
     _main_charts(c)
     c.summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
+    # Under the summary, not between the tokens and the headline charts: a projector's first screen
+    # keeps Run, the tokens and the speedup (issue 39); the switch greys the tokens and the
+    # inspector above it and the charts below.
+    c.engine_log = gr.Checkbox(False, label="What an engine would have logged", elem_id="sv-engine-log",
+                               info="Grey out what no engine's counters tell: u, p_draft, p_target, the "
+                                    "rejected drafts and the residuals (vLLM #19993, SGLang #34814)")
 
 
 def _main_charts(c) -> None:

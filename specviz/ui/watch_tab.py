@@ -348,8 +348,8 @@ def watch_query(source: str, pass_: int, beat: int) -> str:
 # --------------------------------------------------------------------------- the tab
 INTRO = ("Watch **one verify pass** decide, beat by beat, from a real run's trace: the drafts appear, one target "
          "pass scores them all, each test draws its recorded u against min(1, p_target/p_draft), and the pass ends "
-         "with a resample from the residual or a bonus token. Step with **Space** or **→** (back: **←**), the "
-         "buttons, or the scrubber. Guess first, then watch. **The same pass under another rule** replays its test "
+         "with a resample from the residual or a bonus token. Step with the **beat ▶** and **◀ beat** buttons or "
+         "the scrubber (on a keyboard also **Space** or **→**, back **←**): a phone has no keys to press. Guess first, then watch. **The same pass under another rule** replays its test "
          "under one-hot, exact match, block verification or a lossy control, with the same recorded u.")
 
 

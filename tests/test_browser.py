@@ -21,6 +21,21 @@ pytestmark = [
 ]
 
 
+def set_number(page, elem_id: str, value) -> None:
+    """Type ``value`` into the number box of component ``elem_id`` and press Enter (the browser
+    modules' one way to set a number)."""
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def run_to_done(page, timeout_s: float = 300) -> None:
+    """Press Run and wait for this run's Done (the previous run's status is replaced first)."""
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_function("!document.querySelector('#sv-summary').innerText.includes('Done')", timeout=60_000)
+    page.wait_for_selector("#sv-summary >> text=Done", timeout=timeout_s * 1000)
+
+
 @pytest.fixture(scope="module")
 def app_url(shared_app_url):
     """The app's URL: one `python app.py` for every browser module of the session

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the app started once, a Chromium page)
+from test_browser import CHROMIUM, app_url, page, set_number as _set_number, run_to_done as _run  # noqa: F401  (fixtures: the app started once, a Chromium page)
 
 from specviz.ui.replay import INSPECTOR_HINT
 
@@ -19,19 +19,6 @@ pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]
 
 HINT = INSPECTOR_HINT[:40]
-
-
-def _set_number(page, elem_id: str, value) -> None:
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
-
-
-def _run(page, timeout_s: float = 300) -> None:
-    """Press Run and wait for this run's Done (the previous run's status is replaced first)."""
-    page.get_by_role("button", name="Run", exact=True).click()
-    page.wait_for_function("!document.querySelector('#sv-summary').innerText.includes('Done')", timeout=60_000)
-    page.wait_for_selector("#sv-summary >> text=Done", timeout=timeout_s * 1000)
 
 
 def _box(page, selector: str) -> dict:

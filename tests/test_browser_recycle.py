@@ -8,7 +8,7 @@ import os
 import re
 
 import pytest
-from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the app started once, a Chromium page)
+from test_browser import CHROMIUM, app_url, page, set_number as _set_number, run_to_done as _run  # noqa: F401  (fixtures: the app started once, a Chromium page)
 
 from specviz.drafters import DRAFTER_KINDS
 
@@ -16,19 +16,6 @@ pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]
 
 RECYCLE = DRAFTER_KINDS["recycle"]
-
-
-def _set_number(page, elem_id: str, value) -> None:
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
-
-
-def _run(page) -> None:
-    """Press Run and wait for this run's Done (the previous run's status is replaced first)."""
-    page.get_by_role("button", name="Run", exact=True).click()
-    page.wait_for_function("!document.querySelector('#sv-summary').innerText.includes('Done')", timeout=60_000)
-    page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
 
 
 def test_a_recycled_tree_run_shows_its_tree_in_the_inspector(page):

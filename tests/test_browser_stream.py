@@ -15,7 +15,7 @@ import os
 import time
 
 import pytest
-from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the app started once, a Chromium page)
+from test_browser import CHROMIUM, app_url, page, set_number as _set_number  # noqa: F401  (fixtures: the app started once, a Chromium page)
 
 from specviz.ui.replay import INSPECTOR_HINT
 
@@ -30,12 +30,6 @@ LONG_TASKS_JS = """() => {
   }).observe({type: 'longtask', buffered: false});
   return true;
 }"""
-
-
-def _set_number(page, elem_id: str, value) -> None:
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
 
 
 def test_a_256_token_stream_keeps_the_page_answering_and_the_inspector_in_view(page):

@@ -150,9 +150,8 @@ def first_pairs_in_two_processes(pool, branches: int, n: int, lookup: bool = Fal
     if pool is None:
         target, head = build()
         results = [first_pairs(target, head, branches, seeds, lookup) for seeds in halves]
-        counts = sum(r[0] for r in results)
-        return counts, *(sum(r[i] for r in results) for i in (1, 2, 3, 4))
-    results = list(pool.map(_worker, [branches, branches], [lookup, lookup], halves))
+    else:
+        results = list(pool.map(_worker, [branches, branches], [lookup, lookup], halves))
     counts = sum(r[0] for r in results)
     return counts, *(sum(r[i] for r in results) for i in (1, 2, 3, 4))
 

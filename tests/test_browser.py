@@ -29,11 +29,15 @@ def set_number(page, elem_id: str, value) -> None:
     box.press("Enter")
 
 
-def run_to_done(page, timeout_s: float = 300) -> None:
-    """Press Run and wait for this run's Done (the previous run's status is replaced first)."""
-    page.get_by_role("button", name="Run", exact=True).click()
-    page.wait_for_function("!document.querySelector('#sv-summary').innerText.includes('Done')", timeout=60_000)
-    page.wait_for_selector("#sv-summary >> text=Done", timeout=timeout_s * 1000)
+def run_to_done(page, timeout_s: float = 300, status: str = "#sv-summary", button=None) -> None:
+    """Press Run (or ``button``, a locator) and wait for this run's Done in ``status``: first for the
+    previous run's Done to leave, or a page that already showed one would pass at once, before the
+    run started (CI: a test went on while the run it asked for was still to come, and the next
+    test's Run queued behind it)."""
+    (button or page.get_by_role("button", name="Run", exact=True)).click()
+    page.wait_for_function("(sel) => !document.querySelector(sel).innerText.includes('Done')", arg=status,
+                           timeout=60_000)
+    page.wait_for_selector(f"{status} >> text=Done", timeout=timeout_s * 1000)
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +117,7 @@ def test_a_new_figure_redraws_each_chart_in_place(page):
       return !!chart;
     })""", list(RUN_CHARTS))
     assert all(marks), dict(zip(RUN_CHARTS, marks))
-    page.get_by_role("button", name="Run", exact=True).click()
-    page.wait_for_selector("#sv-summary >> text=Done", timeout=180_000)
+    run_to_done(page, timeout_s=180)
     # The run waits for the race to be cleared (run_tab.empty_race); its lanes follow its end.
     page.wait_for_function("() => (document.querySelector('#sv-race .js-plotly-plot').data || [])"
                            ".some((t) => (t.name || '').startsWith('verify') && t.x && t.x.length)", timeout=60_000)
@@ -178,6 +181,7 @@ def test_stop_ends_the_run_and_the_next_run_starts_at_once(page):
     number.fill("150")
     number.press("Enter")
     page.locator("#sv-prompt textarea").fill("Write a long story about a lighthouse keeper and the sea.")
+    assert page.locator("#sv-prompt textarea").input_value().startswith("Write a long story")
     page.get_by_role("button", name="Run", exact=True).click()
     page.wait_for_selector("#sv-summary >> text=Generating", timeout=180_000)
     page.wait_for_function("document.querySelectorAll('#sv-tokens .sv-out .sv-tok').length > 5", timeout=180_000)
@@ -190,8 +194,7 @@ def test_stop_ends_the_run_and_the_next_run_starts_at_once(page):
     number.fill("8")
     number.press("Enter")
     started = time.time()
-    page.get_by_role("button", name="Run", exact=True).click()
-    page.wait_for_selector("#sv-summary >> text=Done", timeout=120_000)
+    run_to_done(page, timeout_s=120)
     assert time.time() - started < 120
 
 

@@ -58,10 +58,8 @@ def test_the_inspector_starts_over_on_a_replayed_pass_and_a_new_run(page):
     page.wait_for_function("(hint) => !document.querySelector('#sv-inspector').innerText.includes(hint)",
                            arg=HINT, timeout=30_000)
     _set_number(page, "sv-max-new", 8)
-    page.get_by_role("button", name="Run", exact=True).click()
-    page.wait_for_function("(hint) => document.querySelector('#sv-inspector').innerText.includes(hint)",
-                           arg=HINT, timeout=30_000)
-    page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
+    _run(page)
+    assert HINT in page.inner_text("#sv-inspector")
 
 
 def test_stop_says_stopped_by_you_with_the_tokens_so_far(page, tmp_path_factory):

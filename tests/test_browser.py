@@ -21,6 +21,13 @@ pytestmark = [
 ]
 
 
+def wait_until_live(page) -> None:
+    """Wait for the page's load events to have run (the first adds the stylesheet,
+    draw/js/style.js, as ``#sv-style``): a click before then can be lost (seen once: a Run that
+    never reached the server, on a busy machine)."""
+    page.wait_for_selector("#sv-style", state="attached", timeout=120_000)
+
+
 def set_number(page, elem_id: str, value) -> None:
     """Type ``value`` into the number box of component ``elem_id`` and press Enter (the browser
     modules' one way to set a number)."""
@@ -71,6 +78,7 @@ def page(app_url):
         page = browser.new_page(viewport={"width": 1400, "height": 1600})
         page.goto(app_url, wait_until="domcontentloaded")
         page.wait_for_selector("text=Run", timeout=60_000)
+        wait_until_live(page)
         yield page
         browser.close()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_browser import CHROMIUM, app_url, browser  # noqa: F401  (fixtures: the app started once, one Chromium)
+from test_browser import CHROMIUM, app_url, browser, wait_until_live  # noqa: F401  (fixtures: the app started once, one Chromium)
 from test_browser import HAS_TEXT as _HAS_TEXT
 
 pytestmark = [pytest.mark.browser,
@@ -24,6 +24,7 @@ def fresh(browser, app_url):  # noqa: F811
         pages.append(page)
         page.goto(app_url + "/" + query, wait_until="domcontentloaded")
         page.wait_for_selector("#sv-tour-btn", timeout=60_000)
+        wait_until_live(page)
         return page
 
     yield open_

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM, HAS_TEXT, app_url, browser  # noqa: F401  (fixtures: the app, one Chromium)
+from test_browser import CHROMIUM, HAS_TEXT, app_url, browser, wait_until_live  # noqa: F401  (fixtures: the app, one Chromium)
 
 from specviz.engines import ENGINES, read_engine_file
 from specviz.ui.draw.engine_views import ENGINE_NAMES
@@ -39,6 +39,7 @@ def page(browser, app_url):  # noqa: F811  (the fixtures, passed on)
     page = browser.new_page(viewport={"width": 1400, "height": 1600})
     page.goto(app_url, wait_until="domcontentloaded", timeout=180_000)
     page.wait_for_selector("#sv-tour-btn", timeout=180_000)
+    wait_until_live(page)
     yield page
     page.close()
 

@@ -14,7 +14,7 @@ import os
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import CHROMIUM, LAUNCH_ARGS, app_url  # noqa: F401  (fixture: the app started once)
+from test_browser import CHROMIUM, LAUNCH_ARGS, app_url, wait_until_live  # noqa: F401  (fixture: the app started once)
 from test_text_stays_text import BAD_VALUE, HOSTILE, LABEL, hostile_trace
 
 from specviz.trace import token_label, visible_text
@@ -94,6 +94,7 @@ def page(app_url, tmp_path_factory):  # noqa: F811
         page = context.new_page()
         page.goto(f"{app_url}/?{urlencode(LINK)}", wait_until="domcontentloaded")
         page.wait_for_selector("#sv-tour-btn", timeout=60_000)
+        wait_until_live(page)
         yield page
         browser.close()
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_browser import CHROMIUM, app_url  # noqa: F401  (fixture: the app started once)
+from test_browser import CHROMIUM, app_url, wait_until_live  # noqa: F401  (fixture: the app started once)
 
 from scripts.browser_launch import LAUNCH_ARGS
 
@@ -80,6 +80,7 @@ def page(app_url):  # noqa: F811
         page = browser.new_page(viewport={"width": 1366, "height": 768})
         page.goto(app_url, wait_until="domcontentloaded", timeout=180_000)
         page.wait_for_selector("#sv-run-btn", timeout=180_000)
+        wait_until_live(page)
         number = page.locator("#sv-max-new input[type=number]")
         number.fill("12")
         number.press("Enter")

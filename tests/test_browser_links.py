@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_browser import CHROMIUM, app_url, browser  # noqa: F401  (fixtures: the app started once, one Chromium)
+from test_browser import CHROMIUM, app_url, browser, wait_until_live  # noqa: F401  (fixtures: the app started once, one Chromium)
 from test_browser import HAS_TEXT as _HAS_TEXT
 
 pytestmark = [pytest.mark.browser,
@@ -21,6 +21,7 @@ def _open(browser, url: str):  # noqa: F811  (the fixture, passed on)
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.goto(url, wait_until="domcontentloaded", timeout=180_000)
     page.wait_for_selector("#sv-tour-btn", timeout=180_000)
+    wait_until_live(page)
     return page, errors
 
 
@@ -50,6 +51,11 @@ def test_a_playground_link_sets_the_map_and_the_table_too(browser, app_url):  # 
     page.close()
 
 
+#: A page function's text of an element by selector, '' where there is none (an empty Markdown
+#: may not be in the page at all).
+TEXT_OF = "((sel) => (document.querySelector(sel) || {innerText: ''}).innerText.trim())"
+
+
 @pytest.fixture(scope="module")
 def public_url(tmp_path_factory, app_launcher):
     """``SPECVIZ_PUBLIC=1 python app.py`` on a free loopback port of its own."""
@@ -65,7 +71,10 @@ def test_the_public_refusal_is_a_message_on_the_tab_where_run_was_pressed(browse
     page.locator("#sv-max-new input[type=number]").fill("256")
     page.locator("#sv-max-new input[type=number]").press("Enter")
     page.locator("#sv-run-btn").click()
-    page.wait_for_timeout(2000)  # the first run's event is in the queue by now
+    # The first run has reached the server (its status or the queue's words are on the page): a
+    # fixed two-second wait was too short on a busy machine, and the second press went through.
+    page.wait_for_function(f"() => !{TEXT_OF}('#sv-summary').startsWith('Press') || {TEXT_OF}('#sv-run-status')",
+                           timeout=60_000)
     page.get_by_role("tab", name=tab).click()
     page.locator(button).click()
     toast = page.locator("[data-testid=toast-body]").filter(has_text="One generation at a time")

@@ -67,40 +67,14 @@ def target():
 #: they run in one worker, so the suite starts one app server (``shared_app_url``), not one per worker.
 BROWSER_GROUP = "browser"
 
-#: The groups that take longest (seconds on two busy cores, from ``--durations=0`` on a clean
-#: clone), handed out first: with the longest last, one worker would run it alone at the end
-#: while the other sat idle. Every other module follows in collection order.
-LONGEST_FIRST = ("browser",                  # 440 s, one app server and a Chromium per module
-                 "test_eagle_distribution",  # 150 s, two histograms of 8,000 runs
-                 "test_public_safety",       # 80 s, a public app per module
-                 "test_real_greedy", "test_tree_sampling", "test_cli", "test_zerogpu_worker",
-                 "test_loop_distribution", "test_rules", "test_app", "test_engine")
-
-
-def xdist_group_of(item) -> str:
-    """The pytest-xdist group of a test: :data:`BROWSER_GROUP` for the browser modules
-    (tests/test_browser*.py), else its module's name. A module's tests stay in one worker, so a
-    module-scoped fixture (an app server, a forked ZeroGPU worker, a reference run) is built once,
-    not once per worker that drew one of its tests (up to 30 s each, paid twice before)."""
-    return BROWSER_GROUP if item.path.name.startswith("test_browser") else item.path.stem
-
-
-def pytest_configure(config):
-    """Hand the groups out in :data:`LONGEST_FIRST` order, not pytest-xdist's default of the most
-    tests first (which put 79 quick model tests before 3 histograms of two minutes)."""
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
-
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the group marks
 def pytest_collection_modifyitems(config, items):
-    """Each test gets its xdist group (:func:`xdist_group_of`), and the groups are ordered longest
-    first (:data:`LONGEST_FIRST`; a stable sort keeps each module's own order); tests marked
-    ``gpu`` need CUDA: skipped, with the reason, where torch sees no CUDA GPU."""
+    """The browser modules (tests/test_browser*.py) form one xdist group; tests marked ``gpu`` need
+    CUDA: skipped, with the reason, where torch sees no CUDA GPU."""
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
-    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(xdist_group_of(item), len(rank)))
+        if item.path.name.startswith("test_browser"):
+            item.add_marker(pytest.mark.xdist_group(BROWSER_GROUP))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason=f"needs a CUDA GPU; torch {torch.__version__} sees none")

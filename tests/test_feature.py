@@ -96,6 +96,28 @@ def test_the_gate_counts_its_own_events_in_any_queue_and_no_others():
     assert not gate.admit("v") and gate.admit("z")
 
 
+def test_a_press_on_its_way_holds_the_visitors_generation_until_its_push(monkeypatch):
+    """Two presses on two tabs a second apart: the first one's quick check claims the visitor's
+    generation, so the second is refused at its own quick check (a message), and the first one's
+    push is then admitted by the validator, not refused silently (seen on a busy server). A chain
+    that stopped releases its claim; an unused claim lapses after CLAIM_S."""
+    queue = SimpleNamespace(event_queue_per_concurrency_id={}, active_jobs=[], event_analytics={})
+    gate = visitors.GenerationGate(SimpleNamespace(_queue=queue))
+    now = [1000.0]
+    monkeypatch.setattr(visitors.time, "time", lambda: now[0])
+    assert gate.admit("v", note=False, claim=True)  # the first press's quick check
+    assert not gate.admit("v", note=False, claim=True)  # the second press: refused with a message
+    assert gate.admit("w", note=False, claim=True)  # another visitor is not held
+    now[0] += 5
+    assert gate.admit("v")  # the first press's push: its validator admits it
+    assert not gate.admit("v", note=False)  # and it counts as waiting until it reaches the queue
+    now[0] += visitors.PUSH_WINDOW_S + 1
+    gate.release("w")  # w's chain stopped (its settings refused): w may press again at once
+    assert gate.admit("w", note=False, claim=True)
+    now[0] += visitors.CLAIM_S + 1  # a claim whose chain never pushed lapses
+    assert gate.admit("w", note=False, claim=True)
+
+
 def test_a_features_work_must_be_module_level_and_its_name_its_own():
     with pytest.raises(ValueError, match="module-level"):
         feature.Feature("echo-test", lambda ctx: iter(()), lambda: None)

@@ -11,7 +11,7 @@ import gradio as gr
 
 from ..drafters import DRAFTER_KINDS, for_device
 from ..rules import RULE_CHOICES
-from . import dial_view, placement, settings
+from . import dial_view, placement, settings, visitors
 from .context import PageContext
 from .draw import charts, diagnostic_charts, race
 from .draw.twin_charts import numbers_hide_markdown, twin_figure
@@ -334,6 +334,8 @@ def _checked_run_click(c, ctx: PageContext):
         first = c.run_btn.click(fn, inputs, outputs, **kwargs)
         checked = first.success(functools.partial(check_run, public=ctx.public), ctx.run_inputs(NAMES), None,
                                 api_name=False, preprocess=False, **FREE)
+        if ctx.public:  # settings refused: the press's hold on the visitor's one generation goes
+            checked.failure(visitors.release_claim, None, None, api_name=False, **FREE)
         checked.success(reset_inspector, None, inspector, api_name=False, **FREE)
         return checked.success(empty_race, None, c.race_plot, api_name=False, **FREE)
 

@@ -53,6 +53,12 @@ ONE_GENERATION = ("One generation at a time per visitor in public mode: yours is
 #: A refused or accepted push reaches the queue a moment after its validator: a second push of the
 #: same session within this window is counted as waiting (seconds).
 PUSH_WINDOW_S = 2.0
+#: A press that passed its quick check holds the visitor's one generation while its chain of
+#: model-free steps runs (the Run tab's settings check, the cleared views), before its generation
+#: is pushed: a second press meanwhile is refused with a message, not the first one's push
+#: refused silently by the validator. The hold lapses after this long (seconds), or when that
+#: generation is pushed, or when the chain stops (:func:`release_claim`).
+CLAIM_S = 30.0
 
 
 #: Every history and table a :class:`HistoryStore` of this process made or was given (weakly: a
@@ -293,13 +299,17 @@ class GenerationGate:
     events in the queue and running (read from gradio's queue; if gradio's internals change, that
     count is 0 and only the push window below applies: no crash), plus a push of the same session
     accepted within :data:`PUSH_WINDOW_S` (pushes validated at the same moment have not reached the
-    queue yet)."""
+    queue yet), plus a press that passed its quick check and has not pushed its generation yet
+    (:data:`CLAIM_S`: on a busy server two presses on two tabs a second apart had the second
+    one's generation pushed first, and the first one's refused by the validator, where a refusal
+    reaches the page as no message at all)."""
 
     def __init__(self, demo: gr.Blocks) -> None:
         self.demo = demo
         self.fns: list = []  # the generation events' gradio BlockFunctions
         self.api_names: frozenset = frozenset()  # their names, as the queue's records give them
         self._accepted: dict[str, float] = {}  # session → time.time() of its last accepted push
+        self._claims: dict[str, float] = {}  # session → time.time() its press passed the quick check
         self._lock = threading.Lock()
 
     def register(self, block_fn) -> None:
@@ -329,9 +339,11 @@ class GenerationGate:
         except Exception:  # noqa: BLE001 — as in busy()
             return False
 
-    def admit(self, session: str | None, note: bool = True) -> bool:
-        """Whether ``session`` may push another generation now (and if so, with ``note``, note the
-        push; :func:`check_generation` asks without noting, the validator then notes it)."""
+    def admit(self, session: str | None, note: bool = True, claim: bool = False) -> bool:
+        """Whether ``session`` may push another generation now. The validator (``note``) notes the
+        push and takes over the session's claim (its own press's); the quick check of a press
+        (``note=False``) is refused while another press holds a claim, and with ``claim`` holds
+        one itself (:data:`CLAIM_S`)."""
         if session is None:
             return True
         now = time.time()
@@ -339,11 +351,25 @@ class GenerationGate:
             for s, t in list(self._accepted.items()):
                 if now - t > PUSH_WINDOW_S or self.arrived(s, t):
                     del self._accepted[s]
+            for s, t in list(self._claims.items()):
+                if now - t > CLAIM_S or self.arrived(s, t):
+                    del self._claims[s]
             if session in self._accepted or self.busy(session):
                 return False
             if note:
+                self._claims.pop(session, None)
                 self._accepted[session] = now
+                return True
+            if session in self._claims:
+                return False
+            if claim:
+                self._claims[session] = now
             return True
+
+    def release(self, session: str | None) -> None:
+        """Drop ``session``'s claim: its press's chain stopped before its generation was pushed."""
+        with self._lock:
+            self._claims.pop(session, None)
 
     def validator(self, request: gr.Request, *values):
         """The events' ``validator``: one ``gr.validate`` per input, the first refused with
@@ -379,14 +405,24 @@ def one_generation(demo: gr.Blocks) -> int:
 
 def check_generation(demo: gr.Blocks, request: gr.Request | None = None) -> None:
     """The page's check before a generation starts in public mode: raises ``gr.Error`` with
-    :data:`ONE_GENERATION` when this visitor already has one waiting or running. A ``gr.Error``
-    is a pop-up over whatever tab the visitor pressed Run on; the validator's refusal alone reaches
+    :data:`ONE_GENERATION` when this visitor already has one waiting or running, or a press on its
+    way to one; else this press holds the visitor's generation until it is pushed
+    (:data:`CLAIM_S`). A ``gr.Error`` is a pop-up over whatever tab the visitor pressed Run on; the validator's refusal alone reaches
     the page only as a 422 in the console (the Run tab) or a box over the first input (issue 26
     item 8), so every generation button runs this first (:func:`generation_click`). Nothing when
     the page has no gate (not public)."""
     gate = _GATES.get(id(demo))
-    if gate is not None and not gate.admit(session_of(request), note=False):
+    if gate is not None and not gate.admit(session_of(request), note=False, claim=True):
         raise gr.Error(ONE_GENERATION, title="Please wait")
+
+
+def release_claim(request: gr.Request) -> None:
+    """A press's chain stopped before its generation (the Run tab's settings refused): its claim
+    on the visitor's one generation goes (:meth:`GenerationGate.release`), so the next press is
+    not told to wait for a generation that never started."""
+    session = session_of(request)
+    for gate in list(_GATES.values()):
+        gate.release(session)
 
 
 class GenerationClock:

@@ -379,6 +379,8 @@ class GenerationGate:
         except Exception:  # noqa: BLE001 — never block a visitor because of the check itself
             logger.exception("the one-generation check failed; letting the event through")
             ok = True
+        if not ok:  # the page shows no message for this one: the log says it happened
+            logger.info("one-generation gate: a push refused (session %s…)", (session_of(request) or "")[:6])
         first = gr.validate(True, "") if ok else gr.validate(False, ONE_GENERATION)
         return [first] + [gr.validate(True, "")] * (len(values) - 1)
 
@@ -413,6 +415,7 @@ def check_generation(demo: gr.Blocks, request: gr.Request | None = None) -> None
     the page has no gate (not public)."""
     gate = _GATES.get(id(demo))
     if gate is not None and not gate.admit(session_of(request), note=False, claim=True):
+        logger.info("one-generation gate: a press refused (session %s…)", (session_of(request) or "")[:6])
         raise gr.Error(ONE_GENERATION, title="Please wait")
 
 

@@ -26,7 +26,9 @@ def test_playground_sliders_move_the_figures_to_the_closed_form(page):
     page.get_by_role("tab", name="Playground").click()
     figures = page.locator("#sv-pg-figures")
     first = playground.closed_form(0.7, 4, 0.05, 1.0)
-    assert f"{first.tokens_per_pass:.3f}" in figures.inner_text(timeout=30_000)
+    # The figures are drawn by the page's load (a progress timer shows until then): wait for them.
+    page.wait_for_function("([sel, want]) => document.querySelector(sel).innerText.includes(want)",
+                           arg=["#sv-pg-figures", f"{first.tokens_per_pass:.3f}"], timeout=30_000)
     page.locator("#sv-pg-show").click()  # the best K shows once guessed or asked for
     for elem_id, value in (("sv-pg-alpha", 0.9), ("sv-pg-k", 6), ("sv-pg-c", 0.1), ("sv-pg-v", 1.2)):
         _set_slider(page, elem_id, value)

@@ -300,8 +300,8 @@ class GenerationGate:
     count is 0 and only the push window below applies: no crash), plus a push of the same session
     accepted within :data:`PUSH_WINDOW_S` (pushes validated at the same moment have not reached the
     queue yet), plus a press that passed its quick check and has not pushed its generation yet
-    (:data:`CLAIM_S`: on a busy server two presses on two tabs a second apart had the second
-    one's generation pushed first, and the first one's refused by the validator, where a refusal
+    (:data:`CLAIM_S`: without it, two presses on two tabs a second apart could have the second
+    one's generation pushed first and the first one's refused by the validator, whose refusal
     reaches the page as no message at all)."""
 
     def __init__(self, demo: gr.Blocks) -> None:
@@ -380,7 +380,7 @@ class GenerationGate:
             logger.exception("the one-generation check failed; letting the event through")
             ok = True
         if not ok:  # the page shows no message for this one: the log says it happened
-            logger.info("one-generation gate: a push refused (session %s…)", (session_of(request) or "")[:6])
+            _log_refusal("push", request)
         first = gr.validate(True, "") if ok else gr.validate(False, ONE_GENERATION)
         return [first] + [gr.validate(True, "")] * (len(values) - 1)
 
@@ -409,14 +409,19 @@ def check_generation(demo: gr.Blocks, request: gr.Request | None = None) -> None
     """The page's check before a generation starts in public mode: raises ``gr.Error`` with
     :data:`ONE_GENERATION` when this visitor already has one waiting or running, or a press on its
     way to one; else this press holds the visitor's generation until it is pushed
-    (:data:`CLAIM_S`). A ``gr.Error`` is a pop-up over whatever tab the visitor pressed Run on; the validator's refusal alone reaches
-    the page only as a 422 in the console (the Run tab) or a box over the first input (issue 26
-    item 8), so every generation button runs this first (:func:`generation_click`). Nothing when
-    the page has no gate (not public)."""
+    (:data:`CLAIM_S`). A ``gr.Error`` is a pop-up over whatever tab the visitor pressed Run on;
+    the validator's refusal alone reaches the page only as a 422 in the console (the Run tab) or a
+    box over the first input (issue 26 item 8), so every generation button runs this first
+    (:func:`generation_click`). Nothing when the page has no gate (not public)."""
     gate = _GATES.get(id(demo))
     if gate is not None and not gate.admit(session_of(request), note=False, claim=True):
-        logger.info("one-generation gate: a press refused (session %s…)", (session_of(request) or "")[:6])
+        _log_refusal("press", request)
         raise gr.Error(ONE_GENERATION, title="Please wait")
+
+
+def _log_refusal(what: str, request: gr.Request | None) -> None:
+    """One log line per refusal of the gate, naming the session by its first characters only."""
+    logger.info("one-generation gate: a %s refused (session %s…)", what, (session_of(request) or "")[:6])
 
 
 def release_claim(request: gr.Request) -> None:

@@ -35,6 +35,9 @@ from specviz.ui import gpu_budget, settings
 from tests.zerogpu_harness import HUB_MODELS, ROOT, build_caches, run_driver
 
 pytest.importorskip("spaces")
+#: One xdist worker runs this module, so its ``deployed`` scenario (a first deploy in a fresh
+#: Python, about 15 s of CPU) runs once, not once on each worker that draws one of its tests.
+pytestmark = pytest.mark.xdist_group("zerogpu-real")
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,10 @@ import pytest
 from specviz.ui import gpu, visitors
 from tests.zerogpu_harness import run_driver, unplaceable_env
 
+#: One xdist worker runs this module, so its ``worker`` scenario (a fresh Python with the real
+#: ``spaces`` package, about 30 s of CPU) runs once, not once on each worker that draws one of its tests.
+pytestmark = pytest.mark.xdist_group("zerogpu-worker")
+
 SECRET = [4242, 31337, 4242, 27182, 31337]
 #: What a forked child inherits without a job: a history held by this module when it forks.
 _HELD: list = []

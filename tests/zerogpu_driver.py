@@ -186,8 +186,15 @@ class _Scheduler:
         children = multiprocessing.active_children()
         for child in children:
             os.kill(child.pid, signal.SIGKILL)
-        for child in children:  # dead before the next job asks the wrapper for its worker
-            child.join(timeout=5)
+        # Dead, and seen dead by the wrapper's own Process objects, before the next job asks for
+        # its worker. spaces' sentinel thread (``Worker._close_on_exit``) reaps the worker in its
+        # own join; until it has stored the exit code, ``is_alive()`` on the same object still
+        # answers True (its waitpid gets ECHILD), and the next job is handed the dead worker: "GPU
+        # task aborted" (seen once in a full run, when a plain join here returned first).
+        deadline = time.monotonic() + 10
+        for child in children:
+            while child.exitcode is None and time.monotonic() < deadline:
+                time.sleep(0.01)
 
 
 def _no_card_start_up() -> None:

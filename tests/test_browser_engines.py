@@ -6,10 +6,12 @@ tab's "What an engine would have logged" switch greys out what no engine logs on
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_browser import CHROMIUM, HAS_TEXT, app_url, browser, wait_until_live  # noqa: F401  (fixtures: the app, one Chromium)
 
 from specviz.engines import ENGINES, read_engine_file
@@ -31,6 +33,8 @@ TRACE = ROOT / "assets" / "traces" / "copy_lookup.json"
 CHARTS = ("#sv-engine-tpp", "#sv-engine-lengths", "#sv-engine-positions", "#sv-engine-closed")
 #: How many Plotly traces each chart of the tab draws (the browser's own record of the figure).
 TRACES = "(sel) => (document.querySelector(sel + ' .js-plotly-plot') || {}).data?.length || 0"
+#: True once every chart of ``sels`` draws at least one trace.
+ALL_DRAWN = f"(sels) => sels.every((sel) => ({TRACES})(sel) >= 1)"
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +77,10 @@ def test_an_engines_file_is_drawn_with_the_run_charts_and_its_unknown_tokens_mar
     _drop(page, path)
     page.wait_for_function(HAS_TEXT, arg=["#sv-engine-summary", f"{path.name} · read as {ENGINE_NAMES[engine]}"],
                            timeout=60_000)
+    # The summary can land before the charts are drawn (under load, all four still had no trace
+    # when it did): wait for them, then read each one.
+    with contextlib.suppress(PlaywrightTimeout):  # the assertion below names the chart that never came
+        page.wait_for_function(ALL_DRAWN, arg=list(CHARTS), timeout=60_000)
     drawn = {sel: page.evaluate(TRACES, sel) for sel in CHARTS}
     assert all(n >= 1 for n in drawn.values()), drawn  # each file here has counts per pass or position
     table = page.inner_text("#sv-engine-figures")

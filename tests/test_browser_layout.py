@@ -11,6 +11,7 @@ Shares the browser modules' one app (tests/conftest.py, ``shared_app_url``) and 
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from test_browser import CHROMIUM, app_url, wait_until_live  # noqa: F401  (fixture: the app started once)
@@ -136,12 +137,27 @@ def test_on_a_phone_the_tokens_are_a_screen_from_run_one_chart_a_row_no_toolbar(
     assert toolbars == 0
 
 
+def _settled(page, snapshot: str, timeout_s: float = 15.0) -> list:
+    """``snapshot``'s value once two readings 300 ms apart agree: a chart still refitting to the
+    width ``_at`` set redraws its SVG a moment later (seen under load: two charts changed between
+    a reading taken too early and one after a refusal that changed nothing)."""
+    deadline = time.monotonic() + timeout_s
+    last = page.evaluate(snapshot)
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(300)
+        now = page.evaluate(snapshot)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def test_a_refused_run_leaves_every_output_as_it_was(page):
     """An empty prompt is refused before any work: a toast says so, the run's own line may show
     gradio's pill, and no output changes or shows an error."""
     _at(page, 1366)
     snapshot = f"() => {list(OUTPUTS)}.map((sel) => document.querySelector(sel).innerHTML)"
-    before = page.evaluate(snapshot)
+    before = _settled(page, snapshot)
     prompt = page.locator("#sv-prompt textarea")
     kept = prompt.input_value()
     prompt.fill("  ")

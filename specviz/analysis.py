@@ -67,10 +67,10 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
-from . import theory
-from .speedup import (PlainBaseline, format_speedup, own_plain_steps, pass_times, speedup_doubt,
+from specviz import theory
+from specviz.speedup import (PlainBaseline, format_speedup, own_plain_steps, pass_times, speedup_doubt,
                       speedup_with_spread)
-from .trace import KINDS, Round
+from specviz.trace import KINDS, Round
 
 __all__ = [
     "PositionAcceptance",

@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator
 
-from .speedup import PlainBaseline
+from specviz.speedup import PlainBaseline
 
 __all__ = ["MIN_SHORT_TOKENS", "STALE_AFTER_S", "BaselineStore", "measure_baseline", "short_sample_tokens"]
 

@@ -71,12 +71,12 @@ from pathlib import Path
 
 import torch
 
-from .analysis import analyse
-from .diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
-from .drafters import RECYCLE_TABLE, clear_recycle_table, clear_suffix_history
-from .drafters.recycle import warm_table, warm_token_ids
-from .runner import make_generation, warm_up
-from .speedup import NOT_MEASURABLE, PlainBaseline
+from specviz.analysis import analyse
+from specviz.diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
+from specviz.drafters import RECYCLE_TABLE, clear_recycle_table, clear_suffix_history
+from specviz.drafters.recycle import warm_table, warm_token_ids
+from specviz.runner import make_generation, warm_up
+from specviz.speedup import NOT_MEASURABLE, PlainBaseline
 
 log = logging.getLogger(__name__)
 
@@ -381,12 +381,12 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
     Our methods warm up through :func:`specviz.runner.warm_up`, transformers' with one untimed
     call each. Within a repeat the method order rotates per prompt and repeat.
     """
-    from .runner import default_warmup_tokens
-    from .sampling import SamplingConfig
+    from specviz.runner import default_warmup_tokens
+    from specviz.sampling import SamplingConfig
 
     report = report or (lambda line: None)
     warm = warm_snapshot(target, recycle_warm)
-    from .drafters.oracle import OracleDrafter
+    from specviz.drafters.oracle import OracleDrafter
 
     replay = OracleDrafter(min(target.vocab_size, target.logits_width)) if oracle and drafter is not None else None
     methods = _Methods(target, drafter, ks, seed, transformers_baselines, instrument_check, branches, tree_nodes,
@@ -489,7 +489,7 @@ def spec_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict
 def oracle_figures(m: Measurements, temperature: float, k: int, row: dict) -> dict | None:
     """The oracle's figures at (T, K) (tokens per pass, speedup with its range) and ``row``'s gap to
     them (:func:`specviz.ceiling.gap_to_oracle`), or None when the oracle was not timed."""
-    from .ceiling import gap_to_oracle
+    from specviz.ceiling import gap_to_oracle
 
     if (OURS_ORACLE, temperature, k) not in m.samples:
         return None
@@ -618,7 +618,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
     Raises:
         ValueError: if a prompt encodes to no tokens.
     """
-    from .runner import encode_prompt
+    from specviz.runner import encode_prompt
 
     encoded, notes = [], []
     for p in prompts:

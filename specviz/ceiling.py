@@ -20,9 +20,9 @@ a ceiling for greedy decoding only, and the sentence says so with the run's own 
 
 from __future__ import annotations
 
-from .analysis import RunAnalysis
-from .speedup import format_speedup
-from .trace import RESAMPLED, Round
+from specviz.analysis import RunAnalysis
+from specviz.speedup import format_speedup
+from specviz.trace import RESAMPLED, Round
 
 __all__ = ["ceiling_sentence", "first_departure", "gap_phrase", "gap_to_oracle", "mean_p_target_tested"]
 

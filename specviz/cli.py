@@ -45,7 +45,7 @@ class CLIError(Exception):
 
 # --------------------------------------------------------------------------- argument parsing
 def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) -> None:
-    from .drafters import spec_help
+    from specviz.drafters import spec_help
 
     p.add_argument("--target", default="smollm2-135m-instruct",
                    help="target model: an offline name (smollm2-135m-instruct, gemma-3-270m), a hub id or a "
@@ -81,7 +81,7 @@ def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .request import DEFAULT_LIMITS
+    from specviz.request import DEFAULT_LIMITS
 
     parser = argparse.ArgumentParser(prog="specviz", description="Speculative sampling on real language models.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -147,14 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_arg(sweep)
     sweep.set_defaults(func=cmd_sweep)
     _add_train_parser(sub)
-    from .engines.commands import add_engine_parsers
+    from specviz.engines.commands import add_engine_parsers
 
     add_engine_parsers(sub, cmd_import, cmd_export)
     return parser
 
 
 def _add_recycle_warm_arg(p: argparse.ArgumentParser) -> None:
-    from .drafters.recycle import WARM_MAX_TOKENS
+    from specviz.drafters.recycle import WARM_MAX_TOKENS
 
     p.add_argument("--recycle-warm", type=int, default=0, dest="recycle_warm", metavar="N",
                    help="Token Recycling (recycle, lookup+recycle): fill the table first from the target's top-k "
@@ -164,7 +164,7 @@ def _add_recycle_warm_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _check_recycle_warm(n_tokens: int) -> None:
-    from .drafters.recycle import WARM_MAX_TOKENS
+    from specviz.drafters.recycle import WARM_MAX_TOKENS
 
     if not 0 <= n_tokens <= WARM_MAX_TOKENS:
         raise CLIError(f"--recycle-warm must be in 0..{WARM_MAX_TOKENS}, got {n_tokens}")
@@ -180,7 +180,7 @@ def _recycle_table(drafter, n_tokens: int):
 
 
 def _add_cache_arg(p: argparse.ArgumentParser) -> None:
-    from .kvcache import CACHE_KINDS
+    from specviz.kvcache import CACHE_KINDS
 
     p.add_argument("--cache", default="dynamic", choices=CACHE_KINDS,
                    help="KV cache: dynamic, or static (fixed-shape passes that a CUDA graph can replay: one-token "
@@ -188,7 +188,7 @@ def _add_cache_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _add_train_parser(sub) -> None:
-    from .train_draft import TrainConfig
+    from specviz.train_draft import TrainConfig
 
     d = TrainConfig(target="", out="")
     train = sub.add_parser("train-draft", help="train an EAGLE-style draft head for a target",
@@ -260,7 +260,7 @@ def _check_threads(args: argparse.Namespace) -> None:
 
 def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str = "(bench prompts)"):
     """The run's settings through the one validation the app uses too (RequestError on a bad value)."""
-    from .request import validate_request
+    from specviz.request import validate_request
 
     return validate_request(prompt=prompt, target=args.target, draft=args.draft, k=k, temperature=temperature,
                             top_k=args.top_k, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
@@ -271,7 +271,7 @@ def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str =
 
 def _check_branches(request) -> None:
     """CLIError when B > 1 is asked of a drafter kind that drafts no trees (plain decoding)."""
-    from .drafters import DRAFTER_KINDS, drafter_kind
+    from specviz.drafters import DRAFTER_KINDS, drafter_kind
 
     if request.branches > 1 and not drafter_kind(request.draft).can_branch:
         branching = ", ".join(kind.form.split(" (")[0] for kind in DRAFTER_KINDS.values() if kind.can_branch)
@@ -281,8 +281,8 @@ def _check_branches(request) -> None:
 # --------------------------------------------------------------------------- run
 def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
-    from .drafters.recycle import warm_table, warm_token_ids
-    from .runner import (
+    from specviz.drafters.recycle import warm_table, warm_token_ids
+    from specviz.runner import (
         baseline_steps,
         default_warmup_tokens,
         drain,
@@ -322,7 +322,7 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
     synthetic twin (:func:`specviz.twin.synthetic_twin`), the health checks
     (:func:`specviz.health.check_health`) and, for the oracle drafter, what its ceiling is made of
     (:func:`specviz.ceiling.ceiling_sentence`), then the settings."""
-    from .diagnostics import diagnose
+    from specviz.diagnostics import diagnose
 
     diagnostics = diagnose(spec.rounds, analysis.k, analysis.cost_ratio_c, analysis.verify_cost_v)
     return {**_json_figures(spec, analysis, target, request, drafter, diagnostics), **_json_settings(
@@ -331,9 +331,9 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
 
 def _json_figures(spec, analysis, target, request, drafter, diagnostics) -> dict:
     """The ``run --json`` figures: tokens, the analysis, diagnostics, the twin, health, the ceiling."""
-    from .ceiling import ceiling_sentence
-    from .health import check_health
-    from .twin import synthetic_twin
+    from specviz.ceiling import ceiling_sentence
+    from specviz.health import check_health
+    from specviz.twin import synthetic_twin
 
     oracle = bool(getattr(drafter, "replays_target", False))
     return {
@@ -369,7 +369,7 @@ def _json_settings(spec, target, request, prompt_tokens: int, drafter) -> dict:
 
 
 def format_text(result: dict, color: bool) -> str:
-    from .speedup import format_speedup, speedup_shown
+    from specviz.speedup import format_speedup, speedup_shown
 
     if color:
         body = "".join(f"{ANSI[t['kind']]}{t['text']}{RESET if ANSI[t['kind']] else ''}" for t in result["tokens"])
@@ -392,7 +392,7 @@ def format_text(result: dict, color: bool) -> str:
     parts.append(f"finish: {result['finish_reason']}")
     summary = " · ".join(parts + result.get("notes", []))
     if result.get("proposed"):
-        from .diagnostics import describe
+        from specviz.diagnostics import describe
 
         summary += "".join(f"\n   {name}: {value}" for name, value in describe(result))
         if result.get("synthetic_twin"):
@@ -434,8 +434,8 @@ def sweep_setting(args: argparse.Namespace) -> tuple[str, list]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from .request import RequestError
-    from .sweep import alpha_trend, row_speedups, sweep, sweep_requests, write_csv
+    from specviz.request import RequestError
+    from specviz.sweep import alpha_trend, row_speedups, sweep, sweep_requests, write_csv
 
     parameter, values = sweep_setting(args)
     drafts = [args.draft] if isinstance(args.draft, str) else args.draft
@@ -474,7 +474,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_train_draft(args: argparse.Namespace) -> int:
-    from .train_draft import TrainConfig, format_summary, train
+    from specviz.train_draft import TrainConfig, format_summary, train
 
     _check_threads(args)
     names = ("target", "out", "tokens", "steps", "rollout", "batch", "lr", "vocab", "max_new_tokens", "gen_batch",
@@ -487,7 +487,7 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .engines.commands import format_import, import_result
+    from specviz.engines.commands import format_import, import_result
 
     run, form = import_result(args)
     print(format_import(run, form, args.json))
@@ -495,7 +495,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .engines.commands import export_text
+    from specviz.engines.commands import export_text
 
     print(export_text(args))
     return 0
@@ -507,7 +507,7 @@ def _num(x) -> str:
 
 # --------------------------------------------------------------------------- prepare
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from . import models
+    from specviz import models
 
     names = args.names or list(models.OFFLINE_MODELS)
     for name in names:
@@ -550,7 +550,7 @@ def tty_progress(verbose: bool):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from . import bench
+    from specviz import bench
 
     for k in args.k:
         for temperature in args.temperature:
@@ -561,7 +561,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
     _check_recycle_warm(args.recycle_warm)
     prompts = bench.load_prompts(args.prompts)
-    from .runner import default_warmup_tokens, load_pair
+    from specviz.runner import default_warmup_tokens, load_pair
 
     target, drafter = load_pair(args.target, args.draft, args.device, args.dtype,
                                 progress=tty_progress(args.verbose), compile_mode=args.compile)
@@ -643,7 +643,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     """The exception types whose message is written for users (printed without the class name)."""
     known: list[type[BaseException]] = [CLIError, ValueError, OSError]
     try:
-        from . import models
+        from specviz import models
 
         known += [getattr(models, n) for n in ("ModelLoadError", "IncompatiblePairError") if hasattr(models, n)]
     except Exception:  # noqa: BLE001 - models failing to import is itself reported

@@ -43,10 +43,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .analysis import PositionAcceptance, draft_depth, per_position_acceptance
-from .rule_replay import (EXTRA_FIGURES, RULES, TOP_TOKENS_KEPT, PositionBounds, Range, RuleEstimate, RulesOnPasses,
+from specviz.analysis import PositionAcceptance, draft_depth, per_position_acceptance
+from specviz.rule_replay import (EXTRA_FIGURES, RULES, TOP_TOKENS_KEPT, PositionBounds, Range, RuleEstimate, RulesOnPasses,
                           block_reach, rules_on_passes)
-from .trace import Round
+from specviz.trace import Round
 
 #: The bounds at one position under the name this module gave them before
 #: :mod:`specviz.rule_replay` held them (tests/test_diagnostics.py reads it).

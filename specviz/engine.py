@@ -63,17 +63,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .analysis import RunAnalysis, analyse
-from .drafters import Drafter
-from .drafttree import DraftTree, LastLayerFeatures, crop_cache, default_tree_nodes
-from .generators import GeneratorPool
-from .kvcache import CACHE_KINDS, PaddedStaticCache, run_pass
-from .phaseclock import PhaseClock
-from .recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
-from .request import effective_k
-from .sampling import SamplingConfig, check_rule, logits_to_probs, verify_tree
-from .speedup import PlainBaseline
-from .trace import EmittedToken, Round
+from specviz.analysis import RunAnalysis, analyse
+from specviz.drafters import Drafter
+from specviz.drafttree import DraftTree, LastLayerFeatures, crop_cache, default_tree_nodes
+from specviz.generators import GeneratorPool
+from specviz.kvcache import CACHE_KINDS, PaddedStaticCache, run_pass
+from specviz.phaseclock import PhaseClock
+from specviz.recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
+from specviz.request import effective_k
+from specviz.sampling import SamplingConfig, check_rule, logits_to_probs, verify_tree
+from specviz.speedup import PlainBaseline
+from specviz.trace import EmittedToken, Round
 
 __all__ = ["TOP_TOKENS", "ContextLengthError", "DraftIdError", "Generation", "IncrementalDecoder", "checked_draft_ids",
            "context_limit",

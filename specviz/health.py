@@ -34,8 +34,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass
 
-from .analysis import RunAnalysis
-from .trace import ACCEPTED, Round
+from specviz.analysis import RunAnalysis
+from specviz.trace import ACCEPTED, Round
 
 __all__ = ["BURST_RATIO", "FALLBACK_SHARE", "LOOP_ALPHA", "LOOP_MIN_COPIES", "LOOP_MIN_SHARE", "LOOP_MIN_TOKENS",
            "MIN_PASSES", "STALL_FACTOR", "Health", "HealthCheck", "Loop", "burstiness", "check_health", "counter_mismatches",

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from .drafters import drafter_kind
-from .offline import OFFLINE_MODELS, cache_dir, is_repo_id
+from specviz.drafters import drafter_kind
+from specviz.offline import OFFLINE_MODELS, cache_dir, is_repo_id
 
 __all__ = ["CACHE_FRACTION", "HEADROOM", "MODEL_SHAPES", "ModelShape", "bytes_per_parameter", "device_free_bytes",
            "drafter_layers", "drafter_parameters", "fixed_mmap_threshold", "memory_budget", "model_layers", "model_parameters", "pair_bytes",
@@ -168,7 +168,7 @@ def drafter_parameters(spec: str, target: str) -> int | None:
         return model_parameters(spec)
     if not kind.needs_model:
         return 0
-    from .drafters.eagle import shipped_head_dir
+    from specviz.drafters.eagle import shipped_head_dir
 
     directory = spec.partition(":")[2]
     try:
@@ -187,7 +187,7 @@ def drafter_layers(spec: str, target: str) -> int | None:
         return model_layers(spec)
     if not kind.needs_model:
         return None
-    from .drafters.eagle import shipped_head_dir
+    from specviz.drafters.eagle import shipped_head_dir
 
     try:
         return model_layers(spec.partition(":")[2] or str(shipped_head_dir(target)))

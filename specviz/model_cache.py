@@ -20,8 +20,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 import torch
 
-from . import memory
-from .drafters import selfdraft
+from specviz import memory
+from specviz.drafters import selfdraft
 
 # ``LoadedModel`` (specviz.models) appears in annotations only, as a name: importing it would make
 # the two modules import each other.

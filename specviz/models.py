@@ -62,14 +62,14 @@ from pathlib import Path
 
 import torch
 
-from .drafters import (Drafter, RecycleTable, SuffixDrafter, SuffixHistory, drafter_kind, parse_drafter_spec,
+from specviz.drafters import (Drafter, RecycleTable, SuffixDrafter, SuffixHistory, drafter_kind, parse_drafter_spec,
                        selfdraft, shared_vocab_size)
-from .drafters.selfdraft import early_exit_draft, int8_draft
-from . import memory
-from .errors import IncompatiblePairError, ModelLoadError
-from .kvcache import check_transformers
-from .model_cache import DEFAULT_MAX_MODELS, CacheKey, ModelCache, module_bytes  # noqa: F401  (re-exported)
-from .offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
+from specviz.drafters.selfdraft import early_exit_draft, int8_draft
+from specviz import memory
+from specviz.errors import IncompatiblePairError, ModelLoadError
+from specviz.kvcache import check_transformers
+from specviz.model_cache import DEFAULT_MAX_MODELS, CacheKey, ModelCache, module_bytes  # noqa: F401  (re-exported)
+from specviz.offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
 
 __all__ = [
     "OFFLINE_MODELS",

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from .errors import ModelLoadError
+from specviz.errors import ModelLoadError
 
 __all__ = ["OFFLINE_MODELS", "OfflineSpec", "ProgressFn", "cache_dir", "prepare_offline", "report_progress"]
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from .drafttree import DraftTree
-from .sampling import TreeVerifyResult
-from .trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.drafttree import DraftTree
+from specviz.sampling import TreeVerifyResult
+from specviz.trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 
 __all__ = ["TOP_TOKENS", "IncrementalDecoder", "RoundRecorder"]
 

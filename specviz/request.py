@@ -20,10 +20,10 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from . import memory
-from .drafters import DRAFTER_KINDS, drafter_kind, for_device, parse_drafter_spec
-from .kvcache import CACHE_KINDS
-from .sampling import RuleError, SamplingConfig, check_rule
+from specviz import memory
+from specviz.drafters import DRAFTER_KINDS, drafter_kind, for_device, parse_drafter_spec
+from specviz.kvcache import CACHE_KINDS
+from specviz.sampling import RuleError, SamplingConfig, check_rule
 
 __all__ = ["DEFAULT_LIMITS", "MODEL_FREE_DRAFTERS", "PUBLIC_LIMITS", "Limits", "PublicPolicy", "RequestError",
            "RunRequest", "ServerDevice", "check_drafter_device", "check_public_models", "effective_k",

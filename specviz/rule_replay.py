@@ -47,9 +47,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .rules import ENSEMBLE, RELAXED_TOP_K, check_rule, ensemble_rule
-from .rules import RULES as ALL_RULES
-from .trace import Round
+from specviz.rules import ENSEMBLE, RELAXED_TOP_K, check_rule, ensemble_rule
+from specviz.rules import RULES as ALL_RULES
+from specviz.trace import Round
 
 __all__ = [
     "EXTRA_FIGURES",

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
-from .baseline import DEFAULT_SAMPLES, measure_baseline
-from .request import RequestError, RunRequest, effective_k
-from .speedup import PlainBaseline
+from specviz.baseline import DEFAULT_SAMPLES, measure_baseline
+from specviz.request import RequestError, RunRequest, effective_k
+from specviz.speedup import PlainBaseline
 
 __all__ = ["WARMUP_TOKENS", "PreparedRun", "baseline_key", "baseline_steps", "check_prompt_tokens", "default_warmup_tokens", "drain", "encode_prompt",
            "load_pair", "make_generation", "plain_baseline", "prepare_run", "record_for_oracle", "saved_trace",
@@ -59,7 +59,7 @@ def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: st
         ValueError, specviz.models.ModelLoadError, specviz.models.IncompatiblePairError: from
             :func:`specviz.models.load_model` and :func:`specviz.models.build_drafter`.
     """
-    from . import models
+    from specviz import models
 
     target = models.load_model(target_spec, device=device, dtype=dtype, progress=progress)
     drafter = models.build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress,
@@ -86,8 +86,8 @@ def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, se
         eos: stop at the target's EOS ids (the bench turns this off to generate equal lengths).
         decode: record each token's text.
     """
-    from .engine import Generation
-    from .trace import TokenPieces
+    from specviz.engine import Generation
+    from specviz.trace import TokenPieces
 
     vocab = getattr(drafter, "vocab_size", None) if drafter is not None else None
     if getattr(drafter, "replays_target", False):
@@ -123,7 +123,7 @@ def record_for_oracle(target, drafter, prompt_ids, sampling, max_new_tokens, see
         drafter: the oracle drafter.
         prompt_ids, sampling, max_new_tokens, seed, eos, cache: the run's, as in :func:`make_generation`.
     """
-    from .drafters.oracle import recording_key
+    from specviz.drafters.oracle import recording_key
 
     stop = tuple(target.eos_token_ids) if eos else ()
     key = recording_key(prompt_ids, sampling, max_new_tokens, seed, stop, cache)
@@ -205,7 +205,7 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
     import torch
     import transformers
 
-    from .trace import trace_to_dict
+    from specviz.trace import trace_to_dict
 
     settings = {"prompt": request.prompt, "target": request.target, "draft": request.draft, "k": request.k,
                 "temperature": request.sampling.temperature, "top_k": request.sampling.top_k,
@@ -260,7 +260,7 @@ class PreparedRun:
     def in_use(self):
         """A context manager pinning this run's target and draft model in the model cache while it
         runs (:func:`specviz.models.in_use`): no other load evicts them meanwhile."""
-        from . import models
+        from specviz import models
 
         return models.in_use(self.target, getattr(self.drafter, "model", None))
 

@@ -67,7 +67,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .rules import RELAXED_TOP_K, RULE_NAMES, RULES, Rule, RuleError, check_rule
+from specviz.rules import RELAXED_TOP_K, RULE_NAMES, RULES, Rule, RuleError, check_rule
 
 __all__ = [
     "RELAXED_TOP_K",

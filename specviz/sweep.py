@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
-from .speedup import speedup_doubts
-from .trace import spreadsheet_safe
+from specviz.request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
+from specviz.speedup import speedup_doubts
+from specviz.trace import spreadsheet_safe
 
 __all__ = ["CSV_FIELDS", "PARAMETERS", "TREND_WORDS", "AlphaTrend", "SweepStep", "alpha_trend", "row_speedups",
            "speedup_doubts", "sweep", "sweep_requests", "sweep_rows", "write_csv"]
@@ -169,7 +169,7 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
         NonFiniteLogitsError, RequestError, ValueError: from preparing and running, as the run
         command raises them.
     """
-    from .runner import prepare_run
+    from specviz.runner import prepare_run
 
     prepare = prepare or prepare_run
     deadline = None if max_run_s is None else time.perf_counter() + max_run_s
@@ -189,8 +189,8 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
 def _setting(prepared, index: int, total: int, deadline: float | None, should_end=None) -> Iterator[SweepStep]:
     """The steps of one setting: speculative run, plain baseline, then the row (``_TimeUp`` past
     ``deadline`` or once ``should_end()``)."""
-    from . import bench
-    from .runner import baseline_steps
+    from specviz import bench
+    from specviz.runner import baseline_steps
 
     def ended() -> bool:
         return (deadline is not None and time.perf_counter() > deadline) or (should_end is not None and should_end())
@@ -243,7 +243,7 @@ def _stores_kept(drafter):
 def row_speedups(rows: Sequence[dict]) -> list[str | None]:
     """Per row, its speedup as every front-end writes it: the figure with its range, or "not
     measurable now: …" (:func:`speedup_doubts`, :func:`specviz.speedup.speedup_shown`)."""
-    from .speedup import speedup_shown
+    from specviz.speedup import speedup_shown
 
     return [speedup_shown(r.get("speedup"), r.get("speedup_low"), r.get("speedup_high"), doubt)
             for r, doubt in zip(rows, speedup_doubts(rows))]

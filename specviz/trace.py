@@ -22,7 +22,7 @@ import math
 import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
-from .rules import RULE_NAMES, RuleError, check_rule
+from specviz.rules import RULE_NAMES, RuleError, check_rule
 
 #: Kinds of emitted tokens.
 ACCEPTED = "accepted"  # a draft token that passed the min(1, p_target/p_draft) test

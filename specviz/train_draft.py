@@ -55,8 +55,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .drafttree import LastLayerFeatures
-from .drafters.eagle import (
+from specviz.drafttree import LastLayerFeatures
+from specviz.drafters.eagle import (
     EagleHead,
     check_frequent_ids,
     load_head,
@@ -65,7 +65,7 @@ from .drafters.eagle import (
     save_head,
     tree_mask,
 )
-from .train_files import check_answers, check_moment, check_param_groups, diverged, json_field
+from specviz.train_files import check_answers, check_moment, check_param_groups, diverged, json_field
 
 __all__ = ["DATA_FILE", "FILE_VERSION", "PROMPTS_FILE", "STATE_FILE", "TrainConfig", "evaluate", "format_summary",
            "frequent_tokens", "generate_answers", "load_prompts", "load_state", "load_teacher_data", "lr_factor",
@@ -740,7 +740,7 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
     out = Path(cfg.out).expanduser()
     cached, state = _cached_data(cfg, out), _checkpoint_state(cfg, out)
     if loaded is None:
-        from .models import load_model
+        from specviz.models import load_model
 
         loaded = load_model(cfg.target, device=cfg.device, dtype=cfg.dtype)
     out.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from .drafters.eagle import JsonTooDeepError, loads_bounded
+from specviz.drafters.eagle import JsonTooDeepError, loads_bounded
 
 __all__ = ["MIN_ANSWER_TOKENS", "check_answers", "check_moment", "check_param_groups", "diverged", "json_field"]
 

@@ -39,14 +39,14 @@ EAGLE modules load on first use (the registry imports them when such a drafter i
 
 from __future__ import annotations
 
-from ..drafttree import DraftTree, crop_cache, default_tree_nodes
-from .base import Drafter
-from .draft_model import ModelDrafter, shared_vocab_size
-from .lookup import PromptLookupDrafter, prefix_tree
-from .recycle import RECYCLE_TABLE, SESSION_TABLE_MAX_ROWS, RecycleDrafter, RecycleTable, clear_recycle_table
-from .registry import (DRAFTER_KINDS, DrafterKind, device_type, drafter_kind, for_device, kinds_for, parse_drafter_spec,
+from specviz.drafttree import DraftTree, crop_cache, default_tree_nodes
+from specviz.drafters.base import Drafter
+from specviz.drafters.draft_model import ModelDrafter, shared_vocab_size
+from specviz.drafters.lookup import PromptLookupDrafter, prefix_tree
+from specviz.drafters.recycle import RECYCLE_TABLE, SESSION_TABLE_MAX_ROWS, RecycleDrafter, RecycleTable, clear_recycle_table
+from specviz.drafters.registry import (DRAFTER_KINDS, DrafterKind, device_type, drafter_kind, for_device, kinds_for, parse_drafter_spec,
                        real_draft_phrase, spec_forms, spec_help)
-from .suffix import (HISTORY_MAX_SEQUENCES, HISTORY_MAX_TOKENS, SESSION_HISTORY_MAX_SEQUENCES,
+from specviz.drafters.suffix import (HISTORY_MAX_SEQUENCES, HISTORY_MAX_TOKENS, SESSION_HISTORY_MAX_SEQUENCES,
                      SESSION_HISTORY_MAX_TOKENS, SUFFIX_HISTORY, SuffixDrafter, SuffixHistory,
                      clear_suffix_history)
 

@@ -27,8 +27,8 @@ from typing import Protocol
 
 import torch
 
-from ..drafttree import DraftTree
-from ..sampling import SamplingConfig
+from specviz.drafttree import DraftTree
+from specviz.sampling import SamplingConfig
 
 __all__ = ["Drafter"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from ..drafttree import DraftTree, default_tree_nodes
-from .eagle import EagleDrafter
+from specviz.drafttree import DraftTree, default_tree_nodes
+from specviz.drafters.eagle import EagleDrafter
 
 __all__ = ["LookupThen", "LookupThenEagle", "merge_trees"]
 

@@ -14,10 +14,10 @@ import heapq
 
 import torch
 
-from ..drafttree import DraftTree, crop_cache, default_tree_nodes
-from ..errors import IncompatiblePairError
-from ..kvcache import PaddedStaticCache, run_pass
-from ..sampling import logits_to_probs, sample
+from specviz.drafttree import DraftTree, crop_cache, default_tree_nodes
+from specviz.errors import IncompatiblePairError
+from specviz.kvcache import PaddedStaticCache, run_pass
+from specviz.sampling import logits_to_probs, sample
 
 __all__ = ["ModelDrafter", "shared_vocab_size"]
 

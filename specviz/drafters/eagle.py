@@ -39,9 +39,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..drafttree import DraftTree, crop_cache, default_tree_nodes
-from ..kvcache import cache_argument
-from ..sampling import SamplingConfig, logits_to_probs, sample
+from specviz.drafttree import DraftTree, crop_cache, default_tree_nodes
+from specviz.kvcache import cache_argument
+from specviz.sampling import SamplingConfig, logits_to_probs, sample
 
 __all__ = ["HEAD_FILE", "HEAD_FORMAT", "HEADS_DIR", "MAX_CONFIG_BYTES", "MAX_JSON_DEPTH", "EagleDrafter", "EagleHead",
            "JsonTooDeepError", "check_frequent_ids", "head_config", "load_head", "loads_bounded", "min_frequent_tokens",

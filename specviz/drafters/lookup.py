@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from ..drafttree import DraftTree, default_tree_nodes
-from .base import _branch_depth, _context_matches
+from specviz.drafttree import DraftTree, default_tree_nodes
+from specviz.drafters.base import _branch_depth, _context_matches
 
 __all__ = ["PromptLookupDrafter", "prefix_tree"]
 

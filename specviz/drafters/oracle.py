@@ -28,7 +28,7 @@ from collections import OrderedDict
 
 import torch
 
-from ..drafttree import DraftTree
+from specviz.drafttree import DraftTree
 
 __all__ = ["OracleDrafter", "recording_key"]
 

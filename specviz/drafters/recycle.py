@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch
 
-from ..drafttree import DraftTree, default_tree_nodes
-from ..kvcache import run_pass
+from specviz.drafttree import DraftTree, default_tree_nodes
+from specviz.kvcache import run_pass
 
 __all__ = ["PAPER_TREE", "RECYCLE_TABLE", "RECYCLE_TOP_K", "SESSION_TABLE_MAX_ROWS", "TABLE_MAX_ROWS",
            "WARM_MAX_TOKENS", "WARM_TEXT_EXCLUDES", "WARM_TEXT_FILE", "RecycleDrafter", "RecycleTable",

@@ -15,14 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..offline import OFFLINE_MODELS, is_repo_id
-from . import selfdraft
-from .base import Drafter
-from .draft_model import ModelDrafter, shared_vocab_size
-from .lookup import PromptLookupDrafter
-from .oracle import OracleDrafter
-from .recycle import RecycleDrafter
-from .suffix import SuffixDrafter
+from specviz.offline import OFFLINE_MODELS, is_repo_id
+from specviz.drafters import selfdraft
+from specviz.drafters.base import Drafter
+from specviz.drafters.draft_model import ModelDrafter, shared_vocab_size
+from specviz.drafters.lookup import PromptLookupDrafter
+from specviz.drafters.oracle import OracleDrafter
+from specviz.drafters.recycle import RecycleDrafter
+from specviz.drafters.suffix import SuffixDrafter
 
 __all__ = ["DEVICE_TYPES", "DRAFTER_KINDS", "DrafterKind", "device_type", "drafter_kind", "for_device", "kinds_for",
            "parse_drafter_spec", "real_draft_phrase", "spec_forms", "spec_help"]
@@ -149,7 +149,7 @@ def _build_recycle(target, spec, device, dtype, progress, load):
 
 
 def _build_lookup_recycle(target, spec, device, dtype, progress, load):
-    from .combined import LookupThen
+    from specviz.drafters.combined import LookupThen
 
     # Trigram matches only, as in lookup+eagle: shorter ones are left to the table.
     return LookupThen(RecycleDrafter(_vocab(target)), PromptLookupDrafter(_vocab(target), max_ngram=3, min_ngram=3),
@@ -171,7 +171,7 @@ def _build_early_exit(target, spec, device, dtype, progress, load):
 
 
 def _build_eagle(target, spec, device, dtype, progress, load):
-    from .eagle import EagleDrafter, load_head, shipped_head_dir
+    from specviz.drafters.eagle import EagleDrafter, load_head, shipped_head_dir
 
     directory = spec.partition(":")[2] or shipped_head_dir(target.name)
     head = load_head(directory, target.model)
@@ -179,7 +179,7 @@ def _build_eagle(target, spec, device, dtype, progress, load):
 
 
 def _build_lookup_eagle(target, spec, device, dtype, progress, load):
-    from .combined import LookupThenEagle
+    from specviz.drafters.combined import LookupThenEagle
 
     directory = spec.partition(":")[2]
     head = _build_eagle(target, f"eagle:{directory}" if directory else "eagle", device, dtype, progress, load)

@@ -13,8 +13,8 @@ import heapq
 
 import torch
 
-from ..drafttree import DraftTree, default_tree_nodes
-from .base import _branch_depth, _context_matches, _match_length
+from specviz.drafttree import DraftTree, default_tree_nodes
+from specviz.drafters.base import _branch_depth, _context_matches, _match_length
 
 __all__ = ["HISTORY_MAX_SEQUENCES", "HISTORY_MAX_TOKENS", "SESSION_HISTORY_MAX_SEQUENCES",
            "SESSION_HISTORY_MAX_TOKENS", "SUFFIX_HISTORY", "SuffixDrafter", "SuffixHistory",

@@ -11,10 +11,10 @@ engine: :mod:`~specviz.engines.vllm`, :mod:`~specviz.engines.sglang`, :mod:`~spe
 
 from __future__ import annotations
 
-from . import llamacpp, mlx, sglang, vllm
-from .checks import check_text, fail
-from .file_error import EngineFileError
-from .imported import ENGINES, TOKEN_KINDS, Figure, ImportedRun
+from specviz.engines import llamacpp, mlx, sglang, vllm
+from specviz.engines.checks import check_text, fail
+from specviz.engines.file_error import EngineFileError
+from specviz.engines.imported import ENGINES, TOKEN_KINDS, Figure, ImportedRun
 
 __all__ = ["ENGINES", "TOKEN_KINDS", "EngineFileError", "Figure", "ImportedRun", "guess_engine", "read_engine_file"]
 

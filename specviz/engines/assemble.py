@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import normalise as nz
-from .imported import Figure, ImportedRun
+from specviz.engines import normalise as nz
+from specviz.engines.imported import Figure, ImportedRun
 
 __all__ = ["Fields", "from_histogram", "from_passes", "from_totals"]
 

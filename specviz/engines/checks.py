@@ -15,7 +15,7 @@ import json
 import math
 import re
 
-from .file_error import EngineFileError
+from specviz.engines.file_error import EngineFileError
 
 __all__ = ["MAX_BYTES", "MAX_COUNT", "MAX_POSITIONS", "MAX_STEPS", "MAX_TOKENS", "MAX_TOKEN_CHARS", "check_text",
            "count", "counts", "fail", "json_documents", "label", "load_json", "optional_count", "plain_source",

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from .. import theory
-from ..diagnostics import engine_k
-from .imported import ImportedRun
-from .normalise import ALPHA, conditional_by_position
+from specviz import theory
+from specviz.diagnostics import engine_k
+from specviz.engines.imported import ImportedRun
+from specviz.engines.normalise import ALPHA, conditional_by_position
 
 __all__ = ["closed_form", "run_to_dict"]
 

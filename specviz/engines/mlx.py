@@ -18,11 +18,11 @@ after the prompt's pass has sampled the first token.
 
 from __future__ import annotations
 
-from . import normalise as nz
-from .assemble import Fields, from_passes, from_totals
-from .checks import (MAX_POSITIONS, MAX_TOKENS, count, fail, json_documents, label, optional_count, plain_source,
+from specviz.engines import normalise as nz
+from specviz.engines.assemble import Fields, from_passes, from_totals
+from specviz.engines.checks import (MAX_POSITIONS, MAX_TOKENS, count, fail, json_documents, label, optional_count, plain_source,
                      token_text)
-from .imported import Figure, ImportedRun
+from specviz.engines.imported import Figure, ImportedRun
 
 __all__ = ["looks_like", "read"]
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 
-from . import normalise as nz
-from .assemble import Fields, from_histogram, from_totals
-from .checks import MAX_POSITIONS, count, counts, fail, json_documents, label, optional_count, plain_source, ratio
-from .imported import Figure, ImportedRun
+from specviz.engines import normalise as nz
+from specviz.engines.assemble import Fields, from_histogram, from_totals
+from specviz.engines.checks import MAX_POSITIONS, count, counts, fail, json_documents, label, optional_count, plain_source, ratio
+from specviz.engines.imported import Figure, ImportedRun
 
 __all__ = ["looks_like", "read"]
 

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from .checks import MAX_BYTES, fail
+from specviz.engines.checks import MAX_BYTES, fail
 
 __all__ = ["display_url", "fetch_completion", "request_body"]
 

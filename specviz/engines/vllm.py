@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 import re
 
-from . import normalise as nz
-from .assemble import Fields, from_histogram, from_passes, from_totals
-from .checks import (MAX_POSITIONS, MAX_STEPS, MAX_TOKENS, count, counts, fail, json_documents, label,
+from specviz.engines import normalise as nz
+from specviz.engines.assemble import Fields, from_histogram, from_passes, from_totals
+from specviz.engines.checks import (MAX_POSITIONS, MAX_STEPS, MAX_TOKENS, count, counts, fail, json_documents, label,
                      optional_count, plain_source, ratio, token_text)
-from .imported import Figure, ImportedRun
+from specviz.engines.imported import Figure, ImportedRun
 
 __all__ = ["PROM_PREFIX", "looks_like", "read", "read_prometheus"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 
-from .checks import fail
-from .imported import ENGINES
+from specviz.engines.checks import fail
+from specviz.engines.imported import ENGINES
 
 __all__ = ["SUFFIXES", "write"]
 

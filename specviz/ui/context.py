@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from .draw.scripts import called, script
+from specviz.ui.draw.scripts import called, script
 
 #: Selects a tab in the browser by its ``id`` (``gr.Tab(id=...)``; the page renders it as the tab
 #: button's ``data-tab-id``; ``draw/js/select_tab.js``): a js-only event, so the Tabs is never a server

@@ -21,16 +21,16 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from ..request import to_int
-from ..rule_replay import RULES as EXACT_RULES
-from ..rule_replay import ensemble_dial, rules_on_passes
-from . import gpu, gpu_budget, run_stream, settings
-from .draw import dial_chart
-from .draw.escape import as_text
-from .feature import Feature, Plan
-from .fields import SHARED, request_from, spread
-from .teach.dial import DIAL_WEIGHTS, dial_experiment
-from .user_errors import refused, user_errors
+from specviz.request import to_int
+from specviz.rule_replay import RULES as EXACT_RULES
+from specviz.rule_replay import ensemble_dial, rules_on_passes
+from specviz.ui import gpu, gpu_budget, run_stream, settings
+from specviz.ui.draw import dial_chart
+from specviz.ui.draw.escape import as_text
+from specviz.ui.feature import Feature, Plan
+from specviz.ui.fields import SHARED, request_from, spread
+from specviz.ui.teach.dial import DIAL_WEIGHTS, dial_experiment
+from specviz.ui.user_errors import refused, user_errors
 
 __all__ = ["DIAL", "build_panel", "dial_markdown", "dial_passes", "plan_dial", "run_dial", "wire"]
 

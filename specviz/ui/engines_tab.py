@@ -16,15 +16,15 @@ import os
 
 import gradio as gr
 
-from ..engines import ENGINES, EngineFileError, ImportedRun, read_engine_file
-from ..request import RequestError, to_float
-from . import settings
-from .context import PageContext
-from .draw import charts, diagnostic_charts
-from .draw.engine_counts import engine_figures
-from .draw.engine_views import (ENGINE_NAMES, closed_form_figure, engine_charts, engine_summary_markdown,
+from specviz.engines import ENGINES, EngineFileError, ImportedRun, read_engine_file
+from specviz.request import RequestError, to_float
+from specviz.ui import settings
+from specviz.ui.context import PageContext
+from specviz.ui.draw import charts, diagnostic_charts
+from specviz.ui.draw.engine_counts import engine_figures
+from specviz.ui.draw.engine_views import (ENGINE_NAMES, closed_form_figure, engine_charts, engine_summary_markdown,
                                 engine_tokens_html, figures_markdown, imported_alpha)
-from .user_errors import refused, sentence
+from specviz.ui.user_errors import refused, sentence
 
 #: The engine menu: guess from the file, or one engine by name.
 GUESS = "guess"

@@ -10,16 +10,16 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from ..sweep import TREND_WORDS, alpha_trend, write_csv
-from . import gpu, gpu_budget, settings, visitors
-from .context import PageContext
-from .draw import charts
-from .draw.escape import as_text
-from .draw.tab_views import SWEEP_HEADERS, greedy_texts_note, sweep_table
-from .feature import Feature, Plan
-from .fields import SHARED, spread
-from .prose import LATEX, prose
-from .sweep_steps import (
+from specviz.sweep import TREND_WORDS, alpha_trend, write_csv
+from specviz.ui import gpu, gpu_budget, settings, visitors
+from specviz.ui.context import PageContext
+from specviz.ui.draw import charts
+from specviz.ui.draw.escape import as_text
+from specviz.ui.draw.tab_views import SWEEP_HEADERS, greedy_texts_note, sweep_table
+from specviz.ui.feature import Feature, Plan
+from specviz.ui.fields import SHARED, spread
+from specviz.ui.prose import LATEX, prose
+from specviz.ui.sweep_steps import (
     SWEEP_DEFAULTS,
     SWEEP_LABELS,
     sweep_default,

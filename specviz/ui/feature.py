@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from ..memory import on_zero_gpu
-from . import gpu, settings, visitors
+from specviz.memory import on_zero_gpu
+from specviz.ui import gpu, settings, visitors
 
 #: The queue every model computation waits in (its ``concurrency_id``).
 GENERATION = "generation"

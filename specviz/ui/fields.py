@@ -14,11 +14,11 @@ import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..drafters import DRAFTER_KINDS, drafter_kind
-from ..request import (RequestError, RunRequest, check_drafter_device, check_public_models, pin_public_device, to_int,
+from specviz.drafters import DRAFTER_KINDS, drafter_kind
+from specviz.request import (RequestError, RunRequest, check_drafter_device, check_public_models, pin_public_device, to_int,
                        validate_request)
-from . import settings
-from .user_errors import user_errors
+from specviz.ui import settings
+from specviz.ui.user_errors import user_errors
 
 
 @dataclass(frozen=True)

@@ -47,11 +47,11 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from ..memory import on_zero_gpu
-from . import visitors
-from .deltas import DeltaDecoder, DeltaEncoder
-from .gpu_budget import MIN_S, deadline_s
-from .visitors import JOB_SESSION, JOB_STORES, session_of
+from specviz.memory import on_zero_gpu
+from specviz.ui import visitors
+from specviz.ui.deltas import DeltaDecoder, DeltaEncoder
+from specviz.ui.gpu_budget import MIN_S, deadline_s
+from specviz.ui.visitors import JOB_SESSION, JOB_STORES, session_of
 
 try:
     import spaces

@@ -31,10 +31,10 @@ import json
 import math
 import os
 
-from .. import memory
-from ..drafters import drafter_kind
-from ..request import effective_k
-from ..runner import WARMUP_TOKENS
+from specviz import memory
+from specviz.drafters import drafter_kind
+from specviz.request import effective_k
+from specviz.runner import WARMUP_TOKENS
 
 #: Seconds one decoder layer adds to a batch-1 eager step on a GPU when nothing calibrated it
 #: (launch-bound: ~10 kernels per layer at ~10 µs each plus transformers' Python, ~0.2-0.4 ms;
@@ -93,7 +93,7 @@ def load_seconds(request) -> float:
     Space: placed at import and moved into the worker at its start, :data:`FIXED_S`), else their
     bytes (:func:`specviz.memory.pair_bytes`, a 1 GB guess when unknown) over
     :data:`LOAD_BYTES_PER_S` plus :data:`LOAD_FIXED_S`."""
-    from .. import models
+    from specviz import models
 
     dtype = request.dtype if request.dtype != "auto" else "bfloat16"
     names = [request.target] + ([request.draft] if drafter_kind(request.draft).parameter == "model_name" else [])
@@ -114,8 +114,8 @@ def baseline_timed(request, baselines) -> bool:
         return True
     from types import SimpleNamespace
 
-    from .. import models
-    from ..runner import baseline_key, encode_prompt
+    from specviz import models
+    from specviz.runner import baseline_key, encode_prompt
 
     target = models.peek_cached(request.target, request.device, request.dtype)
     if target is None:

@@ -10,20 +10,20 @@ import functools
 
 import gradio as gr
 
-from ..diagnostics import diagnose
-from ..drafters import for_device
-from . import settings
-from .context import PageContext, select_tab_js
-from .draw import race
-from .draw.run_views import wrap_output
-from .fields import NAMES, drafter_spec, spec_fields
-from .prose import prose
-from .replay import reset_inspector
-from .settings import EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT
-from .share import copy_link
-from .state import RunState, RunView, waiting_view
-from .teach import lesson_runs, link_query
-from .user_errors import refused
+from specviz.diagnostics import diagnose
+from specviz.drafters import for_device
+from specviz.ui import settings
+from specviz.ui.context import PageContext, select_tab_js
+from specviz.ui.draw import race
+from specviz.ui.draw.run_views import wrap_output
+from specviz.ui.fields import NAMES, drafter_spec, spec_fields
+from specviz.ui.prose import prose
+from specviz.ui.replay import reset_inspector
+from specviz.ui.settings import EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT
+from specviz.ui.share import copy_link
+from specviz.ui.state import RunState, RunView, waiting_view
+from specviz.ui.teach import lesson_runs, link_query
+from specviz.ui.user_errors import refused
 
 #: One-click scenarios: the Run tab's settings they set (by field name; ``check_temperature`` and
 #: ``control`` are the lossless check's), and the slug of their note. The rules lesson runs the

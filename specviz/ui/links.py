@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .context import SELECT_TAB_JS, PageContext
-from .draw.escape import as_text
-from .lessons_tab import LESSON_TARGETS, LESSONS, lesson_components, lesson_values
-from .teach import link_query
+from specviz.ui.context import SELECT_TAB_JS, PageContext
+from specviz.ui.draw.escape import as_text
+from specviz.ui.lessons_tab import LESSON_TARGETS, LESSONS, lesson_components, lesson_values
+from specviz.ui.teach import link_query
 
 #: The lessons by the slug a link names them with.
 LESSON_SLUGS = {lesson["slug"]: name for name, lesson in LESSONS.items()}

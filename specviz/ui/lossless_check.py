@@ -9,22 +9,22 @@ import time
 
 import gradio as gr
 
-from ..drafters import drafter_kind, real_draft_phrase
-from ..request import to_int
-from ..sampling import check_rule
-from ..trace import TokenPieces, token_label
-from . import gpu, gpu_budget, run_stream, settings
-from .draw import charts
-from .draw.escape import as_text
-from .feature import Feature, Plan
-from .fields import SHARED, flag_value, request_from, spread
-from .teach.lossless import (
+from specviz.drafters import drafter_kind, real_draft_phrase
+from specviz.request import to_int
+from specviz.sampling import check_rule
+from specviz.trace import TokenPieces, token_label
+from specviz.ui import gpu, gpu_budget, run_stream, settings
+from specviz.ui.draw import charts
+from specviz.ui.draw.escape import as_text
+from specviz.ui.feature import Feature, Plan
+from specviz.ui.fields import SHARED, flag_value, request_from, spread
+from specviz.ui.teach.lossless import (
     ACCEPT_ALL,
     REAL_VERIFY,
     first_token_experiment,
     lossless_notes,
 )
-from .user_errors import refused, user_errors
+from specviz.ui.user_errors import refused, user_errors
 
 PILOT_DRAWS = 100  # the fewest draws the check takes; in public mode, a pilot that times them
 

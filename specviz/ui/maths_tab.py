@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .context import PageContext
-from .prose import LATEX, prose
+from specviz.ui.context import PageContext
+from specviz.ui.prose import LATEX, prose
 
 
 def build(ctx: PageContext) -> None:

@@ -5,12 +5,12 @@ from them. Model-free: everything is computed from the visitor's :class:`~specvi
 
 from __future__ import annotations
 
-from ..analysis import RunAnalysis, draft_depth
-from ..ceiling import ceiling_sentence
-from ..health import Health, check_health
-from ..twin import SyntheticTwin, synthetic_twin
-from .draw.twin_charts import numbers_hide_markdown, twin_figure
-from .teach.numbers_lessons import CEILING, HEALTH, TWIN, ceiling_lesson, health_lesson, twin_lesson
+from specviz.analysis import RunAnalysis, draft_depth
+from specviz.ceiling import ceiling_sentence
+from specviz.health import Health, check_health
+from specviz.twin import SyntheticTwin, synthetic_twin
+from specviz.ui.draw.twin_charts import numbers_hide_markdown, twin_figure
+from specviz.ui.teach.numbers_lessons import CEILING, HEALTH, TWIN, ceiling_lesson, health_lesson, twin_lesson
 
 __all__ = ["numbers_hide_view", "run_health", "summary_notes"]
 

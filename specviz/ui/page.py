@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import (engines_tab, experiments_tab, lessons_tab, links, maths_tab, playground_tab, run_tab, settings, share,
+from specviz.ui import (engines_tab, experiments_tab, lessons_tab, links, maths_tab, playground_tab, run_tab, settings, share,
                side_by_side_tab, visitors, watch_tab)
-from .context import PageContext
-from .draw.scripts import called, script
-from .draw.styles import page_css
-from .tour import tour_js
+from specviz.ui.context import PageContext
+from specviz.ui.draw.scripts import called, script
+from specviz.ui.draw.styles import page_css
+from specviz.ui.tour import tour_js
 
 
 def _header(public: bool) -> None:

@@ -9,9 +9,9 @@ import logging
 
 import gradio as gr
 
-from . import settings
-from .draw.escape import as_text
-from .gpu import on_zero_gpu
+from specviz.ui import settings
+from specviz.ui.draw.escape import as_text
+from specviz.ui.gpu import on_zero_gpu
 
 logger = logging.getLogger("specviz.app")
 
@@ -60,7 +60,7 @@ def place_at_import(load=None) -> list[str]:
     global PLACEMENT_PROBLEM
     if not on_zero_gpu():
         return []
-    from .. import memory, models
+    from specviz import memory, models
 
     load = load or models.load_model
     server = settings.public_server()

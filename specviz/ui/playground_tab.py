@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import theory
-from ..analysis import RunAnalysis
-from ..request import to_float, to_int
-from .context import PageContext
-from .draw import charts
-from .draw.tab_views import monte_carlo_markdown, playground_figures_markdown
-from .prose import LATEX, prose
-from .share import copy_link
-from .teach import link_query, playground
-from .user_errors import refused, user_errors
+from specviz import theory
+from specviz.analysis import RunAnalysis
+from specviz.request import to_float, to_int
+from specviz.ui.context import PageContext
+from specviz.ui.draw import charts
+from specviz.ui.draw.tab_views import monte_carlo_markdown, playground_figures_markdown
+from specviz.ui.prose import LATEX, prose
+from specviz.ui.share import copy_link
+from specviz.ui.teach import link_query, playground
+from specviz.ui.user_errors import refused, user_errors
 
 PG_ALPHAS = [i / 40 for i in range(41)]
 PG_KS = list(range(1, playground.BEST_K_MAX + 1))

@@ -11,16 +11,16 @@ import threading
 
 import gradio as gr
 
-from ..request import to_int
-from ..speedup import race_clock
-from ..trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
-from . import settings, visitors
-from .draw import charts, race
-from .draw.escape import as_text
-from .draw.export_page import charts_html
-from .draw.run_views import inspector_markdown, round_tree_html
-from .state import SHOWN_OUTPUTS, VIEW_OUTPUTS, RunState, RunUpdate
-from .user_errors import refused, sentence, user_errors
+from specviz.request import to_int
+from specviz.speedup import race_clock
+from specviz.trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
+from specviz.ui import settings, visitors
+from specviz.ui.draw import charts, race
+from specviz.ui.draw.escape import as_text
+from specviz.ui.draw.export_page import charts_html
+from specviz.ui.draw.run_views import inspector_markdown, round_tree_html
+from specviz.ui.state import SHOWN_OUTPUTS, VIEW_OUTPUTS, RunState, RunUpdate
+from specviz.ui.user_errors import refused, sentence, user_errors
 
 FIELD_PATH = re.compile(r"[a-z_]+(\[\d+\]|\.[a-z_]+)*: ")
 

@@ -13,17 +13,17 @@ import time
 
 import gradio as gr
 
-from ..analysis import RunAnalysis
-from ..baseline import STALE_AFTER_S, BaselineStore
-from ..request import RunRequest
-from ..runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
-from ..speedup import baseline_still_valid
-from . import gpu, gpu_budget, settings, visitors
-from .draw.escape import as_text
-from .draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
-from .feature import Feature, Plan
-from .fields import NAMES, request_from, spread
-from .state import (
+from specviz.analysis import RunAnalysis
+from specviz.baseline import STALE_AFTER_S, BaselineStore
+from specviz.request import RunRequest
+from specviz.runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
+from specviz.speedup import baseline_still_valid
+from specviz.ui import gpu, gpu_budget, settings, visitors
+from specviz.ui.draw.escape import as_text
+from specviz.ui.draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
+from specviz.ui.feature import Feature, Plan
+from specviz.ui.fields import NAMES, request_from, spread
+from specviz.ui.state import (
     FIGURES,
     KEEP,
     RUN_OUTPUTS,
@@ -33,8 +33,8 @@ from .state import (
     RunView,
     waiting_view,
 )
-from .threads import busy_note
-from .user_errors import refused, user_errors
+from specviz.ui.threads import busy_note
+from specviz.ui.user_errors import refused, user_errors
 
 logger = logging.getLogger("specviz.app")
 

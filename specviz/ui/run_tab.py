@@ -9,23 +9,23 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from ..drafters import DRAFTER_KINDS, for_device
-from ..rules import RULE_CHOICES
-from . import dial_view, placement, settings, visitors
-from .context import PageContext
-from .draw import charts, diagnostic_charts, race
-from .draw.twin_charts import numbers_hide_markdown, twin_figure
-from .draw.run_views import wrap_output
-from .draw.scripts import script
-from .fields import NAMES, SHARED, request_from, spec_fields
-from .lossless_check import LOSSLESS, run_lossless, settings_changed
-from .numbers_hide import numbers_hide_view
-from .prose import LATEX, prose
-from .replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view, replay,
+from specviz.drafters import DRAFTER_KINDS, for_device
+from specviz.rules import RULE_CHOICES
+from specviz.ui import dial_view, placement, settings, visitors
+from specviz.ui.context import PageContext
+from specviz.ui.draw import charts, diagnostic_charts, race
+from specviz.ui.draw.twin_charts import numbers_hide_markdown, twin_figure
+from specviz.ui.draw.run_views import wrap_output
+from specviz.ui.draw.scripts import script
+from specviz.ui.fields import NAMES, SHARED, request_from, spec_fields
+from specviz.ui.lossless_check import LOSSLESS, run_lossless, settings_changed
+from specviz.ui.numbers_hide import numbers_hide_view
+from specviz.ui.prose import LATEX, prose
+from specviz.ui.replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view, replay,
                      reset_inspector, step_replay)
-from .run_stream import RUN, run_demo, stop_run
-from .settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PRESETS
-from .state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
+from specviz.ui.run_stream import RUN, run_demo, stop_run
+from specviz.ui.settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PRESETS
+from specviz.ui.state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
 
 
 #: The token panel's script (``js_on_load``): a token's click or Enter opens the inspector, the box

@@ -16,9 +16,9 @@ import os
 
 import torch
 
-from .. import memory, models, theory
-from ..drafters import DRAFTER_KINDS, drafter_kind, kinds_for
-from ..request import DEFAULT_LIMITS, Limits, ServerDevice, public_mode, public_policy
+from specviz import memory, models, theory
+from specviz.drafters import DRAFTER_KINDS, drafter_kind, kinds_for
+from specviz.request import DEFAULT_LIMITS, Limits, ServerDevice, public_mode, public_policy
 
 EXAMPLES = [
     ["Fix the typos in this text and change nothing else:\n\nTeh quick brown fox jumsp over the lazy dog. "

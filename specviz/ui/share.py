@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from .draw.escape import as_text
-from .draw.scripts import script
+from specviz.ui.draw.escape import as_text
+from specviz.ui.draw.scripts import script
 
 #: Turns the query a callback wrote into the textbox into the page's full address and copies it to
 #: the clipboard where the browser allows (``draw/js/copy.js``).

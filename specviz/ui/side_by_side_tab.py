@@ -8,16 +8,16 @@ import time
 
 import gradio as gr
 
-from ..drafters import DRAFTER_KINDS
-from . import gpu, gpu_budget, settings
-from .context import PageContext
-from .draw.escape import as_text
-from .draw.tab_views import greedy_texts_note, side_by_side_html
-from .feature import Feature, Plan
-from .fields import SHARED, drafter_spec, spread
-from .prose import prose
-from .sweep_steps import sweep_plan, sweep_steps
-from .user_errors import refused, user_errors
+from specviz.drafters import DRAFTER_KINDS
+from specviz.ui import gpu, gpu_budget, settings
+from specviz.ui.context import PageContext
+from specviz.ui.draw.escape import as_text
+from specviz.ui.draw.tab_views import greedy_texts_note, side_by_side_html
+from specviz.ui.feature import Feature, Plan
+from specviz.ui.fields import SHARED, drafter_spec, spread
+from specviz.ui.prose import prose
+from specviz.ui.sweep_steps import sweep_plan, sweep_steps
+from specviz.ui.user_errors import refused, user_errors
 
 #: The menu: every drafter kind of the registry that names a lane
 #: (:attr:`specviz.drafters.DrafterKind.lane`, in the registry's order), label → spec; a kind with

@@ -14,15 +14,15 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from ..analysis import RunAnalysis, analyse, health_notes
-from ..diagnostics import diagnose
-from ..drafters import drafter_kind
-from ..request import effective_k
-from ..sampling import check_rule
-from ..speedup import PlainBaseline, running_speedup
-from ..trace import Round, trace_from_dict, trace_rule
-from .draw import charts, diagnostic_charts
-from .draw.run_views import NO_TRACE_BASELINE, render_round, summary_markdown, wrap_output
+from specviz.analysis import RunAnalysis, analyse, health_notes
+from specviz.diagnostics import diagnose
+from specviz.drafters import drafter_kind
+from specviz.request import effective_k
+from specviz.sampling import check_rule
+from specviz.speedup import PlainBaseline, running_speedup
+from specviz.trace import Round, trace_from_dict, trace_rule
+from specviz.ui.draw import charts, diagnostic_charts
+from specviz.ui.draw.run_views import NO_TRACE_BASELINE, render_round, summary_markdown, wrap_output
 
 #: The summary's sentence when a finished run's own timings contradict its plain baseline.
 REMEASURE_NOTE = ("This run's own timings disagree with the plain baseline, or its samples scatter, so it is not "
@@ -269,7 +269,7 @@ class RunState:
         if self.k and self.rule != "full":
             notes.append(rule_note(self.rule, a))
         if done and rounds:  # what the numbers hide, once the run has ended (specviz.ui.numbers_hide)
-            from .numbers_hide import summary_notes
+            from specviz.ui.numbers_hide import summary_notes
 
             notes += summary_notes(self, rounds, a)
         never = self.loaded and self.baseline is None  # a saved trace without one: no baseline is coming

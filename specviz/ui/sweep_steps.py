@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import functools
 
-from ..drafters import for_device, parse_drafter_spec
-from ..request import check_drafter_device, check_public_models, pin_public_device, to_int
-from ..runner import prepare_run
-from ..sweep import sweep, sweep_requests
-from . import settings, visitors
-from .fields import request_from
-from .user_errors import refused, user_errors
+from specviz.drafters import for_device, parse_drafter_spec
+from specviz.request import check_drafter_device, check_public_models, pin_public_device, to_int
+from specviz.runner import prepare_run
+from specviz.sweep import sweep, sweep_requests
+from specviz.ui import settings, visitors
+from specviz.ui.fields import request_from
+from specviz.ui.user_errors import refused, user_errors
 
 SWEEP_DEFAULTS = {"temperature": "0 0.3 0.7 1.0 1.5", "k": "1 2 3 4 6 8", "draft": "ngram int8 early-exit:4 none"}
 

@@ -8,8 +8,8 @@ the panel's look is the page's stylesheet's (:data:`specviz.ui.draw.styles.TOUR_
 
 from __future__ import annotations
 
-from .draw.scripts import called, script
-from .draw.tour_steps import STEPS
+from specviz.ui.draw.scripts import called, script
+from specviz.ui.draw.tour_steps import STEPS
 
 __all__ = ["STEPS", "tour_js"]
 

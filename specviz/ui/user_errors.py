@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 
 import gradio as gr
 
-from ..engine import ContextLengthError
-from ..errors import IncompatiblePairError, ModelLoadError
-from ..request import RequestError
-from ..sampling import NonFiniteLogitsError
-from .draw.escape import as_text
+from specviz.engine import ContextLengthError
+from specviz.errors import IncompatiblePairError, ModelLoadError
+from specviz.request import RequestError
+from specviz.sampling import NonFiniteLogitsError
+from specviz.ui.draw.escape import as_text
 
 logger = logging.getLogger("specviz.app")
 

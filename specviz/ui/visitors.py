@@ -25,7 +25,7 @@ from collections import OrderedDict
 
 import gradio as gr
 
-from ..drafters import (
+from specviz.drafters import (
     SESSION_HISTORY_MAX_SEQUENCES,
     SESSION_HISTORY_MAX_TOKENS,
     SESSION_TABLE_MAX_ROWS,
@@ -510,7 +510,7 @@ def generation_click(trigger, fn, inputs, outputs, public: bool, status=None, **
             check_generation(demo, request)
         if status is None:
             return None
-        from .settings import PUBLIC_POLICY
+        from specviz.ui.settings import PUBLIC_POLICY
 
         words = queue_words(generations_ahead(demo, concurrency_id, slots), GENERATION_CLOCK.mean_s,
                             PUBLIC_POLICY.max_run_s if public else None, slots)

@@ -19,19 +19,19 @@ from pathlib import Path
 
 import gradio as gr
 
-from ..request import to_int
-from ..rule_replay import replay_rule
-from ..rules import RULE_CHOICES
-from ..trace import Round, trace_from_dict
-from .context import PageContext
-from .draw import beat_charts, watch_views
-from .draw.rule_table import rule_replay_text
-from .draw.escape import as_text
-from .draw.scripts import script
-from .share import copy_link
-from .state import RunState
-from .teach import link_query
-from .teach.beats import (
+from specviz.request import to_int
+from specviz.rule_replay import replay_rule
+from specviz.rules import RULE_CHOICES
+from specviz.trace import Round, trace_from_dict
+from specviz.ui.context import PageContext
+from specviz.ui.draw import beat_charts, watch_views
+from specviz.ui.draw.rule_table import rule_replay_text
+from specviz.ui.draw.escape import as_text
+from specviz.ui.draw.scripts import script
+from specviz.ui.share import copy_link
+from specviz.ui.state import RunState
+from specviz.ui.teach import link_query
+from specviz.ui.teach.beats import (
     RESIDUAL,
     TEST,
     Beat,
@@ -43,7 +43,7 @@ from .teach.beats import (
     simulate_draws,
     total_variation,
 )
-from .user_errors import refused, user_errors
+from specviz.ui.user_errors import refused, user_errors
 
 TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
 #: Bundled traces: file stem → the name the dropdown shows (see assets/traces/README.md).

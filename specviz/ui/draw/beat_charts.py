@@ -14,10 +14,10 @@ from dataclasses import replace
 import numpy as np
 import plotly.graph_objects as go
 
-from ...trace import ACCEPTED, BONUS, RESAMPLED, Round, token_label, visible_text
-from ..teach.beats import DRAFT, RESIDUAL, TEST, Beat, PositionDistributions, depths, fmt, is_chain, total_variation
-from . import palette
-from .charts import KIND_COLORS, PLAIN_COLOR, REJECTED, THEORY_COLOR, plotly_text
+from specviz.trace import ACCEPTED, BONUS, RESAMPLED, Round, token_label, visible_text
+from specviz.ui.teach.beats import DRAFT, RESIDUAL, TEST, Beat, PositionDistributions, depths, fmt, is_chain, total_variation
+from specviz.ui.draw import palette
+from specviz.ui.draw.charts import KIND_COLORS, PLAIN_COLOR, REJECTED, THEORY_COLOR, plotly_text
 
 HEIGHT = 380
 OTHER = "other tokens"

@@ -23,12 +23,12 @@ import textwrap
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from ... import theory
-from ...analysis import is_tree_round, running_acceptance
-from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
-from . import palette
-from .escape import as_text
-from .palette import REJECTED
+from specviz import theory
+from specviz.analysis import is_tree_round, running_acceptance
+from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
+from specviz.ui.draw import palette
+from specviz.ui.draw.escape import as_text
+from specviz.ui.draw.palette import REJECTED
 
 __all__ = [
     "KIND_COLORS",
@@ -350,7 +350,7 @@ def speedup_figure(points: list[dict], theoretical: float | None, empty: str = W
     region below 1.0 (plain decoding's speed, a grey reference line) is shaded light red and
     labelled "slower than plain", so a slowdown reads as one.
     """
-    from ...speedup import format_speedup
+    from specviz.speedup import format_speedup
 
     title = "Speedup over plain decoding"
     uirev = "speedup"
@@ -741,7 +741,7 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
     ys = [r.get(key) for r in rows]
     doubted = []
     if metric == "speedup":  # a doubted speedup is not drawn: a gap, and the words in its place
-        from ...speedup import speedup_doubts
+        from specviz.speedup import speedup_doubts
 
         doubted = [x for x, doubt in zip(xs, speedup_doubts(rows)) if doubt]
         ys = [None if doubt else y for y, doubt in zip(ys, speedup_doubts(rows))]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ...diagnostics import RULES, RunDiagnostics
-from ...trace import ACCEPTED, BONUS, RESAMPLED
-from . import palette
-from .charts import (
+from specviz.diagnostics import RULES, RunDiagnostics
+from specviz.trace import ACCEPTED, BONUS, RESAMPLED
+from specviz.ui.draw import palette
+from specviz.ui.draw.charts import (
     KIND_COLORS,
     THEORY_COLOR,
     WAITING_TEXT,

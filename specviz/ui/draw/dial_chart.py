@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ...trace import ACCEPTED, BONUS, RESAMPLED
-from . import palette
-from .charts import KIND_COLORS, THEORY_COLOR, _build, _layout, _note, _vline, _waiting
+from specviz.trace import ACCEPTED, BONUS, RESAMPLED
+from specviz.ui.draw import palette
+from specviz.ui.draw.charts import KIND_COLORS, THEORY_COLOR, _build, _layout, _note, _vline, _waiting
 
 __all__ = ["DRAWS_TITLE", "PASSES_TITLE", "dial_draws_figure", "dial_passes_figure"]
 

@@ -31,9 +31,9 @@ import dataclasses
 from dataclasses import dataclass
 from itertools import accumulate
 
-from ...analysis import PositionAcceptance, RunAnalysis, analyse
-from ...diagnostics import PositionRates, RunDiagnostics, engine_k, find_cliff
-from ...engines import ImportedRun
+from specviz.analysis import PositionAcceptance, RunAnalysis, analyse
+from specviz.diagnostics import PositionRates, RunDiagnostics, engine_k, find_cliff
+from specviz.engines import ImportedRun
 
 __all__ = ["MAX_K", "EngineFigures", "engine_figures", "passes_from_positions"]
 

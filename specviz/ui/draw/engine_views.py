@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ...engines import ImportedRun
-from ...engines.normalise import ALPHA
-from ..teach import playground
-from . import charts, diagnostic_charts
-from .charts import _waiting
-from .engine_counts import EngineFigures
-from .escape import as_text
+from specviz.engines import ImportedRun
+from specviz.engines.normalise import ALPHA
+from specviz.ui.teach import playground
+from specviz.ui.draw import charts, diagnostic_charts
+from specviz.ui.draw.charts import _waiting
+from specviz.ui.draw.engine_counts import EngineFigures
+from specviz.ui.draw.escape import as_text
 
 __all__ = ["ENGINE_NAMES", "KIND_CLASSES", "MAX_TOKENS_SHOWN", "closed_form_figure", "engine_charts",
            "engine_legend_html", "engine_summary_markdown", "engine_tokens_html", "figures_markdown", "imported_alpha"]

@@ -5,8 +5,8 @@ outside the code goes through :func:`.escape.as_text`."""
 
 from __future__ import annotations
 
-from .escape import as_text
-from .styles import EXPORT_CSS
+from specviz.ui.draw.escape import as_text
+from specviz.ui.draw.styles import EXPORT_CSS
 
 __all__ = ["charts_html"]
 

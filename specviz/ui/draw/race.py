@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-from ...trace import Round
-from . import palette
+from specviz.trace import Round
+from specviz.ui.draw import palette
 
 __all__ = ["COLOURS", "Lanes", "Segment", "race_figure", "race_lanes", "stretch"]
 

@@ -6,11 +6,11 @@ piece of text that comes from a trace is escaped (:func:`specviz.ui.draw.escape.
 
 from __future__ import annotations
 
-from ...rule_replay import RuleReplay
-from ...rules import RELAXED_TOP_K, RULES
-from ...trace import Round
-from ..teach.beats import RULE_TESTS, fmt, quoted
-from .escape import as_text
+from specviz.rule_replay import RuleReplay
+from specviz.rules import RELAXED_TOP_K, RULES
+from specviz.trace import Round
+from specviz.ui.teach.beats import RULE_TESTS, fmt, quoted
+from specviz.ui.draw.escape import as_text
 
 #: What the table's probability column holds, by rule (the rest: the test's pass probability).
 _COLUMN = {"block": "h_i (block)", "relaxed-top-k": f"in the target's top {RELAXED_TOP_K}"}

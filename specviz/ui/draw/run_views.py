@@ -15,12 +15,12 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from ...analysis import RunAnalysis, draft_depth, health_notes, is_tree_round
-from ...diagnostics import describe
-from ...speedup import NOT_MEASURABLE, format_speedup, speedup_shown
-from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, emitted_piece, token_label, visible_text
-from ..teach.beats import fmt
-from .escape import as_text
+from specviz.analysis import RunAnalysis, draft_depth, health_notes, is_tree_round
+from specviz.diagnostics import describe
+from specviz.speedup import NOT_MEASURABLE, format_speedup, speedup_shown
+from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, emitted_piece, token_label, visible_text
+from specviz.ui.teach.beats import fmt
+from specviz.ui.draw.escape import as_text
 
 __all__ = ["DONE_MARK", "ENGINE_LOG_LEGEND", "KIND_LABELS", "NO_TRACE_BASELINE", "PANEL_OPEN", "TREE_BONUS_LABEL",
            "UNLOGGED", "inspector_markdown", "kind_label",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 
-from .palette import css_variables
+from specviz.ui.draw.palette import css_variables
 
 __all__ = ["ENGINE_CSS", "EXPORT_CSS", "LESSON_BUTTON_CSS", "PHONE_CSS", "PROJECTOR_CSS", "TABLET_CSS",
            "TOKENS_CSS", "TOUCH_CSS", "TOUR_CSS", "WATCH_CSS", "page_css"]

@@ -3,11 +3,11 @@ Markdown, the experiments' table rows, and the side-by-side tab's coloured outpu
 
 from __future__ import annotations
 
-from ...ceiling import gap_phrase
-from ...speedup import NOT_MEASURABLE, format_speedup, speedup_doubts
-from ..teach import playground
-from .escape import as_text
-from .run_views import legend_html, render_rounds
+from specviz.ceiling import gap_phrase
+from specviz.speedup import NOT_MEASURABLE, format_speedup, speedup_doubts
+from specviz.ui.teach import playground
+from specviz.ui.draw.escape import as_text
+from specviz.ui.draw.run_views import legend_html, render_rounds
 
 
 def _f(x, spec: str = ".3f") -> str:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...health import Health
-from ...twin import SyntheticTwin, simulate_accepts
-from . import palette
-from .charts import KIND_COLORS
-from .escape import as_text
+from specviz.health import Health
+from specviz.twin import SyntheticTwin, simulate_accepts
+from specviz.ui.draw import palette
+from specviz.ui.draw.charts import KIND_COLORS
+from specviz.ui.draw.escape import as_text
 
 __all__ = ["TWIN_SEED", "numbers_hide_markdown", "twin_figure"]
 

@@ -7,9 +7,9 @@ text alternative. Every text from a run goes through :func:`.escape.as_text`."""
 
 from __future__ import annotations
 
-from ...trace import Round, emitted_piece, visible_text
-from ..teach.beats import DRAFT, TEST, Beat, beats, depths, is_chain
-from .escape import as_text
+from specviz.trace import Round, emitted_piece, visible_text
+from specviz.ui.teach.beats import DRAFT, TEST, Beat, beats, depths, is_chain
+from specviz.ui.draw.escape import as_text
 
 __all__ = ["stage_html"]
 

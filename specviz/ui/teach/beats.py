@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 # replay_rule is Watch a pass's rule switch, read by name from here as from specviz.rule_replay.
-from ...rule_replay import is_chain, replay_rule  # noqa: F401
-from ...rules import RELAXED_TOP_K
-from ...trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round, emitted_piece, visible_text
+from specviz.rule_replay import is_chain, replay_rule  # noqa: F401
+from specviz.rules import RELAXED_TOP_K
+from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round, emitted_piece, visible_text
 
 DRAFT, VERIFY, TEST, RESIDUAL, STOP = "draft", "verify", "test", "residual", "stop"
 #: Beat kinds, in the order a pass plays them (``bonus`` and ``plain`` are the trace's kinds).

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ...rules import ensemble_rule
-from .lossless import _binned, _chi_square_p, _first_distributions, draw_first_tokens
+from specviz.rules import ensemble_rule
+from specviz.ui.teach.lossless import _binned, _chi_square_p, _first_distributions, draw_first_tokens
 
 __all__ = ["DIAL_WEIGHTS", "DialDraw", "DialReport", "dial_draws", "dial_experiment"]
 

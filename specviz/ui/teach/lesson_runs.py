@@ -23,13 +23,13 @@ import numpy as np
 import torch
 from scipy import stats
 
-from ...analysis import RunAnalysis
-from ...diagnostics import format_range
-from ...rule_replay import RULES
-from ...speedup import speedup_shown
-from ...trace import RESAMPLED, Round
-from .beats import position_distributions, total_variation
-from .lossless import draw_first_tokens
+from specviz.analysis import RunAnalysis
+from specviz.diagnostics import format_range
+from specviz.rule_replay import RULES
+from specviz.speedup import speedup_shown
+from specviz.trace import RESAMPLED, Round
+from specviz.ui.teach.beats import position_distributions, total_variation
+from specviz.ui.teach.lossless import draw_first_tokens
 
 __all__ = ["LOOP_NGRAM", "LOOPS", "MEMORY_RUNS", "RULE_CHECK_DRAWS", "RuleCheck", "WRITERS", "lesson_text",
            "loop_share", "new_memory", "remember", "rules_first_token_check", "run_figures"]

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import torch
 from scipy import stats
 
-from ...drafters import Drafter, ModelDrafter, real_draft_phrase
-from ...sampling import SamplingConfig, check_rule, logits_to_probs, sample, verify
-from ...trace import token_label
+from specviz.drafters import Drafter, ModelDrafter, real_draft_phrase
+from specviz.sampling import SamplingConfig, check_rule, logits_to_probs, sample, verify
+from specviz.trace import token_label
 
 __all__ = ["ACCEPT_ALL", "CONTROLS", "REAL_VERIFY", "LosslessReport", "draw_first_tokens", "first_token_experiment",
            "lossless_notes", "token_label"]

@@ -6,11 +6,11 @@ and :class:`~specviz.health.Health`); none is a constant written here. No gradio
 
 from __future__ import annotations
 
-from ...analysis import RunAnalysis
-from ...ceiling import first_departure
-from ...health import Health
-from ...trace import Round
-from ...twin import SyntheticTwin
+from specviz.analysis import RunAnalysis
+from specviz.ceiling import first_departure
+from specviz.health import Health
+from specviz.trace import Round
+from specviz.twin import SyntheticTwin
 
 __all__ = ["CEILING", "HEALTH", "TWIN", "ceiling_lesson", "health_lesson", "twin_lesson"]
 

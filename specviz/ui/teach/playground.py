@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import theory
+from specviz import theory
 
 __all__ = ["BEST_K_MAX", "ClosedForm", "MonteCarlo", "best_k", "closed_form", "from_analysis", "monte_carlo",
            "speedup_grid", "tokens_per_pass_variance"]

@@ -455,8 +455,8 @@ def bad_draft_ids(url, folder) -> str:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from specviz.drafttree import DraftTree
-    from specviz.engine import Generation
+    from specviz.core.drafttree import DraftTree
+    from specviz.core.engine import Generation
 
     class Placeholder:
         name, uses_model = "a drafter that pads with -1", False

@@ -19,7 +19,7 @@ The checks:
   near-tie of the plain run (top-2 logit gap within 4 ulps of the largest logit), where a batched
   verify pass may legitimately pick the other token.
 * **tree-mask agreement** (each dtype; dynamic and static): the logits of one tree pass
-  (:func:`specviz.engine.tree_attention_inputs`) equal each node's own causal chain pass, to 8 ulps
+  (:func:`specviz.core.engine.tree_attention_inputs`) equal each node's own causal chain pass, to 8 ulps
   of the largest logit (float32: 1e-5 relative).
 * **generators per device**: a CUDA target with a draft model on the CPU samples (each with its
   own device's generator) and a rerun with the same seed writes the same tokens.
@@ -66,13 +66,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch
 
-from specviz import phaseclock
+from specviz.core import phaseclock
 from specviz.drafters import ModelDrafter
 from specviz.drafters.eagle import EagleDrafter, EagleHead
-from specviz.engine import Generation, tree_attention_inputs
-from specviz.kvcache import PaddedStaticCache, run_pass
-from specviz.sampling import SamplingConfig
+from specviz.core.engine import Generation, tree_attention_inputs
+from specviz.core.kvcache import PaddedStaticCache, run_pass
+from specviz.core.sampling import SamplingConfig
 from specviz.speedup import PlainBaseline
+from specviz.analysis import analyse_generation
 from scripts.gpu_check_app import app_checks
 
 #: The presets' models (specviz/ui/settings.py PRESETS): the architecture fields of their
@@ -328,7 +329,7 @@ def _pair_models(pair, device, dtype, dry_run):
 def _synced_prefill_ms(target, prompt: list[int], device) -> float:
     from transformers import DynamicCache
 
-    from specviz.kvcache import cache_argument
+    from specviz.core.kvcache import cache_argument
 
     times = []
     ids = torch.tensor([prompt], device=device)
@@ -353,7 +354,7 @@ def _costs(target, make_drafter, vocab, prompt, tokens, cache, device):
     with implicit_syncs(device) as syncs:
         spec = Generation(target, prompt, make_drafter(), k=K, sampling=GREEDY, max_new_tokens=tokens, vocab_size=vocab,
                           cache=cache).run()
-    return spec, spec.analysis(baseline), syncs
+    return spec, analyse_generation(spec, baseline), syncs
 
 
 def pair_checks(pair, device: torch.device, dry_run: bool) -> list[Check]:
@@ -457,7 +458,7 @@ def _eager_steps(model, cache, tokens):
 
 def _replayed_steps(model, cache, tokens):
     """The same steps by one captured graph: the inputs are copied into its buffers each step."""
-    from specviz.kvcache import _static_inputs, cache_argument
+    from specviz.core.kvcache import _static_inputs, cache_argument
 
     start = cache.length
     buffers, _ = _static_inputs(cache, tokens[:1], model.dtype, None)

@@ -72,8 +72,9 @@ def layer_step(directory: Path, device: torch.device, dtype: torch.dtype, steps:
     """Seconds per decoder layer of a synchronised batch-1 eager step of the loaded model."""
     from transformers import DynamicCache
 
-    from specviz import models, phaseclock
-    from specviz.kvcache import run_pass
+    from specviz import models
+    from specviz.core import phaseclock
+    from specviz.core.kvcache import run_pass
 
     loaded = models.load_model(str(directory), device=str(device), dtype=str(dtype).removeprefix("torch."))
     model, layers = loaded.model, loaded.model.config.num_hidden_layers

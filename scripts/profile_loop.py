@@ -20,7 +20,7 @@ import sys
 import time
 
 from specviz import bench, models
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 
 K, TOKENS = 4, 64
 

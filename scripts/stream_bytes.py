@@ -75,9 +75,9 @@ def stream_updates(tokens: int, whole: bool, round_ms: float = 60.0, seed: int =
     from helpers import noisy_copy, tiny_llama
 
     from specviz.drafters import ModelDrafter
-    from specviz.engine import Generation
+    from specviz.core.engine import Generation
     from specviz.request import RunRequest
-    from specviz.sampling import SamplingConfig
+    from specviz.core.sampling import SamplingConfig
     from specviz.ui import run_stream
     from specviz.ui.page import build_page
     from specviz.ui.state import RunState

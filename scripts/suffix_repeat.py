@@ -12,7 +12,8 @@ from specviz import models
 from specviz.bench import load_prompts
 from specviz.drafters import clear_suffix_history
 from specviz.runner import make_generation
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
+from specviz.analysis import analyse_generation
 
 
 def main() -> None:
@@ -25,12 +26,12 @@ def main() -> None:
         for attempt in (1, 2, 3):
             drafter = models.build_drafter("suffix", target)
             g = make_generation(target, drafter, ids, 8, greedy, 64, 0, eos=False, branches=b).run()
-            a = g.analysis()
+            a = analyse_generation(g)
             history = "empty" if attempt == 1 else f"{attempt - 1} earlier output(s) of this prompt"
             print(f"B={b} run {attempt} (history: {history}): tokens/pass {a.tokens_per_pass:.2f}, "
                   f"passes {a.target_passes}, nodes/pass {a.proposed_per_pass:.2f}")
-        lookup = make_generation(target, models.build_drafter("ngram", target), ids, 8, greedy, 64, 0, eos=False,
-                                 branches=b).run().analysis()
+        lookup = analyse_generation(make_generation(target, models.build_drafter("ngram", target), ids, 8, greedy, 64, 0, eos=False,
+                                 branches=b).run())
         print(f"B={b} prompt lookup for comparison: tokens/pass {lookup.tokens_per_pass:.2f}")
 
 

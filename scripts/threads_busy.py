@@ -29,7 +29,7 @@ import time
 import torch
 
 from specviz import bench, models
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 from specviz.ui.threads import cpu_cores, machine_load
 
 #: A busy loop for one core that ends on its own after the given seconds.

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from specviz.drafters import PromptLookupDrafter, SuffixDrafter, SuffixHistory
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 
 GREEDY = SamplingConfig(temperature=0.0)
 

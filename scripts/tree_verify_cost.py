@@ -1,9 +1,9 @@
 """The verify cost of a draft tree: one verify pass over N nodes on a cached prefix.
 
 For each N, the target's KV cache holds a ``--prefix``-token prompt but its last token; one verify
-pass feeds that pending token plus N draft nodes, exactly as :class:`specviz.engine.Generation`
+pass feeds that pending token plus N draft nodes, exactly as :class:`specviz.core.engine.Generation`
 does: a tree of ``--branches`` B chains from the root with the tree attention mask and position
-ids of :func:`specviz.engine.tree_attention_inputs`, and, for comparison, a chain of N nodes
+ids of :func:`specviz.core.engine.tree_attention_inputs`, and, for comparison, a chain of N nodes
 through the plain causal call. After each pass the cache is cropped back to the prefix. Reported:
 the median wall time of a pass (ms) over ``--repeats`` passes after ``--warmup`` untimed ones,
 and its ratio to one position (N = 0: the pending token alone, a plain decoding step).
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from specviz.drafters import crop_cache
-from specviz.engine import tree_attention_inputs
-from specviz.kvcache import cache_argument
+from specviz.core.drafttree import crop_cache
+from specviz.core.engine import tree_attention_inputs
+from specviz.core.kvcache import cache_argument
 
 
 def tree_parents(n: int, branches: int) -> list[int]:

@@ -4,7 +4,7 @@ The app's summary and charts, ``python -m specviz run --json`` and ``python -m s
 all read their figures from :func:`analyse`, so the same rounds give the same numbers
 everywhere. A figure is defined here, with its formula and source, and nowhere else.
 
-Inputs are the run's :class:`~specviz.trace.Round` records (plain data), its measured speed, and
+Inputs are the run's :class:`~specviz.core.records.Round` records (plain data), its measured speed, and
 optionally a :class:`PlainBaseline`: plain decoding of the same target on the same prompt and
 settings, measured in the same process. Nothing here imports torch or runs a model.
 
@@ -52,7 +52,7 @@ The figures (names as in :class:`RunAnalysis`, the JSON and the UI):
 * ``time_split``: per round, draft ms, verify ms and everything else (bookkeeping, text
   decoding), against the plain step.
 
-Trees. A round's drafted tokens carry a ``parent`` index (see :class:`~specviz.trace.DraftedToken`);
+Trees. A round's drafted tokens carry a ``parent`` index (see :class:`~specviz.core.records.DraftedToken`);
 a chain is the tree whose every node has the previous one as parent. Position i is depth i: it
 is *tested* in a round when some node at depth i faced the accept test, and *accepted* when one
 was accepted. For a chain this is exactly "the i-th draft token". In a tree round ``proposed``
@@ -68,9 +68,16 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from specviz import theory
-from specviz.speedup import (PlainBaseline, format_speedup, own_plain_steps, pass_times, speedup_doubt,
-                      speedup_with_spread)
-from specviz.trace import KINDS, Round
+from specviz.core.records import effective_k
+from specviz.core.records import KINDS, Round
+from specviz.speedup import (
+    PlainBaseline,
+    format_speedup,
+    own_plain_steps,
+    pass_times,
+    speedup_doubt,
+    speedup_with_spread,
+)
 
 __all__ = [
     "PositionAcceptance",
@@ -540,3 +547,14 @@ def _tree_note(a: RunAnalysis) -> list[str]:
             f"tree's tokens per pass ({a.tokens_per_pass:.2f} observed, {a.predicted_tokens_per_pass:.2f} for a chain "
             "at this α): read it as a chain's reference, not a prediction for this tree."]
 
+
+def analyse_generation(generation, baseline: PlainBaseline | None = None) -> RunAnalysis:
+    """Every derived figure of a :class:`~specviz.core.engine.Generation`'s rounds so far
+    (:func:`analyse` with the run's own K, time and prefill): the loop records, this reads.
+
+    Args:
+        generation: a Generation, finished or not (a stopped run is described as far as it went).
+        baseline: the plain-decoding baseline measured on the same models, for the speedup.
+    """
+    return analyse(generation.rounds, effective_k(generation.k, generation.drafter is not None),
+                   generation.elapsed_s, generation.prefill_ms, baseline)

@@ -6,7 +6,7 @@ during a slow moment (192 ms/token against 53–69 ms/token later). :func:`measu
 plain decoding ``samples`` times and returns a baseline that keeps every sample, so the speedup is
 the median's and carries the samples' range (:func:`specviz.speedup.speedup_with_spread`).
 
-Nothing here imports torch: a sample is any object shaped like :class:`~specviz.engine.Generation`
+Nothing here imports torch: a sample is any object shaped like :class:`~specviz.core.engine.Generation`
 (iterable by rounds, with ``rounds``, ``prefill_ms`` and each round's ``elapsed_s``).
 """
 
@@ -65,7 +65,7 @@ def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAU
     ``StopIteration.value``.
 
     Args:
-        build_plain_run: makes a fresh plain :class:`~specviz.engine.Generation` of the target on
+        build_plain_run: makes a fresh plain :class:`~specviz.core.engine.Generation` of the target on
             the prompt and settings of the run to compare (each sample is a new run: a
             Generation runs once).
         samples: plain runs to time (>= 1).
@@ -83,7 +83,7 @@ def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAU
 
     Raises:
         ValueError: if ``samples`` < 1; and whatever the runs raise (e.g.
-            :class:`~specviz.engine.ContextLengthError`).
+            :class:`~specviz.core.engine.ContextLengthError`).
     """
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")

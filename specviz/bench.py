@@ -4,7 +4,7 @@ For every temperature T and lookahead K, on the same prompts, model objects, dev
 after one warm-up call of each method, and alternating the methods within each repeat (the order
 rotates from repeat to repeat so no method always runs on a cold or warm cache):
 
-* ``ours plain``: :class:`specviz.engine.Generation` with no drafter;
+* ``ours plain``: :class:`specviz.core.engine.Generation` with no drafter;
 * ``generate()``: ``model.generate`` with the same sampling settings (``do_sample=False`` for
   T = 0, else ``do_sample=True, temperature, top_k, top_p``);
 * ``ours spec``: the speculative loop with the drafter, ``instrument=True`` (what the app runs);
@@ -371,7 +371,7 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
             warmup_tokens=None, branches=1, tree_nodes=None, rule="full", recycle_warm=0, oracle=False) -> Measurements:
     """Time every method on every prompt (see the module docstring for the protocol).
 
-    Our speculative methods verify under ``rule`` (:data:`specviz.sampling.RULES`). With
+    Our speculative methods verify under ``rule`` (:data:`specviz.core.sampling.RULES`). With
     ``recycle_warm`` = N > 0 every call starts from the Token Recycling table warmed from N tokens
     of the bundled warm text (:func:`warm_snapshot`, once per benchmark, untimed), else cold.
 
@@ -382,7 +382,7 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
     call each. Within a repeat the method order rotates per prompt and repeat.
     """
     from specviz.runner import default_warmup_tokens
-    from specviz.sampling import SamplingConfig
+    from specviz.core.sampling import SamplingConfig
 
     report = report or (lambda line: None)
     warm = warm_snapshot(target, recycle_warm)
@@ -602,7 +602,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
         ks, temperatures: the grid; plain rows are measured once per temperature.
         branches, tree_nodes: with ``branches`` > 1, the tree variant (``ours tree``) runs beside
             the chain at every (T, K), at most ``tree_nodes`` nodes per tree (default 2·K).
-        rule: the verification rule of our speculative rows (:data:`specviz.sampling.RULES`).
+        rule: the verification rule of our speculative rows (:data:`specviz.core.sampling.RULES`).
         recycle_warm: tokens of the bundled warm text a Token Recycling table starts from before
             every call (0: cold; :func:`warm_snapshot`); recorded as ``recycle_warm``.
         oracle: time the oracle drafter beside the drafter at every (T, K), the ceiling each

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from specviz.analysis import RunAnalysis
 from specviz.speedup import format_speedup
-from specviz.trace import RESAMPLED, Round
+from specviz.core.records import RESAMPLED, Round
 
 __all__ = ["ceiling_sentence", "first_departure", "gap_phrase", "gap_to_oracle", "mean_p_target_tested"]
 

@@ -180,7 +180,7 @@ def _recycle_table(drafter, n_tokens: int):
 
 
 def _add_cache_arg(p: argparse.ArgumentParser) -> None:
-    from specviz.kvcache import CACHE_KINDS
+    from specviz.core.kvcache import CACHE_KINDS
 
     p.add_argument("--cache", default="dynamic", choices=CACHE_KINDS,
                    help="KV cache: dynamic, or static (fixed-shape passes that a CUDA graph can replay: one-token "
@@ -281,6 +281,7 @@ def _check_branches(request) -> None:
 # --------------------------------------------------------------------------- run
 def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
+    from specviz.analysis import analyse_generation
     from specviz.drafters.recycle import warm_table, warm_token_ids
     from specviz.runner import (
         baseline_steps,
@@ -305,7 +306,7 @@ def run_once(args: argparse.Namespace) -> dict:
     spec = prepared.generation().run()
     if measure:
         baseline = drain(baseline_steps(prepared))
-    result = json_result(spec, spec.analysis(baseline), prepared.target, request, len(prepared.prompt_ids),
+    result = json_result(spec, analyse_generation(spec, baseline), prepared.target, request, len(prepared.prompt_ids),
                          prepared.drafter)
     result["notes"] = prepared.notes + result["notes"]
     result["recycle_warm"], result["recycle_warm_tokens"] = args.recycle_warm, len(warm_ids)

@@ -1,6 +1,6 @@
 """Diagnostics of a run that engine users debug with, and the verification rules replayed on its
 recorded passes (computed by :mod:`specviz.rule_replay`): every figure defined once, from a run's
-(or a loaded trace's) :class:`~specviz.trace.Round` records. Nothing here imports torch or runs a
+(or a loaded trace's) :class:`~specviz.core.records.Round` records. Nothing here imports torch or runs a
 model.
 
 The app's Run tab and summary, ``python -m specviz run --json`` and the bench read these figures
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from specviz.analysis import PositionAcceptance, draft_depth, per_position_acceptance
 from specviz.rule_replay import (EXTRA_FIGURES, RULES, TOP_TOKENS_KEPT, PositionBounds, Range, RuleEstimate, RulesOnPasses,
                           block_reach, rules_on_passes)
-from specviz.trace import Round
+from specviz.core.records import Round
 
 #: The bounds at one position under the name this module gave them before
 #: :mod:`specviz.rule_replay` held them (tests/test_diagnostics.py reads it).

@@ -1,7 +1,7 @@
 """Health checks: what a run's counters hide. High α is not health.
 
 Four failures users report that the usual figures (α, tokens per pass, speedup) do not show, each
-checked from a run's :class:`~specviz.trace.Round` records and said in one sentence with what to try
+checked from a run's :class:`~specviz.core.records.Round` records and said in one sentence with what to try
 (:func:`check_health`; the app's summary and ``run --json``'s ``health``):
 
 * **loop** (:func:`find_loop`): the output repeats one n-gram over and over while α is high. With
@@ -19,7 +19,7 @@ checked from a run's :class:`~specviz.trace.Round` records and said in one sente
   a pass, accepted > tested or tested > proposed, tokens after an end-of-text token (mlx-vlm
   #2324 counted accepted drafts past the stop token), more tokens than the run's limit.
 * **bursts** (:func:`burstiness`): the stream's instantaneous tokens/s (each pass's tokens ÷ its
-  time, :attr:`~specviz.trace.Round.elapsed_s` differences) spread by more than
+  time, :attr:`~specviz.core.records.Round.elapsed_s` differences) spread by more than
   :data:`BURST_RATIO` between its 90th and 10th percentiles over at least :data:`MIN_PASSES`
   passes, *and* some pass stalled (the longest took more than :data:`STALL_FACTOR` × the median):
   a reader sees stalls, then chunks. Chunks at an even pace alone (1 token, then K + 1) are how
@@ -35,7 +35,7 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from specviz.analysis import RunAnalysis
-from specviz.trace import ACCEPTED, Round
+from specviz.core.records import ACCEPTED, Round
 
 __all__ = ["BURST_RATIO", "FALLBACK_SHARE", "LOOP_ALPHA", "LOOP_MIN_COPIES", "LOOP_MIN_SHARE", "LOOP_MIN_TOKENS",
            "MIN_PASSES", "STALL_FACTOR", "Health", "HealthCheck", "Loop", "burstiness", "check_health", "counter_mismatches",

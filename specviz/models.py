@@ -42,7 +42,7 @@ while its draft loads): no load evicts it. A caller that still holds an evicted
 
 Drafts
 ------
-:func:`build_drafter` turns a short spec string into a :class:`~specviz.drafters.Drafter`: prompt
+:func:`build_drafter` turns a short spec string into a :class:`~specviz.core.drafter.Drafter`: prompt
 lookup, an int8 copy of the target, the target's first N layers ("early exit"), or a separate
 draft model whose tokenizer must match the target's (:func:`shared_vocab_size`).
 """
@@ -62,12 +62,13 @@ from pathlib import Path
 
 import torch
 
-from specviz.drafters import (Drafter, RecycleTable, SuffixDrafter, SuffixHistory, drafter_kind, parse_drafter_spec,
-                       selfdraft, shared_vocab_size)
+from specviz.drafters import (RecycleTable, SuffixDrafter, SuffixHistory, drafter_kind, parse_drafter_spec,
+                              selfdraft, shared_vocab_size)
+from specviz.core.drafter import Drafter
 from specviz.drafters.selfdraft import early_exit_draft, int8_draft
 from specviz import memory
 from specviz.errors import IncompatiblePairError, ModelLoadError
-from specviz.kvcache import check_transformers
+from specviz.core.kvcache import check_transformers
 from specviz.model_cache import DEFAULT_MAX_MODELS, CacheKey, ModelCache, module_bytes  # noqa: F401  (re-exported)
 from specviz.offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
 
@@ -470,7 +471,7 @@ def load_model(
         ValueError: for a bad device/dtype name, or a string that is none of the three forms.
         ModelLoadError: when the model cannot be obtained or loaded; for a hub id that is not
             cached while the hub is offline or unreachable this happens at once; for an
-            installed transformers older than :data:`specviz.kvcache.TRANSFORMERS_FLOOR`
+            installed transformers older than :data:`specviz.core.kvcache.TRANSFORMERS_FLOOR`
             (one sentence with the upgrade command).
     """
     try:

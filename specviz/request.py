@@ -22,11 +22,11 @@ from dataclasses import dataclass, replace
 
 from specviz import memory
 from specviz.drafters import DRAFTER_KINDS, drafter_kind, for_device, parse_drafter_spec
-from specviz.kvcache import CACHE_KINDS
-from specviz.sampling import RuleError, SamplingConfig, check_rule
+from specviz.core.kvcache import CACHE_KINDS
+from specviz.core.sampling import RuleError, SamplingConfig, check_rule
 
 __all__ = ["DEFAULT_LIMITS", "MODEL_FREE_DRAFTERS", "PUBLIC_LIMITS", "Limits", "PublicPolicy", "RequestError",
-           "RunRequest", "ServerDevice", "check_drafter_device", "check_public_models", "effective_k",
+           "RunRequest", "ServerDevice", "check_drafter_device", "check_public_models",
            "pin_public_device",
            "public_mode", "public_policy", "to_float", "to_int", "validate_draft", "validate_request",
            "validate_sampling"]
@@ -68,17 +68,6 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
-def effective_k(k: int, drafting: bool) -> int:
-    """The lookahead K a run drafts with: ``k`` when something drafts, 0 for plain decoding (no
-    drafter), whatever K the settings held. Every count, trace and budget that says K reads it here.
-
-    Args:
-        k: the lookahead K asked for (tokens per pass).
-        drafting: True when the run has a drafter (``drafter is not None``, ``not request.plain``).
-    """
-    return k if drafting else 0
-
-
 @dataclass(frozen=True)
 class RunRequest:
     """A run's settings after validation: every field has its type and lies within the limits.
@@ -97,13 +86,13 @@ class RunRequest:
         dtype: ``"auto"``, ``"float32"``, ``"bfloat16"`` or ``"float16"``.
         branches: B, most children per draft-tree node, 1..``max_branches`` (1: chains).
         tree_nodes: N, most nodes per draft tree, K..``max_tree_nodes``, or None for the
-            default (:func:`specviz.drafttree.default_tree_nodes`).
+            default (:func:`specviz.core.drafttree.default_tree_nodes`).
         max_prompt_tokens: the limits' ``max_prompt_tokens``, carried so that
             :func:`specviz.runner.prepare_run` checks the encoded prompt against the limits the
             request was validated with (None: no cap but the model's context).
-        cache: the KV cache kind, ``"dynamic"`` or ``"static"`` (:data:`specviz.kvcache.CACHE_KINDS`;
+        cache: the KV cache kind, ``"dynamic"`` or ``"static"`` (:data:`specviz.core.kvcache.CACHE_KINDS`;
             the same outputs, static passes of fixed shapes).
-        rule: the verification rule, a name of :data:`specviz.sampling.RULES` (``"full"``,
+        rule: the verification rule, a name of :data:`specviz.core.sampling.RULES` (``"full"``,
             ``"one-hot"``, ``"exact-match"``, ``"block"`` or the lossy ``"relaxed-top-k"``).
     """
 
@@ -341,7 +330,7 @@ def validate_request(
 
 
 def validate_rule(rule, branches=1) -> str:
-    """A verification rule as typed (:data:`specviz.sampling.RULES`), checked against the draft's
+    """A verification rule as typed (:data:`specviz.core.sampling.RULES`), checked against the draft's
     shape (B > 1 drafts trees, which the chain-only ``"block"`` rule cannot verify).
 
     Raises:

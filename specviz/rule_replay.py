@@ -1,7 +1,7 @@
 """A verification rule replayed on a recorded pass: the one place that says what each rule
-(:mod:`specviz.rules`) would accept of a pass's drafts, from the distributions a run or trace
-recorded (:class:`~specviz.trace.Round`). Nothing here imports torch or runs a model;
-:mod:`specviz.sampling` runs the rules live.
+(:mod:`specviz.core.rules`) would accept of a pass's drafts, from the distributions a run or trace
+recorded (:class:`~specviz.core.records.Round`). Nothing here imports torch or runs a model;
+:mod:`specviz.core.sampling` runs the rules live.
 
 Two readers share it:
 
@@ -26,7 +26,7 @@ Both read the per-position figures of :func:`pass_figures`:
   p_target(x_j)/p_draft(x_j)): the figure block verification is compared with on the same drafts,
   and what the full rule does with the recorded drafts when a pass is replayed.
 * ``"relaxed-top-k"``: the LOSSY control keeps a draft within the target's top
-  :data:`~specviz.rules.RELAXED_TOP_K` (1 or 0, no uniform).
+  :data:`~specviz.core.rules.RELAXED_TOP_K` (1 or 0, no uniform).
 * ``"ensemble:W"``: transformers' static ensemble verification (PR #45979) on the pass's own
   drafts, min(1, 1 − W + W·p_target(x)/p_draft(x)) (:func:`ensemble_test`); and over whole
   distributions (:func:`ensemble_dial`, the lossless↔lossy dial): at a position it accepts a
@@ -35,7 +35,7 @@ Both read the per-position figures of :func:`pass_figures`:
   from p_target.
 
 A trace keeps the top :data:`TOP_TOKENS_KEPT` tokens of each distribution
-(:data:`specviz.recorder.TOP_TOKENS`), plus the exact p_draft and p_target of the drafted token.
+(:data:`specviz.core.recorder.TOP_TOKENS`), plus the exact p_draft and p_target of the drafted token.
 The rest is an "other tokens" bucket whose mass is known (1 − the kept mass) and whose every token
 is at most the smallest kept probability. Each figure that needs a whole distribution is therefore
 given as a ``(low, high)`` range that contains the exact value (:class:`PositionBounds` says how
@@ -47,9 +47,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.rules import ENSEMBLE, RELAXED_TOP_K, check_rule, ensemble_rule
-from specviz.rules import RULES as ALL_RULES
-from specviz.trace import Round
+from specviz.core.rules import ENSEMBLE, RELAXED_TOP_K, check_rule, ensemble_rule
+from specviz.core.rules import RULES as ALL_RULES
+from specviz.core.records import Round
 
 __all__ = [
     "EXTRA_FIGURES",
@@ -73,14 +73,14 @@ __all__ = [
     "rules_on_passes",
 ]
 
-#: The exact rules, by the names the CLI's ``--rule`` uses (:data:`specviz.rules.RULES`, the lossy
+#: The exact rules, by the names the CLI's ``--rule`` uses (:data:`specviz.core.rules.RULES`, the lossy
 #: control left out: no closed form says what it would accept).
 RULES = tuple(name for name, rule in ALL_RULES.items() if rule.lossless)
 #: Figures shown beside them: the exact-match test on a sampled draft, and the full rule on the
 #: pass's own drafts (block verification's like-for-like comparison).
 EXTRA_FIGURES = ("exact-match-sampled", "full-these-drafts")
 
-#: Tokens a trace keeps per distribution (:data:`specviz.recorder.TOP_TOKENS`, which imports torch;
+#: Tokens a trace keeps per distribution (:data:`specviz.core.recorder.TOP_TOKENS`, which imports torch;
 #: a test checks the two agree). A shorter list is the whole distribution (zero-probability ids are
 #: left out).
 TOP_TOKENS_KEPT = 10
@@ -195,7 +195,7 @@ def ratio_test(p_target: float, p_draft: float) -> float:
 
 def ensemble_test(p_target: float, p_draft: float, weight: float) -> float:
     """min(1, v(x)/p_draft(x)) with v = w·p_target + (1 − w)·p_draft: the ensemble rule's acceptance
-    of one drafted token (:func:`specviz.sampling.verify` under ``"ensemble:W"``); :func:`ratio_test`
+    of one drafted token (:func:`specviz.core.sampling.verify` under ``"ensemble:W"``); :func:`ratio_test`
     at w = 1."""
     if p_draft <= 0:
         return float(p_target > 0) if weight == 1.0 else 1.0
@@ -240,7 +240,7 @@ def block_reach(p_target: list[float], p_draft: list[float], masses: list[float]
 
 def block_weights(drafted) -> list[float]:
     """Sun et al.'s weights p_i = min(1, p_{i−1}·p_target(x_i)/p_draft(x_i)), p_0 = 1, of a drafted
-    chain (:class:`~specviz.trace.DraftedToken` list): the recorded drafts' own probabilities only."""
+    chain (:class:`~specviz.core.records.DraftedToken` list): the recorded drafts' own probabilities only."""
     weights, p = [], 1.0
     for t in drafted:
         p = min(1.0, p * t.p_target / t.p_draft) if t.p_draft > 0 else float(p * t.p_target > 0)
@@ -558,12 +558,12 @@ def replay_rule(round_: Round, rule: str) -> RuleReplay:
     argmax's p_target when the target's top list misses it, block verification's residual mass
     R_i) are ``(low, high)`` ranges from the "other tokens" bucket (:class:`PositionBounds`); with
     full rows (a list shorter than the kept top 10 is the whole distribution) they are exact and
-    equal :func:`specviz.sampling.block_weights`'s (a test checks).
+    equal :func:`specviz.core.sampling.block_weights`'s (a test checks).
 
     Args:
         round_: a chain pass (tree passes: the rules are replayed on chains only) recorded with
             distributions (``top_draft``/``top_target``) for every rule but ``"full"``.
-        rule: a name of :data:`specviz.rules.RULES`, or ``"ensemble:W"`` (tested on the recorded
+        rule: a name of :data:`specviz.core.rules.RULES`, or ``"ensemble:W"`` (tested on the recorded
             drafts, :func:`ensemble_test`: needs no distributions).
 
     Returns:

@@ -8,7 +8,7 @@ functions, so they load, encode, warm up and build runs the same way:
   :func:`encode_prompt`, the end-of-text ids, a label and notes for the user);
 * :func:`baseline_steps`: the plain baseline of a prepared run, round by round;
 * :func:`load_pair`: the target (a :class:`~specviz.models.LoadedModel`) and the drafter;
-* :func:`make_generation`: a :class:`~specviz.engine.Generation` wired to them;
+* :func:`make_generation`: a :class:`~specviz.core.engine.Generation` wired to them;
 * :func:`warm_up`: one short plain run and one short speculative run before anything is timed
   (first calls allocate memory, pick kernels and, with ``torch.compile``, compile);
 * :func:`plain_baseline`: the :class:`~specviz.speedup.PlainBaseline` of a finished plain run.
@@ -20,7 +20,8 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
 from specviz.baseline import DEFAULT_SAMPLES, measure_baseline
-from specviz.request import RequestError, RunRequest, effective_k
+from specviz.request import RequestError, RunRequest
+from specviz.core.records import effective_k
 from specviz.speedup import PlainBaseline
 
 __all__ = ["WARMUP_TOKENS", "PreparedRun", "baseline_key", "baseline_steps", "check_prompt_tokens", "default_warmup_tokens", "drain", "encode_prompt",
@@ -74,19 +75,19 @@ def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: st
 
 def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, seed, instrument=True, eos=True,
                     decode=True, branches=1, tree_nodes=None, cache="dynamic", rule="full"):
-    """A :class:`~specviz.engine.Generation` wired to a loaded target and drafter.
+    """A :class:`~specviz.core.engine.Generation` wired to a loaded target and drafter.
 
     Args:
         target: a :class:`~specviz.models.LoadedModel`.
         drafter: a drafter, or None for plain decoding.
         prompt_ids: the encoded prompt.
         k, sampling, max_new_tokens, seed, instrument, branches, tree_nodes, cache, rule: as in
-            :class:`~specviz.engine.Generation` (B = 1 drafts chains; ``cache`` the KV cache kind;
-            ``rule`` the verification rule, :data:`specviz.sampling.RULES`).
+            :class:`~specviz.core.engine.Generation` (B = 1 drafts chains; ``cache`` the KV cache kind;
+            ``rule`` the verification rule, :data:`specviz.core.sampling.RULES`).
         eos: stop at the target's EOS ids (the bench turns this off to generate equal lengths).
         decode: record each token's text.
     """
-    from specviz.engine import Generation
+    from specviz.core.engine import Generation
     from specviz.trace import TokenPieces
 
     vocab = getattr(drafter, "vocab_size", None) if drafter is not None else None
@@ -185,7 +186,7 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
 
 
 def plain_baseline(plain_run) -> PlainBaseline | None:
-    """The baseline of a finished plain :class:`~specviz.engine.Generation`: its mean step time and
+    """The baseline of a finished plain :class:`~specviz.core.engine.Generation`: its mean step time and
     its tokens/s (:meth:`specviz.speedup.PlainBaseline.from_rounds`)."""
     return PlainBaseline.from_rounds(plain_run.rounds, plain_run.tokens_per_s)
 
@@ -196,7 +197,7 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
     and the EOS ids, which is what the app needs to replay it without the models.
 
     Args:
-        run: the :class:`~specviz.engine.Generation`.
+        run: the :class:`~specviz.core.engine.Generation`.
         request: its :class:`~specviz.request.RunRequest`.
         target: the :class:`~specviz.models.LoadedModel`.
         drafter: the drafter or None.
@@ -246,7 +247,7 @@ class PreparedRun:
     notes: list[str] = field(default_factory=list)
 
     def generation(self, speculative: bool = True, instrument: bool = True, eos: bool = True, decode: bool = True):
-        """A fresh :class:`~specviz.engine.Generation` of this request: speculative with the drafter
+        """A fresh :class:`~specviz.core.engine.Generation` of this request: speculative with the drafter
         (the request's K, B and N), or plain decoding of the target with ``speculative=False``."""
         r = self.request
         # By name: K, the seed and the token limit are all ints, so a reordered signature must fail

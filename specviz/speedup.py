@@ -25,7 +25,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specviz.trace import Round
+from specviz.core.records import Round
 
 __all__ = [
     "BASELINE_DISAGREES",

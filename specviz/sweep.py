@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from specviz.analysis import analyse_generation
 from specviz.request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
 from specviz.speedup import speedup_doubts
 from specviz.trace import spreadsheet_safe
@@ -60,7 +61,7 @@ class SweepStep:
         tokens: tokens emitted so far by the run in progress.
         max_new_tokens: that run's length limit.
         row: the finished row (``phase == "done"`` only), else None.
-        run: the speculative :class:`~specviz.engine.Generation` of this setting (its rounds
+        run: the speculative :class:`~specviz.core.engine.Generation` of this setting (its rounds
             give the coloured tokens), or None before it starts.
         stop_ids: the target's end-of-text ids (what a view of the tokens marks as the end).
         note: why the sweep stopped (``phase == "stopped"``), or the baseline's progress line
@@ -219,7 +220,7 @@ def _setting(prepared, index: int, total: int, deadline: float | None, should_en
                 break
             yield step("plain", len(spec.tokens), spec, note=line)
         step("plain", len(spec.tokens), spec)  # a baseline cut short by the cap makes no row
-    yield step("done", len(spec.tokens), spec, row=_row(prepared, spec, spec.analysis(baseline)))
+    yield step("done", len(spec.tokens), spec, row=_row(prepared, spec, analyse_generation(spec, baseline)))
 
 
 @contextlib.contextmanager

@@ -20,126 +20,11 @@ import functools
 import json
 import math
 import re
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, fields
 
-from specviz.rules import RULE_NAMES, RuleError, check_rule
+from specviz.core.rules import RULE_NAMES, RuleError, check_rule
 
-#: Kinds of emitted tokens.
-ACCEPTED = "accepted"  # a draft token that passed the min(1, p_target/p_draft) test
-RESAMPLED = "resampled"  # drawn from normalize(max(0, p_target - p_draft)) at the first rejection
-BONUS = "bonus"  # drawn from the target after all drafted tokens were accepted
-PLAIN = "plain"  # drawn from the target with nothing drafted (plain decoding, or a drafter with no guess)
-KINDS = (ACCEPTED, RESAMPLED, BONUS, PLAIN)
-
-
-@dataclass
-class DraftedToken:
-    """One token proposed by the drafter and judged by the verify step.
-
-    ``accepted`` is False for the first rejected token *and* for every token after it (those were
-    never tested: ``uniform`` and ``accept_prob`` are still recorded for them but ``tested`` is
-    False).
-
-    ``parent`` is the index in ``Round.drafted`` of the token this one continues, -1 for a token
-    that continues the committed context. None means the previous token of the list: a chain.
-    A tree round lists its nodes parents first, so a node's depth is its parent's plus one
-    (:func:`specviz.analysis.analyse` counts per-position acceptance by depth). In a tree,
-    ``accepted`` is True exactly for the nodes of the accepted path (``Round.n_accepted`` of
-    them, one per depth), ``tested`` for every node that faced a test (the children of the
-    context and of accepted nodes, in turn, until one passed), and ``accept_prob`` is the
-    probability its test used: against the residual left by the siblings rejected before it.
-
-    ``top_draft`` and ``top_target`` (instrumented runs) are the most likely tokens under p_draft
-    and p_target at this position, as ``[id, text, probability]`` lists, most likely first: the
-    distributions actually used (after temperature, top-k and top-p), for the token inspector.
-    """
-
-    id: int
-    text: str
-    p_draft: float
-    p_target: float
-    accept_prob: float
-    uniform: float
-    accepted: bool
-    tested: bool
-    parent: int | None = None
-    top_draft: list = field(default_factory=list)
-    top_target: list = field(default_factory=list)
-
-
-@dataclass
-class EmittedToken:
-    """One token appended to the output.
-
-    ``rejected_id``/``rejected_text`` name the draft token that was rejected at this position
-    (only for ``kind == "resampled"``; in a tree round, the last sibling rejected at that depth). ``p_target`` is the target's probability of this token at
-    its position (before the residual for a resampled token).
-
-    For a token the target drew (resampled, bonus, plain) in an instrumented run, ``p_source`` is
-    its probability under the distribution it was drawn from (the normalised residual
-    max(0, p_target − p_draft) for a resampled token, p_target otherwise) and ``top_source`` that
-    distribution's most likely tokens as ``[id, text, probability]`` lists. An accepted token's
-    story is its :class:`DraftedToken`.
-    """
-
-    id: int
-    text: str
-    kind: str
-    p_target: float
-    round: int
-    rejected_id: int | None = None
-    rejected_text: str | None = None
-    p_source: float | None = None
-    top_source: list = field(default_factory=list)
-
-
-@dataclass
-class Round:
-    """One verify pass (or one plain decoding step).
-
-    Times are wall-clock milliseconds: ``draft_ms`` is the drafter's time for this round's
-    proposal (all K draft forward passes), ``verify_ms`` the target's single forward pass plus the
-    accept test and resample, ``other_ms`` everything else the round did before it was handed to
-    the consumer (cache rollback bookkeeping, records, text decoding). ``k`` is the lookahead
-    asked of the drafter this round (K, or fewer near the length limit; 0 for plain decoding).
-    ``elapsed_s`` is the run's generation time (s) when this round ended, prefill included and the
-    consumer's pauses not (so a replay can show the run's speed as it stood after any round).
-    ``root_from_prefill`` marks the first round, whose first distribution came from the prompt's
-    prefill pass: its ``verify_ms`` covers only the pass over its drafted tokens (for a plain
-    round, no forward pass at all), so it is no measure of a plain step.
-    """
-
-    index: int
-    drafted: list[DraftedToken] = field(default_factory=list)
-    n_accepted: int = 0
-    emitted: list[EmittedToken] = field(default_factory=list)
-    draft_ms: float = 0.0
-    draft_steps: int = 0
-    verify_ms: float = 0.0
-    other_ms: float = 0.0
-    k: int = 0
-    elapsed_s: float = 0.0
-    root_from_prefill: bool = False
-
-    @property
-    def n_proposed(self) -> int:
-        return len(self.drafted)
-
-    def drafted_for(self, slot: int) -> DraftedToken | None:
-        """The drafted token behind ``emitted[slot]``: the accepted node at that depth for an
-        accepted token, the (last) rejected sibling for a resampled one, None for a bonus or plain
-        token. In a chain this is ``drafted[slot]``; in a tree the accepted nodes, listed parents
-        first, are the path in depth order."""
-        kind = self.emitted[slot].kind
-        path = [i for i, t in enumerate(self.drafted) if t.accepted]
-        if kind == ACCEPTED:
-            return self.drafted[path[slot]] if slot < len(path) else None
-        if kind != RESAMPLED:
-            return None
-        parent = path[-1] if path else -1
-        rejected = [t for i, t in enumerate(self.drafted) if t.tested and not t.accepted
-                    and (t.parent if t.parent is not None else i - 1) == parent]
-        return rejected[-1] if rejected else None
+from specviz.core.records import KINDS, DraftedToken, EmittedToken, Round
 
 
 # --------------------------------------------------------------------------- saved traces
@@ -167,7 +52,7 @@ class TraceError(ValueError):
 
 #: Limits on what a trace may hold. A real run is far inside them: 1,024 tokens with K = 16
 #: and draft trees of 64 nodes is at most 1,024 passes of 64 nodes and 65 emitted tokens, each
-#: with 10 top tokens per distribution (:data:`specviz.engine.TOP_TOKENS`), about 60 MB of JSON.
+#: with 10 top tokens per distribution (:data:`specviz.core.engine.TOP_TOKENS`), about 60 MB of JSON.
 MAX_TRACE_BYTES = 96 * 2**20
 MAX_ROUNDS = 4_096
 MAX_DRAFTED = 256  # drafted nodes in one verify pass
@@ -379,7 +264,7 @@ def _rule(value, path: str):
 
 
 def trace_rule(meta: dict) -> str:
-    """The verification rule a saved trace's run used (:data:`specviz.sampling.RULES`): its
+    """The verification rule a saved trace's run used (:data:`specviz.core.sampling.RULES`): its
     ``settings.rule``, or ``"full"`` for a trace written before runs had a rule (the only rule then)."""
     settings = meta.get("settings") or {}
     return settings.get("rule") or "full"
@@ -588,7 +473,7 @@ class TokenPieces:
     * any other token as it decodes.
 
     The token stream shows the characters such tokens make together (it decodes incrementally,
-    :class:`specviz.engine.IncrementalDecoder`); drafted nodes and top-token rows, which stand
+    :class:`specviz.core.engine.IncrementalDecoder`); drafted nodes and top-token rows, which stand
     alone, use these pieces. Results are cached per id.
 
     Args:

@@ -10,7 +10,7 @@ Self-distillation in four steps, each cached in the output directory so a resume
    2024): the head learns the target's distribution on the text it actually writes.
 2. **Features** (:func:`teacher_features`): one teacher-forced forward pass per sequence
    (prompt + answer) records the target's last-layer features before the final norm
-   (:class:`~specviz.drafttree.LastLayerFeatures`), stored in float16.
+   (:class:`~specviz.core.drafttree.LastLayerFeatures`), stored in float16.
 3. **Vocabulary**: the ``vocab`` most frequent tokens of the answers (draws from the target, so
    their counts estimate its probability mass); the head proposes only those.
 4. **Training** (:func:`rollout_loss`): at each position, soft cross-entropy against the target's
@@ -55,7 +55,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specviz.drafttree import LastLayerFeatures
+from specviz.core.drafttree import LastLayerFeatures
 from specviz.drafters.eagle import (
     EagleHead,
     check_frequent_ids,

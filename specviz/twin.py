@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from specviz.analysis import draft_depth
 from specviz.diagnostics import accepted_length_histogram, acceptance_by_position, zero_accept_share
 from specviz.theory import tokens_per_pass_distribution
-from specviz.trace import RESAMPLED, Round
+from specviz.core.records import RESAMPLED, Round
 
 __all__ = ["FIT_LEVEL", "MIN_EXPECTED", "FitTest", "SyntheticTwin", "TwinFigures", "accept_runs",
            "constant_length_p", "mean_acceptance_length", "simulate_accepts", "synthetic_twin", "twin_figures"]

@@ -119,7 +119,7 @@ def fresh_kv(model, ids: list[int]):
     """The KV cache (a transformers ``DynamicCache``) a fresh prefill of ``ids`` produces."""
     from transformers import DynamicCache
 
-    from specviz.kvcache import cache_argument
+    from specviz.core.kvcache import cache_argument
 
     cache = DynamicCache()
     with torch.inference_mode():

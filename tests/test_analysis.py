@@ -12,12 +12,13 @@ from helpers import tiny_llama
 from specviz import bench, cli, theory
 from specviz.analysis import analyse, running_acceptance
 from specviz.drafters import PromptLookupDrafter
-from specviz.engine import Generation
+from specviz.core.engine import Generation
 from specviz.request import validate_request
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 from specviz.speedup import NOT_MEASURABLE, PlainBaseline, measured_speedup
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw.run_views import summary_markdown
+from specviz.analysis import analyse_generation
 
 
 def drafted(n_proposed: int, n_accepted: int, parents: list[int] | None = None) -> list[DraftedToken]:
@@ -164,7 +165,7 @@ FIGURES = ("acceptance_rate", "alpha", "tokens_per_pass", "plain_step_ms", "cost
 def test_the_same_rounds_give_the_same_figures_in_the_app_the_cli_and_the_bench(real_run):
     spec, plain = real_run
     baseline = PlainBaseline.from_rounds(plain.rounds, plain.tokens_per_s)
-    analysis = spec.analysis(baseline)
+    analysis = analyse_generation(spec, baseline)
     assert analysis.proposed > 0 and analysis.theoretical_speedup is not None
 
     # run --json

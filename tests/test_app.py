@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 import pytest
 
 import app
-from specviz.trace import TRACE_VERSION, DraftedToken, EmittedToken, Round
+from specviz.trace import TRACE_VERSION
+from specviz.core.records import DraftedToken, EmittedToken, Round
 from specviz.ui import run_stream
 from specviz.ui.draw.run_views import inspector_markdown, render_round
 from specviz.ui.lossless_check import run_lossless
@@ -54,9 +55,9 @@ def test_demo_builds_with_the_expected_controls():
 
 
 def test_the_rule_menus_of_the_run_and_watch_tabs_label_each_rule_alike():
-    """One label per rule (specviz.rules.Rule.label): the Run tab's dropdown and the Watch tab's
+    """One label per rule (specviz.core.rules.Rule.label): the Run tab's dropdown and the Watch tab's
     switch offer the same (label, rule) pairs, the lossy control marked in both."""
-    from specviz.rules import RULES
+    from specviz.core.rules import RULES
 
     menus = {block.elem_id: [tuple(choice) for choice in block.choices] for block in app.demo.blocks.values()
              if getattr(block, "choices", None) and {c[1] for c in block.choices} == set(RULES)}

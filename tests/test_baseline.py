@@ -9,10 +9,11 @@ from helpers import tiny_llama
 from specviz.runner import drain  # a step generator run to its end
 from specviz.analysis import analyse, health_notes
 from specviz.baseline import MIN_SHORT_TOKENS, measure_baseline, short_sample_tokens
-from specviz.engine import Generation
-from specviz.sampling import SamplingConfig
+from specviz.core.engine import Generation
+from specviz.core.sampling import SamplingConfig
 from specviz.speedup import PlainBaseline, baseline_still_valid, format_speedup, speedup_with_spread
-from specviz.trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.core.records import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.analysis import analyse_generation
 
 
 def spec_round(index: int, verify_ms: float = 12.0, accepted: int = 2, drafted: int = 4) -> Round:
@@ -197,7 +198,7 @@ def test_a_measured_baseline_gives_a_real_run_its_speedup_range(target):
 
     baseline = drain(measure_baseline(lambda: Generation(target, prompt, None, sampling=greedy, max_new_tokens=48)))
     spec = Generation(target, prompt, PromptLookupDrafter(64), k=4, sampling=greedy, max_new_tokens=48).run()
-    a = spec.analysis(baseline)
+    a = analyse_generation(spec, baseline)
     assert a.plain_samples == 3 and a.plain_tokens == 48
     assert a.speedup_low <= a.speedup <= a.speedup_high
     assert a.speedup == pytest.approx(spec.tokens_per_s / baseline.tokens_per_s_at(len(spec.tokens)))

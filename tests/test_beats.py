@@ -10,17 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from specviz.sampling import verify_tree
-from specviz.trace import (
-    ACCEPTED,
-    BONUS,
-    PLAIN,
-    RESAMPLED,
-    DraftedToken,
-    EmittedToken,
-    Round,
-    trace_from_dict,
-)
+from specviz.core.sampling import verify_tree
+from specviz.trace import trace_from_dict
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw import beat_charts
 from specviz.ui.draw.escape import as_text
 from specviz.ui.teach.beats import (

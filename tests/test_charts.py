@@ -11,7 +11,7 @@ import pytest
 
 from specviz import theory
 from specviz.analysis import analyse
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw import charts
 
 

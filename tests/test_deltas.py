@@ -10,7 +10,7 @@ import pickle
 import plotly.graph_objects as go
 import pytest
 
-from specviz.trace import PLAIN, EmittedToken, Round
+from specviz.core.records import PLAIN, EmittedToken, Round
 from specviz.ui.deltas import (
     SAME,
     Appended,

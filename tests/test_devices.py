@@ -1,5 +1,5 @@
-"""A run's devices: one synchronised clock for every phase boundary (specviz/phaseclock.py) and
-one random generator per device (specviz/generators.py).
+"""A run's devices: one synchronised clock for every phase boundary (specviz/core/phaseclock.py) and
+one random generator per device (specviz/core/generators.py).
 
 On a CPU a device synchronisation is a no-op, so these tests replace it with a counting hook and
 the clock with a fake one: what they check is that every boundary of a run goes through the one
@@ -17,13 +17,13 @@ import pytest
 import torch
 from helpers import noisy_copy
 
-from specviz import phaseclock
+from specviz.core import phaseclock
 from specviz.drafters import ModelDrafter
-from specviz.drafttree import DraftTree
-from specviz.engine import Generation
-from specviz.generators import GeneratorPool
-from specviz.phaseclock import PhaseClock
-from specviz.sampling import SamplingConfig, sample
+from specviz.core.drafttree import DraftTree
+from specviz.core.engine import Generation
+from specviz.core.generators import GeneratorPool
+from specviz.core.phaseclock import PhaseClock
+from specviz.core.sampling import SamplingConfig, sample
 
 VOCAB = 256
 PROMPT = [200, 1, 2, 3, 200, 1, 2, 3, 200]

@@ -16,16 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specviz import diagnostics as dg
-from specviz.trace import (
-    ACCEPTED,
-    BONUS,
-    PLAIN,
-    RESAMPLED,
-    DraftedToken,
-    EmittedToken,
-    Round,
-    trace_from_dict,
-)
+from specviz.trace import trace_from_dict
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 
 
 def chain(index: int, n_drafted: int, n_accepted: int, p_draft: float = 0.5, p_target: float = 0.4,
@@ -185,7 +177,7 @@ def test_block_reach_is_exact_with_fractions_on_the_paper_example():
 
 
 def test_kept_tokens_match_the_recorder():
-    from specviz.recorder import TOP_TOKENS
+    from specviz.core.recorder import TOP_TOKENS
 
     assert dg.TOP_TOKENS_KEPT == TOP_TOKENS
 
@@ -198,10 +190,10 @@ def tiny_run():
     import torch
     from helpers import noisy_copy, tiny_llama
 
-    from specviz import recorder
+    from specviz.core import recorder
     from specviz.drafters import ModelDrafter
-    from specviz.engine import Generation
-    from specviz.sampling import SamplingConfig
+    from specviz.core.engine import Generation
+    from specviz.core.sampling import SamplingConfig
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -8,9 +8,9 @@ import pytest
 import torch
 from helpers import tiny_llama
 
-from specviz.drafttree import DraftTree
-from specviz.engine import DraftIdError, Generation
-from specviz.sampling import SamplingConfig
+from specviz.core.drafttree import DraftTree
+from specviz.core.engine import DraftIdError, Generation
+from specviz.core.sampling import SamplingConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -19,10 +19,10 @@ from specviz.drafters.eagle import (
     save_head,
     shipped_head_dir,
 )
-from specviz.drafttree import LastLayerFeatures
-from specviz.engine import Generation
+from specviz.core.drafttree import LastLayerFeatures
+from specviz.core.engine import Generation
 from specviz.models import LoadedModel
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 from specviz.train_draft import TrainConfig, load_prompts, rollout_mask, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -1,6 +1,6 @@
 """With an EAGLE head as the drafter, the first two emitted tokens follow the target's distribution.
 
-Each run is a real :class:`~specviz.engine.Generation` with an
+Each run is a real :class:`~specviz.core.engine.Generation` with an
 :class:`~specviz.drafters.eagle.EagleDrafter` around an untrained head on a tiny target, sampling at
 T = 1, K = 2: a chain (B = 1, each draft token sampled from the head's distribution) or an
 EAGLE-2 tree (B = 2, children sampled without replacement, N = 4 nodes), or that tree behind prompt
@@ -51,8 +51,8 @@ from scipy import stats
 from specviz.drafters import PromptLookupDrafter
 from specviz.drafters.combined import LookupThenEagle
 from specviz.drafters.eagle import EagleDrafter, EagleHead
-from specviz.engine import Generation
-from specviz.sampling import SamplingConfig, logits_to_probs
+from specviz.core.engine import Generation
+from specviz.core.sampling import SamplingConfig, logits_to_probs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -12,7 +12,7 @@ from specviz import models
 from specviz.drafters.eagle import HEAD_FILE, shipped_head_dir
 from specviz.models import build_drafter
 from specviz.runner import make_generation
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 
 TARGET = "smollm2-135m-instruct"
 STORY = "Write a short story about a lighthouse keeper who finds a message in a bottle."

@@ -21,9 +21,10 @@ import torch
 from helpers import assert_cache_holds, noisy_copy, tiny_llama, with_vocab_width
 
 from specviz.drafters import ModelDrafter, PromptLookupDrafter
-from specviz.engine import ContextLengthError, Generation
-from specviz.sampling import NonFiniteLogitsError, SamplingConfig, logits_to_probs
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED
+from specviz.core.engine import ContextLengthError, Generation
+from specviz.core.sampling import NonFiniteLogitsError, SamplingConfig, logits_to_probs
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED
+from specviz.analysis import analyse_generation
 
 VOCAB = 256
 GREEDY = SamplingConfig(temperature=0.0)
@@ -99,7 +100,7 @@ def test_greedy_speculative_equals_plain_greedy(target, drafts, kind):
             gen = Generation(target, prompt, make_drafter(kind, drafts), k=k, sampling=GREEDY, max_new_tokens=n).run()
             assert gen.token_ids == expected, f"prompt {prompt}, K={k}"
             assert gen.finish_reason == "length"
-            stats_ = gen.analysis()
+            stats_ = analyse_generation(gen)
             accepted += stats_.accepted
             rejected += stats_.counts[RESAMPLED]
     if kind == "self":
@@ -116,7 +117,7 @@ def test_self_draft_greedy_accepts_every_token(target):
     Each pass accepts all 4 drafts and adds the bonus: 40 / (4 + 1) = 8 passes exactly.
     """
     gen = Generation(target, PROMPTS[0], ModelDrafter(target, VOCAB), k=4, sampling=GREEDY, max_new_tokens=40).run()
-    stats_ = gen.analysis()
+    stats_ = analyse_generation(gen)
     assert stats_.target_passes == 8
     assert stats_.alpha == 1.0
     assert stats_.tokens_per_pass == 5.0
@@ -136,7 +137,7 @@ def test_self_draft_sampling_keeps_full_acceptance_over_long_run(target, k):
     """
     gen = Generation(target, PROMPTS[1], ModelDrafter(target, VOCAB), k=k, sampling=SAMPLED, max_new_tokens=240,
                      seed=11).run()
-    stats_ = gen.analysis()
+    stats_ = analyse_generation(gen)
     assert stats_.alpha == 1.0
     assert len(gen.token_ids) == 240
     assert all(r.n_accepted == r.n_proposed for r in gen.rounds)
@@ -221,7 +222,7 @@ def test_max_new_tokens_respected(target, drafts, max_new_tokens):
         gen = Generation(target, PROMPTS[0], drafter, k=4, sampling=sampling, max_new_tokens=max_new_tokens).run()
         assert len(gen.tokens) == max_new_tokens
         assert gen.finish_reason == "length"
-        assert gen.analysis().emitted == max_new_tokens
+        assert analyse_generation(gen).emitted == max_new_tokens
     greedy = Generation(target, PROMPTS[0], ModelDrafter(target, VOCAB), k=4, sampling=GREEDY,
                         max_new_tokens=max_new_tokens).run()
     assert greedy.token_ids == plain_ids(target, PROMPTS[0], max_new_tokens)
@@ -288,7 +289,7 @@ def check_counters(gen: Generation, k: int) -> None:
             assert r.emitted[-1].rejected_id == r.drafted[r.n_accepted].id != r.emitted[-1].id
         else:
             assert kinds == [ACCEPTED] * r.n_accepted + [BONUS]
-    s = gen.analysis()
+    s = analyse_generation(gen)
     assert s.target_passes == len(gen.rounds)
     assert s.emitted == len(gen.tokens) == sum(s.counts.values())
     assert s.counts[ACCEPTED] + s.counts[RESAMPLED] + s.counts[BONUS] + s.counts[PLAIN] == s.emitted
@@ -337,7 +338,7 @@ def test_acceptance_rate_counts_only_proposed_tokens(target):
     """
     k = 8
     gen = Generation(target, PROMPTS[2], PromptLookupDrafter(VOCAB), k=k, sampling=GREEDY, max_new_tokens=40).run()
-    s = gen.analysis()
+    s = analyse_generation(gen)
     proposed = [r.n_proposed for r in gen.rounds]
     assert any(0 < p < k for p in proposed) and 0 in proposed
     assert s.proposed == sum(proposed) < k * len(gen.rounds)
@@ -360,7 +361,7 @@ def test_plain_decoding_records_one_plain_token_per_pass(target):
     """Without a drafter every pass emits one token of kind "plain"; α is undefined."""
     gen = Generation(target, PROMPTS[0], None, sampling=SAMPLED, max_new_tokens=12, seed=1).run()
     assert [[t.kind for t in r.emitted] for r in gen.rounds] == [[PLAIN]] * 12
-    assert gen.analysis().alpha is None and gen.analysis().target_passes == 12
+    assert analyse_generation(gen).alpha is None and analyse_generation(gen).target_passes == 12
     check_counters(gen, 0)
 
 
@@ -395,7 +396,7 @@ def test_filtered_sampling_emits_only_tokens_the_target_allows(target, drafts, k
     p_emitted = allowed[torch.arange(len(gen.tokens)), torch.tensor(gen.token_ids)]
     assert (p_emitted > 0).all()
     torch.testing.assert_close(torch.tensor([t.p_target for t in gen.tokens]), p_emitted, atol=1e-4, rtol=1e-3)
-    assert gen.analysis().counts[RESAMPLED] > 0
+    assert analyse_generation(gen).counts[RESAMPLED] > 0
 
 
 # --------------------------------------------------------------------------- errors and edge cases
@@ -471,7 +472,7 @@ def test_padded_vocab_widths(target_width, draft_width):
             sampled = Generation(tgt, PROMPTS[0], ModelDrafter(drf, shared), k=k, sampling=SAMPLED,
                                  max_new_tokens=40, vocab_size=shared).run()
             assert max(sampled.token_ids) < shared
-            assert sampled.analysis().accepted > 0
+            assert analyse_generation(sampled).accepted > 0
     finally:
         for handle in handles:
             handle.remove()
@@ -577,5 +578,5 @@ def test_rounds_record_their_time_split_and_lookahead(target):
         assert r.draft_ms >= 0 and r.verify_ms > 0 and r.other_ms >= 0
         assert 0 <= r.k <= 4 and r.n_proposed <= r.k
     assert gen.rounds[0].k == 4
-    split = gen.analysis().time_split
+    split = analyse_generation(gen).time_split
     assert [t.round for t in split] == [r.index for r in gen.rounds]

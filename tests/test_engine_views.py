@@ -13,7 +13,7 @@ import pytest
 from specviz.analysis import analyse
 from specviz.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
 from specviz.engines import Figure, ImportedRun
-from specviz.trace import ACCEPTED, BONUS, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.core.records import ACCEPTED, BONUS, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui import engines_tab
 from specviz.ui.draw.engine_counts import engine_figures, passes_from_positions
 from specviz.ui.draw.engine_views import (engine_charts, engine_summary_markdown, engine_tokens_html,

@@ -16,7 +16,8 @@ import pytest
 from specviz import theory
 from specviz.cli import main
 from specviz.diagnostics import engine_k
-from specviz.trace import DraftedToken, EmittedToken, Round, trace_to_dict
+from specviz.trace import trace_to_dict
+from specviz.core.records import DraftedToken, EmittedToken, Round
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 

@@ -19,11 +19,11 @@ from helpers import noisy_copy
 from specviz.analysis import analyse
 from specviz.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
 from specviz.drafters import ModelDrafter
-from specviz.engine import Generation
+from specviz.core.engine import Generation
 from specviz.engines import normalise as nz
 from specviz.engines import read_engine_file
 from specviz.engines.writers import write
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 from specviz.trace import load_trace_file, trace_to_dict
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

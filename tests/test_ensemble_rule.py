@@ -1,5 +1,5 @@
 """The lossless↔lossy dial: transformers' static ensemble verification as the rule ``"ensemble:W"``
-(:func:`specviz.rules.check_rule`, :func:`specviz.sampling.verify`, :mod:`specviz.rule_replay`, the
+(:func:`specviz.core.rules.check_rule`, :func:`specviz.core.sampling.verify`, :mod:`specviz.rule_replay`, the
 Run tab's dial :mod:`specviz.ui.dial_view`).
 
 Chi-square tests. The lossless check's own draws (:func:`specviz.ui.teach.lossless.draw_first_tokens`)
@@ -27,9 +27,9 @@ from specviz.rule_replay import (
     replay_rule,
     rules_on_passes,
 )
-from specviz.rules import RULE_CHOICES, RuleError, check_rule, ensemble_rule
-from specviz.sampling import verify
-from specviz.trace import DraftedToken, Round
+from specviz.core.rules import RULE_CHOICES, RuleError, check_rule, ensemble_rule
+from specviz.core.sampling import verify
+from specviz.core.records import DraftedToken, Round
 from specviz.ui.draw.dial_chart import dial_draws_figure, dial_passes_figure
 from specviz.ui.teach.dial import dial_draws
 from specviz.ui.teach.lossless import draw_first_tokens
@@ -138,8 +138,8 @@ def test_w_0_keeps_every_draft_of_a_live_run_and_w_1_runs_as_the_full_rule():
     from helpers import noisy_copy, tiny_llama
 
     from specviz.drafters import ModelDrafter
-    from specviz.engine import Generation
-    from specviz.sampling import SamplingConfig
+    from specviz.core.engine import Generation
+    from specviz.core.sampling import SamplingConfig
 
     target = tiny_llama(0, lm_head_scale=8.0)
     draft = noisy_copy(target, seed=5, scale=0.05)

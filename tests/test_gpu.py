@@ -16,8 +16,8 @@ import torch
 from helpers import noisy_copy, tiny_llama
 
 from specviz.drafters import ModelDrafter
-from specviz.engine import Generation
-from specviz.sampling import SamplingConfig
+from specviz.core.engine import Generation
+from specviz.core.sampling import SamplingConfig
 
 pytestmark = pytest.mark.gpu
 

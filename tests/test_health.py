@@ -8,7 +8,7 @@ import pytest
 from specviz.analysis import analyse
 from specviz.health import (BURST_RATIO, FALLBACK_SHARE, LOOP_MIN_TOKENS, MIN_PASSES, STALL_FACTOR, burstiness,
                             check_health, counter_mismatches, find_loop)
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 
 K = 4
 

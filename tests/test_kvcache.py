@@ -1,4 +1,4 @@
-"""The KV caches (specviz/kvcache.py): the keyword that hands a cache to a forward pass, the
+"""The KV caches (specviz/core/kvcache.py): the keyword that hands a cache to a forward pass, the
 transformers floor, and the static cache whose fixed-shape passes give the dynamic path's outputs.
 
 The keyword tests are the ones to run on the oldest transformers this code claims (5.17: its
@@ -14,15 +14,15 @@ from helpers import noisy_copy, tiny_llama
 from torch import nn
 
 from specviz.drafters import ModelDrafter, PromptLookupDrafter
-from specviz.engine import Generation, keep_cache_positions, tree_attention_inputs
-from specviz.kvcache import (
+from specviz.core.engine import Generation, keep_cache_positions, tree_attention_inputs
+from specviz.core.kvcache import (
     TRANSFORMERS_FLOOR,
     PaddedStaticCache,
     cache_argument,
     check_transformers,
     run_pass,
 )
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 
 VOCAB = 256
 GREEDY = SamplingConfig(temperature=0.0)

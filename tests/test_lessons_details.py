@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from specviz.rule_replay import replay_rule
 from specviz.sweep import alpha_trend
-from specviz.trace import BONUS, DraftedToken, EmittedToken, Round
+from specviz.core.records import BONUS, DraftedToken, EmittedToken, Round
 from specviz.ui.draw.charts import sweep_figure
 from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.export_page import _settings_rows

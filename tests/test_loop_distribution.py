@@ -1,6 +1,6 @@
 """The first emitted token of the whole speculative loop follows the target's distribution.
 
-Each run is a real :class:`~specviz.engine.Generation`: a :class:`~specviz.drafters.ModelDrafter`
+Each run is a real :class:`~specviz.core.engine.Generation`: a :class:`~specviz.drafters.ModelDrafter`
 around a tiny random draft model proposes K = 1 token from a one-token prompt, the tiny target
 verifies it in one forward pass, and the first emitted token (accepted draft or residual resample)
 is recorded. Seeds 0..N−1 give N independent runs (about 5 ms each on one thread of this 2-core machine).
@@ -41,10 +41,10 @@ import torch
 from helpers import tiny_llama
 from scipy import stats
 
-import specviz.sampling
+import specviz.core.sampling
 from specviz.drafters import ModelDrafter
-from specviz.engine import Generation
-from specviz.sampling import SamplingConfig, logits_to_probs
+from specviz.core.engine import Generation
+from specviz.core.sampling import SamplingConfig, logits_to_probs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -164,12 +164,12 @@ def test_sampler_off_by_total_variation_0_05_is_rejected(pair, monkeypatch):
     p_fault = p_target + w * r * (p_target - residual)
     assert tv(p_fault, p_target) == pytest.approx(DELTA)
 
-    correct = specviz.sampling.residual_distribution
+    correct = specviz.core.sampling.residual_distribution
 
     def blended_residual(p_t, p_d):
         return (1 - w) * correct(p_t, p_d) + w * p_t
 
-    monkeypatch.setattr(specviz.sampling, "residual_distribution", blended_residual)
+    monkeypatch.setattr(specviz.core.sampling, "residual_distribution", blended_residual)
     counts, _ = first_tokens(target, draft, range(N, 2 * N))
     assert chisquare_p(counts, p_fault) > LEVEL
     assert chisquare_p(counts, p_target) < LEVEL

@@ -9,7 +9,7 @@ import torch
 from helpers import tiny_llama
 
 from specviz.drafters import PromptLookupDrafter
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 from specviz.ui.teach.lossless import (
     _binned,
     _chi_square_p,

@@ -19,7 +19,7 @@ from helpers import bpe_tokenizer
 
 from specviz import models, offline
 from specviz.drafters import SUFFIX_HISTORY, ModelDrafter, PromptLookupDrafter, SuffixDrafter
-from specviz.engine import Generation
+from specviz.core.engine import Generation
 from specviz.models import (
     IncompatiblePairError,
     LoadedModel,
@@ -32,7 +32,7 @@ from specviz.models import (
     resolve_dtype,
     shared_vocab_size,
 )
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 
 GREEDY = SamplingConfig(temperature=0.0)
 
@@ -254,7 +254,7 @@ def test_early_exit_draft_shares_the_target_modules(target):
 def test_early_exit_draft_computes_the_first_layers_of_the_target(target):
     from transformers import DynamicCache
 
-    from specviz.kvcache import cache_argument
+    from specviz.core.kvcache import cache_argument
 
     draft = early_exit_draft(target, 1)
     ids = torch.tensor([target.encode("The quick brown fox", chat=False)])

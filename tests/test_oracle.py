@@ -19,8 +19,9 @@ from specviz.ceiling import ceiling_sentence, gap_phrase, gap_to_oracle
 from specviz.drafters import DRAFTER_KINDS, parse_drafter_spec
 from specviz.drafters.oracle import OracleDrafter
 from specviz.runner import make_generation
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 from specviz.speedup import PlainBaseline
+from specviz.analysis import analyse_generation
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -89,14 +90,14 @@ def test_run_json_holds_the_ceiling_the_twin_and_the_health_checks(loaded):
     spec = make_generation(loaded, oracle, _prompt(loaded), K, GREEDY, 16, seed=0).run()
     request = validate_request(prompt="the quick brown fox", target="tiny", draft="oracle", k=K, temperature=0,
                                top_k=0, top_p=1, max_new_tokens=16, seed=0)
-    result = cli.json_result(spec, spec.analysis(), loaded, request, 4, oracle)
+    result = cli.json_result(spec, analyse_generation(spec), loaded, request, 4, oracle)
     assert "every pass keeps all K" in result["oracle_ceiling"] and result["alpha"] == 1.0
     assert result["synthetic_twin"]["alpha"] == 1.0 and result["health"]["checks"][0]["name"] == "loop"
     assert "ceiling: " in cli.format_text(result, color=False)
 
 
 def test_the_ceiling_is_made_of_c_v_and_k():
-    from specviz.trace import ACCEPTED, BONUS, DraftedToken, EmittedToken, Round
+    from specviz.core.records import ACCEPTED, BONUS, DraftedToken, EmittedToken, Round
 
     rounds = [Round(i, [DraftedToken(1, "", 1.0, 1.0, 1.0, 0.1, True, True) for _ in range(K)], K,
                     [EmittedToken(1, "", ACCEPTED, 1.0, i)] * K + [EmittedToken(1, "", BONUS, 1.0, i)],

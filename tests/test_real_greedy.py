@@ -22,9 +22,9 @@ from __future__ import annotations
 import pytest
 
 from specviz import models
-from specviz.engine import Generation
-from specviz.sampling import SamplingConfig
-from specviz.trace import RESAMPLED
+from specviz.core.engine import Generation
+from specviz.core.sampling import SamplingConfig
+from specviz.core.records import RESAMPLED
 
 GREEDY = SamplingConfig(temperature=0.0)
 MAX_NEW_TOKENS = 24

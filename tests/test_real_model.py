@@ -12,7 +12,7 @@ from scipy import stats
 
 from specviz import models
 from specviz.drafters import ModelDrafter
-from specviz.sampling import SamplingConfig, logits_to_probs
+from specviz.core.sampling import SamplingConfig, logits_to_probs
 from specviz.ui.teach.lossless import first_token_experiment
 
 PROMPT = "Name a colour of the rainbow:"

@@ -18,12 +18,12 @@ import torch
 from helpers import tiny_llama
 from test_tree_engine import PROMPTS, check_tree_counters, off_first_branch, plain_ids
 
-from specviz.drafters import (RECYCLE_TABLE, DraftTree, PromptLookupDrafter, RecycleDrafter, RecycleTable,
-                              clear_recycle_table)
+from specviz.drafters import RECYCLE_TABLE, PromptLookupDrafter, RecycleDrafter, RecycleTable, clear_recycle_table
+from specviz.core.drafttree import DraftTree
 from specviz.drafters.combined import LookupThen, merge_trees
 from specviz.drafters.recycle import PAPER_TREE, static_tree
-from specviz.engine import Generation
-from specviz.sampling import SamplingConfig
+from specviz.core.engine import Generation
+from specviz.core.sampling import SamplingConfig
 
 VOCAB = 256
 GREEDY = SamplingConfig(temperature=0.0)

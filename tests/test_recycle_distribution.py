@@ -1,7 +1,7 @@
 """With Token Recycling drafting, alone or behind prompt lookup, the first two emitted tokens follow
 the target's distribution.
 
-Each run is a real :class:`~specviz.engine.Generation` on a tiny target (vocabulary V = 4), sampling
+Each run is a real :class:`~specviz.core.engine.Generation` on a tiny target (vocabulary V = 4), sampling
 at T = 1, K = 2, as a tree (B = 2, N = 4 nodes): a :class:`~specviz.drafters.RecycleDrafter`, or
 :class:`~specviz.drafters.combined.LookupThen` (trigram prompt lookup, Token Recycling filling the
 tree). The prompt ``1 2 3 1 2 3`` repeats a trigram, so the combined drafter's first tree merges
@@ -46,8 +46,8 @@ from scipy import stats
 
 from specviz.drafters import PromptLookupDrafter, RecycleDrafter, RecycleTable
 from specviz.drafters.combined import LookupThen
-from specviz.engine import Generation
-from specviz.sampling import SamplingConfig, logits_to_probs
+from specviz.core.engine import Generation
+from specviz.core.sampling import SamplingConfig, logits_to_probs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

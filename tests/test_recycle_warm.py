@@ -25,8 +25,8 @@ from specviz.drafters.recycle import (
     warm_text,
     warm_token_ids,
 )
-from specviz.engine import Generation
-from specviz.sampling import SamplingConfig
+from specviz.core.engine import Generation
+from specviz.core.sampling import SamplingConfig
 
 VOCAB = 256
 GREEDY = SamplingConfig(temperature=0.0)

@@ -1,7 +1,7 @@
 """The Watch tab's rule switch (:func:`specviz.ui.teach.beats.replay_rule`): a pass's test replayed
 under each verification rule with its recorded u, on hand-built rows whose answers are worked out
 by hand, on the bundled traces (the full rule must give back the recorded verdicts), and against
-:func:`specviz.sampling.block_weights` for block verification."""
+:func:`specviz.core.sampling.block_weights` for block verification."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import json
 import pytest
 import torch
 
-from specviz.sampling import block_weights
-from specviz.trace import DraftedToken, Round, trace_from_dict
+from specviz.core.sampling import block_weights
+from specviz.trace import trace_from_dict
+from specviz.core.records import DraftedToken, Round
 from specviz.ui.teach.beats import is_chain, replay_rule
 from specviz.ui.watch_tab import TRACES, bundled, rule_replay_views
 

@@ -1,4 +1,4 @@
-"""The verification rules of :data:`specviz.sampling.RULES`: each exact rule is exactly lossless,
+"""The verification rules of :data:`specviz.core.sampling.RULES`: each exact rule is exactly lossless,
 the lossy control is caught by the same test, block verification never accepts less on average
 than token-by-token verification, and each rule's branches behave on hand-built logits.
 
@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from specviz.sampling import (
+from specviz.core.sampling import (
     RELAXED_TOP_K,
     RULES,
     RuleError,
@@ -37,6 +37,7 @@ from specviz.sampling import (
     verify,
     verify_tree,
 )
+from specviz.analysis import analyse_generation
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -298,7 +299,7 @@ def test_greedy_runs_equal_plain_greedy_under_every_exact_rule(rule):
     from helpers import noisy_copy, tiny_llama
 
     from specviz.drafters import ModelDrafter
-    from specviz.engine import Generation
+    from specviz.core.engine import Generation
 
     target = tiny_llama(0, lm_head_scale=8.0)
     draft = noisy_copy(target, seed=5, scale=0.003)
@@ -308,7 +309,7 @@ def test_greedy_runs_equal_plain_greedy_under_every_exact_rule(rule):
     gen = Generation(target, prompt, ModelDrafter(draft, 256), k=3, sampling=greedy, max_new_tokens=24,
                      rule=rule).run()
     assert gen.token_ids == plain
-    analysis = gen.analysis()
+    analysis = analyse_generation(gen)
     assert analysis.accepted > 0 and analysis.counts["resampled"] > 0
 
 
@@ -316,7 +317,7 @@ def test_engine_refuses_block_for_trees_and_unknown_rules():
     from helpers import tiny_llama
 
     from specviz.drafters import ModelDrafter
-    from specviz.engine import Generation
+    from specviz.core.engine import Generation
 
     target = tiny_llama(0, lm_head_scale=8.0)
     for rule, branches, words in (("block", 2, "chain"), ("nope", 1, "one of")):
@@ -330,7 +331,7 @@ def test_argmax_rules_draft_point_masses_and_sampled_rules_do_not():
     from helpers import noisy_copy, tiny_llama
 
     from specviz.drafters import ModelDrafter
-    from specviz.engine import Generation
+    from specviz.core.engine import Generation
 
     target = tiny_llama(0, lm_head_scale=8.0)
     draft = noisy_copy(target, seed=5, scale=0.003)

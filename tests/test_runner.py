@@ -7,9 +7,11 @@ import pytest
 from helpers import bpe_tokenizer
 from test_cli import _save_tiny, _smollm2_prepared
 
-from specviz.request import DEFAULT_LIMITS, PUBLIC_LIMITS, RequestError, effective_k, validate_request
+from specviz.request import DEFAULT_LIMITS, PUBLIC_LIMITS, RequestError, validate_request
+from specviz.core.records import effective_k
 from specviz.runner import baseline_key, baseline_steps, drain, encode_prompt, prepare_run
 from specviz.sweep import sweep, sweep_requests
+from specviz.analysis import analyse_generation
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -75,7 +77,7 @@ def test_a_prepared_run_drafts_its_own_k_and_plain_decoding_counts_k_zero(tiny):
     assert (speculative.k, speculative.max_new_tokens, speculative.seed) == (3, 6, 7)
     plain = prepare_run(_request(tiny["plain"], draft="none", k=3)).generation()
     plain.run()
-    assert plain.analysis().k == 0
+    assert analyse_generation(plain).k == 0
 
 
 def test_baseline_steps_time_plain_decoding_three_times_and_reuse_a_known_baseline(tiny):

@@ -4,7 +4,7 @@ Two kinds of test:
 
 * branch tests with hand-built logits (``±10`` and ``-inf`` force each branch) and, where the
   claim is "for any uniform", the uniform draws pinned to the extremes of ``[0, 1)``;
-* distribution tests that run :func:`specviz.sampling.verify` itself thousands of times with a
+* distribution tests that run :func:`specviz.core.sampling.verify` itself thousands of times with a
   seeded generator and compare the emitted token frequencies with the target distribution by a
   chi-square test. Each docstring derives its bound.
 
@@ -28,7 +28,7 @@ import pytest
 import torch
 from scipy import stats
 
-from specviz.sampling import (
+from specviz.core.sampling import (
     NonFiniteLogitsError,
     SamplingConfig,
     logits_to_probs,

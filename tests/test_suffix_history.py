@@ -9,7 +9,7 @@ import pytest
 
 from specviz.drafters import SUFFIX_HISTORY, SuffixDrafter, SuffixHistory
 from specviz.models import build_drafter
-from specviz.sampling import SamplingConfig
+from specviz.core.sampling import SamplingConfig
 
 SECRET = [901, 902, 903, 904, 905, 906, 907, 908]  # visitor A's output
 GREEDY = SamplingConfig(temperature=0.0)

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specviz.trace import DraftedToken, EmittedToken, Round, visible_text
+from specviz.trace import visible_text
+from specviz.core.records import DraftedToken, EmittedToken, Round
 from specviz.ui import replay, watch_tab
 from specviz.ui.draw import beat_charts, charts
 from specviz.ui.draw.escape import as_text

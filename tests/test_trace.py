@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from specviz.analysis import analyse
 from specviz.ui.draw.charts import alpha_figure, inspector_figure, tokens_per_pass_figure
 from specviz.drafters import PromptLookupDrafter
-from specviz.engine import Generation
-from specviz.sampling import SamplingConfig
+from specviz.core.engine import Generation
+from specviz.core.sampling import SamplingConfig
 from specviz.trace import (MAX_ROUNDS, MAX_TOKEN_CHARS, TRACE_VERSION, TraceError, load_trace_file, trace_from_dict,
                            trace_to_dict)
 from specviz.ui.draw.run_views import inspector_markdown, render_round, round_tree_html

@@ -20,12 +20,15 @@ import pytest
 import torch
 from helpers import assert_cache_holds, fresh_kv, noisy_copy, tiny_llama
 
-from specviz.drafters import (SUFFIX_HISTORY, DraftTree, ModelDrafter, PromptLookupDrafter, SuffixDrafter,
-                              SuffixHistory, clear_suffix_history, prefix_tree)
-from specviz.engine import Generation, tree_attention_inputs
-from specviz.kvcache import cache_argument
-from specviz.sampling import SamplingConfig
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, trace_from_dict, trace_to_dict
+from specviz.drafters import (SUFFIX_HISTORY, ModelDrafter, PromptLookupDrafter, SuffixDrafter, SuffixHistory,
+                              clear_suffix_history, prefix_tree)
+from specviz.core.drafttree import DraftTree
+from specviz.core.engine import Generation, tree_attention_inputs
+from specviz.core.kvcache import cache_argument
+from specviz.core.sampling import SamplingConfig
+from specviz.trace import trace_from_dict, trace_to_dict
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED
+from specviz.analysis import analyse_generation
 
 VOCAB = 256
 GREEDY = SamplingConfig(temperature=0.0)
@@ -146,7 +149,7 @@ def check_tree_counters(gen: Generation, k: int, max_nodes: int) -> None:
             assert r.emitted[-1].id not in [r.drafted[i].id for i in children if r.drafted[i].tested]
         else:
             assert kinds == [ACCEPTED] * r.n_accepted + [BONUS]
-    s = gen.analysis()
+    s = analyse_generation(gen)
     assert s.emitted == len(gen.tokens) == sum(s.counts.values())
     assert s.counts[ACCEPTED] == s.accepted == sum(r.n_accepted for r in gen.rounds)
     assert s.proposed == sum(len(r.drafted) for r in gen.rounds)
@@ -349,7 +352,7 @@ def test_suffix_drafter_learns_earlier_outputs_and_forgets_them_when_cleared(tar
     assert history.sequences == [first.token_ids]
     second = run()
     assert second.token_ids == first.token_ids
-    assert second.analysis().tokens_per_pass > first.analysis().tokens_per_pass
+    assert analyse_generation(second).tokens_per_pass > analyse_generation(first).tokens_per_pass
     history.clear()
     assert len(history) == 0
     SUFFIX_HISTORY.add([1, 2, 3])

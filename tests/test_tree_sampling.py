@@ -1,4 +1,4 @@
-"""Exact acceptance on a draft tree (:func:`specviz.sampling.verify_tree`), on hand-built distributions.
+"""Exact acceptance on a draft tree (:func:`specviz.core.sampling.verify_tree`), on hand-built distributions.
 
 The distribution tests draw a depth-2 tree 20,000 times (b = 2, 3 or 4 children per node; the
 children sampled independently from the draft, deterministic point masses, or one sampled child
@@ -26,8 +26,8 @@ import pytest
 import torch
 from scipy import stats
 
-import specviz.sampling as sampling_module
-from specviz.sampling import sample, verify, verify_tree
+import specviz.core.sampling as sampling_module
+from specviz.core.sampling import sample, verify, verify_tree
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

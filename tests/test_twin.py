@@ -10,7 +10,7 @@ import pytest
 from specviz import theory
 from specviz.analysis import analyse
 from specviz.diagnostics import accepted_length_histogram, zero_accept_share
-from specviz.trace import ACCEPTED, BONUS, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.core.records import ACCEPTED, BONUS, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.twin import (FIT_LEVEL, accept_runs, constant_length_p, mean_acceptance_length, simulate_accepts,
                           synthetic_twin, twin_figures)
 
@@ -89,7 +89,7 @@ def real_lookup_run(smollm2):
     40 drafting passes; on 2026-12-04 acceptance by position ran 0.74, 0.90, 1.00, 1.00, p = 0.002)."""
     from specviz import models
     from specviz.runner import make_generation
-    from specviz.sampling import SamplingConfig
+    from specviz.core.sampling import SamplingConfig
     from specviz.ui.settings import FREE_TEXT_PROMPT
 
     ids = smollm2.encode(FREE_TEXT_PROMPT, chat=True)

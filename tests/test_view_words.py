@@ -11,11 +11,12 @@ from helpers import tiny_llama
 
 from specviz.analysis import analyse, health_notes
 from specviz.drafters import PromptLookupDrafter
-from specviz.engine import Generation
-from specviz.sampling import SamplingConfig
+from specviz.core.engine import Generation
+from specviz.core.sampling import SamplingConfig
 from specviz.speedup import PlainBaseline
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw.run_views import TREE_BONUS_LABEL, inspector_markdown, legend_html, render_round, summary_markdown
+from specviz.analysis import analyse_generation
 
 
 def node(i: int, parent: int, accepted: bool, tested: bool = True) -> DraftedToken:
@@ -109,7 +110,7 @@ def test_a_real_tree_run_is_described_as_a_tree():
     prompt = [5, 6, 7, 8, 5, 6, 9, 10, 5, 6, 11, 12, 5, 6, 7, 13, 5, 6]
     run = Generation(target, prompt, PromptLookupDrafter(256), k=4, sampling=SamplingConfig(1.0), max_new_tokens=30,
                      seed=2, branches=4).run()
-    a = run.analysis()
+    a = analyse_generation(run)
     assert a.tree_rounds > 0 and a.tree_branching_max >= 2
     assert "a tree: up to" in summary_markdown(a, "done")
     tree = next(r for r in run.rounds if any(t.parent == -1 for t in r.drafted[1:]))

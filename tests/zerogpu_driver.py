@@ -344,9 +344,9 @@ def streamed(ctx, tokens):
 
     from scripts.stream_bytes import _PacedRun, _SimulatedClock
     from specviz.drafters.lookup import PromptLookupDrafter
-    from specviz.engine import Generation
+    from specviz.core.engine import Generation
     from specviz.request import RunRequest
-    from specviz.sampling import SamplingConfig
+    from specviz.core.sampling import SamplingConfig
     from specviz.ui import run_stream
     from specviz.ui.state import RunState
     from tests.helpers import tiny_llama

@@ -1,12 +1,11 @@
 """Drafters: where the K guessed tokens come from.
 
-Every drafter implements one small interface, :class:`Drafter` (prefill, propose a
-:class:`~specviz.drafttree.DraftTree` with the exact distributions its tokens were drawn from,
+Every drafter implements one small interface, :class:`specviz.core.drafter.Drafter` (prefill, propose a
+:class:`~specviz.core.drafttree.DraftTree` with the exact distributions its tokens were drawn from,
 rollback, finish), and every kind is one entry of :data:`DRAFTER_KINDS`. One module per family,
 as vLLM lays out its proposers:
 
-* :mod:`~specviz.drafters.base`: the :class:`Drafter` protocol and the match helpers prompt
-  lookup and suffix lookup share.
+* :mod:`~specviz.drafters.base`: the match helpers prompt lookup and suffix lookup share.
 * :mod:`~specviz.drafters.registry`: :class:`DrafterKind`, :data:`DRAFTER_KINDS` (spec, menu
   label, note, builder of each kind), and spec parsing and help (:func:`parse_drafter_spec`,
   :func:`drafter_kind`, :func:`spec_forms`, :func:`spec_help`).
@@ -31,16 +30,12 @@ as vLLM lays out its proposers:
 * :mod:`~specviz.drafters.combined`: :class:`~specviz.drafters.combined.LookupThen`, prompt
   lookup where a trigram repeats, else Token Recycling or (``LookupThenEagle``) the head.
 
-The draft tree itself (:class:`~specviz.drafttree.DraftTree`, ``crop_cache``,
-``default_tree_nodes``) lives in :mod:`specviz.drafttree`, which the engine uses too; it is
-re-exported here with the names the rest of the code imports from ``specviz.drafters``. The
+The draft tree itself (:class:`~specviz.core.drafttree.DraftTree`) is the algorithm's, in :mod:`specviz.core`. The
 EAGLE modules load on first use (the registry imports them when such a drafter is built).
 """
 
 from __future__ import annotations
 
-from specviz.drafttree import DraftTree, crop_cache, default_tree_nodes
-from specviz.drafters.base import Drafter
 from specviz.drafters.draft_model import ModelDrafter, shared_vocab_size
 from specviz.drafters.lookup import PromptLookupDrafter, prefix_tree
 from specviz.drafters.recycle import RECYCLE_TABLE, SESSION_TABLE_MAX_ROWS, RecycleDrafter, RecycleTable, clear_recycle_table
@@ -52,7 +47,7 @@ from specviz.drafters.suffix import (HISTORY_MAX_SEQUENCES, HISTORY_MAX_TOKENS, 
 
 __all__ = ["DRAFTER_KINDS", "HISTORY_MAX_SEQUENCES", "HISTORY_MAX_TOKENS", "RECYCLE_TABLE", "SESSION_TABLE_MAX_ROWS",
            "RecycleDrafter", "RecycleTable", "clear_recycle_table", "SESSION_HISTORY_MAX_SEQUENCES",
-           "SESSION_HISTORY_MAX_TOKENS", "SUFFIX_HISTORY", "DraftTree", "Drafter", "DrafterKind", "ModelDrafter",
-           "PromptLookupDrafter", "SuffixDrafter", "SuffixHistory", "clear_suffix_history", "crop_cache",
-           "default_tree_nodes", "device_type", "drafter_kind", "for_device", "kinds_for", "parse_drafter_spec",
+           "SESSION_HISTORY_MAX_TOKENS", "SUFFIX_HISTORY", "DrafterKind", "ModelDrafter",
+           "PromptLookupDrafter", "SuffixDrafter", "SuffixHistory", "clear_suffix_history", 
+           "device_type", "drafter_kind", "for_device", "kinds_for", "parse_drafter_spec",
            "prefix_tree", "real_draft_phrase", "shared_vocab_size", "spec_forms", "spec_help"]

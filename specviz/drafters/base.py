@@ -1,96 +1,15 @@
-"""The drafter interface, :class:`Drafter`, and the small helpers several drafters share.
-
-Every drafter implements the same small interface (:class:`Drafter`), the seam that
-transformers calls ``get_candidates``:
-
-* :meth:`Drafter.prefill` is told the prompt once;
-* :meth:`Drafter.propose` returns a :class:`~specviz.drafttree.DraftTree`: up to N token ids,
-  each with its parent (``-1`` = the committed context), **and the exact distributions they were
-  drawn from** (``p_draft``), because the accept test divides by those probabilities. A chain
-  (one branch) has parents ``-1, 0, 1, …``; asked for ``branches = 1`` every drafter returns one;
-* :meth:`Drafter.rollback` is told how many committed tokens are still valid after verification
-  and which tree nodes were accepted, so a drafter with a KV cache can drop what was rejected;
-* :meth:`Drafter.finish` is told a finished run's prompt and output (the suffix drafter learns
-  from it).
-
-Two optional hooks hand a drafter what the verify passes computed anyway: the target's features
-(``wants_features``, the EAGLE head) and its top-k next tokens (``wants_top_ids``, Token Recycling).
-
-The helpers (``_match_length``, ``_context_matches``, ``_branch_depth``) find earlier matches of
-the context's end and cap the branch behind one; prompt lookup (:mod:`specviz.drafters.lookup`)
-and suffix lookup (:mod:`specviz.drafters.suffix`) both use them.
+"""The small helpers several drafters share: earlier matches of the context's end, and the cap on
+the branch behind one. Prompt lookup (:mod:`specviz.drafters.lookup`) and suffix lookup
+(:mod:`specviz.drafters.suffix`) both use them; the interface every drafter implements is
+:class:`specviz.core.drafter.Drafter`.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
-import torch
-
-from specviz.drafttree import DraftTree
-from specviz.sampling import SamplingConfig
-
-__all__ = ["Drafter"]
+__all__ = ["branch_depth", "context_matches", "match_length"]
 
 
-class Drafter(Protocol):
-    """What the speculative loop needs from a source of draft tokens.
-
-    Optional: a drafter with ``wants_features = True`` also has ``extend_features(features)``,
-    called with ``(M, H)``, the target's last-layer hidden states (before the final norm) of the
-    ``M`` positions the target's cache just gained: the whole prompt after the prefill, then each
-    round's pending tokens and accepted path, in position order. They come from the passes the
-    loop runs anyway (no extra target pass); drafters without the attribute cost nothing extra.
-
-    Optional too: a drafter with ``wants_top_ids = k`` (> 0) also has
-    ``observe_top_ids(tokens, top_ids)``, called after each verify pass with the ``M`` tokens whose
-    next-token distributions the pass computed (the last committed token, then every drafted
-    node) and ``(M, k)`` int64, the target's k most likely next tokens at each, most likely first
-    (Token Recycling's table, :mod:`specviz.drafters.recycle`).
-    Optional too: ``device``, where the drafter samples (the engine hands it that device's
-    generator, :class:`~specviz.generators.GeneratorPool`; default the target's), and
-    ``set_cache(kind, max_len)``, called before each run's :meth:`prefill` with the run's KV
-    cache kind (``"dynamic"`` or ``"static"``, :mod:`specviz.kvcache`) and the most positions the
-    drafter's cache will hold.
-    """
-
-    #: short label shown in the UI and the CLI output
-    name: str
-    #: True when the drafter runs a neural network (its step time enters the cost ratio c)
-    uses_model: bool
-
-    def prefill(self, context: list[int]) -> None:
-        """Process the prompt (all of it but the last token, which the first round feeds)."""
-
-    def propose(
-        self, committed: list[int], k: int, sampling: SamplingConfig, generator: torch.Generator | None,
-        branches: int = 1, max_nodes: int | None = None,
-    ) -> DraftTree:
-        """Draft a tree of depth ``<= k`` after ``committed``.
-
-        Args:
-            committed: the committed tokens (prompt and output so far).
-            k: the deepest a node may be (K).
-            sampling, generator: the run's sampling settings and random source.
-            branches: B, the most children a node may have; 1 asks for a chain (parents
-                ``-1, 0, 1, …``), which every drafter must honour.
-            max_nodes: N, the most nodes (default :func:`~specviz.drafttree.default_tree_nodes`);
-                ignored for a chain.
-
-        Returns:
-            A :class:`~specviz.drafttree.DraftTree` (``p_draft`` rows ``(N, V)`` float32, the
-            distribution each token was drawn from; ``steps`` the forward passes spent).
-        """
-
-    def rollback(self, valid: int, path: list[int] | None = None) -> None:
-        """Forget everything past the first ``valid`` committed tokens; ``path`` lists the
-        accepted nodes of the last proposal (None: a chain prefix)."""
-
-    def finish(self, prompt: list[int], output: list[int]) -> None:
-        """A run with this drafter finished with ``output`` after ``prompt`` (optional)."""
-
-
-def _match_length(seq: list[int], end: int, suffix: list[int]) -> int:
+def match_length(seq: list[int], end: int, suffix: list[int]) -> int:
     """How many tokens of ``suffix`` (from its end) equal ``seq`` just before ``end``."""
     n = 0
     while n < len(suffix) and n < end and seq[end - 1 - n] == suffix[-1 - n]:
@@ -98,16 +17,16 @@ def _match_length(seq: list[int], end: int, suffix: list[int]) -> int:
     return n
 
 
-def _context_matches(committed: list[int], max_match: int) -> list[tuple[int, int]]:
+def context_matches(committed: list[int], max_match: int) -> list[tuple[int, int]]:
     """``(match length, end)`` of every earlier place in ``committed`` where its last tokens (at
     most ``max_match``) occur, most recent first: the match ends just before index ``end``, and
     ``committed[end:]`` is what followed it. The context's own end is not a match."""
     suffix = committed[-max_match:]
-    return [(_match_length(committed, end, suffix), end) for end in range(len(committed) - 1, 0, -1)
+    return [(match_length(committed, end, suffix), end) for end in range(len(committed) - 1, 0, -1)
             if committed[end - 1] == suffix[-1]]
 
 
-def _branch_depth(depth_factor: float, match_length: int, k: int) -> int:
+def branch_depth(depth_factor: float, match_length: int, k: int) -> int:
     """SuffixDecoding's cap on a branch behind a match: ``depth_factor × match length`` tokens
     (at least 1, at most ``k``)."""
     return min(k, max(1, int(depth_factor * match_length)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from specviz.drafttree import DraftTree, default_tree_nodes
+from specviz.core.drafttree import DraftTree, default_tree_nodes
 from specviz.drafters.eagle import EagleDrafter
 
 __all__ = ["LookupThen", "LookupThenEagle", "merge_trees"]
@@ -23,7 +23,7 @@ def merge_trees(first: DraftTree, second: DraftTree, max_nodes: int | None = Non
 
     A point-mass node of ``second`` whose parent already has a child with its token is merged
     into that child (its children follow it there): after a node is rejected the residual holds
-    no mass on its token (:mod:`specviz.sampling`, "Duplicates"), so a later sibling with the same
+    no mass on its token (:mod:`specviz.core.sampling`, "Duplicates"), so a later sibling with the same
     token can only be rejected too, and leaving it out changes no outcome. A node drawn at random
     is never merged, since its rejection test updates the residual the later siblings see.
 
@@ -33,7 +33,7 @@ def merge_trees(first: DraftTree, second: DraftTree, max_nodes: int | None = Non
     presence depend on its siblings' draws.
 
     Returns:
-        A :class:`~specviz.drafttree.DraftTree` whose ``steps`` are both trees' steps.
+        A :class:`~specviz.core.drafttree.DraftTree` whose ``steps`` are both trees' steps.
     """
     tokens, parents = list(first.tokens), list(first.parents)
     rows, points = list(first.p_draft), list(first.point_mass)
@@ -70,7 +70,7 @@ class LookupThen:
     run so far (committed tokens and earlier passes), never on this round's random draws; a
     sampled node is verified against exactly the distribution it was drawn from, and a point mass
     by the point-mass rule. So each round's output is distributed as the target's (Chen et al.
-    2023, Theorem 1, round by round; :func:`specviz.sampling.verify_tree` for trees). The fallback
+    2023, Theorem 1, round by round; :func:`specviz.core.sampling.verify_tree` for trees). The fallback
     hears about every round, whoever drafted: the target's features, top-k candidates, rollbacks.
 
     Args:

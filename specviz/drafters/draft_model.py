@@ -1,7 +1,7 @@
 """A separate draft model: :class:`ModelDrafter`, and the tokenizer check that pairs it.
 
 :class:`ModelDrafter`: any causal LM sharing the target's tokenizer (checked by
-:func:`shared_vocab_size`), sampled with the same :class:`~specviz.sampling.SamplingConfig` as
+:func:`shared_vocab_size`), sampled with the same :class:`~specviz.core.sampling.SamplingConfig` as
 the target (Chen et al. 2023; Leviathan et al. 2023). As a tree it adds, beside its sampled
 chain, the draft's most likely other tokens where it is unsure (ranked by draft confidence, as
 EAGLE-2 expands, Li et al. 2024). The teaching self-drafts (an int8 copy of the target, the
@@ -14,10 +14,10 @@ import heapq
 
 import torch
 
-from specviz.drafttree import DraftTree, crop_cache, default_tree_nodes
+from specviz.core.drafttree import DraftTree, crop_cache, default_tree_nodes
 from specviz.errors import IncompatiblePairError
-from specviz.kvcache import PaddedStaticCache, run_pass
-from specviz.sampling import logits_to_probs, sample
+from specviz.core.kvcache import PaddedStaticCache, run_pass
+from specviz.core.sampling import logits_to_probs, sample
 
 __all__ = ["ModelDrafter", "shared_vocab_size"]
 
@@ -32,7 +32,7 @@ class ModelDrafter:
         name: label for the UI.
 
     The engine says which KV cache to keep (:meth:`set_cache`): transformers' ``DynamicCache``
-    (the default), or a :class:`~specviz.kvcache.PaddedStaticCache` fed one token per pass, so
+    (the default), or a :class:`~specviz.core.kvcache.PaddedStaticCache` fed one token per pass, so
     every draft step has one shape (a token that catches up after a fully accepted round is its
     own pass, counted in the tree's ``steps``).
     """
@@ -80,7 +80,7 @@ class ModelDrafter:
         confidence (the chance the path reaches them times their draft probability, EAGLE-2's
         ranking, Li et al. 2024) within the node budget ``max_nodes − k``. Those siblings are
         chosen from the probabilities, not sampled, so they are point masses; tested after the
-        spine token, exact by :func:`specviz.sampling.verify_tree`. At T = 0 the ranking uses the
+        spine token, exact by :func:`specviz.core.sampling.verify_tree`. At T = 0 the ranking uses the
         softmax of the raw logits (the processed distribution is one-hot there).
         """
         if k <= 0:

@@ -17,10 +17,10 @@ feature back in. Here:
 * :func:`save_head` / :func:`load_head`: a head directory holds ``config.json`` (the layer's
   ``LlamaConfig`` and an ``eagle`` section) and ``model.safetensors`` (the trainable weights and the
   frequent-token ids), nothing of the target.
-* :class:`EagleDrafter`: the :class:`~specviz.drafters.Drafter`. Chains sample each step from the
+* :class:`EagleDrafter`: the :class:`~specviz.core.drafter.Drafter`. Chains sample each step from the
   head's processed distribution (its ``p_draft`` row); trees expand the most probable nodes depth
   by depth (EAGLE-2, Li et al. 2024, "EAGLE-2: Faster Inference of Language Models with Dynamic
-  Draft Trees"), choosing children by a rule :func:`specviz.sampling.verify_tree` proves exact
+  Draft Trees"), choosing children by a rule :func:`specviz.core.sampling.verify_tree` proves exact
   (:meth:`EagleDrafter._children`).
 
 Training lives in :mod:`specviz.train_draft` (``python -m specviz train-draft``); the heads shipped
@@ -39,9 +39,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specviz.drafttree import DraftTree, crop_cache, default_tree_nodes
-from specviz.kvcache import cache_argument
-from specviz.sampling import SamplingConfig, logits_to_probs, sample
+from specviz.core.drafttree import DraftTree, crop_cache, default_tree_nodes
+from specviz.core.kvcache import cache_argument
+from specviz.core.sampling import SamplingConfig, logits_to_probs, sample
 
 __all__ = ["HEAD_FILE", "HEAD_FORMAT", "HEADS_DIR", "MAX_CONFIG_BYTES", "MAX_JSON_DEPTH", "EagleDrafter", "EagleHead",
            "JsonTooDeepError", "check_frequent_ids", "head_config", "load_head", "loads_bounded", "min_frequent_tokens",
@@ -193,7 +193,7 @@ class EagleHead(nn.Module):
 
     def logits(self, predicted: torch.Tensor, width: int) -> torch.Tensor:
         """Logits ``(..., width)`` float32 over the whole vocabulary: ``-inf`` outside the frequent
-        ids, so :func:`specviz.sampling.logits_to_probs` gives them probability 0."""
+        ids, so :func:`specviz.core.sampling.logits_to_probs` gives them probability 0."""
         sub = self.sub_logits(predicted)
         if not self.frequent_ids.numel():
             return sub[..., :width]
@@ -551,12 +551,12 @@ class EagleDrafter:
     def _children(logits: torch.Tensor, count: int, sampling: SamplingConfig, generator) -> list[tuple]:
         """Up to ``count`` children of one node: ``(token, p_draft row, point mass, confidence)``.
 
-        Chosen by rules :func:`specviz.sampling.verify_tree` proves exact. At ``T > 0`` they are
+        Chosen by rules :func:`specviz.core.sampling.verify_tree` proves exact. At ``T > 0`` they are
         sampled *without replacement* from the head's processed distribution ``q``: child ``j``
         is drawn from ``q`` with the earlier siblings removed and renormalised, and that is its
         ``p_draft`` row; the verify walk tests it against the residual left by its earlier
         siblings with exactly that row, so (by the one-step argument of
-        :mod:`specviz.sampling`, "Trees") the token emitted at that depth is distributed as the
+        :mod:`specviz.core.sampling`, "Trees") the token emitted at that depth is distributed as the
         residual, and by induction as the target. At ``T = 0`` they are the ``count`` most
         likely tokens (by the softmax of the raw logits) as point masses, exact by the
         point-mass rule. No child's inclusion depends on its own value: the count is fixed

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from specviz.drafttree import DraftTree, default_tree_nodes
-from specviz.drafters.base import _branch_depth, _context_matches
+from specviz.core.drafttree import DraftTree, default_tree_nodes
+from specviz.drafters.base import branch_depth, context_matches
 
 __all__ = ["PromptLookupDrafter", "prefix_tree"]
 
@@ -116,11 +116,11 @@ class PromptLookupDrafter:
 
         A branch that is a prefix of one already taken adds nothing to a tree and is skipped.
         """
-        ranked = [m for m in _context_matches(committed, self.max_match) if m[0] >= self.min_ngram]
+        ranked = [m for m in context_matches(committed, self.max_match) if m[0] >= self.min_ngram]
         ranked.sort(key=lambda m: -m[0])  # stable: longest first, the most recent among equals
         found: list[list[int]] = []
         for length, end in ranked:
-            branch = committed[end : end + _branch_depth(self.depth_factor, length, k)]
+            branch = committed[end : end + branch_depth(self.depth_factor, length, k)]
             if not any(f[: len(branch)] == branch for f in found):
                 found.append(branch)
                 if len(found) >= matches:

@@ -28,7 +28,7 @@ from collections import OrderedDict
 
 import torch
 
-from specviz.drafttree import DraftTree
+from specviz.core.drafttree import DraftTree
 
 __all__ = ["OracleDrafter", "recording_key"]
 

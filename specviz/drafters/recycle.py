@@ -16,7 +16,7 @@ CLI's and the bench's) or per visitor in the app (:mod:`specviz.ui.visitors`); i
 (:class:`RecycleTable`'s row cap). Its drafts are point masses, like prompt lookup's: each token is
 a deterministic function of the run so far (committed tokens and the target's earlier passes),
 never of this round's random draws, so the verify walk stays exact
-(:func:`specviz.sampling.verify_tree`).
+(:func:`specviz.core.sampling.verify_tree`).
 
 A cold table drafts little on a short run: a token gets a row only once a pass has scored it.
 :func:`warm_table` gives it the paper's hot start (Section 3.1) from a fixed, bundled text instead
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch
 
-from specviz.drafttree import DraftTree, default_tree_nodes
-from specviz.kvcache import run_pass
+from specviz.core.drafttree import DraftTree, default_tree_nodes
+from specviz.core.kvcache import run_pass
 
 __all__ = ["PAPER_TREE", "RECYCLE_TABLE", "RECYCLE_TOP_K", "SESSION_TABLE_MAX_ROWS", "TABLE_MAX_ROWS",
            "WARM_MAX_TOKENS", "WARM_TEXT_EXCLUDES", "WARM_TEXT_FILE", "RecycleDrafter", "RecycleTable",
@@ -247,7 +247,7 @@ def warm_table(target, token_ids: list[int], table: RecycleTable, chunk: int = 5
 
     The target reads ``token_ids`` teacher-forced, in chunks of ``chunk`` tokens, each chunk its
     own sequence (a fresh KV cache, so the cost is linear in the tokens and a chunk's first tokens
-    see less context), through the engine's own pass (:func:`specviz.kvcache.run_pass`) under
+    see less context), through the engine's own pass (:func:`specviz.core.kvcache.run_pass`) under
     ``torch.inference_mode``; nothing is sampled. Position ``i``'s logits (cut to ``vocab_size``
     columns, as the engine cuts them) rank the next tokens after ``token_ids[i]``; their top
     ``table.k`` ids are written with :meth:`RecycleTable.update`, exactly the rows a verify pass
@@ -256,7 +256,7 @@ def warm_table(target, token_ids: list[int], table: RecycleTable, chunk: int = 5
 
     Exactness: the warm rows are a deterministic function of a text that is not this run's, nor of
     any of its random draws; drafts stay point masses verified by
-    :func:`specviz.sampling.verify_tree`, so the output distribution is the target's, warm or cold.
+    :func:`specviz.core.sampling.verify_tree`, so the output distribution is the target's, warm or cold.
 
     Args:
         target: the target: a transformers causal LM, or a :class:`~specviz.models.LoadedModel`.

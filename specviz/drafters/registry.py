@@ -17,7 +17,7 @@ from pathlib import Path
 
 from specviz.offline import OFFLINE_MODELS, is_repo_id
 from specviz.drafters import selfdraft
-from specviz.drafters.base import Drafter
+from specviz.core.drafter import Drafter
 from specviz.drafters.draft_model import ModelDrafter, shared_vocab_size
 from specviz.drafters.lookup import PromptLookupDrafter
 from specviz.drafters.oracle import OracleDrafter

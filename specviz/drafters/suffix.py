@@ -13,8 +13,8 @@ import heapq
 
 import torch
 
-from specviz.drafttree import DraftTree, default_tree_nodes
-from specviz.drafters.base import _branch_depth, _context_matches, _match_length
+from specviz.core.drafttree import DraftTree, default_tree_nodes
+from specviz.drafters.base import branch_depth, context_matches, match_length
 
 __all__ = ["HISTORY_MAX_SEQUENCES", "HISTORY_MAX_TOKENS", "SESSION_HISTORY_MAX_SEQUENCES",
            "SESSION_HISTORY_MAX_TOKENS", "SUFFIX_HISTORY", "SuffixDrafter", "SuffixHistory",
@@ -175,9 +175,9 @@ class SuffixDrafter:
         if not committed:
             return 0, []
         suffix = committed[-self.max_match :]
-        matches = [(n, committed, end) for n, end in _context_matches(committed, self.max_match)]
+        matches = [(n, committed, end) for n, end in context_matches(committed, self.max_match)]
         history = self.history.sequences
-        matches += [(_match_length(history[i], end, suffix), history[i], end)
+        matches += [(match_length(history[i], end, suffix), history[i], end)
                     for i, end in reversed(self.history.ends_after(suffix[-1]))]
         best, found = 0, []
         for n, seq, end in matches:
@@ -197,7 +197,7 @@ class SuffixDrafter:
         budget = k
         if branches > 1:
             budget = max_nodes or default_tree_nodes(k, branches)
-            depth = _branch_depth(self.depth_factor, length, k)
+            depth = branch_depth(self.depth_factor, length, k)
             found = [f[:depth] for f in found]
         tokens, parents = _frequent_tree(found, max(branches, 1), budget)
         return DraftTree.point_masses(tokens, parents, self.vocab_size)

@@ -49,7 +49,7 @@ def _marker(k: int) -> dict:
 
 
 def write(engine: str, rounds, meta: dict) -> str:
-    """The run (``rounds``: :class:`~specviz.trace.Round` list, ``meta``: its saved metadata) in
+    """The run (``rounds``: :class:`~specviz.core.records.Round` list, ``meta``: its saved metadata) in
     ``engine``'s format (one of :data:`~specviz.engines.imported.ENGINES`), as text.
 
     Raises:

@@ -1,5 +1,5 @@
 """The Run tab's lossless↔lossy dial (the /dial endpoint): transformers' static ensemble
-verification ``"ensemble:W"`` (:func:`specviz.sampling.verify`) traced for one prompt as W goes
+verification ``"ensemble:W"`` (:func:`specviz.core.sampling.verify`) traced for one prompt as W goes
 from 1 (exact, the full rule) to 0 (every draft kept).
 
 Two views, side by side under "Is it lossless?":

@@ -33,7 +33,7 @@ import os
 
 from specviz import memory
 from specviz.drafters import drafter_kind
-from specviz.request import effective_k
+from specviz.core.records import effective_k
 from specviz.runner import WARMUP_TOKENS
 
 #: Seconds one decoder layer adds to a batch-1 eager step on a GPU when nothing calibrated it

@@ -11,7 +11,7 @@ import gradio as gr
 
 from specviz.drafters import drafter_kind, real_draft_phrase
 from specviz.request import to_int
-from specviz.sampling import check_rule
+from specviz.core.sampling import check_rule
 from specviz.trace import TokenPieces, token_label
 from specviz.ui import gpu, gpu_budget, run_stream, settings
 from specviz.ui.draw import charts

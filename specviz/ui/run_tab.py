@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from specviz.drafters import DRAFTER_KINDS, for_device
-from specviz.rules import RULE_CHOICES
+from specviz.core.rules import RULE_CHOICES
 from specviz.ui import dial_view, placement, settings, visitors
 from specviz.ui.context import PageContext
 from specviz.ui.draw import charts, diagnostic_charts, race

@@ -17,10 +17,11 @@ import gradio as gr
 from specviz.analysis import RunAnalysis, analyse, health_notes
 from specviz.diagnostics import diagnose
 from specviz.drafters import drafter_kind
-from specviz.request import effective_k
-from specviz.sampling import check_rule
+from specviz.core.records import effective_k
+from specviz.core.sampling import check_rule
 from specviz.speedup import PlainBaseline, running_speedup
-from specviz.trace import Round, trace_from_dict, trace_rule
+from specviz.trace import trace_from_dict, trace_rule
+from specviz.core.records import Round
 from specviz.ui.draw import charts, diagnostic_charts
 from specviz.ui.draw.run_views import NO_TRACE_BASELINE, render_round, summary_markdown, wrap_output
 
@@ -166,7 +167,7 @@ class RunState:
     loaded); ``remeasure`` whether its baseline was dropped from the visitor's cache
     (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace; ``stop_slot`` the
     GPU job's Stop flag (:func:`specviz.ui.gpu.request_stop`; −1: none); ``rule`` the
-    verification rule (:data:`specviz.sampling.RULES`; ``"full"`` for a trace older than rules);
+    verification rule (:data:`specviz.core.sampling.RULES`; ``"full"`` for a trace older than rules);
     ``busy_note`` what :func:`specviz.ui.threads.busy_note` said when it ran ("" for a quiet
     machine). ``label`` is the pair
     in words, text from outside (a trace's fields, a model's name): views escape it.

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 
 import gradio as gr
 
-from specviz.engine import ContextLengthError
+from specviz.core.engine import ContextLengthError
 from specviz.errors import IncompatiblePairError, ModelLoadError
 from specviz.request import RequestError
-from specviz.sampling import NonFiniteLogitsError
+from specviz.core.sampling import NonFiniteLogitsError
 from specviz.ui.draw.escape import as_text
 
 logger = logging.getLogger("specviz.app")

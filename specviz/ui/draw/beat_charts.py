@@ -14,7 +14,8 @@ from dataclasses import replace
 import numpy as np
 import plotly.graph_objects as go
 
-from specviz.trace import ACCEPTED, BONUS, RESAMPLED, Round, token_label, visible_text
+from specviz.trace import token_label, visible_text
+from specviz.core.records import ACCEPTED, BONUS, RESAMPLED, Round
 from specviz.ui.teach.beats import DRAFT, RESIDUAL, TEST, Beat, PositionDistributions, depths, fmt, is_chain, total_variation
 from specviz.ui.draw import palette
 from specviz.ui.draw.charts import KIND_COLORS, PLAIN_COLOR, REJECTED, THEORY_COLOR, plotly_text

@@ -25,7 +25,8 @@ import plotly.io as pio
 
 from specviz import theory
 from specviz.analysis import is_tree_round, running_acceptance
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, token_label
+from specviz.trace import token_label
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round
 from specviz.ui.draw import palette
 from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.palette import REJECTED

@@ -12,7 +12,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specviz.diagnostics import RULES, RunDiagnostics
-from specviz.trace import ACCEPTED, BONUS, RESAMPLED
+from specviz.core.records import ACCEPTED, BONUS, RESAMPLED
 from specviz.ui.draw import palette
 from specviz.ui.draw.charts import (
     KIND_COLORS,

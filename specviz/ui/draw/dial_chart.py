@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specviz.trace import ACCEPTED, BONUS, RESAMPLED
+from specviz.core.records import ACCEPTED, BONUS, RESAMPLED
 from specviz.ui.draw import palette
 from specviz.ui.draw.charts import KIND_COLORS, THEORY_COLOR, _build, _layout, _note, _vline, _waiting
 

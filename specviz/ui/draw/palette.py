@@ -12,7 +12,7 @@ No other file of the page writes a colour (``tests/test_layout.py`` checks it).
 
 from __future__ import annotations
 
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED
 
 __all__ = ["COLOUR_BLIND_TOKEN_COLOURS", "CURRENT", "MARKER", "MARKER_EDGE", "MEAN", "NOTE_TEXT", "PREDICTED_FILL",
            "RACE", "RACE_HIGHLIGHT", "RANGE_FILL", "REJECTED", "SLOW_FILL", "SPEEDUP_SCALE", "STYLE_COLOURS",

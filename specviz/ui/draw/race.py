@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-from specviz.trace import Round
+from specviz.core.records import Round
 from specviz.ui.draw import palette
 
 __all__ = ["COLOURS", "Lanes", "Segment", "race_figure", "race_lanes", "stretch"]
@@ -83,7 +83,7 @@ def _round_segments(r: Round, t: float, pass_: int) -> list[Segment]:
 
 def race_lanes(rounds: Sequence[Round], step_ms: float | None, *, speculative_start_ms: float = 0.0,
                plain_start_ms: float = 0.0) -> Lanes:
-    """The two lanes of ``rounds`` (a run's :class:`~specviz.trace.Round` list) against plain
+    """The two lanes of ``rounds`` (a run's :class:`~specviz.core.records.Round` list) against plain
     decoding at ``step_ms`` per token (ms; None or ≤ 0 for no plain lane), each lane opening with a
     ``prefill`` segment (pass 0) of ``speculative_start_ms`` / ``plain_start_ms`` when above 0
     (:func:`specviz.speedup.race_clock` gives all three as the headline counts them).

@@ -7,8 +7,8 @@ piece of text that comes from a trace is escaped (:func:`specviz.ui.draw.escape.
 from __future__ import annotations
 
 from specviz.rule_replay import RuleReplay
-from specviz.rules import RELAXED_TOP_K, RULES
-from specviz.trace import Round
+from specviz.core.rules import RELAXED_TOP_K, RULES
+from specviz.core.records import Round
 from specviz.ui.teach.beats import RULE_TESTS, fmt, quoted
 from specviz.ui.draw.escape import as_text
 

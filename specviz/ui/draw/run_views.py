@@ -18,7 +18,8 @@ import time
 from specviz.analysis import RunAnalysis, draft_depth, health_notes, is_tree_round
 from specviz.diagnostics import describe
 from specviz.speedup import NOT_MEASURABLE, format_speedup, speedup_shown
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round, emitted_piece, token_label, visible_text
+from specviz.trace import emitted_piece, token_label, visible_text
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round
 from specviz.ui.teach.beats import fmt
 from specviz.ui.draw.escape import as_text
 

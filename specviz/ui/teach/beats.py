@@ -1,13 +1,13 @@
 """One verify pass in slow motion: the beats a learner steps through, the scoring of a guess made
 before the reveal, and the accept/resample rule replayed at one position from the trace's numbers.
 
-Everything here reads a :class:`~specviz.trace.Round` (a live run's or a saved trace's), never a
+Everything here reads a :class:`~specviz.core.records.Round` (a live run's or a saved trace's), never a
 model. A pass plays as beats, each with one sentence that carries the real numbers:
 
 1. ``draft``: the drafted tokens appear one by one, each with its p_draft (list order, parents
    first, as the drafter proposed them);
 2. ``verify``: one target forward pass scores every drafted token at once (p_target beside p_draft);
-3. ``test``: each tested token, in the order :func:`specviz.sampling.verify_tree` tests them (down
+3. ``test``: each tested token, in the order :func:`specviz.core.sampling.verify_tree` tests them (down
    the tree, siblings in list order, the first accepted child continues), with its recorded uniform
    u against its acceptance probability min(1, p_target/p_draft) (for a later sibling, against the
    residual the rejected siblings left: the probability the trace records);
@@ -27,8 +27,9 @@ import numpy as np
 
 # replay_rule is Watch a pass's rule switch, read by name from here as from specviz.rule_replay.
 from specviz.rule_replay import is_chain, replay_rule  # noqa: F401
-from specviz.rules import RELAXED_TOP_K
-from specviz.trace import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round, emitted_piece, visible_text
+from specviz.core.rules import RELAXED_TOP_K
+from specviz.trace import emitted_piece, visible_text
+from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round
 
 DRAFT, VERIFY, TEST, RESIDUAL, STOP = "draft", "verify", "test", "residual", "stop"
 #: Beat kinds, in the order a pass plays them (``bonus`` and ``plain`` are the trace's kinds).
@@ -95,7 +96,7 @@ def depths(round_: Round) -> list[int]:
 def in_test_order(round_: Round) -> list[int]:
     """The tested nodes in the order the verify step tested them: from the context down, each
     node's tested children in list order, the accepted one's children next (as
-    :func:`specviz.sampling.verify_tree` walks)."""
+    :func:`specviz.core.sampling.verify_tree` walks)."""
     order, node = [], -1
     while True:
         kids = [i for i in range(len(round_.drafted)) if parent_of(round_, i) == node]

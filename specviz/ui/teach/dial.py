@@ -1,5 +1,5 @@
 """The lossless↔lossy dial's draws: the ensemble rule ``"ensemble:W"`` (transformers' static
-ensemble verification, :func:`specviz.sampling.verify`) at several weights W, each drawing the
+ensemble verification, :func:`specviz.core.sampling.verify`) at several weights W, each drawing the
 first token of one prompt many times, as the "Is it lossless?" check does
 (:mod:`specviz.ui.teach.lossless`: one draft and one target forward pass, only the random draws
 repeated).
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.rules import ensemble_rule
+from specviz.core.rules import ensemble_rule
 from specviz.ui.teach.lossless import _binned, _chi_square_p, _first_distributions, draw_first_tokens
 
 __all__ = ["DIAL_WEIGHTS", "DialDraw", "DialReport", "dial_draws", "dial_experiment"]

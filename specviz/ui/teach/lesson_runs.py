@@ -27,7 +27,7 @@ from specviz.analysis import RunAnalysis
 from specviz.diagnostics import format_range
 from specviz.rule_replay import RULES
 from specviz.speedup import speedup_shown
-from specviz.trace import RESAMPLED, Round
+from specviz.core.records import RESAMPLED, Round
 from specviz.ui.teach.beats import position_distributions, total_variation
 from specviz.ui.teach.lossless import draw_first_tokens
 

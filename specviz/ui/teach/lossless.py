@@ -3,7 +3,7 @@
 For one prompt we compute the draft's and the target's next-token distributions **once** (one draft
 proposal, one target forward pass), then repeat only the random part many times:
 
-* speculative: draw a draft token from ``p_draft``, run :func:`specviz.sampling.verify` on it, and
+* speculative: draw a draft token from ``p_draft``, run :func:`specviz.core.sampling.verify` on it, and
   keep the first emitted token (the accepted draft token, or the token resampled from the residual);
 * direct: draw the first token straight from ``p_target``.
 
@@ -26,8 +26,9 @@ from dataclasses import dataclass
 import torch
 from scipy import stats
 
-from specviz.drafters import Drafter, ModelDrafter, real_draft_phrase
-from specviz.sampling import SamplingConfig, check_rule, logits_to_probs, sample, verify
+from specviz.drafters import ModelDrafter, real_draft_phrase
+from specviz.core.drafter import Drafter
+from specviz.core.sampling import SamplingConfig, check_rule, logits_to_probs, sample, verify
 from specviz.trace import token_label
 
 __all__ = ["ACCEPT_ALL", "CONTROLS", "REAL_VERIFY", "LosslessReport", "draw_first_tokens", "first_token_experiment",
@@ -55,7 +56,7 @@ class LosslessReport:
         draft_label: what proposed the draft token.
         control: ``"none"``, or ``"accept_all"`` when the verify step was deliberately broken.
         p_draft: p_draft of each bin (what a broken verify step would reproduce).
-        rule: the verification rule the speculative draws used (:data:`specviz.sampling.RULES`).
+        rule: the verification rule the speculative draws used (:data:`specviz.core.sampling.RULES`).
     """
 
     token_ids: list[int]
@@ -199,7 +200,7 @@ def draw_first_tokens(p_target: torch.Tensor, p_draft: torch.Tensor, n: int, gen
                       control: str = "none", rule: str = "full") -> tuple[torch.Tensor, int]:
     """Draw the first emitted token ``n`` times: a draft token from ``p_draft``, then the verify step.
 
-    With ``control="none"`` this is :func:`specviz.sampling.verify` (accept with probability
+    With ``control="none"`` this is :func:`specviz.core.sampling.verify` (accept with probability
     min(1, p_target/p_draft), else resample from the residual), so the counts estimate p_target.
     With ``control="accept_all"`` every draft token is kept, so the counts estimate p_draft: the
     method a learner might guess ("just use the draft") and the one the check must catch.
@@ -209,7 +210,7 @@ def draw_first_tokens(p_target: torch.Tensor, p_draft: torch.Tensor, n: int, gen
         n: number of draws (>= 1).
         generator: random source.
         control: ``"none"`` or ``"accept_all"``.
-        rule: the verification rule (:data:`specviz.sampling.RULES`): a rule whose draft proposes
+        rule: the verification rule (:data:`specviz.core.sampling.RULES`): a rule whose draft proposes
             its argmax proposes the argmax of ``p_draft`` as a point mass every draw; the lossy
             ``"relaxed-top-k"`` control is expected to fail the check.
 

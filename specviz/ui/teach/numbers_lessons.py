@@ -9,7 +9,7 @@ from __future__ import annotations
 from specviz.analysis import RunAnalysis
 from specviz.ceiling import first_departure
 from specviz.health import Health
-from specviz.trace import Round
+from specviz.core.records import Round
 from specviz.twin import SyntheticTwin
 
 __all__ = ["CEILING", "HEALTH", "TWIN", "ceiling_lesson", "health_lesson", "twin_lesson"]

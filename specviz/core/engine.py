@@ -4,20 +4,20 @@ One round of speculative sampling (Chen et al. 2023, Algorithm 2; Leviathan et a
 Algorithm 1):
 
 1. the drafter proposes a tree of tokens (depth <= K, at most N nodes; a chain when B = 1) and
-   the distributions they were drawn from (:class:`~specviz.drafttree.DraftTree`);
+   the distributions they were drawn from (:class:`~specviz.core.drafttree.DraftTree`);
 2. the target scores the pending token and every node in **one** forward pass (the verify pass):
    a tree attention mask lets each node see the committed context and its own ancestors, with
    position ids by depth (SpecInfer, Miao et al. 2024), giving N + 1 distributions;
-3. :func:`specviz.sampling.verify_tree` accepts a path from the root, then resamples one token
+3. :func:`specviz.core.sampling.verify_tree` accepts a path from the root, then resamples one token
    from the residual or, at a leaf, samples a bonus token, under the run's verification rule
-   (:data:`specviz.sampling.RULES`; a rule whose draft proposes its argmax has the drafter draft
+   (:data:`specviz.core.sampling.RULES`; a rule whose draft proposes its argmax has the drafter draft
    at temperature 0, so each drafted token is a point mass);
 4. both models' KV caches keep only the committed tokens and the accepted path.
 
 A drafter that reads the target's features (``wants_features``, an EAGLE-style head) is handed
 the target's last-layer hidden states of the positions its cache just kept (the prefill's, then
 each round's pending tokens and accepted path) from the passes the loop runs anyway: no extra
-target pass; other drafters cost nothing extra (:class:`~specviz.drafttree.LastLayerFeatures`).
+target pass; other drafters cost nothing extra (:class:`~specviz.core.drafttree.LastLayerFeatures`).
 A drafter with ``wants_top_ids = k`` (Token Recycling) is handed, after each verify pass, the
 target's k most likely next tokens at every position it scored (ranked by the raw logits, which
 the temperature and filters do not reorder).
@@ -44,7 +44,7 @@ first token is then computed exactly as ``generate()`` computes it; a pass of a 
 can flip a near-tied argmax in bfloat16, and then the two runs write different texts from the
 first token on. That round is marked ``Round.root_from_prefill``.
 
-With ``cache="static"`` both caches are :class:`~specviz.kvcache.PaddedStaticCache` s: the same
+With ``cache="static"`` both caches are :class:`~specviz.core.kvcache.PaddedStaticCache` s: the same
 bookkeeping, but every pass after the prefill has one shape (the target's verify pass 1 + N
 positions, padded; a draft model's steps one token each), so that a CUDA graph could replay it.
 Padding sits after the real positions and is cut off right after the pass: no real row changes.
@@ -63,17 +63,24 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz.analysis import RunAnalysis, analyse
-from specviz.drafters import Drafter
-from specviz.drafttree import DraftTree, LastLayerFeatures, crop_cache, default_tree_nodes
-from specviz.generators import GeneratorPool
-from specviz.kvcache import CACHE_KINDS, PaddedStaticCache, run_pass
-from specviz.phaseclock import PhaseClock
-from specviz.recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
-from specviz.request import effective_k
-from specviz.sampling import SamplingConfig, check_rule, logits_to_probs, verify_tree
-from specviz.speedup import PlainBaseline
-from specviz.trace import EmittedToken, Round
+from specviz.core.drafter import Drafter
+from specviz.core.drafttree import (
+    DraftTree,
+    LastLayerFeatures,
+    crop_cache,
+    default_tree_nodes,
+)
+from specviz.core.generators import GeneratorPool
+from specviz.core.kvcache import CACHE_KINDS, PaddedStaticCache, run_pass
+from specviz.core.phaseclock import PhaseClock
+from specviz.core.recorder import TOP_TOKENS, IncrementalDecoder, RoundRecorder
+from specviz.core.records import EmittedToken, Round
+from specviz.core.sampling import (
+    SamplingConfig,
+    check_rule,
+    logits_to_probs,
+    verify_tree,
+)
 
 __all__ = ["TOP_TOKENS", "ContextLengthError", "DraftIdError", "Generation", "IncrementalDecoder", "checked_draft_ids",
            "context_limit",
@@ -208,11 +215,11 @@ class Generation:
     Args:
         target: the target causal LM (transformers model, eval mode).
         prompt_ids: the prompt's token ids (chat template and BOS already applied), non-empty.
-        drafter: a :class:`~specviz.drafters.Drafter`, or None for plain decoding.
+        drafter: a :class:`~specviz.core.drafter.Drafter`, or None for plain decoding.
         k: lookahead K, the most tokens drafted per round (>= 1 when a drafter is given).
         sampling: sampling settings, applied to draft and target alike.
         max_new_tokens: tokens to emit at most (>= 1).
-        seed: seed of the run's random generators, one per device (:class:`~specviz.generators.GeneratorPool`):
+        seed: seed of the run's random generators, one per device (:class:`~specviz.core.generators.GeneratorPool`):
             the target's verifies, and a drafter on another device (its ``device`` attribute)
             draws from its own.
         eos_token_ids: ids that end the run when emitted (the EOS is kept as the last token).
@@ -225,38 +232,39 @@ class Generation:
             the benchmark measures their cost by turning them off).
         branches: B, the most children a draft node may have; 1 (the default) drafts chains.
         tree_nodes: N, the most nodes of a draft tree (>= K; default
-            :func:`specviz.drafttree.default_tree_nodes`, 2·K); ignored for chains.
-        cache: the KV cache kind (:data:`specviz.kvcache.CACHE_KINDS`): ``"dynamic"`` (the
-            default), or ``"static"``: fixed-shape passes (:class:`~specviz.kvcache.PaddedStaticCache`)
+            :func:`specviz.core.drafttree.default_tree_nodes`, 2·K); ignored for chains.
+        cache: the KV cache kind (:data:`specviz.core.kvcache.CACHE_KINDS`): ``"dynamic"`` (the
+            default), or ``"static"``: fixed-shape passes (:class:`~specviz.core.kvcache.PaddedStaticCache`)
             for the target (every verify pass 1 + N positions wide) and a draft model (one
             token per pass), which a CUDA graph can replay; their outputs equal the dynamic
             path's. Where a model's attention takes no arbitrary mask the run stays dynamic and
             says so in :attr:`notes`.
-        rule: the verification rule, a name of :data:`specviz.sampling.RULES` (default
+        rule: the verification rule, a name of :data:`specviz.core.sampling.RULES` (default
             ``"full"``). For a rule whose draft proposes its argmax (``"one-hot"``,
             ``"exact-match"``) the drafter drafts with temperature 0 and the run's top-k/top-p,
             so ``p_draft`` rows are one-hot; the target keeps the run's sampling. ``"block"``
             verifies chains only.
 
-    Every phase boundary is read through one :class:`~specviz.phaseclock.PhaseClock`, which
+    Every phase boundary is read through one :class:`~specviz.core.phaseclock.PhaseClock`, which
     synchronises the devices first, so ``prefill_ms`` and each round's ``draft_ms``,
     ``verify_ms`` and ``other_ms`` are the work's time on a GPU too, not its launch time.
 
     :attr:`notes` lists plain sentences about the run the UI should show (e.g. a tree run that
     fell back to chains because the target's attention cannot take a tree mask).
 
-    Iterating yields one :class:`~specviz.trace.Round` per target pass. Afterwards
-    :attr:`tokens`, :attr:`finish_reason` and :meth:`analysis` describe the run; if iteration
+    Iterating yields one :class:`~specviz.core.records.Round` per target pass. Afterwards
+    :attr:`tokens` and :attr:`finish_reason` describe the run (its figures:
+    :func:`specviz.figures.analysis.analyse_generation`); if iteration
     stopped early (an error, or the user pressed Stop) they describe what was produced so far. A
     Generation runs once: iterating it a second time raises :class:`RuntimeError`.
 
     Raises (while iterating):
         ContextLengthError: before any model call, if prompt + max_new_tokens exceeds a
             model's context length.
-        specviz.sampling.NonFiniteLogitsError: if a model produces NaN/+inf logits.
+        specviz.core.sampling.NonFiniteLogitsError: if a model produces NaN/+inf logits.
         DraftIdError: if the drafter proposes an id outside the vocabulary (:func:`checked_draft_ids`).
         ValueError: for an empty prompt or out-of-range K / max_new_tokens.
-        specviz.sampling.RuleError: for an unknown rule, or a chain-only rule with B > 1.
+        specviz.core.sampling.RuleError: for an unknown rule, or a chain-only rule with B > 1.
     """
 
     target: object
@@ -307,11 +315,6 @@ class Generation:
         """Emitted tokens ÷ :attr:`elapsed_s` (tokens/s), 0 before any time has passed."""
         elapsed = self.elapsed_s
         return len(self.tokens) / elapsed if elapsed > 0 else 0.0
-
-    def analysis(self, baseline: PlainBaseline | None = None) -> RunAnalysis:
-        """Every derived figure of the rounds so far (:func:`specviz.analysis.analyse`)."""
-        return analyse(self.rounds, effective_k(self.k, self.drafter is not None), self.elapsed_s, self.prefill_ms,
-                       baseline)
 
     # ----------------------------------------------------------------- the loop
     def _check(self) -> None:

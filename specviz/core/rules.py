@@ -1,9 +1,9 @@
 """The verification rules a speculative run can use, by name: plain data, no torch.
 
 A rule decides which drafted tokens a verify pass keeps and what it samples after the first
-rejection. :mod:`specviz.sampling` implements each one (``verify``, ``verify_tree``); this module
+rejection. :mod:`specviz.core.sampling` implements each one (``verify``, ``verify_tree``); this module
 only names them, so a trace reader, the diagnostics and the page can check a rule's name without
-importing torch. The rules and their sources are described in :mod:`specviz.sampling`'s module
+importing torch. The rules and their sources are described in :mod:`specviz.core.sampling`'s module
 docstring ("Verification rules").
 
 One rule takes a parameter: ``ensemble:W``, transformers' static ensemble verification with its

@@ -1,7 +1,7 @@
 """Pure sampling math for speculative sampling.
 
 Everything here is a function of tensors and an explicit ``torch.Generator``: no models, no
-tokenizers, no global state. The engine (``specviz.engine``) calls these; the tests call them with
+tokenizers, no global state. The engine (``specviz.core.engine``) calls these; the tests call them with
 hand-built logits.
 
 Conventions
@@ -67,7 +67,14 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.rules import RELAXED_TOP_K, RULE_NAMES, RULES, Rule, RuleError, check_rule
+from specviz.core.rules import (
+    RELAXED_TOP_K,
+    RULE_NAMES,
+    RULES,
+    Rule,
+    RuleError,
+    check_rule,
+)
 
 __all__ = [
     "RELAXED_TOP_K",

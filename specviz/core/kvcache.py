@@ -22,7 +22,7 @@ this code runs with, and a static cache whose passes have fixed shapes.
   overwrites.
 
 Static passes need an attention that takes an arbitrary 4D mask, as trees do
-(:func:`specviz.engine.tree_attention_blocker`): sliding-window layers and flash-attention kernels
+(:func:`specviz.core.engine.tree_attention_blocker`): sliding-window layers and flash-attention kernels
 cannot, and there the engine stays with the dynamic cache.
 """
 
@@ -165,7 +165,7 @@ def _static_inputs(cache, ids: torch.Tensor, dtype: torch.dtype, tree) -> tuple[
     After the prefill the pass is ``cache.width`` wide: the real ids, then copies of the last as
     padding, the padding at the last real position. Row ``i`` may attend to slots ``<= length + i``
     (causal; stale slots beyond are blocked), or, with ``tree = (mask, positions)`` from
-    :func:`specviz.engine.tree_attention_inputs`, the real rows take the tree's mask.
+    :func:`specviz.core.engine.tree_attention_inputs`, the real rows take the tree's mask.
     """
     n, length = ids.shape[0], cache.length
     width = n if length == 0 and n > cache.width else cache.width  # the prefill: its own length
@@ -195,7 +195,7 @@ def run_pass(model: torch.nn.Module, cache, ids: torch.Tensor, keep: int, tree=N
             module docstring).
         ids: ``(n,)`` int64 token ids on the model's device.
         keep: how many of the last fed positions' logits to return (``1 <= keep <= n``).
-        tree: optional ``(mask, position_ids)`` of a draft tree (:func:`specviz.engine.tree_attention_inputs`,
+        tree: optional ``(mask, position_ids)`` of a draft tree (:func:`specviz.core.engine.tree_attention_inputs`,
             mask ``(1, 1, n, cached + n)``); None feeds the ids causally.
 
     Returns:

@@ -9,7 +9,7 @@ uses and then reads the clock. On a CPU the synchronisation is a no-op and costs
 it is one ``torch.cuda.synchronize`` per device per boundary, four per round, each on an idle or
 nearly idle device (the round's own host reads, such as ``.tolist()``, already wait).
 
-:mod:`specviz.engine` reads time only through this module.
+:mod:`specviz.core.engine` reads time only through this module.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The trace of a run: what each round of the loop drafted, tested and emitted, as
-:class:`~specviz.trace.Round` records.
+:class:`~specviz.core.records.Round` records.
 
-The loop (:class:`specviz.engine.Generation`) does the method: draft, one verify pass, the accept
+The loop (:class:`specviz.core.engine.Generation`) does the method: draft, one verify pass, the accept
 walk, the caches. It hands each round's outcome to a :class:`RoundRecorder`, which turns it into
 the record the app, the CLI and the analysis read: the drafted nodes with their accept tests, the
 emitted tokens with their kinds (accepted, resampled, bonus, plain) and text, cut at an EOS, and,
@@ -15,9 +15,16 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from specviz.drafttree import DraftTree
-from specviz.sampling import TreeVerifyResult
-from specviz.trace import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
+from specviz.core.drafttree import DraftTree
+from specviz.core.records import (
+    ACCEPTED,
+    PLAIN,
+    RESAMPLED,
+    DraftedToken,
+    EmittedToken,
+    Round,
+)
+from specviz.core.sampling import TreeVerifyResult
 
 __all__ = ["TOP_TOKENS", "IncrementalDecoder", "RoundRecorder"]
 
@@ -55,7 +62,7 @@ class IncrementalDecoder:
 
 
 class RoundRecorder:
-    """Builds one :class:`~specviz.trace.Round` per round of a run from the round's outcome.
+    """Builds one :class:`~specviz.core.records.Round` per round of a run from the round's outcome.
 
     Args:
         decode: optional ``list[int] -> str`` for per-token text (None: empty texts).
@@ -84,7 +91,7 @@ class RoundRecorder:
         Args:
             index: the round's index in the run.
             tree: the round's draft (N nodes).
-            result: :func:`specviz.sampling.verify_tree`'s outcome.
+            result: :func:`specviz.core.sampling.verify_tree`'s outcome.
             k_round: the lookahead this round drafted with.
             p_target: ``(N + 1, V)`` the target's processed distributions at the root and nodes.
         """

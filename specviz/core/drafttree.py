@@ -1,7 +1,7 @@
 """The draft tree every drafter returns, and the two small helpers drafters share.
 
 Kept outside the :mod:`specviz.drafters` package, which it serves: every drafter family there
-builds a :class:`DraftTree`, and the engine (:mod:`specviz.engine`) and the head's training
+builds a :class:`DraftTree`, and the engine (:mod:`specviz.core.engine`) and the head's training
 (:mod:`specviz.train_draft`) use this module too.
 """
 
@@ -52,7 +52,7 @@ class DraftTree:
             one-hot row for a point mass).
         steps: draft forward passes spent (0 for model-free drafters).
         point_mass: per node, True when the token is a deterministic function of the context
-            (its test is "accept with r(x)", :func:`specviz.sampling.verify_tree`).
+            (its test is "accept with r(x)", :func:`specviz.core.sampling.verify_tree`).
     """
 
     tokens: list[int]

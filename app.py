@@ -33,8 +33,8 @@ from specviz.ui.threads import configure_threads
 # (specviz/ui/threads.py; SPECVIZ_THREADS overrides it).
 THREADS, THREADS_SOURCE = configure_threads()
 
-from specviz import models  # noqa: E402
-from specviz.memory import fixed_mmap_threshold  # noqa: E402
+from specviz.models import loading as models  # noqa: E402
+from specviz.models.memory import fixed_mmap_threshold  # noqa: E402
 from specviz.ui.placement import place_at_import  # noqa: E402
 from specviz.ui.page import build_page  # noqa: E402
 from specviz.ui.settings import DEFAULT_PRESET, PRESETS, PUBLIC, QUEUE_SIZE, max_upload_bytes  # noqa: E402

@@ -2,7 +2,7 @@
 with the public presets, on random weights at a preset's shape.
 
 * **app placement**: a checkpoint saved to disk (random weights at SmolLM2-135M's shape, a word
-  tokenizer) loaded by :func:`specviz.models.load_model` onto ``cuda``, the routine
+  tokenizer) loaded by :func:`specviz.models.loading.load_model` onto ``cuda``, the routine
   :func:`specviz.ui.placement.place_at_import` calls on a Space (read on the CPU, then placed from
   the calling thread); the model's parameters must all be on the device.
 * **layer step**: a synchronised batch-1 eager decode step of that model, divided by its layers:
@@ -57,7 +57,7 @@ def save_checkpoint(directory: Path, fields: dict, dtype: torch.dtype) -> Path:
 
 def placement_check(directory: Path, device: torch.device, dtype: torch.dtype):
     """``(passed, observed, figures)`` of loading ``directory`` onto ``device`` as the Space does."""
-    from specviz import models
+    from specviz.models import loading as models
 
     models.clear_cache()
     t0 = time.perf_counter()
@@ -72,7 +72,7 @@ def layer_step(directory: Path, device: torch.device, dtype: torch.dtype, steps:
     """Seconds per decoder layer of a synchronised batch-1 eager step of the loaded model."""
     from transformers import DynamicCache
 
-    from specviz import models
+    from specviz.models import loading as models
     from specviz.core import phaseclock
     from specviz.core.kvcache import run_pass
 

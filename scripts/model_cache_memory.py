@@ -28,7 +28,8 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' "Loa
 
 import torch  # noqa: E402
 
-from specviz import models  # noqa: E402
+from specviz.models import loading as models  # noqa: E402
+from specviz.drafters.registry import build_drafter
 
 N_PAIRS = 5
 CORPUS = ["The quick brown fox jumps over the lazy dog; fix the typos in this sentence, please."] * 50
@@ -85,7 +86,7 @@ def gpu_mib() -> str:
 def use_pair(target_dir: str, draft_dir: str, device: str) -> None:
     """Load a pair as the app does and run one forward of each; every reference dies on return."""
     target = models.load_model(target_dir, device=device, dtype="float32")
-    drafter = models.build_drafter(draft_dir, target, device=device, dtype="float32")
+    drafter = build_drafter(draft_dir, target, device=device, dtype="float32")
     ids = torch.tensor([target.encode("The quick brown fox jumps over the lazy dog", chat=False)], device=target.device)
     with torch.inference_mode():
         target.model(input_ids=ids)

@@ -19,7 +19,9 @@ import pstats
 import sys
 import time
 
-from specviz import bench, models
+from specviz import bench
+from specviz.models import loading as models
+from specviz.drafters.registry import build_drafter
 from specviz.core.sampling import SamplingConfig
 
 K, TOKENS = 4, 64
@@ -28,7 +30,7 @@ K, TOKENS = 4, 64
 def main(argv: list[str]) -> int:
     which = int(next((a for a in argv if a.isdigit()), 0))
     target = models.load_model("smollm2-135m-instruct")
-    drafter = models.build_drafter("ngram", target)
+    drafter = build_drafter("ngram", target)
     prompt = bench.load_prompts(None)[which]
     ids = target.encode(prompt.prompt, prompt.chat)
     greedy = SamplingConfig(temperature=0.0)

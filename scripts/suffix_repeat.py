@@ -8,7 +8,8 @@ SmolLM2-135M-Instruct float32, greedy, the bench's fix-typos prompt, 64 tokens, 
 Deterministic counts, not timings.
 """
 
-from specviz import models
+from specviz.models import loading as models
+from specviz.drafters.registry import build_drafter
 from specviz.bench import load_prompts
 from specviz.drafters import clear_suffix_history
 from specviz.runner import make_generation
@@ -24,13 +25,13 @@ def main() -> None:
     for b in (1, 4):
         clear_suffix_history()
         for attempt in (1, 2, 3):
-            drafter = models.build_drafter("suffix", target)
+            drafter = build_drafter("suffix", target)
             g = make_generation(target, drafter, ids, 8, greedy, 64, 0, eos=False, branches=b).run()
             a = analyse_generation(g)
             history = "empty" if attempt == 1 else f"{attempt - 1} earlier output(s) of this prompt"
             print(f"B={b} run {attempt} (history: {history}): tokens/pass {a.tokens_per_pass:.2f}, "
                   f"passes {a.target_passes}, nodes/pass {a.proposed_per_pass:.2f}")
-        lookup = analyse_generation(make_generation(target, models.build_drafter("ngram", target), ids, 8, greedy, 64, 0, eos=False,
+        lookup = analyse_generation(make_generation(target, build_drafter("ngram", target), ids, 8, greedy, 64, 0, eos=False,
                                  branches=b).run())
         print(f"B={b} prompt lookup for comparison: tokens/pass {lookup.tokens_per_pass:.2f}")
 

@@ -28,7 +28,9 @@ import time
 
 import torch
 
-from specviz import bench, models
+from specviz import bench
+from specviz.models import loading as models
+from specviz.drafters.registry import build_drafter
 from specviz.core.sampling import SamplingConfig
 from specviz.ui.threads import cpu_cores, machine_load
 
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (3 if args.quick else 5)
     cores = cpu_cores()
     target = models.load_model("smollm2-135m-instruct")
-    drafter = models.build_drafter("ngram", target)
+    drafter = build_drafter("ngram", target)
     prompt = bench.load_prompts(None)[0]
     ids = target.encode(prompt.prompt, prompt.chat)
     print(f"{target.name} {target.dtype}, prompt lookup, K = 4, greedy, prompt {prompt.name}, {tokens} tokens, "

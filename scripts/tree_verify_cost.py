@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    from specviz.models import load_model
+    from specviz.models.loading import load_model
 
     loaded = load_model(args.model, device=args.device, dtype=args.dtype)
     model = loaded.model

@@ -596,7 +596,7 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
     """Measure (:func:`measure`) and summarise (:func:`summarise`): every figure as plain data.
 
     Args:
-        target: a loaded target (``specviz.models.LoadedModel``).
+        target: a loaded target (``specviz.models.loading.LoadedModel``).
         drafter: the drafter (None: only the plain rows are measured).
         prompts: the prompts; each is encoded with the target's chat template if ``chat``.
         ks, temperatures: the grid; plain rows are measured once per temperature.

@@ -508,7 +508,7 @@ def _num(x) -> str:
 
 # --------------------------------------------------------------------------- prepare
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from specviz import models
+    from specviz.models import loading as models
 
     names = args.names or list(models.OFFLINE_MODELS)
     for name in names:
@@ -644,7 +644,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     """The exception types whose message is written for users (printed without the class name)."""
     known: list[type[BaseException]] = [CLIError, ValueError, OSError]
     try:
-        from specviz import models
+        from specviz.models import loading as models
 
         known += [getattr(models, n) for n in ("ModelLoadError", "IncompatiblePairError") if hasattr(models, n)]
     except Exception:  # noqa: BLE001 - models failing to import is itself reported

@@ -20,7 +20,8 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from specviz import memory
+from specviz.models import memory
+from specviz.run import pair_sizing
 from specviz.drafters import DRAFTER_KINDS, drafter_kind, for_device, parse_drafter_spec
 from specviz.core.kvcache import CACHE_KINDS
 from specviz.core.sampling import RuleError, SamplingConfig, check_rule
@@ -424,9 +425,9 @@ class ServerDevice:
     Attributes:
         device: ``"cpu"`` or ``"cuda"``.
         dtypes: the dtypes it runs models in there, its choice for ``auto`` first
-            (:func:`specviz.models.native_dtypes`).
+            (:func:`specviz.models.loading.native_dtypes`).
         model_bytes: the memory its models may fill there (the model cache's budget,
-            :meth:`specviz.models.ModelCache.budget`), or None when unknown.
+            :meth:`specviz.models.loading.ModelCache.budget`), or None when unknown.
     """
 
     device: str
@@ -464,7 +465,7 @@ def pin_public_device(request: RunRequest, server: ServerDevice) -> RunRequest:
     server's dtypes; anything else is refused before any work, as is a drafter that does not run
     on the server's device (the int8 self-draft on CUDA: :meth:`specviz.drafters.DrafterKind.runs_on`)
     and a pair whose weights would not fit the server's memory for models
-    (:func:`specviz.memory.pair_fits`: parameter counts × bytes per parameter × headroom).
+    (:func:`specviz.run.pair_sizing.pair_fits`: parameter counts × bytes per parameter × headroom).
 
     Args:
         request: a validated request (its models already checked by :func:`check_public_models`).
@@ -486,8 +487,8 @@ def pin_public_device(request: RunRequest, server: ServerDevice) -> RunRequest:
                            "here (send auto)")
     check_drafter_device(request.draft, server.device, "public mode: ")
     kind = drafter_kind(request.draft)
-    if not memory.pair_fits(request.target, request.draft, dtype, server.model_bytes):
-        needed = memory.pair_bytes(request.target, request.draft, dtype) * memory.HEADROOM
+    if not pair_sizing.pair_fits(request.target, request.draft, dtype, server.model_bytes):
+        needed = pair_sizing.pair_bytes(request.target, request.draft, dtype) * memory.HEADROOM
         draft = (f"the draft model {_describe(request.draft)}" if kind.parameter == "model_name"
                  else f"the {kind.spec} drafter")
         raise RequestError(f"public mode: {request.target} with {draft} needs about {_gib(needed)} in {dtype} and "

@@ -7,7 +7,7 @@ functions, so they load, encode, warm up and build runs the same way:
   :class:`PreparedRun` (the loaded pair, the prompt's ids under the one chat-template policy of
   :func:`encode_prompt`, the end-of-text ids, a label and notes for the user);
 * :func:`baseline_steps`: the plain baseline of a prepared run, round by round;
-* :func:`load_pair`: the target (a :class:`~specviz.models.LoadedModel`) and the drafter;
+* :func:`load_pair`: the target (a :class:`~specviz.models.loading.LoadedModel`) and the drafter;
 * :func:`make_generation`: a :class:`~specviz.core.engine.Generation` wired to them;
 * :func:`warm_up`: one short plain run and one short speculative run before anything is timed
   (first calls allocate memory, pick kernels and, with ``torch.compile``, compile);
@@ -48,22 +48,23 @@ def load_pair(target_spec: str, draft_spec: str, device: str = "auto", dtype: st
     drafts from and updates (the app passes each visitor's own of both; None: the process-wide
     ones, for the CLI and bench).
 
-    ``progress(fraction, message)`` is passed to :mod:`specviz.models`, which also logs each step
+    ``progress(fraction, message)`` is passed to :mod:`specviz.models.loading`, which also logs each step
     at INFO level. With ``compile_mode`` (a ``torch.compile`` mode, e.g. ``"default"``) the
     target's forward and a model drafter's forward are compiled with
-    :func:`specviz.models.compile_forward`; prompt lookup has no network to compile.
+    :func:`specviz.models.loading.compile_forward`; prompt lookup has no network to compile.
 
     Returns:
-        ``(target, drafter)``: a :class:`~specviz.models.LoadedModel` and a drafter or None.
+        ``(target, drafter)``: a :class:`~specviz.models.loading.LoadedModel` and a drafter or None.
 
     Raises:
-        ValueError, specviz.models.ModelLoadError, specviz.models.IncompatiblePairError: from
-            :func:`specviz.models.load_model` and :func:`specviz.models.build_drafter`.
+        ValueError, specviz.models.loading.ModelLoadError, specviz.models.loading.IncompatiblePairError: from
+            :func:`specviz.models.loading.load_model` and :func:`specviz.drafters.registry.build_drafter`.
     """
-    from specviz import models
+    from specviz.models import loading as models
+    from specviz.drafters.registry import build_drafter
 
     target = models.load_model(target_spec, device=device, dtype=dtype, progress=progress)
-    drafter = models.build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress,
+    drafter = build_drafter(draft_spec, target, device=device, dtype=dtype, progress=progress,
                                    history=history, table=table)
     if compile_mode:
         models.compile_forward(target.model, compile_mode)
@@ -78,7 +79,7 @@ def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, se
     """A :class:`~specviz.core.engine.Generation` wired to a loaded target and drafter.
 
     Args:
-        target: a :class:`~specviz.models.LoadedModel`.
+        target: a :class:`~specviz.models.loading.LoadedModel`.
         drafter: a drafter, or None for plain decoding.
         prompt_ids: the encoded prompt.
         k, sampling, max_new_tokens, seed, instrument, branches, tree_nodes, cache, rule: as in
@@ -120,7 +121,7 @@ def record_for_oracle(target, drafter, prompt_ids, sampling, max_new_tokens, see
     speculative run's clock starts (so it is never timed), and once per settings.
 
     Args:
-        target: a :class:`~specviz.models.LoadedModel`.
+        target: a :class:`~specviz.models.loading.LoadedModel`.
         drafter: the oracle drafter.
         prompt_ids, sampling, max_new_tokens, seed, eos, cache: the run's, as in :func:`make_generation`.
     """
@@ -140,7 +141,7 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
     """One short plain run and, with a drafter, one short speculative run, untimed.
 
     Args:
-        target: a :class:`~specviz.models.LoadedModel`.
+        target: a :class:`~specviz.models.loading.LoadedModel`.
         drafter: a drafter or None.
         prompt_ids: a prompt to warm up on (its last 16 tokens are used unless ``tokens`` is the
             whole run, as with ``torch.compile``).
@@ -199,7 +200,7 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
     Args:
         run: the :class:`~specviz.core.engine.Generation`.
         request: its :class:`~specviz.request.RunRequest`.
-        target: the :class:`~specviz.models.LoadedModel`.
+        target: the :class:`~specviz.models.loading.LoadedModel`.
         drafter: the drafter or None.
         baseline: the plain baseline it was compared with, or None.
     """
@@ -229,7 +230,7 @@ class PreparedRun:
 
     Attributes:
         request: the validated :class:`~specviz.request.RunRequest`.
-        target: the :class:`~specviz.models.LoadedModel`.
+        target: the :class:`~specviz.models.loading.LoadedModel`.
         drafter: the drafter, or None for plain decoding.
         prompt_ids: the encoded prompt (:func:`encode_prompt`), non-empty.
         stop_ids: the target's end-of-text ids (generation stops after one).
@@ -260,8 +261,8 @@ class PreparedRun:
 
     def in_use(self):
         """A context manager pinning this run's target and draft model in the model cache while it
-        runs (:func:`specviz.models.in_use`): no other load evicts them meanwhile."""
-        from specviz import models
+        runs (:func:`specviz.models.loading.in_use`): no other load evicts them meanwhile."""
+        from specviz.models import loading as models
 
         return models.in_use(self.target, getattr(self.drafter, "model", None))
 
@@ -278,11 +279,11 @@ def encode_prompt(target, prompt: str, chat: bool) -> tuple[list[int], list[str]
     """The prompt's token ids under the one chat-template policy of every front-end.
 
     With ``chat`` and a target that has a chat template, the prompt is one user message with the
-    assistant prefix (:meth:`specviz.models.LoadedModel.encode`); with ``chat`` and no template it
+    assistant prefix (:meth:`specviz.models.loading.LoadedModel.encode`); with ``chat`` and no template it
     is used as plain text and a note says so (the app, the CLI and a sweep all do this).
 
     Args:
-        target: a :class:`~specviz.models.LoadedModel`.
+        target: a :class:`~specviz.models.loading.LoadedModel`.
         prompt: the user's text.
         chat: whether the chat template was asked for.
 
@@ -336,7 +337,7 @@ def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = N
 
     Raises:
         RequestError: if the prompt is longer than ``request.max_prompt_tokens`` tokens.
-        ValueError, specviz.models.ModelLoadError, specviz.models.IncompatiblePairError: from
+        ValueError, specviz.models.loading.ModelLoadError, specviz.models.loading.IncompatiblePairError: from
             :func:`load_pair` and :func:`encode_prompt`.
     """
     target, drafter = load_pair(request.target, request.draft, request.device, request.dtype, progress,

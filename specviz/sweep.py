@@ -166,7 +166,7 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
         SweepStep: one per round; the step with ``phase == "done"`` carries the row.
 
     Raises:
-        specviz.models.ModelLoadError, IncompatiblePairError, ContextLengthError,
+        specviz.models.loading.ModelLoadError, IncompatiblePairError, ContextLengthError,
         NonFiniteLogitsError, RequestError, ValueError: from preparing and running, as the run
         command raises them.
     """

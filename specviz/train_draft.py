@@ -726,7 +726,7 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
 
     Args:
         cfg: the settings.
-        loaded: the target as a :class:`~specviz.models.LoadedModel` (default: loaded from
+        loaded: the target as a :class:`~specviz.models.loading.LoadedModel` (default: loaded from
             ``cfg.target`` in ``cfg.dtype`` on ``cfg.device``).
 
     Raises:
@@ -740,7 +740,7 @@ def train(cfg: TrainConfig, loaded=None) -> dict:
     out = Path(cfg.out).expanduser()
     cached, state = _cached_data(cfg, out), _checkpoint_state(cfg, out)
     if loaded is None:
-        from specviz.models import load_model
+        from specviz.models.loading import load_model
 
         loaded = load_model(cfg.target, device=cfg.device, dtype=cfg.dtype)
     out.mkdir(parents=True, exist_ok=True)

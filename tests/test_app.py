@@ -22,7 +22,7 @@ from specviz.ui.settings import EXAMPLES
 @pytest.fixture(scope="module")
 def offline_model():
     """The offline SmolLM2-135M-Instruct, prepared once (the app's default target)."""
-    from specviz import models
+    from specviz.models import loading as models
 
     models.prepare_offline("smollm2-135m-instruct")
     return models.load_model("smollm2-135m-instruct", device="cpu", dtype="float32")

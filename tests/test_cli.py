@@ -108,7 +108,7 @@ def tiny(tmp_path_factory) -> dict[str, str]:
 
 def _smollm2_prepared() -> bool:
     sys.path.insert(0, str(REPO))
-    from specviz.models import cache_dir
+    from specviz.models.loading import cache_dir
 
     return (cache_dir() / "models" / "smollm2-135m-instruct" / "specviz-prepared.json").is_file()
 

@@ -129,12 +129,14 @@ def test_the_gpu_defaults_pay_by_construction():
     """On a CUDA server the page starts on prompt lookup (nothing to run: c ≈ 0) and offers the
     learned head, one layer against the target's 30 (c ≈ 1/30): any pass yielding more than
     K·c + 1 tokens is a speedup there. Only the model-draft pairs are launch-bound."""
-    from specviz import memory, theory
+    from specviz import theory
+    from specviz.models import memory
+    from specviz.run import pair_sizing
 
     default = settings.PRESETS[settings.DEFAULT_PRESET]
     assert DRAFTER_KINDS[default["drafter"]].lookup and DRAFTER_KINDS[default["drafter"]].runs_on("cuda")
     eagle = next(p for p in settings.PRESETS.values() if p["drafter"] == DRAFTER_KINDS["eagle"].spec)
-    c = theory.launch_bound_cost_ratio(memory.drafter_layers("eagle", eagle["target"]),
+    c = theory.launch_bound_cost_ratio(pair_sizing.drafter_layers("eagle", eagle["target"]),
                                        memory.model_layers(eagle["target"]))
     assert c == 1 / 30 and theory.expected_speedup(0.2, 3, c) > 1.1  # pays even at the head's lowest measured α
     assert "cannot" not in settings.preset_note(next(n for n, p in settings.PRESETS.items() if p is eagle))
@@ -146,7 +148,7 @@ def test_a_drafter_the_device_refuses_is_refused_before_anything_loads(monkeypat
     import gradio as gr
     from test_api import _run_args
 
-    from specviz import models
+    from specviz.models import loading as models
     from specviz.ui.fields import request_from
     from specviz.ui.sweep_steps import sweep_plan
 

@@ -21,7 +21,7 @@ from specviz.drafters.eagle import (
 )
 from specviz.core.drafttree import LastLayerFeatures
 from specviz.core.engine import Generation
-from specviz.models import LoadedModel
+from specviz.models.loading import LoadedModel
 from specviz.core.sampling import SamplingConfig
 from specviz.train_draft import TrainConfig, load_prompts, rollout_mask, train
 

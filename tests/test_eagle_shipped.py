@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from specviz import models
+from specviz.models import loading as models
 from specviz.drafters.eagle import HEAD_FILE, shipped_head_dir
-from specviz.models import build_drafter
+from specviz.drafters.registry import build_drafter
 from specviz.runner import make_generation
 from specviz.core.sampling import SamplingConfig
 

@@ -546,7 +546,7 @@ def test_compiled_forward_gives_the_same_greedy_tokens():
     """``--compile`` (models.compile_forward) changes speed, never tokens: greedy speculative
     decoding with a compiled target and a compiled draft equals eager plain decoding, and a
     second call is a no-op (the forward is wrapped once). Compiling takes ~10-30 s on a CPU."""
-    from specviz.models import compile_forward
+    from specviz.models.loading import compile_forward
 
     target_model, draft_model = tiny_llama(seed=0), noisy_copy(tiny_llama(seed=0), seed=1, scale=0.02)
     prompt = [1, 5, 9, 2, 5, 9, 2]

@@ -22,7 +22,7 @@ from specviz.drafters.eagle import (
     save_head,
     shipped_head_dir,
 )
-from specviz.offline import cache_dir
+from specviz.models.offline import cache_dir
 from specviz.train_draft import (
     DATA_FILE,
     STATE_FILE,
@@ -274,7 +274,7 @@ def test_a_half_written_checkpoint_is_refused_on_resume(tmp_path):
     writes), or whose head file was cut short, is refused, naming what is wrong."""
     from helpers import bpe_tokenizer
 
-    from specviz.models import LoadedModel
+    from specviz.models.loading import LoadedModel
     from specviz.train_draft import load_prompts
 
     tokenizer = bpe_tokenizer(load_prompts()[:60], chat=True, vocab_size=300)

@@ -76,7 +76,7 @@ def test_the_presets_models_all_have_a_config_in_the_check():
 
 def test_the_offline_smollm2_config_matches_the_checks_copy():
     from scripts.gpu_check import PRESET_CONFIGS
-    from specviz.offline import cache_dir
+    from specviz.models.offline import cache_dir
 
     path = cache_dir() / "models" / "smollm2-135m-instruct" / "config.json"
     if not path.is_file():

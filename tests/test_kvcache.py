@@ -93,7 +93,7 @@ def test_a_transformers_below_the_floor_is_refused_with_one_sentence(monkeypatch
 
     import transformers
 
-    from specviz.models import ModelLoadError, load_model
+    from specviz.models.loading import ModelLoadError, load_model
 
     monkeypatch.setattr(transformers, "__version__", "5.3.0")
     with pytest.raises(ModelLoadError, match="transformers 5.3.0 is older than"):

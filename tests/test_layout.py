@@ -198,11 +198,12 @@ def test_the_tabs_never_import_each_other():
         assert not others, f"{path.name} imports the tab(s) {sorted(others)}: share through ctx or a piece below"
 
 
-def test_the_import_reader_skips_type_checking_blocks_and_resolves_relative_imports():
-    names = _imports(PACKAGE / "drafters" / "selfdraft.py")
-    assert "specviz.models" not in names and "torch" in names  # it names LoadedModel in prose only
-    registry = _imports(PACKAGE / "drafters" / "registry.py")  # relative imports from a subpackage
-    assert {"specviz.offline", "specviz.drafters.selfdraft", "specviz.drafters.lookup"} <= registry
+def test_the_import_reader_skips_type_checking_blocks():
+    names = _imports(PACKAGE / "models" / "selfdraft.py")
+    assert "specviz.models.loading" not in names and "torch" in names  # it names LoadedModel in prose only
+    registry = _imports(PACKAGE / "drafters" / "registry.py")
+    assert {"specviz.models.offline", "specviz.models.selfdraft", "specviz.drafters.lookup"} <= registry
+    assert "specviz.drafters.suffix" in registry and "specviz.drafters.recycle" in registry
     assert {"specviz.ui.fields", "specviz.request"} <= _imports(UI / "run_stream.py")
 
 
@@ -518,3 +519,13 @@ def test_the_algorithm_imports_nothing_of_specviz_but_itself():
     outside = {path: names for path, names in outside.items() if names}
     assert not outside, f"core imports only core: {outside}"
     assert {"engine.py", "sampling.py", "textbook.py", "records.py", "drafter.py"} <= {p.name for p in CORE.glob("*.py")}
+
+
+def test_models_never_import_drafters():
+    """Loading, caching and sizing models knows nothing of drafters: a drafter is built from a loaded
+    model (specviz.drafters.registry.build_drafter), never the other way round."""
+    models = sorted((PACKAGE / "models").glob("*.py"))
+    offenders = {str(p.relative_to(ROOT)): sorted(n for n in _imports(p) if n.startswith("specviz.drafters"))
+                 for p in models}
+    assert not {path: names for path, names in offenders.items() if names}, offenders
+    assert len(models) >= 6 and "specviz.drafters.registry" in _imports(PACKAGE / "drafters" / "__init__.py")

@@ -1,4 +1,4 @@
-"""What a pair takes and a device has, known before anything loads (``specviz.memory``): the
+"""What a pair takes and a device has, known before anything loads (``specviz.models.memory``): the
 presets' shapes agree with their configs, a checkpoint's size comes from its safetensors header,
 and a pair fits or not by parameters × bytes per parameter × headroom."""
 
@@ -8,8 +8,10 @@ import pytest
 import torch
 from helpers import tiny_llama
 
-from specviz import memory
-from specviz.memory import MODEL_SHAPES, pair_bytes, pair_fits
+from specviz.models import memory
+from specviz.run import pair_sizing
+from specviz.models.memory import MODEL_SHAPES
+from specviz.run.pair_sizing import pair_bytes, pair_fits
 
 #: The presets' published configs (the fields a parameter count depends on).
 CONFIGS = {
@@ -57,8 +59,8 @@ def test_the_presets_are_known_before_any_download():
     assert memory.model_layers("HuggingFaceTB/SmolLM2-1.7B-Instruct") == 24
     assert memory.model_layers("gemma-3-270m") == 18  # an offline name by its hub id
     assert memory.model_parameters("someone/unknown-model") is None
-    assert memory.drafter_layers("eagle", "smollm2-135m-instruct") == 1  # the shipped head's config
-    assert memory.drafter_layers("ngram", "smollm2-135m-instruct") is None
+    assert pair_sizing.drafter_layers("eagle", "smollm2-135m-instruct") == 1  # the shipped head's config
+    assert pair_sizing.drafter_layers("ngram", "smollm2-135m-instruct") is None
 
 
 def test_a_pairs_bytes_are_its_parameters_times_the_dtypes_bytes():

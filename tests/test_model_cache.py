@@ -1,4 +1,4 @@
-"""The bounded model cache of ``specviz.models``: LRU by count and bytes, eviction frees memory,
+"""The bounded model cache of ``specviz.models.loading``: LRU by count and bytes, eviction frees memory,
 evicts before it loads (sizes from the safetensors headers), never the pair in use, and sizes its
 budget from free memory when no limit is set.
 
@@ -15,9 +15,11 @@ import weakref
 import pytest
 from helpers import bpe_tokenizer, tiny_llama
 
-from specviz import memory, models
-from specviz.drafters import selfdraft
-from specviz.models import (ModelCache, cache_info, clear_cache, estimate_bytes, in_use, load_model, module_bytes,
+from specviz.models import memory
+from specviz.models import loading as models
+from specviz.drafters.registry import build_drafter
+from specviz.models import selfdraft
+from specviz.models.loading import (ModelCache, cache_info, clear_cache, estimate_bytes, in_use, load_model, module_bytes,
                             set_cache_limits)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -111,7 +113,7 @@ def test_an_evicted_model_is_freed(checkpoints):
 def test_an_int8_copy_counts_against_the_byte_limit_and_goes_with_its_target(checkpoints):
     target = _load(checkpoints[0])
     size = cache_info()["entries"][0]["bytes"]
-    models.build_drafter("int8", target)
+    build_drafter("int8", target)
     [entry] = cache_info()["entries"]
     assert 0 < entry["int8_bytes"] < size and entry["bytes"] == size + entry["int8_bytes"]
 
@@ -138,7 +140,7 @@ def test_one_log_line_per_load_and_per_eviction(checkpoints, caplog):
         for path in checkpoints[:3]:
             _load(path)
         _load(checkpoints[2])  # a cache hit logs nothing
-    lines = [r.getMessage() for r in caplog.records if r.name == "specviz.models"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "specviz.models.loading"]
     assert [line.split()[0] for line in lines] == ["loaded", "loaded", "evicted", "loaded"]  # room first
     assert checkpoints[0] in lines[2] and "MiB" in lines[2] and f"to make room for {checkpoints[2]}" in lines[2]
 
@@ -161,7 +163,7 @@ def test_limits_come_from_the_environment(monkeypatch, caplog):
     assert ModelCache().max_bytes == 512 << 20
     monkeypatch.setenv("SPECVIZ_MAX_MODELS", "zero")
     monkeypatch.setenv("SPECVIZ_MAX_MODEL_BYTES", "-1")
-    with caplog.at_level(logging.WARNING, logger="specviz.models"):
+    with caplog.at_level(logging.WARNING, logger="specviz.models.loading"):
         cache = ModelCache()
     assert (cache.max_models, cache.max_bytes) == (models.DEFAULT_MAX_MODELS, None)
     assert "SPECVIZ_MAX_MODELS" in caplog.text and "SPECVIZ_MAX_MODEL_BYTES" in caplog.text
@@ -241,7 +243,7 @@ def test_eviction_happens_before_the_load(checkpoints, monkeypatch):
 def test_the_target_survives_its_draft_loading_and_the_pair_survives_a_run(checkpoints):
     set_cache_limits(max_models=10, max_bytes=1)  # every model alone is past the budget
     target = _load(checkpoints[0])
-    drafter = models.build_drafter(checkpoints[1], target, device="cpu", dtype="float32")
+    drafter = build_drafter(checkpoints[1], target, device="cpu", dtype="float32")
     assert sorted(_cached_sources()) == checkpoints[:2]  # without the pin, the draft's load evicted the target
     with in_use(target, drafter.model):
         _load(checkpoints[2])

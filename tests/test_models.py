@@ -1,5 +1,5 @@
-"""Model loading, offline preparation, tokenizer pairing and self-drafts (``specviz.models``,
-``specviz.offline``, ``specviz.drafters.selfdraft``).
+"""Model loading, offline preparation, tokenizer pairing and self-drafts (``specviz.models.loading``,
+``specviz.models.offline``, ``specviz.models.selfdraft``).
 
 Most tests use tiny random checkpoints (Llama, 2 layers, hidden 64) saved to a temporary directory
 with a small byte-level BPE tokenizer trained on the spot: no network, milliseconds each. The
@@ -17,21 +17,15 @@ import pytest
 import torch
 from helpers import bpe_tokenizer
 
-from specviz import models, offline
+from specviz.models import loading as models
+from specviz.models import offline
 from specviz.drafters import SUFFIX_HISTORY, ModelDrafter, PromptLookupDrafter, SuffixDrafter
 from specviz.core.engine import Generation
-from specviz.models import (
-    IncompatiblePairError,
-    LoadedModel,
-    ModelLoadError,
-    build_drafter,
-    early_exit_draft,
-    int8_draft,
-    load_model,
-    resolve_device,
-    resolve_dtype,
-    shared_vocab_size,
-)
+from specviz.models.loading import (IncompatiblePairError, LoadedModel, ModelLoadError, load_model, resolve_device,
+                                    resolve_dtype)
+from specviz.models.selfdraft import early_exit_draft, int8_draft
+from specviz.drafters.draft_model import shared_vocab_size
+from specviz.drafters.registry import build_drafter
 from specviz.core.sampling import SamplingConfig
 
 GREEDY = SamplingConfig(temperature=0.0)
@@ -399,7 +393,7 @@ def test_a_new_drafter_kind_is_one_registry_entry(target, monkeypatch):
 
     built = []
 
-    def build(target_, spec, device, dtype, progress, load):
+    def build(target_, spec, device, dtype, progress):
         built.append(spec)
         return PromptLookupDrafter(len(target_.tokenizer), max_ngram=int(spec.split(":")[1]))
 

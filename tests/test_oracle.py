@@ -13,7 +13,8 @@ import pytest
 import torch
 from helpers import bpe_tokenizer, tiny_llama
 
-from specviz import models
+from specviz.models import loading as models
+from specviz.drafters.registry import build_drafter
 from specviz.analysis import analyse
 from specviz.ceiling import ceiling_sentence, gap_phrase, gap_to_oracle
 from specviz.drafters import DRAFTER_KINDS, parse_drafter_spec
@@ -43,7 +44,7 @@ def _prompt(loaded):
 
 
 def test_at_t0_every_pass_keeps_all_k_until_the_recording_ends(loaded):
-    oracle = models.build_drafter("oracle", loaded)
+    oracle = build_drafter("oracle", loaded)
     run = make_generation(loaded, oracle, _prompt(loaded), K, GREEDY, 23, seed=0)
     plain = make_generation(loaded, None, _prompt(loaded), K, GREEDY, 23, seed=0).run()
     assert oracle.recording == plain.token_ids  # recorded when the run was built, before it ran
@@ -58,7 +59,7 @@ def test_at_t0_every_pass_keeps_all_k_until_the_recording_ends(loaded):
 
 def test_at_t_above_0_each_replayed_draft_is_accepted_with_p_target(loaded):
     sampled = SamplingConfig(temperature=1.0)
-    oracle = models.build_drafter("oracle", loaded)
+    oracle = build_drafter("oracle", loaded)
     run = make_generation(loaded, oracle, _prompt(loaded), K, sampled, 24, seed=5).run()
     tested = [t for r in run.rounds for t in r.drafted if t.tested]
     assert tested and all(t.accept_prob == pytest.approx(min(1.0, t.p_target)) for t in tested)
@@ -72,7 +73,7 @@ def test_the_page_says_what_a_replayed_sample_is_worth(loaded):
     from specviz.ui.numbers_hide import numbers_hide_view
     from specviz.ui.state import RunState
 
-    run = make_generation(loaded, models.build_drafter("oracle", loaded), _prompt(loaded), K,
+    run = make_generation(loaded, build_drafter("oracle", loaded), _prompt(loaded), K,
                           SamplingConfig(temperature=1.0), 24, seed=5).run()
     state = RunState(k=K, rounds=run.rounds, max_new_tokens=24, finished=True, temperature=1.0, oracle=True)
     summary = html.unescape(state.view(None, "Done", True).summary)  # the page escapes text (as_text)
@@ -86,7 +87,7 @@ def test_run_json_holds_the_ceiling_the_twin_and_the_health_checks(loaded):
     from specviz import cli
     from specviz.request import validate_request
 
-    oracle = models.build_drafter("oracle", loaded)
+    oracle = build_drafter("oracle", loaded)
     spec = make_generation(loaded, oracle, _prompt(loaded), K, GREEDY, 16, seed=0).run()
     request = validate_request(prompt="the quick brown fox", target="tiny", draft="oracle", k=K, temperature=0,
                                top_k=0, top_p=1, max_new_tokens=16, seed=0)
@@ -137,12 +138,12 @@ def test_the_bench_times_the_oracle_beside_a_drafter_with_the_gap(loaded):
     from specviz.bench import BenchPrompt, format_report, run_benchmark
 
     prompts = [BenchPrompt("p", "the quick brown fox the quick", kind="copy")]
-    result = run_benchmark(loaded, models.build_drafter("ngram", loaded), prompts, [2], [0.0], max_new_tokens=6,
+    result = run_benchmark(loaded, build_drafter("ngram", loaded), prompts, [2], [0.0], max_new_tokens=6,
                            repeats=1, transformers_baselines=False, instrument_check=False, oracle=True)
     row = result["spec"][0]
     assert row["oracle"]["tokens_per_pass"] == pytest.approx(3.0)  # K + 1 on every pass, greedy, float32
     assert row["oracle"]["tokens_per_pass_gap"] == pytest.approx(3.0 - row["tokens_per_pass"])
     assert "The ceiling: the oracle drafter" in format_report(result)
-    alone = run_benchmark(loaded, models.build_drafter("oracle", loaded), prompts, [2], [0.0], max_new_tokens=6,
+    alone = run_benchmark(loaded, build_drafter("oracle", loaded), prompts, [2], [0.0], max_new_tokens=6,
                           repeats=1, transformers_baselines=False, instrument_check=False)["spec"][0]
     assert alone["speedup_low"] <= alone["speedup"] <= alone["speedup_high"]  # reported with its range

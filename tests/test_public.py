@@ -11,7 +11,7 @@ import re
 import gradio as gr
 import pytest
 
-from specviz import models
+from specviz.models import loading as models
 from specviz.request import (
     DEFAULT_PUBLIC_MAX_RUN_S,
     PUBLIC_LIMITS,

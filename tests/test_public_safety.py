@@ -27,7 +27,7 @@ UPLOAD_MB = 1.0  # the tests' upload limit (SPECVIZ_MAX_UPLOAD_MB), small so the
 @pytest.fixture(scope="module")
 def app():
     """A public app (as a Space runs it: public mode, the upload limit, the queue's size)."""
-    from specviz import models
+    from specviz.models import loading as models
 
     models.prepare_offline("smollm2-135m-instruct")
     os.environ[settings.MAX_UPLOAD_ENV] = str(UPLOAD_MB)

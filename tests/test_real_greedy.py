@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import pytest
 
-from specviz import models
+from specviz.models import loading as models
+from specviz.drafters.registry import build_drafter
 from specviz.core.engine import Generation
 from specviz.core.sampling import SamplingConfig
 from specviz.core.records import RESAMPLED
@@ -71,7 +72,7 @@ def test_greedy_speculative_output_equals_plain_greedy(smollm2, plain_greedy, sp
     every drafter (the cache rollback path).
     """
     lookaheads, needs_block = DRAFTERS[spec]
-    drafter = models.build_drafter(spec, smollm2)
+    drafter = build_drafter(spec, smollm2)
     assert drafter.vocab_size == vocab_of(smollm2)
     longest_block = rejections = 0
     for name, (ids, plain) in plain_greedy.items():

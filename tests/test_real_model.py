@@ -10,7 +10,8 @@ import pytest
 import torch
 from scipy import stats
 
-from specviz import models
+from specviz.models import loading as models
+from specviz.drafters.registry import build_drafter
 from specviz.drafters import ModelDrafter
 from specviz.core.sampling import SamplingConfig, logits_to_probs
 from specviz.ui.teach.lossless import first_token_experiment
@@ -21,7 +22,7 @@ SAMPLING = SamplingConfig(temperature=1.0, top_k=20)
 
 @pytest.fixture(scope="module")
 def int8_drafter(smollm2):
-    draft = models.build_drafter("int8", smollm2)
+    draft = build_drafter("int8", smollm2)
     assert isinstance(draft, ModelDrafter)
     return draft
 
@@ -68,7 +69,7 @@ def test_first_token_with_prompt_lookup_point_mass_matches_the_target(smollm2):
     """Prompt lookup's point-mass draft: accepted with probability p_target(x), else the residual."""
     prompt = "Repeat exactly: the cat sat on the mat. the cat sat on the"
     ids = smollm2.encode(prompt, chat=False)
-    drafter = models.build_drafter("ngram", smollm2)
+    drafter = build_drafter("ngram", smollm2)
     report = first_token_experiment(smollm2.model, drafter, ids, SamplingConfig(temperature=1.0), n=4000, seed=1,
                                     top=8, vocab_size=drafter.vocab_size)
     assert report.p_value_speculative > 0.01, report

@@ -138,7 +138,7 @@ def target():
 @pytest.fixture
 def loaded():
     """A tiny target of 320 ids as a loaded model, with a tokenizer of 300 ids trained on the warm text."""
-    from specviz.models import LoadedModel
+    from specviz.models.loading import LoadedModel
 
     tokenizer = bpe_tokenizer([warm_text()], chat=False, vocab_size=300)
     model = tiny_llama(0, vocab_size=320, lm_head_scale=8.0)

@@ -45,7 +45,7 @@ def _shown_range(summary: str) -> tuple[float, float]:
 
 
 def test_five_runs_of_the_same_settings_show_overlapping_speedup_ranges():
-    from specviz import models
+    from specviz.models import loading as models
 
     models.prepare_offline("smollm2-135m-instruct")
     baselines: dict = {}
@@ -70,7 +70,7 @@ def test_five_runs_of_the_same_settings_show_overlapping_speedup_ranges():
 
 
 def test_a_baseline_the_run_contradicts_is_dropped_and_the_summary_says_so():
-    from specviz import models
+    from specviz.models import loading as models
 
     models.prepare_offline("smollm2-135m-instruct")
     _, _, state, _ = _run({})

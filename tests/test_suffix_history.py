@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from specviz.drafters import SUFFIX_HISTORY, SuffixDrafter, SuffixHistory
-from specviz.models import build_drafter
+from specviz.drafters.registry import build_drafter
 from specviz.core.sampling import SamplingConfig
 
 SECRET = [901, 902, 903, 904, 905, 906, 907, 908]  # visitor A's output

@@ -266,7 +266,7 @@ def test_a_byte_the_stream_holds_back_shows_as_its_bytes_in_the_watch_tab():
 
 
 def test_the_lossless_checks_labels_show_a_partial_character_as_its_bytes():
-    from specviz import models
+    from specviz.models import loading as models
     from specviz.ui.lossless_check import first_token_labels
 
     directory = models.cache_dir() / "models" / "smollm2-135m-instruct"

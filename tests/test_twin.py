@@ -87,13 +87,14 @@ def real_lookup_run(smollm2):
     """Prompt lookup on the offline SmolLM2-135M (float32, greedy) writing the lighthouse poem, 160
     tokens: free verse with little to copy, then a line it repeats, which lookup copies whole (about
     40 drafting passes; on 2026-12-04 acceptance by position ran 0.74, 0.90, 1.00, 1.00, p = 0.002)."""
-    from specviz import models
+    from specviz.models import loading as models
+    from specviz.drafters.registry import build_drafter
     from specviz.runner import make_generation
     from specviz.core.sampling import SamplingConfig
     from specviz.ui.settings import FREE_TEXT_PROMPT
 
     ids = smollm2.encode(FREE_TEXT_PROMPT, chat=True)
-    drafter = models.build_drafter("ngram", smollm2)
+    drafter = build_drafter("ngram", smollm2)
     return make_generation(smollm2, drafter, ids, K, SamplingConfig(temperature=0.0), 160, 0).run()
 
 

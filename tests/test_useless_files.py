@@ -18,7 +18,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from specviz.drafters.eagle import HEAD_FILE, MAX_CONFIG_BYTES, EagleHead, load_head, save_head
-from specviz.models import LoadedModel
+from specviz.models.loading import LoadedModel
 from specviz.train_draft import (
     DATA_FILE,
     STATE_FILE,

@@ -24,7 +24,7 @@ REQUESTS = [
 
 @pytest.fixture(scope="module")
 def url():
-    from specviz import models
+    from specviz.models import loading as models
 
     models.prepare_offline("smollm2-135m-instruct")
     demo = build_page(public=False)

@@ -27,7 +27,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.requirements import Requirement
 
-from specviz import memory
+from specviz.models import memory
 from specviz.request import ServerDevice, pin_public_device
 from specviz.ui import feature, gpu, gpu_budget, placement, run_stream, settings
 from specviz.ui.deltas import DeltaDecoder
@@ -348,7 +348,7 @@ def test_on_a_space_the_public_models_are_placed_on_cuda_as_the_pin_will_ask(mon
     monkeypatch.setattr(placement, "on_zero_gpu", lambda: True)
     monkeypatch.setattr(settings, "public_server", lambda: server)
     monkeypatch.setattr(settings, "public_allowed", lambda: settings.public_models(cuda=True))
-    from specviz import models
+    from specviz.models import loading as models
 
     limits = []
     monkeypatch.setattr(models, "set_cache_limits", lambda max_models=None, **_: limits.append(max_models))

@@ -30,7 +30,7 @@ from importlib.resources import files
 import pytest
 import torch
 
-from specviz.models import resolve_dtype
+from specviz.models.loading import resolve_dtype
 from specviz.ui import gpu_budget, settings
 from tests.zerogpu_harness import HUB_MODELS, ROOT, build_caches, run_driver
 

@@ -19,7 +19,7 @@ def _start() -> None:
 
 
 def _cache_entries() -> list[dict]:
-    from specviz import models
+    from specviz.models import loading as models
 
     return [{"name": e["name"], "device": e["device"], "dtype": e["dtype"]} for e in models.cache_info()["entries"]]
 
@@ -62,7 +62,7 @@ def scenario_deploy() -> dict:
     with OpenedFiles(hub.glob("models--*/blobs")) as watch:
         result = scenario_import()
     result["opened"] = snapshot_files_opened(hub, watch.opened)
-    from specviz import models
+    from specviz.models import loading as models
     from specviz.ui.fields import request_from
     from tests.zerogpu_harness import HUB_MODELS
 

@@ -8,7 +8,7 @@ this code runs with, and a static cache whose passes have fixed shapes.
   is therefore chosen from the module's own forward signature, in this one place.
 * :data:`TRANSFORMERS_FLOOR` and :func:`check_transformers`: the oldest release the suite has run
   against (5.17.0, the transformers of the GPU image this project is lent), checked when a model
-  loads (:func:`specviz.models.load_model`).
+  loads (:func:`specviz.models.loading.load_model`).
 * :class:`PaddedStaticCache` and :func:`run_pass`: transformers' ``StaticCache`` (preallocated
   ``(1, kv_heads, max_len, head_dim)`` tensors written in place, the cache ``generate()`` uses
   with ``cache_implementation="static"`` and ``torch.compile``) with its length kept on the host,

@@ -5,7 +5,7 @@
 the target (Chen et al. 2023; Leviathan et al. 2023). As a tree it adds, beside its sampled
 chain, the draft's most likely other tokens where it is unsure (ranked by draft confidence, as
 EAGLE-2 expands, Li et al. 2024). The teaching self-drafts (an int8 copy of the target, the
-target's first N layers, :mod:`specviz.drafters.selfdraft`) are ``ModelDrafter`` s too.
+target's first N layers, :mod:`specviz.models.selfdraft`) are ``ModelDrafter`` s too.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import heapq
 import torch
 
 from specviz.core.drafttree import DraftTree, crop_cache, default_tree_nodes
-from specviz.errors import IncompatiblePairError
+from specviz.models.errors import IncompatiblePairError
 from specviz.core.kvcache import PaddedStaticCache, run_pass
 from specviz.core.sampling import logits_to_probs, sample
 

@@ -225,7 +225,7 @@ def warm_token_ids(tokenizer, n_tokens: int = WARM_MAX_TOKENS) -> list[int]:
     fewer if the text is shorter). The ids are cached per tokenizer object (weakly), not the table.
 
     Args:
-        tokenizer: a transformers tokenizer (a :class:`~specviz.models.LoadedModel`'s).
+        tokenizer: a transformers tokenizer (a :class:`~specviz.models.loading.LoadedModel`'s).
         n_tokens: how many (>= 0; at most :data:`WARM_MAX_TOKENS`).
 
     Raises:
@@ -259,7 +259,7 @@ def warm_table(target, token_ids: list[int], table: RecycleTable, chunk: int = 5
     :func:`specviz.core.sampling.verify_tree`, so the output distribution is the target's, warm or cold.
 
     Args:
-        target: the target: a transformers causal LM, or a :class:`~specviz.models.LoadedModel`.
+        target: the target: a transformers causal LM, or a :class:`~specviz.models.loading.LoadedModel`.
         token_ids: ``(T,)`` ids of the warm text (:func:`warm_token_ids`), each ``>= 0``.
         table: the table to write (rows already there are kept unless overwritten).
         chunk: tokens per forward pass (>= 1).

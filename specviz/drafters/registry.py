@@ -3,7 +3,7 @@
 Each :class:`DrafterKind` holds one kind's spec, menu label, note, help form and builder (the
 ``_build_*`` functions); :func:`parse_drafter_spec` normalises a spec, :func:`drafter_kind` finds
 its kind, and :func:`spec_forms` / :func:`spec_help` describe them all. Adding a drafter is
-adding one entry to :data:`DRAFTER_KINDS`. :func:`specviz.models.build_drafter` calls the
+adding one entry to :data:`DRAFTER_KINDS`. :func:`specviz.drafters.registry.build_drafter` calls the
 builders.
 """
 
@@ -14,17 +14,27 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from specviz.offline import OFFLINE_MODELS, is_repo_id
-from specviz.drafters import selfdraft
 from specviz.core.drafter import Drafter
+from specviz.models import selfdraft
+from specviz.models.loading import in_use, load_model, touch
+from specviz.models.offline import OFFLINE_MODELS, is_repo_id
 from specviz.drafters.draft_model import ModelDrafter, shared_vocab_size
 from specviz.drafters.lookup import PromptLookupDrafter
 from specviz.drafters.oracle import OracleDrafter
 from specviz.drafters.recycle import RecycleDrafter
 from specviz.drafters.suffix import SuffixDrafter
 
-__all__ = ["DEVICE_TYPES", "DRAFTER_KINDS", "DrafterKind", "device_type", "drafter_kind", "for_device", "kinds_for",
+if TYPE_CHECKING:
+    import torch
+
+    from specviz.drafters.recycle import RecycleTable
+    from specviz.drafters.suffix import SuffixHistory
+    from specviz.models.loading import LoadedModel
+    from specviz.models.offline import ProgressFn
+
+__all__ = ["DEVICE_TYPES", "DRAFTER_KINDS", "DrafterKind", "build_drafter", "device_type", "drafter_kind", "for_device", "kinds_for",
            "parse_drafter_spec", "real_draft_phrase", "spec_forms", "spec_help"]
 
 logger = logging.getLogger(__name__)
@@ -36,7 +46,7 @@ class DrafterKind:
 
     The app's menu, ``--draft``'s help, :func:`parse_drafter_spec`, public mode's allowed
     drafters (:func:`specviz.request.check_public_models`) and
-    :func:`specviz.models.build_drafter` all read :data:`DRAFTER_KINDS`; adding a drafter is
+    :func:`specviz.drafters.registry.build_drafter` all read :data:`DRAFTER_KINDS`; adding a drafter is
     adding one entry there.
 
     Attributes:
@@ -45,9 +55,8 @@ class DrafterKind:
         note: one or two sentences on what it is and when it pays off, shown beside the menu.
         form: how a spec names it, for help and error messages (``"early-exit:N (first N
             layers)"``).
-        build: ``(target, spec, device, dtype, progress, load) -> Drafter | None``: the drafter
-            for a :class:`~specviz.models.LoadedModel` target and a normalised spec; ``load`` is
-            :func:`specviz.models.load_model` (passed in, since that module imports this one).
+        build: ``(target, spec, device, dtype, progress) -> Drafter | None``: the drafter
+            for a :class:`~specviz.models.loading.LoadedModel` target and a normalised spec.
         needs_model: loads a model of its own (a draft checkpoint); public mode allows only the
             presets' models for such kinds.
         can_branch: drafts trees (B > 1).
@@ -132,23 +141,23 @@ def _vocab(target) -> int:
     return min(target.vocab_size, target.logits_width)
 
 
-def _build_none(target, spec, device, dtype, progress, load):
+def _build_none(target, spec, device, dtype, progress):
     return None
 
 
-def _build_ngram(target, spec, device, dtype, progress, load):
+def _build_ngram(target, spec, device, dtype, progress):
     return PromptLookupDrafter(_vocab(target))
 
 
-def _build_suffix(target, spec, device, dtype, progress, load):
+def _build_suffix(target, spec, device, dtype, progress):
     return SuffixDrafter(_vocab(target))
 
 
-def _build_recycle(target, spec, device, dtype, progress, load):
+def _build_recycle(target, spec, device, dtype, progress):
     return RecycleDrafter(_vocab(target))
 
 
-def _build_lookup_recycle(target, spec, device, dtype, progress, load):
+def _build_lookup_recycle(target, spec, device, dtype, progress):
     from specviz.drafters.combined import LookupThen
 
     # Trigram matches only, as in lookup+eagle: shorter ones are left to the table.
@@ -156,21 +165,21 @@ def _build_lookup_recycle(target, spec, device, dtype, progress, load):
                       label="recycle")
 
 
-def _build_oracle(target, spec, device, dtype, progress, load):
+def _build_oracle(target, spec, device, dtype, progress):
     return OracleDrafter(_vocab(target))
 
 
-def _build_int8(target, spec, device, dtype, progress, load):
+def _build_int8(target, spec, device, dtype, progress):
     return ModelDrafter(selfdraft.int8_draft(target), _vocab(target), name="int8 copy of the target")
 
 
-def _build_early_exit(target, spec, device, dtype, progress, load):
+def _build_early_exit(target, spec, device, dtype, progress):
     n, total = int(spec.split(":")[1]), selfdraft.num_layers(target.model)
     return ModelDrafter(selfdraft.early_exit_draft(target, n), _vocab(target),
                         name=f"first {n} of {total} layers of the target")
 
 
-def _build_eagle(target, spec, device, dtype, progress, load):
+def _build_eagle(target, spec, device, dtype, progress):
     from specviz.drafters.eagle import EagleDrafter, load_head, shipped_head_dir
 
     directory = spec.partition(":")[2] or shipped_head_dir(target.name)
@@ -178,20 +187,20 @@ def _build_eagle(target, spec, device, dtype, progress, load):
     return EagleDrafter(head, _vocab(target), name=f"EAGLE head {Path(directory).name}")
 
 
-def _build_lookup_eagle(target, spec, device, dtype, progress, load):
+def _build_lookup_eagle(target, spec, device, dtype, progress):
     from specviz.drafters.combined import LookupThenEagle
 
     directory = spec.partition(":")[2]
-    head = _build_eagle(target, f"eagle:{directory}" if directory else "eagle", device, dtype, progress, load)
+    head = _build_eagle(target, f"eagle:{directory}" if directory else "eagle", device, dtype, progress)
     # Trigram matches only: on free text a shorter match is usually a common word, not a copy.
     return LookupThenEagle(head, PromptLookupDrafter(_vocab(target), max_ngram=3, min_ngram=3))
 
 
-def _build_model(target, spec, device, dtype, progress, load):
+def _build_model(target, spec, device, dtype, progress):
     if not (spec in OFFLINE_MODELS or Path(spec).expanduser().is_dir() or is_repo_id(spec)):
         raise ValueError(f"unknown drafter spec {spec!r}; accepted: {spec_forms()}: an offline name "
                          f"({', '.join(OFFLINE_MODELS)}), a local directory or a hub id 'org/name'")
-    draft = load(spec, device=device, dtype=dtype, progress=progress)
+    draft = load_model(spec, device=device, dtype=dtype, progress=progress)
     if draft.model is target.model:
         logger.warning("draft %r is the target itself: every token will be accepted, nothing is saved", spec)
     return ModelDrafter(draft.model, shared_vocab_size(target, draft), name=f"draft model {spec}")
@@ -337,7 +346,7 @@ def device_type(device) -> str:
 
     Raises:
         ValueError: for anything else (``"auto"`` among them: resolve it first, e.g. with
-            :func:`specviz.models.resolve_device`).
+            :func:`specviz.models.loading.resolve_device`).
     """
     match = re.fullmatch(r"(cpu|cuda)(?::\d+)?", str(device).strip().lower())
     if not match:
@@ -381,3 +390,49 @@ def real_draft_phrase(device) -> str:
     what the lossless check suggests when a drafter proposes point masses or nothing."""
     names = [kind.spec for kind in kinds_for(device) if kind.real_draft]
     return f"the {' or '.join(names)} self-draft"
+
+
+# --------------------------------------------------------------------------- building one
+def build_drafter(
+    spec: str,
+    target: LoadedModel,
+    device: str | torch.device = "auto",
+    dtype: str | torch.dtype = "auto",
+    progress: ProgressFn | None = None,
+    history: SuffixHistory | None = None,
+    table: RecycleTable | None = None,
+) -> Drafter | None:
+    """Build the drafter described by ``spec`` for ``target``.
+
+    The spec is normalised by :func:`specviz.drafters.parse_drafter_spec` and built by its kind's
+    ``build`` in :data:`specviz.drafters.DRAFTER_KINDS` (the one place each kind is described):
+    ``"none"`` (or empty) → None (plain decoding); ``"ngram"`` →
+    :class:`~specviz.drafters.PromptLookupDrafter`; ``"suffix"`` →
+    :class:`~specviz.drafters.SuffixDrafter` searching ``history`` (a visitor's own
+    :class:`~specviz.drafters.SuffixHistory`; None: the process-wide one, for the CLI and the bench);
+    ``"recycle"`` (and ``"lookup+recycle"``) → a :class:`~specviz.drafters.RecycleDrafter` drafting
+    from and updating ``table`` (a visitor's own :class:`~specviz.drafters.RecycleTable`; None: the
+    process-wide one); ``"int8"`` → a ModelDrafter around
+    :func:`~specviz.models.selfdraft.int8_draft`; ``"early-exit:N"`` → a ModelDrafter around
+    :func:`~specviz.models.selfdraft.early_exit_draft`; any
+    other string is loaded with :func:`~specviz.models.loading.load_model` (``device``/``dtype``/``progress`` apply to it)
+    and checked with :func:`shared_vocab_size`.
+
+    The returned drafter's ``vocab_size`` is the width to pass to the engine as ``vocab_size``.
+
+    Raises:
+        ValueError: for a malformed spec (the message lists the accepted forms) or an invalid
+            layer count / device for the self-drafts.
+        IncompatiblePairError: if a draft model's tokenizer differs from the target's.
+        ModelLoadError: if a draft model cannot be loaded.
+    """
+    key = parse_drafter_spec(spec)
+    with in_use(target):  # loading a draft model never evicts its target
+        drafter = drafter_kind(key).build(target, key, device, dtype, progress)
+        with in_use(getattr(drafter, "model", None)):
+            touch(target)  # an int8 copy counts against the byte limit; the pair stays
+    if history is not None and isinstance(drafter, SuffixDrafter):
+        drafter.history = history  # the visitor's own, never another's
+    if table is not None and hasattr(drafter, "table"):
+        drafter.table = table  # the visitor's own Token Recycling table
+    return drafter

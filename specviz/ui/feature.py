@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from specviz.memory import on_zero_gpu
+from specviz.models.memory import on_zero_gpu
 from specviz.ui import gpu, settings, visitors
 
 #: The queue every model computation waits in (its ``concurrency_id``).

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from specviz.memory import on_zero_gpu
+from specviz.models.memory import on_zero_gpu
 from specviz.ui import visitors
 from specviz.ui.deltas import DeltaDecoder, DeltaEncoder
 from specviz.ui.gpu_budget import MIN_S, deadline_s

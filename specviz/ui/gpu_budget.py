@@ -31,7 +31,8 @@ import json
 import math
 import os
 
-from specviz import memory
+from specviz.models import memory
+from specviz.run import pair_sizing
 from specviz.drafters import drafter_kind
 from specviz.core.records import effective_k
 from specviz.runner import WARMUP_TOKENS
@@ -91,15 +92,15 @@ def prefill_steps(tokens: int) -> float:
 def load_seconds(request) -> float:
     """Seconds the job spends loading the request's pair: 0 when both are in the model cache (on a
     Space: placed at import and moved into the worker at its start, :data:`FIXED_S`), else their
-    bytes (:func:`specviz.memory.pair_bytes`, a 1 GB guess when unknown) over
+    bytes (:func:`specviz.run.pair_sizing.pair_bytes`, a 1 GB guess when unknown) over
     :data:`LOAD_BYTES_PER_S` plus :data:`LOAD_FIXED_S`."""
-    from specviz import models
+    from specviz.models import loading as models
 
     dtype = request.dtype if request.dtype != "auto" else "bfloat16"
     names = [request.target] + ([request.draft] if drafter_kind(request.draft).parameter == "model_name" else [])
     if all(models.peek_cached(name, request.device, request.dtype) is not None for name in names):
         return 0.0
-    nbytes = memory.pair_bytes(request.target, request.draft, dtype) or 1e9
+    nbytes = pair_sizing.pair_bytes(request.target, request.draft, dtype) or 1e9
     return LOAD_FIXED_S + nbytes / LOAD_BYTES_PER_S
 
 
@@ -114,7 +115,7 @@ def baseline_timed(request, baselines) -> bool:
         return True
     from types import SimpleNamespace
 
-    from specviz import models
+    from specviz.models import loading as models
     from specviz.runner import baseline_key, encode_prompt
 
     target = models.peek_cached(request.target, request.device, request.dtype)
@@ -126,7 +127,7 @@ def baseline_timed(request, baselines) -> bool:
 
 def step_layers(target: str, draft: str) -> tuple[int, int]:
     """(target layers, layers of one draft step) before anything loads: the configs' layer counts
-    (:func:`specviz.memory.model_layers`, :func:`specviz.memory.drafter_layers`), :data:`UNKNOWN_LAYERS`
+    (:func:`specviz.models.memory.model_layers`, :func:`specviz.run.pair_sizing.drafter_layers`), :data:`UNKNOWN_LAYERS`
     for an unknown model; a drafter without layers of its own
     (lookup, suffix, recycling, plain decoding) counts 0, early exit ``N`` its N layers and the
     int8 self-draft the target's."""
@@ -138,7 +139,7 @@ def step_layers(target: str, draft: str) -> tuple[int, int]:
         layers = draft.partition(":")[2]
         return target_layers, int(layers) if layers.isdigit() else target_layers // 2
     if kind.needs_model:
-        return target_layers, memory.drafter_layers(draft, target) or UNKNOWN_LAYERS
+        return target_layers, pair_sizing.drafter_layers(draft, target) or UNKNOWN_LAYERS
     return target_layers, 0  # lookup, suffix, recycling, plain decoding: no layers of its own
 
 

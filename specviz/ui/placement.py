@@ -41,15 +41,15 @@ def place_at_import(load=None) -> list[str]:
     happens. The model cache's budget on a Space is not read from ``torch.cuda.mem_get_info``
     (emulated there): :func:`specviz.ui.settings.public_server` gives it.
 
-    Before anything loads, every public model's size is counted (:func:`specviz.memory.model_parameters`
+    Before anything loads, every public model's size is counted (:func:`specviz.models.memory.model_parameters`
     remembers it): at ``launch()`` ZeroGPU packs the placed tensors and deletes the hub-cache files
     they were read from, so public mode's per-request memory check must not read them again. Each
     placed model is pinned in the model cache for the server's life (evicted, it could not be read
     back). The loader reads on the CPU and places from this thread
-    (:func:`specviz.models.load_model`): ZeroGPU's emulation covers the importing thread only.
+    (:func:`specviz.models.loading.load_model`): ZeroGPU's emulation covers the importing thread only.
 
     Args:
-        load: the loader (default :func:`specviz.models.load_model`; tests pass their own).
+        load: the loader (default :func:`specviz.models.loading.load_model`; tests pass their own).
 
     Returns:
         The names loaded, in order ([] off a Space). A model that fails to load is logged and
@@ -60,7 +60,8 @@ def place_at_import(load=None) -> list[str]:
     global PLACEMENT_PROBLEM
     if not on_zero_gpu():
         return []
-    from specviz import memory, models
+    from specviz.models import memory
+    from specviz.models import loading as models
 
     load = load or models.load_model
     server = settings.public_server()

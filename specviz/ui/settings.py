@@ -16,7 +16,10 @@ import os
 
 import torch
 
-from specviz import memory, models, theory
+from specviz import theory
+from specviz.models import memory
+from specviz.run import pair_sizing
+from specviz.models import loading as models
 from specviz.drafters import DRAFTER_KINDS, drafter_kind, kinds_for
 from specviz.request import DEFAULT_LIMITS, Limits, ServerDevice, public_mode, public_policy
 
@@ -126,7 +129,7 @@ def public_allowed() -> tuple[frozenset, frozenset]:
 def public_server() -> ServerDevice:
     """How this server runs models in public mode, whatever a visitor sends
     (:func:`specviz.request.pin_public_device`): its device, the dtypes it runs natively there
-    (:func:`specviz.models.native_dtypes`) and the model cache's budget there."""
+    (:func:`specviz.models.loading.native_dtypes`) and the model cache's budget there."""
     device = server_device()
     return ServerDevice(device, models.native_dtypes(device), models.cache_budget(device))
 
@@ -181,7 +184,7 @@ def gpu_cost_sentence(target: str, draft: str, k: int = 4) -> str | None:
     every draft accepted gives (K + 1) / (K·c + 1) ≤ 1 (:func:`specviz.theory.expected_speedup`
     at α = 1). None for a drafter without layers of its own (prompt lookup, early exit) or
     unknown layer counts."""
-    draft_layers, target_layers = memory.drafter_layers(draft, target), memory.model_layers(target)
+    draft_layers, target_layers = pair_sizing.drafter_layers(draft, target), memory.model_layers(target)
     if draft_layers is None or target_layers is None:
         return None
     c = theory.launch_bound_cost_ratio(draft_layers, target_layers)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import gradio as gr
 
 from specviz.core.engine import ContextLengthError
-from specviz.errors import IncompatiblePairError, ModelLoadError
+from specviz.models.errors import IncompatiblePairError, ModelLoadError
 from specviz.request import RequestError
 from specviz.core.sampling import NonFiniteLogitsError
 from specviz.ui.draw.escape import as_text

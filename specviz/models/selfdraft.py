@@ -8,11 +8,11 @@ and both draft through a :class:`~specviz.drafters.draft_model.ModelDrafter`:
 * :func:`early_exit_draft`: the target's first N decoder layers, sharing the target's weights.
   Free in memory, but untrained for this it agrees with the target on a few percent of tokens.
 
-The int8 copies are kept per target (a :class:`~specviz.models.LoadedModel`) in a weak cache:
-a copy dies with its target, and :mod:`specviz.models`' model cache drops it explicitly
+The int8 copies are kept per target (a :class:`~specviz.models.loading.LoadedModel`) in a weak cache:
+a copy dies with its target, and :mod:`specviz.models.loading`' model cache drops it explicitly
 (:func:`drop_int8`) when it evicts the target, and counts its bytes against the cache's limit
-(:func:`int8_copy`). This module imports nothing from :mod:`specviz.models` (which imports it):
-``target`` below is a :class:`specviz.models.LoadedModel`, used through its ``model``,
+(:func:`int8_copy`). This module imports nothing from :mod:`specviz.models.loading` (which imports it):
+``target`` below is a :class:`specviz.models.loading.LoadedModel`, used through its ``model``,
 ``device`` and ``name`` attributes only.
 """
 

@@ -1,7 +1,7 @@
-"""The errors model loading and pairing raise (re-exported by :mod:`specviz.models`).
+"""The errors model loading and pairing raise (re-exported by :mod:`specviz.models.loading`).
 
-They live in their own module because both :mod:`specviz.offline` (preparation of the offline
-models) and :mod:`specviz.models` (loading, pairing) raise them, and models imports offline.
+They live in their own module because both :mod:`specviz.models.offline` (preparation of the offline
+models) and :mod:`specviz.models.loading` (loading, pairing) raise them, and models imports offline.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""The bounded model cache behind :func:`specviz.models.load_model`: a least-recently-used cache
+"""The bounded model cache behind :func:`specviz.models.loading.load_model`: a least-recently-used cache
 of loaded models keyed by (source, device, dtype), bounded by a count and, per device, bytes
-(the layout and its rules: :mod:`specviz.models`' docstring, "The model cache").
+(the layout and its rules: :mod:`specviz.models.loading`' docstring, "The model cache").
 
-Split from :mod:`specviz.models` (which keeps the process's one cache, ``_CACHE``, and the
-functions around it: :func:`~specviz.models.cache_info`, :func:`~specviz.models.set_cache_limits`,
-:func:`~specviz.models.in_use`, …) so that each module stays readable; it knows a loaded model
+Split from :mod:`specviz.models.loading` (which keeps the process's one cache, ``_CACHE``, and the
+functions around it: :func:`~specviz.models.loading.cache_info`, :func:`~specviz.models.loading.set_cache_limits`,
+:func:`~specviz.models.loading.in_use`, …) so that each module stays readable; it knows a loaded model
 only through its ``model``, ``name``, ``device`` and ``dtype`` attributes.
 """
 
@@ -18,15 +18,16 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import torch
 
-from specviz import memory
-from specviz.drafters import selfdraft
+from specviz.models import memory, selfdraft
 
-# ``LoadedModel`` (specviz.models) appears in annotations only, as a name: importing it would make
-# the two modules import each other.
+if TYPE_CHECKING:  # loading imports this module: LoadedModel is named in annotations only
+    from specviz.models.loading import LoadedModel
 
-logger = logging.getLogger("specviz.models")
+logger = logging.getLogger("specviz.models.loading")
 
 CacheKey = tuple[str, str, torch.dtype]  # (source, device, dtype)
 
@@ -83,7 +84,7 @@ def _release_memory() -> None:
 
 @dataclass(eq=False)
 class _Entry:
-    loaded: LoadedModel  # noqa: F821 (specviz.models; named only, see above)
+    loaded: LoadedModel  # noqa: F821 (specviz.models.loading; named only, see above)
     nbytes: int
     int8: weakref.ref | None = None  # the int8 copy last measured, and its bytes
     int8_bytes: int = 0
@@ -97,7 +98,7 @@ class ModelCache:
     """A least-recently-used cache of :class:`LoadedModel` bounded by count and, per device, bytes.
 
     Keys are (source, device, dtype). Each device has its own byte budget (:meth:`budget`):
-    ``max_bytes`` when one is set, else :func:`specviz.memory.memory_budget`, 70% of the device's
+    ``max_bytes`` when one is set, else :func:`specviz.models.memory.memory_budget`, 70% of the device's
     free memory plus what the cache already holds there, read at each load (``psutil`` on the CPU,
     ``torch.cuda.mem_get_info`` on CUDA). Before a model is read, :meth:`make_room` evicts least
     recently used entries until the new one's estimated bytes fit beside the rest (so old and new
@@ -106,7 +107,7 @@ class ModelCache:
     entry (so one model larger than the budget still loads) and a pinned one (:meth:`pin`, or
     :func:`in_use`: the pair of a run in progress). :meth:`get` marks an entry as used. An
     entry's bytes are its model's :func:`module_bytes` plus those of its int8 copy
-    (:func:`specviz.drafters.selfdraft.int8_copy`), if one was built; the copy is dropped with
+    (:func:`specviz.models.selfdraft.int8_copy`), if one was built; the copy is dropped with
     its target.
 
     Args:
@@ -197,7 +198,7 @@ class ModelCache:
 
     def budget(self, device: str | torch.device) -> int:
         """The bytes entries on ``device`` may hold: ``max_bytes``, or when none is set
-        :func:`specviz.memory.memory_budget` of the device's free memory and what is held there."""
+        :func:`specviz.models.memory.memory_budget` of the device's free memory and what is held there."""
         if self.max_bytes is not None:
             return self.max_bytes
         return memory.memory_budget(device, held=self.device_bytes(device))

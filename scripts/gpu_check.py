@@ -72,8 +72,8 @@ from specviz.drafters.eagle import EagleDrafter, EagleHead
 from specviz.core.engine import Generation, tree_attention_inputs
 from specviz.core.kvcache import PaddedStaticCache, run_pass
 from specviz.core.sampling import SamplingConfig
-from specviz.speedup import PlainBaseline
-from specviz.analysis import analyse_generation
+from specviz.figures.speedup import PlainBaseline
+from specviz.figures.analysis import analyse_generation
 from scripts.gpu_check_app import app_checks
 
 #: The presets' models (specviz/ui/settings.py PRESETS): the architecture fields of their

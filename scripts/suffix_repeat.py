@@ -14,7 +14,7 @@ from specviz.bench import load_prompts
 from specviz.drafters import clear_suffix_history
 from specviz.runner import make_generation
 from specviz.core.sampling import SamplingConfig
-from specviz.analysis import analyse_generation
+from specviz.figures.analysis import analyse_generation
 
 
 def main() -> None:

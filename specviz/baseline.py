@@ -1,10 +1,10 @@
-"""Timing plain decoding several times: the :class:`~specviz.speedup.PlainBaseline` a speedup divides by.
+"""Timing plain decoding several times: the :class:`~specviz.figures.speedup.PlainBaseline` a speedup divides by.
 
 One plain run is one draw from a noisy clock. On a shared machine the same greedy run showed
 speedups from 1.03× to 3.89× in one sitting, because its single plain baseline happened to be timed
 during a slow moment (192 ms/token against 53–69 ms/token later). :func:`measure_baseline` times
 plain decoding ``samples`` times and returns a baseline that keeps every sample, so the speedup is
-the median's and carries the samples' range (:func:`specviz.speedup.speedup_with_spread`).
+the median's and carries the samples' range (:func:`specviz.figures.speedup.speedup_with_spread`).
 
 Nothing here imports torch: a sample is any object shaped like :class:`~specviz.core.engine.Generation`
 (iterable by rounds, with ``rounds``, ``prefill_ms`` and each round's ``elapsed_s``).
@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator
 
-from specviz.speedup import PlainBaseline
+from specviz.figures.speedup import PlainBaseline
 
 __all__ = ["MIN_SHORT_TOKENS", "STALE_AFTER_S", "BaselineStore", "measure_baseline", "short_sample_tokens"]
 
@@ -78,7 +78,7 @@ def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAU
         One-line progress messages ("Timing plain decoding (sample 2 of 3): 20/32 tokens…").
 
     Returns:
-        The :class:`~specviz.speedup.PlainBaseline` (one sample per plain run), or None when no
+        The :class:`~specviz.figures.speedup.PlainBaseline` (one sample per plain run), or None when no
         plain step was timed (a one-token run) or ``should_end`` ended the timing.
 
     Raises:
@@ -162,7 +162,7 @@ class BaselineStore:
     fresh one. Thread-safe (the server runs callbacks on several threads).
 
     The staleness rule: a baseline is reused for :data:`STALE_AFTER_S` after it was measured, and
-    not after a run contradicted it (:meth:`drop`; :func:`specviz.speedup.baseline_still_valid`).
+    not after a run contradicted it (:meth:`drop`; :func:`specviz.figures.speedup.baseline_still_valid`).
 
     Args:
         stale_after_s: the age (s) past which :meth:`get` no longer returns a baseline.

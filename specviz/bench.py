@@ -44,10 +44,10 @@ The module is in two parts: :func:`measure` runs the models and keeps every samp
 (:class:`Measurements`); :func:`summarise` turns them into rows without running anything.
 
 Derived figures. Each speculative row's α, acceptance rate, tokens per pass, c, v, speedup and
-theoretical speedups come from :func:`specviz.analysis.analyse` (defined there, once), over the
+theoretical speedups come from :func:`specviz.figures.analysis.analyse` (defined there, once), over the
 rounds of every prompt and repeat of that (T, K), with the median-over-repeats tokens/s of ours
 spec and ours plain as the measured rates, and the plain rounds' mean step time as the baseline
-step (:class:`~specviz.speedup.PlainBaseline`). The bench adds its comparisons:
+step (:class:`~specviz.figures.speedup.PlainBaseline`). The bench adds its comparisons:
 
 * ``ratio_vs_transformers`` = ours tokens/s ÷ transformers' tokens/s (same method kind);
 * ``transformers_speedup`` = assisted tokens/s ÷ ``generate()`` tokens/s;
@@ -71,12 +71,12 @@ from pathlib import Path
 
 import torch
 
-from specviz.analysis import analyse
+from specviz.figures.analysis import analyse
 from specviz.diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
 from specviz.drafters import RECYCLE_TABLE, clear_recycle_table, clear_suffix_history
 from specviz.drafters.recycle import warm_table, warm_token_ids
 from specviz.runner import make_generation, warm_up
-from specviz.speedup import NOT_MEASURABLE, PlainBaseline
+from specviz.figures.speedup import NOT_MEASURABLE, PlainBaseline
 
 log = logging.getLogger(__name__)
 
@@ -420,7 +420,7 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
 
 # --------------------------------------------------------------------------- summarising
 def spec_analysis(m: Measurements, temperature: float, k: int, method: str = OURS_SPEC):
-    """The :class:`~specviz.analysis.RunAnalysis` of one (T, K) setting of a speculative method
+    """The :class:`~specviz.figures.analysis.RunAnalysis` of one (T, K) setting of a speculative method
     (ours spec, or ours tree), all prompts and repeats pooled: α, tokens per pass and step times
     from every round, tokens/s the median over repeats, against the plain baseline of the same
     temperature."""

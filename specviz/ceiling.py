@@ -2,13 +2,13 @@
 
 The oracle drafter (:mod:`specviz.drafters.oracle`) replays the target's own output, so it drafts
 for free and, at T = 0, every draft is kept. What is left is the machine: one verify pass of K + 1
-positions costs v plain steps (:attr:`specviz.analysis.RunAnalysis.verify_cost_v`) and the
+positions costs v plain steps (:attr:`specviz.figures.analysis.RunAnalysis.verify_cost_v`) and the
 drafts K·c (c ≈ 0 for a replay), so no drafter at this K can beat
 
     ceiling = (K + 1) / (K·c + v)
 
 (Leviathan et al. 2023, Theorem 3.8 with α = 1 and the verify cost measured; the same bound
-:func:`specviz.analysis.health_notes` uses for a draft too costly to ever pay). vLLM's replay
+:func:`specviz.figures.analysis.health_notes` uses for a draft too costly to ever pay). vLLM's replay
 oracle (PR #62258) measured 10.5× where EAGLE-3 reached 2.85× on one GPU: the gap between a drafter
 and the oracle is what a better drafter could still win; the oracle's own gap to the bound is what
 the machine loses (uneven passes, bookkeeping).
@@ -20,8 +20,8 @@ a ceiling for greedy decoding only, and the sentence says so with the run's own 
 
 from __future__ import annotations
 
-from specviz.analysis import RunAnalysis
-from specviz.speedup import format_speedup
+from specviz.figures.analysis import RunAnalysis
+from specviz.figures.speedup import format_speedup
 from specviz.core.records import RESAMPLED, Round
 
 __all__ = ["ceiling_sentence", "first_departure", "gap_phrase", "gap_to_oracle", "mean_p_target_tested"]
@@ -83,7 +83,7 @@ def gap_to_oracle(row: dict, oracle: dict) -> dict:
 
     Args:
         row, oracle: figures with ``tokens_per_pass`` and ``speedup`` (a sweep row, a bench row or
-            :meth:`specviz.analysis.RunAnalysis.scalars`).
+            :meth:`specviz.figures.analysis.RunAnalysis.scalars`).
 
     Returns:
         ``{"tokens_per_pass_gap", "speedup_gap", "share_of_ceiling"}``: oracle − drafter tokens per

@@ -7,7 +7,7 @@ same settings, after a short warm-up of both, so the reported speedup is measure
 
 Every figure in the output (``acceptance_rate``, per-token ``alpha``, ``tokens_per_pass``,
 ``plain_step_ms``, ``cost_ratio_c``, ``verify_cost_v``, ``speedup``, ``theoretical_speedup`` and
-the rest) is a field of :class:`specviz.analysis.RunAnalysis`, where each is defined with its
+the rest) is a field of :class:`specviz.figures.analysis.RunAnalysis`, where each is defined with its
 formula and source; the app and the bench read the same fields. Settings are checked by
 :func:`specviz.request.validate_request`, the app's own check.
 
@@ -281,7 +281,7 @@ def _check_branches(request) -> None:
 # --------------------------------------------------------------------------- run
 def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
-    from specviz.analysis import analyse_generation
+    from specviz.figures.analysis import analyse_generation
     from specviz.drafters.recycle import warm_table, warm_token_ids
     from specviz.runner import (
         baseline_steps,
@@ -316,7 +316,7 @@ def run_once(args: argparse.Namespace) -> dict:
 
 def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) -> dict:
     """The ``run --json`` object: the tokens, then every figure of the run's analysis
-    (:meth:`specviz.analysis.RunAnalysis.scalars`, names as there), its diagnostics
+    (:meth:`specviz.figures.analysis.RunAnalysis.scalars`, names as there), its diagnostics
     (:meth:`specviz.diagnostics.RunDiagnostics.to_dict`: full and conditional acceptance by
     position, the zero-accept share, the accepted-length histogram, the cliff, calibration, the K an
     engine would pick and the expected tokens per pass under each verification rule), the
@@ -370,7 +370,7 @@ def _json_settings(spec, target, request, prompt_tokens: int, drafter) -> dict:
 
 
 def format_text(result: dict, color: bool) -> str:
-    from specviz.speedup import format_speedup, speedup_shown
+    from specviz.figures.speedup import format_speedup, speedup_shown
 
     if color:
         body = "".join(f"{ANSI[t['kind']]}{t['text']}{RESET if ANSI[t['kind']] else ''}" for t in result["tokens"])

@@ -14,7 +14,7 @@ side and learners confuse:
   (``num_accepted_tokens_per_pos[i] / num_drafts``, vllm/v1/spec_decode/metrics.py) and llama.cpp's
   "acceptance rate per position" are this figure.
 * *conditional* acceptance at position i = accepted at i ÷ tested at i: of the passes whose test got
-  as far as position i, the share that kept it (:attr:`specviz.analysis.PositionAcceptance.rate`).
+  as far as position i, the share that kept it (:attr:`specviz.figures.analysis.PositionAcceptance.rate`).
   Leviathan et al.'s model says it is α at every i; the full figure then decays as α^i.
 
 **Zero-accept share** (:func:`zero_accept_share`): drafting passes that kept no draft ÷ drafting
@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from specviz.analysis import PositionAcceptance, draft_depth, per_position_acceptance
+from specviz.figures.analysis import PositionAcceptance, draft_depth, per_position_acceptance
 from specviz.rule_replay import (EXTRA_FIGURES, RULES, TOP_TOKENS_KEPT, PositionBounds, Range, RuleEstimate, RulesOnPasses,
                           block_reach, rules_on_passes)
 from specviz.core.records import Round
@@ -110,7 +110,7 @@ def acceptance_by_position(rounds: list[Round], k: int) -> tuple[PositionRates, 
     full_i = A_i ÷ P and conditional_i = A_i ÷ T_i, with P the passes that drafted something, T_i
     the passes whose accept test reached position i and A_i the passes that kept a draft there
     (vLLM's ``num_accepted_tokens_per_pos[i] / num_drafts`` is full_i). In a tree, position i is
-    depth i (:func:`specviz.analysis.analyse`).
+    depth i (:func:`specviz.figures.analysis.analyse`).
 
     Args:
         rounds: the run's rounds; k: the lookahead K asked for.
@@ -180,7 +180,7 @@ def find_cliff(positions) -> Cliff | None:
     position 5 is.
 
     Args:
-        positions: :class:`PositionRates` (or :class:`~specviz.analysis.PositionAcceptance`), or a
+        positions: :class:`PositionRates` (or :class:`~specviz.figures.analysis.PositionAcceptance`), or a
             list of conditional rates (floats or None), position 1 first. Positions never tested
             end the sequence.
 
@@ -291,7 +291,7 @@ def engine_k(alphas, c: float | None, v: float | None) -> EngineK | None:
     overhead) with E_acc(K) = 1 + Σ_{i≤K} Π_{j≤i} α_j, α_j the *conditional* acceptance at position j
     (DISCO, Mamou et al. 2024, §3), c the draft step ÷ target step, and the verify cost constant in
     K (vLLM pads the verify pass to the configured K). Here 1 + verify overhead is the measured v
-    (:attr:`specviz.analysis.RunAnalysis.verify_cost_v`), and goodput(0) = 1 (plain decoding, one
+    (:attr:`specviz.figures.analysis.RunAnalysis.verify_cost_v`), and goodput(0) = 1 (plain decoding, one
     token a step): K = 0 is picked when no K beats it, as vLLM's does. Ties go to the smaller K.
     vLLM smooths α_j with an EMA and holds K for a cooldown; on a finished run the whole run's α_j
     stand in for the EMA. K runs over the positions measured (α_j known; a position after one
@@ -373,7 +373,7 @@ def _goodput_at(e: EngineK, k: int) -> float | None:
 
 def diagnose(rounds: list[Round], k: int, c: float | None = None, v: float | None = None) -> RunDiagnostics:
     """Every diagnostic of a run from its rounds, its lookahead K and (for the engine's K) the
-    measured c and v (:class:`specviz.analysis.RunAnalysis`'s ``cost_ratio_c`` and
+    measured c and v (:class:`specviz.figures.analysis.RunAnalysis`'s ``cost_ratio_c`` and
     ``verify_cost_v``; None without a plain baseline)."""
     positions = acceptance_by_position(rounds, k)
     return RunDiagnostics(

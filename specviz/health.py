@@ -34,7 +34,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass
 
-from specviz.analysis import RunAnalysis
+from specviz.figures.analysis import RunAnalysis
 from specviz.core.records import ACCEPTED, Round
 
 __all__ = ["BURST_RATIO", "FALLBACK_SHARE", "LOOP_ALPHA", "LOOP_MIN_COPIES", "LOOP_MIN_SHARE", "LOOP_MIN_TOKENS",
@@ -279,7 +279,7 @@ def check_health(rounds: list[Round], a: RunAnalysis, eos_ids=(), max_new_tokens
 
     Args:
         rounds: the run's rounds.
-        a: their analysis (:func:`specviz.analysis.analyse`).
+        a: their analysis (:func:`specviz.figures.analysis.analyse`).
         eos_ids: the target's end-of-text ids.
         max_new_tokens: the run's token limit (None: not checked).
         always_drafts: the drafter's kind drafts every pass (a model; :func:`draft_gaps`).

@@ -11,7 +11,7 @@ functions, so they load, encode, warm up and build runs the same way:
 * :func:`make_generation`: a :class:`~specviz.core.engine.Generation` wired to them;
 * :func:`warm_up`: one short plain run and one short speculative run before anything is timed
   (first calls allocate memory, pick kernels and, with ``torch.compile``, compile);
-* :func:`plain_baseline`: the :class:`~specviz.speedup.PlainBaseline` of a finished plain run.
+* :func:`plain_baseline`: the :class:`~specviz.figures.speedup.PlainBaseline` of a finished plain run.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from specviz.baseline import DEFAULT_SAMPLES, measure_baseline
 from specviz.request import RequestError, RunRequest
 from specviz.core.records import effective_k
-from specviz.speedup import PlainBaseline
+from specviz.figures.speedup import PlainBaseline
 
 __all__ = ["WARMUP_TOKENS", "PreparedRun", "baseline_key", "baseline_steps", "check_prompt_tokens", "default_warmup_tokens", "drain", "encode_prompt",
            "load_pair", "make_generation", "plain_baseline", "prepare_run", "record_for_oracle", "saved_trace",
@@ -89,7 +89,7 @@ def make_generation(target, drafter, prompt_ids, k, sampling, max_new_tokens, se
         decode: record each token's text.
     """
     from specviz.core.engine import Generation
-    from specviz.trace import TokenPieces
+    from specviz.figures.trace import TokenPieces
 
     vocab = getattr(drafter, "vocab_size", None) if drafter is not None else None
     if getattr(drafter, "replays_target", False):
@@ -188,12 +188,12 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
 
 def plain_baseline(plain_run) -> PlainBaseline | None:
     """The baseline of a finished plain :class:`~specviz.core.engine.Generation`: its mean step time and
-    its tokens/s (:meth:`specviz.speedup.PlainBaseline.from_rounds`)."""
+    its tokens/s (:meth:`specviz.figures.speedup.PlainBaseline.from_rounds`)."""
     return PlainBaseline.from_rounds(plain_run.rounds, plain_run.tokens_per_s)
 
 
 def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -> dict:
-    """A finished (or stopped) run in the saved-trace format (:func:`specviz.trace.trace_to_dict`):
+    """A finished (or stopped) run in the saved-trace format (:func:`specviz.figures.trace.trace_to_dict`):
     its rounds, the settings, model names, device, dtype, library versions, the plain baseline
     and the EOS ids, which is what the app needs to replay it without the models.
 
@@ -207,7 +207,7 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
     import torch
     import transformers
 
-    from specviz.trace import trace_to_dict
+    from specviz.figures.trace import trace_to_dict
 
     settings = {"prompt": request.prompt, "target": request.target, "draft": request.draft, "k": request.k,
                 "temperature": request.sampling.temperature, "top_k": request.sampling.top_k,
@@ -365,7 +365,7 @@ def baseline_steps(prepared: PreparedRun, known: Mapping[str, PlainBaseline] | N
     all measure their baseline here.
 
     A generator: it yields one-line progress messages and returns the
-    :class:`~specviz.speedup.PlainBaseline` (None when no plain step was timed). When ``known``
+    :class:`~specviz.figures.speedup.PlainBaseline` (None when no plain step was timed). When ``known``
     already holds a baseline under :func:`baseline_key`, it yields nothing and returns that one.
     Warm up first (:meth:`PreparedRun.warm_up`): the baseline is timed. ``should_end`` (a
     deadline's check) ends the timing early, returning None (:func:`specviz.baseline.measure_baseline`).

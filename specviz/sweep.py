@@ -10,7 +10,7 @@ generation from the state a bench call starts from (:func:`specviz.bench.measure
 earlier row's output in the suffix history, an empty Token Recycling table; the drafter's own
 stores are put back afterwards) and a plain baseline of the same target, prompt and settings, and
 reports the row:
-the setting plus :meth:`specviz.analysis.RunAnalysis.scalars` (per-token ``alpha`` = accepted ÷
+the setting plus :meth:`specviz.figures.analysis.RunAnalysis.scalars` (per-token ``alpha`` = accepted ÷
 tested, ``acceptance_rate`` = accepted ÷ proposed, ``tokens_per_pass``, measured ``speedup``,
 ``theoretical_speedup`` = (1 − α^(K+1)) / ((1 − α)(K·c + v)), and the rest).
 
@@ -30,10 +30,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from specviz.analysis import analyse_generation
+from specviz.figures.analysis import analyse_generation
 from specviz.request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
-from specviz.speedup import speedup_doubts
-from specviz.trace import spreadsheet_safe
+from specviz.figures.speedup import speedup_doubts
+from specviz.figures.trace import spreadsheet_safe
 
 __all__ = ["CSV_FIELDS", "PARAMETERS", "TREND_WORDS", "AlphaTrend", "SweepStep", "alpha_trend", "row_speedups",
            "speedup_doubts", "sweep", "sweep_requests", "sweep_rows", "write_csv"]
@@ -243,8 +243,8 @@ def _stores_kept(drafter):
 
 def row_speedups(rows: Sequence[dict]) -> list[str | None]:
     """Per row, its speedup as every front-end writes it: the figure with its range, or "not
-    measurable now: …" (:func:`speedup_doubts`, :func:`specviz.speedup.speedup_shown`)."""
-    from specviz.speedup import speedup_shown
+    measurable now: …" (:func:`speedup_doubts`, :func:`specviz.figures.speedup.speedup_shown`)."""
+    from specviz.figures.speedup import speedup_shown
 
     return [speedup_shown(r.get("speedup"), r.get("speedup_low"), r.get("speedup_high"), doubt)
             for r, doubt in zip(rows, speedup_doubts(rows))]
@@ -257,7 +257,7 @@ def sweep_rows(steps: Iterable[SweepStep]) -> list[dict]:
 
 def _cell(value):
     """A CSV cell: floats to 6 significant digits (still numbers), None empty, text through
-    :func:`specviz.trace.spreadsheet_safe` (a prompt or a generated text can begin with ``=``)."""
+    :func:`specviz.figures.trace.spreadsheet_safe` (a prompt or a generated text can begin with ``=``)."""
     if isinstance(value, float):
         return f"{value:.6g}"
     return "" if value is None else spreadsheet_safe(value)
@@ -270,7 +270,7 @@ def write_csv(rows: Iterable[dict], out: io.TextIOBase | None = None) -> str:
         rows: sweep rows.
         out: a text stream to write to; default a new string buffer.
 
-    Text cells are neutralised against spreadsheet formulas (:func:`specviz.trace.spreadsheet_safe`).
+    Text cells are neutralised against spreadsheet formulas (:func:`specviz.figures.trace.spreadsheet_safe`).
 
     Returns:
         The CSV text when ``out`` is None, else "" (it went to ``out``).

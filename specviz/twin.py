@@ -10,7 +10,7 @@ puts the model's figures beside the run's and says, with a test of fit, where th
 
 Two twins, from the run's own counts (nothing here runs a model or imports torch):
 
-* **the i.i.d. twin** at α = accepted ÷ tested (:attr:`specviz.analysis.RunAnalysis.alpha`, the
+* **the i.i.d. twin** at α = accepted ÷ tested (:attr:`specviz.figures.analysis.RunAnalysis.alpha`, the
   maximum-likelihood estimate of a constant per-draft acceptance);
 * **the constant-length twin**, the engines' form: the constant conditional p with
   p + p² + … + p^K = L − 1, where L = 1 + accepted ÷ drafting passes is the run's mean acceptance
@@ -22,7 +22,7 @@ Four figures, each defined once where it already was, and its expectation under 
 
 * accepted drafts per pass (:func:`specviz.diagnostics.accepted_length_histogram`): a pass that
   drafted k_i tokens keeps j of them with probability p^j(1 − p) for j < k_i and p^k_i for j = k_i
-  (:func:`specviz.theory.tokens_per_pass_distribution`), summed over the drafting passes;
+  (:func:`specviz.figures.theory.tokens_per_pass_distribution`), summed over the drafting passes;
 * conditional acceptance by position (:func:`specviz.diagnostics.acceptance_by_position`): p at
   every position;
 * the zero-accept share (:func:`specviz.diagnostics.zero_accept_share`): 1 − p;
@@ -45,9 +45,9 @@ import math
 import random
 from dataclasses import asdict, dataclass, field
 
-from specviz.analysis import draft_depth
+from specviz.figures.analysis import draft_depth
 from specviz.diagnostics import accepted_length_histogram, acceptance_by_position, zero_accept_share
-from specviz.theory import tokens_per_pass_distribution
+from specviz.figures.theory import tokens_per_pass_distribution
 from specviz.core.records import RESAMPLED, Round
 
 __all__ = ["FIT_LEVEL", "MIN_EXPECTED", "FitTest", "SyntheticTwin", "TwinFigures", "accept_runs",
@@ -346,7 +346,7 @@ def synthetic_twin(rounds: list[Round], k: int, alpha: float | None) -> Syntheti
     Args:
         rounds: the run's rounds (chains; a tree pass counts its accepted path and its depth).
         k: the lookahead K the run asked for (0: plain decoding, no twin).
-        alpha: the run's per-token α (:attr:`specviz.analysis.RunAnalysis.alpha`), None if nothing
+        alpha: the run's per-token α (:attr:`specviz.figures.analysis.RunAnalysis.alpha`), None if nothing
             was tested.
 
     Returns:

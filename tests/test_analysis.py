@@ -1,4 +1,4 @@
-"""The run analysis (specviz.analysis): each figure on hand-built rounds, and the same figures
+"""The run analysis (specviz.figures.analysis): each figure on hand-built rounds, and the same figures
 through every front-end (the app's summary, ``run --json`` and the bench's rows)."""
 
 from __future__ import annotations
@@ -9,16 +9,17 @@ from types import SimpleNamespace
 import pytest
 from helpers import tiny_llama
 
-from specviz import bench, cli, theory
-from specviz.analysis import analyse, running_acceptance
+from specviz import bench, cli
+from specviz.figures import theory
+from specviz.figures.analysis import analyse, running_acceptance
 from specviz.drafters import PromptLookupDrafter
 from specviz.core.engine import Generation
 from specviz.request import validate_request
 from specviz.core.sampling import SamplingConfig
-from specviz.speedup import NOT_MEASURABLE, PlainBaseline, measured_speedup
+from specviz.figures.speedup import NOT_MEASURABLE, PlainBaseline, measured_speedup
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw.run_views import summary_markdown
-from specviz.analysis import analyse_generation
+from specviz.figures.analysis import analyse_generation
 
 
 def drafted(n_proposed: int, n_accepted: int, parents: list[int] | None = None) -> list[DraftedToken]:
@@ -199,7 +200,7 @@ def test_the_same_rounds_give_the_same_figures_in_the_app_the_cli_and_the_bench(
 def test_the_summary_shows_c_v_and_the_theory_unless_the_baseline_is_doubted():
     """Fixed timings: a 10 ms plain step and 12 ms verify passes give c = 0.200, v = 1.20; the same
     passes against a plain step sampled from 5 to 40 ms (scatter above
-    :data:`specviz.speedup.BASELINE_SCATTER`) are doubted, and the three rows that divide by it say so."""
+    :data:`specviz.figures.speedup.BASELINE_SCATTER`) are doubted, and the three rows that divide by it say so."""
     rounds = [make_round(i, 4, 2, 8.0, 4, 12.0) for i in range(12)]
     trusted = analyse(rounds, 4, 1.0, baseline=BASELINE)
     assert trusted.speedup_doubt is None
@@ -216,7 +217,7 @@ def test_the_summary_shows_c_v_and_the_theory_unless_the_baseline_is_doubted():
 
 # --------------------------------------------------------------------------- health notes
 def test_health_notes_explain_a_misaligned_draft_an_expensive_draft_and_an_idle_lookup():
-    from specviz.analysis import health_notes
+    from specviz.figures.analysis import health_notes
 
     misaligned = [make_round(i, 4, 0, 8.0, 4, 12.0) for i in range(12)]
     notes = health_notes(analyse(misaligned, 4, 1.0, baseline=BASELINE))

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pytest
 
 import app
-from specviz.trace import TRACE_VERSION
+from specviz.figures.trace import TRACE_VERSION
 from specviz.core.records import DraftedToken, EmittedToken, Round
 from specviz.ui import run_stream
 from specviz.ui.draw.run_views import inspector_markdown, render_round

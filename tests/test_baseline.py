@@ -1,4 +1,4 @@
-"""The plain baseline with its spread (specviz.speedup.PlainBaseline, speedup_with_spread, the
+"""The plain baseline with its spread (specviz.figures.speedup.PlainBaseline, speedup_with_spread, the
 baseline checks) on hand-built numbers, and its measurement (specviz.baseline) on a tiny model."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import pytest
 from helpers import tiny_llama
 
 from specviz.runner import drain  # a step generator run to its end
-from specviz.analysis import analyse, health_notes
+from specviz.figures.analysis import analyse, health_notes
 from specviz.baseline import MIN_SHORT_TOKENS, measure_baseline, short_sample_tokens
 from specviz.core.engine import Generation
 from specviz.core.sampling import SamplingConfig
-from specviz.speedup import PlainBaseline, baseline_still_valid, format_speedup, speedup_with_spread
+from specviz.figures.speedup import PlainBaseline, baseline_still_valid, format_speedup, speedup_with_spread
 from specviz.core.records import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
-from specviz.analysis import analyse_generation
+from specviz.figures.analysis import analyse_generation
 
 
 def spec_round(index: int, verify_ms: float = 12.0, accepted: int = 2, drafted: int = 4) -> Round:
@@ -175,7 +175,7 @@ def test_measure_baseline_short_runs_and_bad_arguments(target):
 
 
 def test_the_running_speedup_ends_at_the_runs_figure_and_range():
-    from specviz.speedup import running_speedup
+    from specviz.figures.speedup import running_speedup
 
     b = PlainBaseline(10.0, 0.0, (40.0, 60.0, 50.0), (30, 30, 30), 20.0)
     rounds = [spec_round(i, 12.0 if i % 3 else 60.0) for i in range(12)]

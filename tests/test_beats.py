@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from specviz.core.sampling import verify_tree
-from specviz.trace import trace_from_dict
+from specviz.figures.trace import trace_from_dict
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw import beat_charts
 from specviz.ui.draw.escape import as_text

@@ -136,7 +136,7 @@ def test_after_a_run_the_race_lanes_fill_and_a_stretch_is_highlighted_by_keyboar
 def test_a_trace_link_opens_that_bundled_trace_at_that_pass_and_beat(fresh):
     """``?trace=NAME&pass=2&beat=3`` opens the Watch tab on that bundled trace, at pass 2, beat 3
     (1-based, as the stage counts), with that beat's sentence (the trace's own numbers) on the stage."""
-    from specviz.trace import load_trace_file
+    from specviz.figures.trace import load_trace_file
     from specviz.ui.teach.beats import beats
 
     path = os.path.join(os.path.dirname(__file__), "..", "assets", "traces", "poem_int8.json")

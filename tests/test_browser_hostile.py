@@ -17,7 +17,7 @@ import pytest
 from test_browser import CHROMIUM, LAUNCH_ARGS, app_url, wait_until_live  # noqa: F401  (fixture: the app started once)
 from test_text_stays_text import BAD_VALUE, HOSTILE, LABEL, hostile_trace
 
-from specviz.trace import token_label, visible_text
+from specviz.figures.trace import token_label, visible_text
 from specviz.ui.draw.run_views import NO_TRACE_BASELINE
 from specviz.ui.watch_tab import LAST_RUN
 

@@ -14,7 +14,7 @@ import pytest
 from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the app started once, a Chromium page)
 
 from specviz.core.rules import RULES
-from specviz.trace import trace_from_dict
+from specviz.figures.trace import trace_from_dict
 from specviz.ui import watch_tab
 from specviz.core.rules import RULES
 from specviz.ui.teach.beats import beats, fmt, replay_rule, score_guess

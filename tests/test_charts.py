@@ -9,8 +9,8 @@ import random
 import plotly.graph_objects as go
 import pytest
 
-from specviz import theory
-from specviz.analysis import analyse
+from specviz.figures import theory
+from specviz.figures.analysis import analyse
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw import charts
 
@@ -357,7 +357,7 @@ def test_per_position_figure_shows_rates_and_the_constant_alpha_of_the_theory():
 
 
 def test_a_long_runs_time_split_stacks_stepped_outlines_with_the_same_values():
-    from specviz.speedup import PlainBaseline
+    from specviz.figures.speedup import PlainBaseline
 
     rounds = [make_round(i, 4, i % 4) for i in range(charts.BARS_MAX_PASSES + 1)]
     for i, r in enumerate(rounds):
@@ -373,7 +373,7 @@ def test_a_long_runs_time_split_stacks_stepped_outlines_with_the_same_values():
 
 
 def test_time_split_figure_stacks_draft_verify_and_other_against_the_plain_step():
-    from specviz.speedup import PlainBaseline
+    from specviz.figures.speedup import PlainBaseline
 
     a = analyse(ROUNDS, 4, 1.0, baseline=PlainBaseline(step_ms=15.0, tokens_per_s=10.0))
     fig = charts.time_split_figure(a)

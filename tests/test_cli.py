@@ -440,8 +440,8 @@ def test_smollm2_greedy_tree_prompt_lookup_equals_plain_in_float32(smollm2_typo_
 
 
 def test_run_trace_writes_a_trace_that_loads_back_with_the_same_rounds(tiny, tmp_path):
-    from specviz.analysis import analyse
-    from specviz.trace import TRACE_VERSION, trace_from_dict
+    from specviz.figures.analysis import analyse
+    from specviz.figures.trace import TRACE_VERSION, trace_from_dict
 
     path = tmp_path / "run.trace.json"
     out = run_json("--target", tiny["target"], "--draft", "ngram", "-k", "3", "--temperature", "0",
@@ -459,7 +459,7 @@ def test_run_trace_writes_a_trace_that_loads_back_with_the_same_rounds(tiny, tmp
 
 
 def test_a_trace_from_a_newer_format_says_why_it_cannot_load():
-    from specviz.trace import TRACE_VERSION, trace_from_dict
+    from specviz.figures.trace import TRACE_VERSION, trace_from_dict
 
     with pytest.raises(ValueError, match="upgrade specviz"):
         trace_from_dict({"format": "specviz-trace", "version": TRACE_VERSION + 1, "rounds": []})
@@ -472,7 +472,7 @@ def test_a_trace_from_a_newer_format_says_why_it_cannot_load():
 def test_run_rule_is_reported_and_written_to_the_trace(tiny, tmp_path):
     """``run --rule exact-match --json`` says its rule, writes it into the trace, and at T = 0 writes
     the plain greedy text (an exact rule)."""
-    from specviz.trace import trace_from_dict, trace_rule
+    from specviz.figures.trace import trace_from_dict, trace_rule
 
     path = tmp_path / "run.trace.json"
     common = ("--target", tiny["target"], "--temperature", "0", "--max-new-tokens", "12", "--dtype", "float32",

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specviz import diagnostics as dg
-from specviz.trace import trace_from_dict
+from specviz.figures.trace import trace_from_dict
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 
 

@@ -129,7 +129,7 @@ def test_the_gpu_defaults_pay_by_construction():
     """On a CUDA server the page starts on prompt lookup (nothing to run: c ≈ 0) and offers the
     learned head, one layer against the target's 30 (c ≈ 1/30): any pass yielding more than
     K·c + 1 tokens is a speedup there. Only the model-draft pairs are launch-bound."""
-    from specviz import theory
+    from specviz.figures import theory
     from specviz.models import memory
     from specviz.run import pair_sizing
 

@@ -24,7 +24,7 @@ from specviz.drafters import ModelDrafter, PromptLookupDrafter
 from specviz.core.engine import ContextLengthError, Generation
 from specviz.core.sampling import NonFiniteLogitsError, SamplingConfig, logits_to_probs
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED
-from specviz.analysis import analyse_generation
+from specviz.figures.analysis import analyse_generation
 
 VOCAB = 256
 GREEDY = SamplingConfig(temperature=0.0)

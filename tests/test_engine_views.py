@@ -10,7 +10,7 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from specviz.analysis import analyse
+from specviz.figures.analysis import analyse
 from specviz.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
 from specviz.engines import Figure, ImportedRun
 from specviz.core.records import ACCEPTED, BONUS, RESAMPLED, DraftedToken, EmittedToken, Round

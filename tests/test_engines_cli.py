@@ -13,10 +13,10 @@ from typing import ClassVar
 
 import pytest
 
-from specviz import theory
+from specviz.figures import theory
 from specviz.cli import main
 from specviz.diagnostics import engine_k
-from specviz.trace import trace_to_dict
+from specviz.figures.trace import trace_to_dict
 from specviz.core.records import DraftedToken, EmittedToken, Round
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"

@@ -2,7 +2,7 @@
 chain and a tree run, greedy and T = 1, on the suite's tiny config-built models (2-layer random Llama
 target, a noisy copy of it as the draft; 24 tokens a run, a second or two on the CPU in all).
 
-The figures compared are specviz's own, computed from the saved trace by :mod:`specviz.analysis` and
+The figures compared are specviz's own, computed from the saved trace by :mod:`specviz.figures.analysis` and
 :mod:`specviz.diagnostics`: acceptance rate (÷ drafted), per-token α (÷ tested; chains only: a tree's
 drafted count is its nodes), accepted drafts per pass, zero-accept share, the accepted-length
 histogram, full and conditional acceptance by position, and, where the format carries tokens, each
@@ -16,7 +16,7 @@ import json
 import pytest
 from helpers import noisy_copy
 
-from specviz.analysis import analyse
+from specviz.figures.analysis import analyse
 from specviz.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
 from specviz.drafters import ModelDrafter
 from specviz.core.engine import Generation
@@ -24,7 +24,7 @@ from specviz.engines import normalise as nz
 from specviz.engines import read_engine_file
 from specviz.engines.writers import write
 from specviz.core.sampling import SamplingConfig
-from specviz.trace import load_trace_file, trace_to_dict
+from specviz.figures.trace import load_trace_file, trace_to_dict
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -9,7 +9,7 @@ import io
 import pytest
 
 from specviz.sweep import CSV_FIELDS, write_csv
-from specviz.trace import rounds_csv, spreadsheet_safe
+from specviz.figures.trace import rounds_csv, spreadsheet_safe
 from specviz.core.records import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 
 DANGEROUS = ["=HYPERLINK(\"http://x\",\"y\")", "@SUM(1,1)", "+1+1", "-2+3", "=SUM(E", "\tcmd", "\rcmd"]

@@ -10,7 +10,7 @@ import pytest
 from test_baseline import spec_round
 
 from specviz.baseline import BaselineStore
-from specviz.speedup import PlainBaseline
+from specviz.figures.speedup import PlainBaseline
 
 
 def test_the_store_keeps_timing_by_digest_and_forgets_stale_or_contradicted_ones():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.analysis import analyse
+from specviz.figures.analysis import analyse
 from specviz.health import (BURST_RATIO, FALLBACK_SHARE, LOOP_MIN_TOKENS, MIN_PASSES, STALL_FACTOR, burstiness,
                             check_health, counter_mismatches, find_loop)
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round

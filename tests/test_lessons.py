@@ -13,7 +13,7 @@ import pytest
 
 from specviz.diagnostics import diagnose, format_range
 from specviz.rule_replay import RULES
-from specviz.speedup import PlainBaseline
+from specviz.figures.speedup import PlainBaseline
 from specviz.core.records import RESAMPLED, DraftedToken, Round
 from specviz.ui.draw.run_views import wrap_output
 from specviz.ui.replay import INSPECTOR_HINT

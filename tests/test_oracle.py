@@ -15,14 +15,14 @@ from helpers import bpe_tokenizer, tiny_llama
 
 from specviz.models import loading as models
 from specviz.drafters.registry import build_drafter
-from specviz.analysis import analyse
+from specviz.figures.analysis import analyse
 from specviz.ceiling import ceiling_sentence, gap_phrase, gap_to_oracle
 from specviz.drafters import DRAFTER_KINDS, parse_drafter_spec
 from specviz.drafters.oracle import OracleDrafter
 from specviz.runner import make_generation
 from specviz.core.sampling import SamplingConfig
-from specviz.speedup import PlainBaseline
-from specviz.analysis import analyse_generation
+from specviz.figures.speedup import PlainBaseline
+from specviz.figures.analysis import analyse_generation
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

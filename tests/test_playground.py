@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from specviz import theory
+from specviz.figures import theory
 from specviz.ui.teach import playground
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from test_charts import make_round
 
-from specviz.speedup import PlainBaseline, race_clock
+from specviz.figures.speedup import PlainBaseline, race_clock
 from specviz.ui.draw import race
 
 
@@ -136,7 +136,7 @@ def _plain_lane_over_speculative(fig) -> float:
 ])
 def test_the_race_and_the_headline_count_the_prefill_alike_and_agree(baseline):
     """The race (2.25×) and the headline (1.89×) disagreed because one counted the prefill: both
-    now come from :func:`specviz.speedup.race_clock` / :meth:`PlainBaseline.plain_clock`, so on a
+    now come from :func:`specviz.figures.speedup.race_clock` / :meth:`PlainBaseline.plain_clock`, so on a
     real bundled run the race's plain finish ÷ speculative finish is the headline's speedup, for
     the whole run and for the run up to a pass."""
     import json

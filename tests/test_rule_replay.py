@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from specviz.core.sampling import block_weights
-from specviz.trace import trace_from_dict
+from specviz.figures.trace import trace_from_dict
 from specviz.core.records import DraftedToken, Round
 from specviz.ui.teach.beats import is_chain, replay_rule
 from specviz.ui.watch_tab import TRACES, bundled, rule_replay_views

@@ -37,7 +37,7 @@ from specviz.core.sampling import (
     verify,
     verify_tree,
 )
-from specviz.analysis import analyse_generation
+from specviz.figures.analysis import analyse_generation
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -358,7 +358,7 @@ def test_the_request_takes_a_rule_and_refuses_a_bad_one_in_one_sentence():
 
 
 def test_old_traces_read_as_full_and_a_bad_rule_is_refused():
-    from specviz.trace import TraceError, _settings, trace_rule
+    from specviz.figures.trace import TraceError, _settings, trace_rule
 
     assert trace_rule({}) == "full" and trace_rule({"settings": {"k": 4}}) == "full"
     assert trace_rule({"settings": {"rule": "block"}}) == "block"

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from specviz.speedup import PlainBaseline
-from specviz.trace import trace_to_dict
+from specviz.figures.speedup import PlainBaseline
+from specviz.figures.trace import trace_to_dict
 from specviz.ui import run_stream
 from specviz.ui.settings import EXAMPLES
 from specviz.ui.state import REMEASURE_NOTE, RunState

@@ -11,7 +11,7 @@ from specviz.request import DEFAULT_LIMITS, PUBLIC_LIMITS, RequestError, validat
 from specviz.core.records import effective_k
 from specviz.runner import baseline_key, baseline_steps, drain, encode_prompt, prepare_run
 from specviz.sweep import sweep, sweep_requests
-from specviz.analysis import analyse_generation
+from specviz.figures.analysis import analyse_generation
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

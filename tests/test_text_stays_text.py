@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specviz.trace import visible_text
+from specviz.figures.trace import visible_text
 from specviz.core.records import DraftedToken, EmittedToken, Round
 from specviz.ui import replay, watch_tab
 from specviz.ui.draw import beat_charts, charts

@@ -1,4 +1,4 @@
-"""Closed forms of specviz.theory (Leviathan et al. 2023, eq. 1 and Theorem 3.8)."""
+"""Closed forms of specviz.figures.theory (Leviathan et al. 2023, eq. 1 and Theorem 3.8)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from specviz.theory import (
+from specviz.figures.theory import (
     expected_speedup,
     expected_tokens_per_pass,
     tokens_per_pass_distribution,
@@ -140,7 +140,7 @@ def test_out_of_domain_arguments_raise_value_error(call):
 
 
 def test_theory_analysis_and_charts_import_neither_torch_nor_gradio():
-    code = "import sys, specviz.theory, specviz.ui.draw.charts, specviz.analysis; print('torch' in sys.modules, 'gradio' in sys.modules)"
+    code = "import sys, specviz.figures.theory, specviz.ui.draw.charts, specviz.figures.analysis; print('torch' in sys.modules, 'gradio' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -148,7 +148,7 @@ def test_theory_analysis_and_charts_import_neither_torch_nor_gradio():
 def test_launch_bound_cost_ratio_is_the_layer_ratio():
     """GPU.md, "CUDA semantics": eager batch-1 decoding on a fast GPU costs about layers × launches,
     so c ≈ draft layers ÷ target layers; at c ≥ 1 not even α = 1 beats plain decoding."""
-    from specviz.theory import launch_bound_cost_ratio
+    from specviz.figures.theory import launch_bound_cost_ratio
 
     assert launch_bound_cost_ratio(30, 24) == 1.25  # SmolLM2-135M → SmolLM2-1.7B
     assert launch_bound_cost_ratio(24, 28) == pytest.approx(0.857, abs=1e-3)  # Qwen2.5-0.5B → 7B

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.trace import TokenPieces, token_label
+from specviz.figures.trace import TokenPieces, token_label
 from specviz.core.records import ACCEPTED, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw.charts import inspector_figure, lossless_figure, plotly_text, sweep_figure
 from specviz.ui.draw.run_views import inspector_markdown, render_round, round_tree_html

@@ -1,8 +1,8 @@
 """Saved traces from strangers: every malformed, hostile or oversized trace is refused with one
-clean error (:class:`specviz.trace.TraceError`) that names the wrong field; a real trace loads.
+clean error (:class:`specviz.figures.trace.TraceError`) that names the wrong field; a real trace loads.
 
 The fuzz test throws mutations of a real trace (wrong types, deletions, huge, negative and NaN
-numbers, deep nesting, wrong versions, cut-off JSON) at :func:`specviz.trace.load_trace_file`.
+numbers, deep nesting, wrong versions, cut-off JSON) at :func:`specviz.figures.trace.load_trace_file`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from helpers import tiny_llama
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specviz.analysis import analyse
+from specviz.figures.analysis import analyse
 from specviz.ui.draw.charts import alpha_figure, inspector_figure, tokens_per_pass_figure
 from specviz.drafters import PromptLookupDrafter
 from specviz.core.engine import Generation
 from specviz.core.sampling import SamplingConfig
-from specviz.trace import (MAX_ROUNDS, MAX_TOKEN_CHARS, TRACE_VERSION, TraceError, load_trace_file, trace_from_dict,
+from specviz.figures.trace import (MAX_ROUNDS, MAX_TOKEN_CHARS, TRACE_VERSION, TraceError, load_trace_file, trace_from_dict,
                            trace_to_dict)
 from specviz.ui.draw.run_views import inspector_markdown, render_round, round_tree_html
 

@@ -26,9 +26,9 @@ from specviz.core.drafttree import DraftTree
 from specviz.core.engine import Generation, tree_attention_inputs
 from specviz.core.kvcache import cache_argument
 from specviz.core.sampling import SamplingConfig
-from specviz.trace import trace_from_dict, trace_to_dict
+from specviz.figures.trace import trace_from_dict, trace_to_dict
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED
-from specviz.analysis import analyse_generation
+from specviz.figures.analysis import analyse_generation
 
 VOCAB = 256
 GREEDY = SamplingConfig(temperature=0.0)

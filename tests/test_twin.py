@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from specviz import theory
-from specviz.analysis import analyse
+from specviz.figures import theory
+from specviz.figures.analysis import analyse
 from specviz.diagnostics import accepted_length_histogram, zero_accept_share
 from specviz.core.records import ACCEPTED, BONUS, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.twin import (FIT_LEVEL, accept_runs, constant_length_p, mean_acceptance_length, simulate_accepts,

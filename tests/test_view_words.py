@@ -9,14 +9,14 @@ import html
 import pytest
 from helpers import tiny_llama
 
-from specviz.analysis import analyse, health_notes
+from specviz.figures.analysis import analyse, health_notes
 from specviz.drafters import PromptLookupDrafter
 from specviz.core.engine import Generation
 from specviz.core.sampling import SamplingConfig
-from specviz.speedup import PlainBaseline
+from specviz.figures.speedup import PlainBaseline
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui.draw.run_views import TREE_BONUS_LABEL, inspector_markdown, legend_html, render_round, summary_markdown
-from specviz.analysis import analyse_generation
+from specviz.figures.analysis import analyse_generation
 
 
 def node(i: int, parent: int, accepted: bool, tested: bool = True) -> DraftedToken:

@@ -227,7 +227,7 @@ class Generation:
             lm_head never yields an id the tokenizer lacks. Defaults to the target's logits width.
         decode: optional ``list[int] -> str`` for per-token text in the trace.
         label: optional ``int -> str``, the text of one token standing alone (drafted nodes,
-            top-token rows), e.g. :class:`specviz.trace.TokenPieces`; default ``decode([id])``.
+            top-token rows), e.g. :class:`specviz.figures.trace.TokenPieces`; default ``decode([id])``.
         instrument: record per-token probabilities and uniforms in the trace (the UI needs them;
             the benchmark measures their cost by turning them off).
         branches: B, the most children a draft node may have; 1 (the default) drafts chains.

@@ -71,7 +71,7 @@ class RoundRecorder:
         eos_token_ids: ids that end the run; emitted tokens are cut after the first of them.
         label: optional ``int -> str``, one token's own text standing alone (drafted nodes and top
             tokens: special tokens by name, a partial UTF-8 character as its bytes,
-            :class:`specviz.trace.TokenPieces`); None: ``decode([id])``.
+            :class:`specviz.figures.trace.TokenPieces`); None: ``decode([id])``.
     """
 
     def __init__(self, decode: Callable[[list[int]], str] | None, instrument: bool,

@@ -36,7 +36,7 @@ class DraftedToken:
     ``parent`` is the index in ``Round.drafted`` of the token this one continues, -1 for a token
     that continues the committed context. None means the previous token of the list: a chain.
     A tree round lists its nodes parents first, so a node's depth is its parent's plus one
-    (:func:`specviz.analysis.analyse` counts per-position acceptance by depth). In a tree,
+    (:func:`specviz.figures.analysis.analyse` counts per-position acceptance by depth). In a tree,
     ``accepted`` is True exactly for the nodes of the accepted path (``Round.n_accepted`` of
     them, one per depth), ``tested`` for every node that faced a test (the children of the
     context and of accepted nodes, in turn, until one passed), and ``accept_prob`` is the

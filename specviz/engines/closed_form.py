@@ -1,8 +1,8 @@
 """What the closed forms say about an imported run: specviz's existing definitions applied to the
 engine's α, K and conditional acceptance, at a cost ratio c and verify cost v the user states.
 
-Nothing is re-derived here: tokens per pass and speedup are :func:`specviz.theory.expected_tokens_per_pass`
-and :func:`specviz.theory.expected_speedup` (Leviathan et al. 2023), the K an engine would pick is
+Nothing is re-derived here: tokens per pass and speedup are :func:`specviz.figures.theory.expected_tokens_per_pass`
+and :func:`specviz.figures.theory.expected_speedup` (Leviathan et al. 2023), the K an engine would pick is
 :func:`specviz.diagnostics.engine_k` (vLLM's Adaptive K goodput model).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from specviz import theory
+from specviz.figures import theory
 from specviz.diagnostics import engine_k
 from specviz.engines.imported import ImportedRun
 from specviz.engines.normalise import ALPHA, conditional_by_position
@@ -35,7 +35,7 @@ def closed_form(run: ImportedRun, c: float | None = None, v: float | None = None
         "engine_k_goodput", "c", "v"}``; a figure is None where its inputs are missing.
 
     Raises:
-        ValueError: from :mod:`specviz.theory` for c < 0 or v ≤ 0.
+        ValueError: from :mod:`specviz.figures.theory` for c < 0 or v ≤ 0.
     """
     alpha, k = _alpha(run), run.k
     out = {"alpha": alpha, "k": k, "c": c, "v": v, "expected_tokens_per_pass": None, "theoretical_speedup": None,

@@ -117,9 +117,9 @@ def export_text(args: argparse.Namespace) -> str:
     a one-line summary.
 
     Raises:
-        specviz.trace.TraceError: for a file that is not a readable trace.
+        specviz.figures.trace.TraceError: for a file that is not a readable trace.
     """
-    from specviz.trace import load_trace_file
+    from specviz.figures.trace import load_trace_file
     from specviz.engines.writers import write
 
     rounds, meta = load_trace_file(args.trace)

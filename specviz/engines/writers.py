@@ -1,6 +1,6 @@
 """A saved specviz run written in each engine's format, to compare with that engine's own output.
 
-:func:`write` takes a trace's rounds and metadata (:func:`specviz.trace.load_trace_file`) and writes
+:func:`write` takes a trace's rounds and metadata (:func:`specviz.figures.trace.load_trace_file`) and writes
 what the engine would report for those verify passes, in its field names and units:
 
 * ``vllm``: a recorded ``/v1/completions`` stream: one chunk per pass with its tokens in

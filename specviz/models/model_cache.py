@@ -18,14 +18,13 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from specviz.models import memory, selfdraft
 
-if TYPE_CHECKING:  # loading imports this module: LoadedModel is named in annotations only
-    from specviz.models.loading import LoadedModel
+# ``LoadedModel`` (specviz.models.loading) appears in annotations only, as a name: importing it would make
+# the two modules import each other.
 
 logger = logging.getLogger("specviz.models.loading")
 

@@ -6,7 +6,7 @@ reserved at 120 s is refused once a visitor's quota drops below 120 s, however s
 the page asks for what this request can take, bounded:
 
 * a step of batch-1 eager decoding on a GPU is launch-bound, about :data:`LAYER_STEP_S` per
-  decoder layer (:func:`specviz.theory.launch_bound_cost_ratio`, /work/shared/GPU.md); a draft
+  decoder layer (:func:`specviz.figures.theory.launch_bound_cost_ratio`, /work/shared/GPU.md); a draft
   step of a model with ``draft_layers`` costs that many layers, prompt lookup none;
 * a speculative run's worst case is α = 0: every pass emits one token and costs K draft steps and
   one verify pass, ``tokens × (K·draft_layers + target_layers) × LAYER_STEP_S``;

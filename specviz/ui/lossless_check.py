@@ -12,7 +12,7 @@ import gradio as gr
 from specviz.drafters import drafter_kind, real_draft_phrase
 from specviz.request import to_int
 from specviz.core.sampling import check_rule
-from specviz.trace import TokenPieces, token_label
+from specviz.figures.trace import TokenPieces, token_label
 from specviz.ui import gpu, gpu_budget, run_stream, settings
 from specviz.ui.draw import charts
 from specviz.ui.draw.escape import as_text
@@ -134,8 +134,8 @@ def check(prepared, n_draws: int, control: str, started: float, max_run_s: float
 
 
 def first_token_labels(tokenizer, token_ids: list[int]) -> list[str]:
-    """The chart's label of each token (:func:`specviz.trace.token_label`, id −1: every other
-    token): its own piece (:class:`specviz.trace.TokenPieces`), so a token that is part of a
+    """The chart's label of each token (:func:`specviz.figures.trace.token_label`, id −1: every other
+    token): its own piece (:class:`specviz.figures.trace.TokenPieces`), so a token that is part of a
     character shows its bytes (``<0xF0><0x9F>``), not the U+FFFD that decoding it alone gives."""
     pieces = TokenPieces(tokenizer)
     return [token_label(pieces(t) if t >= 0 else "", t) for t in token_ids]

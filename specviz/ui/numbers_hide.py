@@ -5,7 +5,7 @@ from them. Model-free: everything is computed from the visitor's :class:`~specvi
 
 from __future__ import annotations
 
-from specviz.analysis import RunAnalysis, draft_depth
+from specviz.figures.analysis import RunAnalysis, draft_depth
 from specviz.ceiling import ceiling_sentence
 from specviz.health import Health, check_health
 from specviz.twin import SyntheticTwin, synthetic_twin

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from specviz import theory
-from specviz.analysis import RunAnalysis
+from specviz.figures import theory
+from specviz.figures.analysis import RunAnalysis
 from specviz.request import to_float, to_int
 from specviz.ui.context import PageContext
 from specviz.ui.draw import charts
@@ -77,7 +77,7 @@ def linked_panels(values: dict) -> dict:
 def analysis_for_playground(state):
     """The last real run's α, K, c and v as slider updates, plus a line saying where they came from.
 
-    ``state`` is the ``last_analysis`` State: a :class:`~specviz.analysis.RunAnalysis`, its
+    ``state`` is the ``last_analysis`` State: a :class:`~specviz.figures.analysis.RunAnalysis`, its
     ``scalars()`` dict, or a sweep row (the Experiments tab fills it; the Run tab's callback is
     meant to fill it too). Raises gr.Error when there is no run with a measured α and c."""
     scalars = state.scalars() if isinstance(state, RunAnalysis) else state if isinstance(state, dict) else None

@@ -12,8 +12,8 @@ import threading
 import gradio as gr
 
 from specviz.request import to_int
-from specviz.speedup import race_clock
-from specviz.trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
+from specviz.figures.speedup import race_clock
+from specviz.figures.trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from specviz.ui import settings, visitors
 from specviz.ui.draw import charts, race
 from specviz.ui.draw.escape import as_text
@@ -129,7 +129,7 @@ def load_trace(path, *, public: bool | None = None):
     """Load a saved trace (from the app's export or ``run --trace``) and show it at its last pass.
 
     The file is size-checked (:func:`specviz.ui.settings.max_upload_bytes` of the mode), parsed and
-    validated whole by :func:`specviz.trace.load_trace_file`.
+    validated whole by :func:`specviz.figures.trace.load_trace_file`.
 
     Raises:
         gr.Error: no file, or one that is not a readable trace (too large, not JSON, malformed):

@@ -13,11 +13,11 @@ import time
 
 import gradio as gr
 
-from specviz.analysis import RunAnalysis
+from specviz.figures.analysis import RunAnalysis
 from specviz.baseline import STALE_AFTER_S, BaselineStore
 from specviz.request import RunRequest
 from specviz.runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
-from specviz.speedup import baseline_still_valid
+from specviz.figures.speedup import baseline_still_valid
 from specviz.ui import gpu, gpu_budget, settings, visitors
 from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
@@ -145,7 +145,7 @@ def measure_baseline(prepared: PreparedRun, baselines: dict, store: BaselineStor
 
 def drop_if_contradicted(state: RunState, baselines: dict, store: BaselineStore | None = None) -> dict:
     """``baselines`` without the run's baseline when the finished run's own timings contradict it
-    (:func:`specviz.speedup.baseline_still_valid`), and the server's store
+    (:func:`specviz.figures.speedup.baseline_still_valid`), and the server's store
     (:data:`SHARED_BASELINES`) without it too; ``state.remeasure`` then says so."""
     if state.baseline is None or baseline_still_valid(state.baseline, state.rounds):
         return baselines

@@ -16,7 +16,7 @@ import os
 
 import torch
 
-from specviz import theory
+from specviz.figures import theory
 from specviz.models import memory
 from specviz.run import pair_sizing
 from specviz.models import loading as models
@@ -179,9 +179,9 @@ def preset_names(public: bool) -> list[str]:
 
 def gpu_cost_sentence(target: str, draft: str, k: int = 4) -> str | None:
     """One sentence on what a pair's draft costs on a GPU, where batch-1 eager decoding is
-    launch-bound (:func:`specviz.theory.launch_bound_cost_ratio`: c ≈ draft layers ÷ target
+    launch-bound (:func:`specviz.figures.theory.launch_bound_cost_ratio`: c ≈ draft layers ÷ target
     layers), and so whether it can pay: with c ≥ 1 no α or K beats plain decoding, since even
-    every draft accepted gives (K + 1) / (K·c + 1) ≤ 1 (:func:`specviz.theory.expected_speedup`
+    every draft accepted gives (K + 1) / (K·c + 1) ≤ 1 (:func:`specviz.figures.theory.expected_speedup`
     at α = 1). None for a drafter without layers of its own (prompt lookup, early exit) or
     unknown layer counts."""
     draft_layers, target_layers = pair_sizing.drafter_layers(draft, target), memory.model_layers(target)

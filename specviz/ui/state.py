@@ -14,13 +14,13 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from specviz.analysis import RunAnalysis, analyse, health_notes
+from specviz.figures.analysis import RunAnalysis, analyse, health_notes
 from specviz.diagnostics import diagnose
 from specviz.drafters import drafter_kind
 from specviz.core.records import effective_k
 from specviz.core.sampling import check_rule
-from specviz.speedup import PlainBaseline, running_speedup
-from specviz.trace import trace_from_dict, trace_rule
+from specviz.figures.speedup import PlainBaseline, running_speedup
+from specviz.figures.trace import trace_from_dict, trace_rule
 from specviz.core.records import Round
 from specviz.ui.draw import charts, diagnostic_charts
 from specviz.ui.draw.run_views import NO_TRACE_BASELINE, render_round, summary_markdown, wrap_output
@@ -221,7 +221,7 @@ class RunState:
     @classmethod
     def from_rounds(cls, rounds: list[Round], meta: dict) -> RunState:
         """The state of a saved trace already read and validated
-        (:func:`specviz.trace.load_trace_file`'s ``(rounds, meta)``)."""
+        (:func:`specviz.figures.trace.load_trace_file`'s ``(rounds, meta)``)."""
         eos = set(meta.get("eos_token_ids") or [])
         base = meta.get("baseline")
         settings = meta.get("settings") or {}
@@ -245,7 +245,7 @@ class RunState:
 
     def analysis(self, upto: int | None = None) -> RunAnalysis:
         """Every figure of the run as it stood after ``upto`` rounds (None: all), against its baseline
-        (:func:`specviz.analysis.analyse`; time up to the last round's end)."""
+        (:func:`specviz.figures.analysis.analyse`; time up to the last round's end)."""
         rounds = self.rounds[:upto]
         return analyse(rounds, self.k, rounds[-1].elapsed_s if rounds else 0.0, self.prefill_ms, self.baseline)
 

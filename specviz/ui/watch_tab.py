@@ -22,7 +22,7 @@ import gradio as gr
 from specviz.request import to_int
 from specviz.rule_replay import replay_rule
 from specviz.core.rules import RULE_CHOICES
-from specviz.trace import trace_from_dict
+from specviz.figures.trace import trace_from_dict
 from specviz.core.records import Round
 from specviz.ui.context import PageContext
 from specviz.ui.draw import beat_charts, watch_views

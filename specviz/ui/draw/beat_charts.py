@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 import plotly.graph_objects as go
 
-from specviz.trace import token_label, visible_text
+from specviz.figures.trace import token_label, visible_text
 from specviz.core.records import ACCEPTED, BONUS, RESAMPLED, Round
 from specviz.ui.teach.beats import DRAFT, RESIDUAL, TEST, Beat, PositionDistributions, depths, fmt, is_chain, total_variation
 from specviz.ui.draw import palette

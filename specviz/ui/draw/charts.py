@@ -10,7 +10,7 @@ Figures hold a handful of traces whatever the run's length (never one trace per 
 building one costs a few milliseconds.
 
 Colours come from :mod:`.palette`: :data:`KIND_COLORS` maps each token kind of
-:mod:`specviz.trace` (plus ``"rejected"`` for a rejected draft) to its colour.
+:mod:`specviz.figures.trace` (plus ``"rejected"`` for a rejected draft) to its colour.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import textwrap
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from specviz import theory
-from specviz.analysis import is_tree_round, running_acceptance
-from specviz.trace import token_label
+from specviz.figures import theory
+from specviz.figures.analysis import is_tree_round, running_acceptance
+from specviz.figures.trace import token_label
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round
 from specviz.ui.draw import palette
 from specviz.ui.draw.escape import as_text
@@ -179,7 +179,7 @@ def alpha_figure(rounds: list[Round]) -> go.Figure:
 
     Markers: a round's acceptance rate, accepted / proposed; rounds that proposed nothing are
     skipped. Lines: the running acceptance rate and the running per-token α (accepted / *tested*,
-    the α of the theory), both from :func:`specviz.analysis.running_acceptance`, so their last
+    the α of the theory), both from :func:`specviz.figures.analysis.running_acceptance`, so their last
     values are the run's ``acceptance_rate`` and ``alpha``. x is the verify pass, counted from 1
     as the inspector, the hover text, the replay and the rounds CSV count it; y spans [0, 1.05].
     """
@@ -229,8 +229,8 @@ def tokens_per_pass_figure(rounds: list[Round], k: int, alpha: float | None) -> 
 
     Bars: the fraction of rounds that emitted n tokens, n = 1 … K + 1 (more bins if some round
     emitted more, e.g. if ``k`` is smaller than the run's K). Markers/line: the closed form
-    :func:`specviz.theory.tokens_per_pass_distribution` at the run's per-token ``alpha``
-    (:attr:`specviz.analysis.RunAnalysis.alpha`, accepted / *tested* drafts), None when nothing was
+    :func:`specviz.figures.theory.tokens_per_pass_distribution` at the run's per-token ``alpha``
+    (:attr:`specviz.figures.analysis.RunAnalysis.alpha`, accepted / *tested* drafts), None when nothing was
     drafted.
     Vertical lines: the observed mean and the theoretical mean (1 − α^(K+1)) / (1 − α).
 
@@ -326,7 +326,7 @@ SPEEDUP_HOW = ("speedup = this run's tokens/s ÷ plain decoding's over as many t
                "runs)<br>range: the slowest and the fastest plain run, and this run's pass-to-pass variation")
 
 
-#: The speedup chart's note when :func:`specviz.speedup.speedup_doubt` doubts the run's speedup.
+#: The speedup chart's note when :func:`specviz.figures.speedup.speedup_doubt` doubts the run's speedup.
 DOUBTED_TEXT = "not measurable now:<br>the plain baseline and this run's own timings<br>disagree (the summary says why)"
 
 
@@ -337,21 +337,21 @@ def speedup_figure(points: list[dict], theoretical: float | None, empty: str = W
     Args:
         points: ``{"t": seconds since the run started, "speedup": measured running speedup}``
             dicts in time order, optionally with ``"low"``/``"high"`` (its range) and ``"pass"``
-            (the verify pass, from 1), as :func:`specviz.speedup.running_speedup` gives them;
+            (the verify pass, from 1), as :func:`specviz.figures.speedup.running_speedup` gives them;
             points with a non-finite value are skipped.
-        theoretical: predicted speedup (e.g. :func:`specviz.theory.expected_speedup`), drawn as a
+        theoretical: predicted speedup (e.g. :func:`specviz.figures.theory.expected_speedup`), drawn as a
             dashed horizontal line, or None.
         empty: the note of a chart with no point (a loaded trace without a plain baseline says so).
-        doubt: :func:`specviz.speedup.speedup_doubt` of the run: when set, no line is drawn, only
+        doubt: :func:`specviz.figures.speedup.speedup_doubt` of the run: when set, no line is drawn, only
             :data:`DOUBTED_TEXT` (a figure we cannot trust is not drawn either).
 
     The range is a shaded band around the measured line (the slowest and fastest plain run, and
-    the run's pass-to-pass variation: :func:`specviz.speedup.speedup_with_spread`), and the
-    title gives the latest value with its range (:func:`specviz.speedup.format_speedup`). The
+    the run's pass-to-pass variation: :func:`specviz.figures.speedup.speedup_with_spread`), and the
+    title gives the latest value with its range (:func:`specviz.figures.speedup.format_speedup`). The
     region below 1.0 (plain decoding's speed, a grey reference line) is shaded light red and
     labelled "slower than plain", so a slowdown reads as one.
     """
-    from specviz.speedup import format_speedup
+    from specviz.figures.speedup import format_speedup
 
     title = "Speedup over plain decoding"
     uirev = "speedup"
@@ -470,7 +470,7 @@ def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: l
 def per_position_figure(analysis, positions=None) -> go.Figure:
     """Acceptance at the i-th draft position of a round, i = 1..K, two ways.
 
-    Bars: conditional acceptance, :attr:`specviz.analysis.RunAnalysis.per_position` rates (accepted
+    Bars: conditional acceptance, :attr:`specviz.figures.analysis.RunAnalysis.per_position` rates (accepted
     ÷ tested at that position; hover gives the counts), and, given ``positions``
     (:func:`specviz.diagnostics.acceptance_by_position`), full acceptance beside it (accepted ÷
     drafting passes: the share of all passes that got past position i). Dashed line: the run's
@@ -478,7 +478,7 @@ def per_position_figure(analysis, positions=None) -> go.Figure:
     Positions never tested have no bar.
 
     Args:
-        analysis: a :class:`~specviz.analysis.RunAnalysis`, or None before the first round.
+        analysis: a :class:`~specviz.figures.analysis.RunAnalysis`, or None before the first round.
         positions: the run's :class:`specviz.diagnostics.PositionRates`, or None (conditional only).
     """
     title, uirev = "Acceptance by draft position: conditional (of tested) and full (of all passes)", "per_position"
@@ -531,7 +531,7 @@ def time_split_figure(analysis) -> go.Figure:
     time; the hover of each bar gives that comparison.
 
     Args:
-        analysis: a :class:`~specviz.analysis.RunAnalysis`, or None before the first round.
+        analysis: a :class:`~specviz.figures.analysis.RunAnalysis`, or None before the first round.
     """
     title, uirev = "Time per verify pass", "time_split"
     x_title, y_title = "verify pass", "ms"
@@ -667,7 +667,7 @@ def monte_carlo_figure(counts: list[int], theory_probs: list[float], simulated_m
     Args:
         counts: ``counts[n - 1]`` simulated passes that emitted n tokens, n = 1..K + 1
             (:attr:`specviz.ui.teach.playground.MonteCarlo.counts`).
-        theory_probs: P(N = n) of :func:`specviz.theory.tokens_per_pass_distribution`.
+        theory_probs: P(N = n) of :func:`specviz.figures.theory.tokens_per_pass_distribution`.
         simulated_mean, closed_form_mean: the two means, drawn as vertical lines.
 
     Raises:
@@ -742,7 +742,7 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
     ys = [r.get(key) for r in rows]
     doubted = []
     if metric == "speedup":  # a doubted speedup is not drawn: a gap, and the words in its place
-        from specviz.speedup import speedup_doubts
+        from specviz.figures.speedup import speedup_doubts
 
         doubted = [x for x, doubt in zip(xs, speedup_doubts(rows)) if doubt]
         ys = [None if doubt else y for y, doubt in zip(ys, speedup_doubts(rows))]

@@ -139,7 +139,7 @@ def closed_form_figure(alpha: float | None, k: int, c: float, v: float,
     speedup over (α, K), the imported run marked at (α, K); the note ``missing`` when α is not known.
 
     Raises:
-        ValueError: from :func:`specviz.theory.expected_speedup` for c < 0 or v ≤ 0.
+        ValueError: from :func:`specviz.figures.theory.expected_speedup` for c < 0 or v ≤ 0.
     """
     title = f"Closed form at your c = {c:.3f}, v = {v:.2f}: expected speedup over (α, K)"
     if alpha is None:

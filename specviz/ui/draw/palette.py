@@ -21,7 +21,7 @@ __all__ = ["COLOUR_BLIND_TOKEN_COLOURS", "CURRENT", "MARKER", "MARKER_EDGE", "ME
 #: Kind of a drafted token that the verify step rejected (not an emitted kind).
 REJECTED = "rejected"
 
-#: The token kinds' colours (the emitted kinds of :mod:`specviz.trace` and a rejected draft).
+#: The token kinds' colours (the emitted kinds of :mod:`specviz.figures.trace` and a rejected draft).
 TOKEN_COLOURS: dict[str, str] = {
     ACCEPTED: "#2e9e5b",
     RESAMPLED: "#e8833a",

@@ -4,9 +4,9 @@ The speculative lane lays the run's rounds end to end: each round's draft time (
 split into the share of the drafts that were accepted and the share wasted on rejected or never
 tested drafts), then its verify pass (``Round.verify_ms``) and its bookkeeping (``Round.other_ms``).
 The plain lane is what plain decoding would have spent on the same number of tokens: one step of
-the measured baseline's ms per token (:class:`specviz.speedup.PlainBaseline`). Each lane may
+the measured baseline's ms per token (:class:`specviz.figures.speedup.PlainBaseline`). Each lane may
 start with its prefill (``speculative_start_ms``, ``plain_start_ms``): the page passes
-:func:`specviz.speedup.race_clock`'s, the clock the headline's speedup uses, so plain finish ÷
+:func:`specviz.figures.speedup.race_clock`'s, the clock the headline's speedup uses, so plain finish ÷
 speculative finish is the headline's figure. Times are milliseconds.
 
 Waste is counted by the drafts' share: a round that drafted n tokens of which a were accepted
@@ -86,7 +86,7 @@ def race_lanes(rounds: Sequence[Round], step_ms: float | None, *, speculative_st
     """The two lanes of ``rounds`` (a run's :class:`~specviz.core.records.Round` list) against plain
     decoding at ``step_ms`` per token (ms; None or ≤ 0 for no plain lane), each lane opening with a
     ``prefill`` segment (pass 0) of ``speculative_start_ms`` / ``plain_start_ms`` when above 0
-    (:func:`specviz.speedup.race_clock` gives all three as the headline counts them).
+    (:func:`specviz.figures.speedup.race_clock` gives all three as the headline counts them).
 
     Raises:
         ValueError: if a round has a negative time.

@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from specviz.analysis import RunAnalysis, draft_depth, health_notes, is_tree_round
+from specviz.figures.analysis import RunAnalysis, draft_depth, health_notes, is_tree_round
 from specviz.diagnostics import describe
-from specviz.speedup import NOT_MEASURABLE, format_speedup, speedup_shown
-from specviz.trace import emitted_piece, token_label, visible_text
+from specviz.figures.speedup import NOT_MEASURABLE, format_speedup, speedup_shown
+from specviz.figures.trace import emitted_piece, token_label, visible_text
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round
 from specviz.ui.teach.beats import fmt
 from specviz.ui.draw.escape import as_text
@@ -171,7 +171,7 @@ def _fmt(x, spec=".2f", none="—"):
 
 
 def _speedup_verdict(a: RunAnalysis, no_baseline: str = "measuring…") -> str:
-    """The measured speedup with its range (:func:`specviz.speedup.format_speedup`), and how it was
+    """The measured speedup with its range (:func:`specviz.figures.speedup.format_speedup`), and how it was
     measured; ``no_baseline``: the words for a speculative run without a plain baseline (yet)."""
     if a.speedup is None:
         return no_baseline if a.k and a.plain_tokens_per_s is None else "—"
@@ -227,10 +227,10 @@ def diagnostics_markdown(d) -> str:
 
 def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None,
                      no_baseline: str = "measuring…", diagnostics=None) -> str:
-    """The summary table of a run: every figure from its :class:`~specviz.analysis.RunAnalysis`,
+    """The summary table of a run: every figure from its :class:`~specviz.figures.analysis.RunAnalysis`,
     each with what it is and how it was measured (the speedup with its range,
-    :func:`specviz.speedup.format_speedup`), then the health notes (one sentence each, from
-    :func:`specviz.analysis.health_notes`, or ``notes`` if given; shown as text). A tree run says
+    :func:`specviz.figures.speedup.format_speedup`), then the health notes (one sentence each, from
+    :func:`specviz.figures.analysis.health_notes`, or ``notes`` if given; shown as text). A tree run says
     it was a tree (B, N) and that the theory rows are a chain's.
 
     ``diagnostics``: the run's :class:`specviz.diagnostics.RunDiagnostics`, shown after the table

@@ -4,7 +4,7 @@ Markdown, the experiments' table rows, and the side-by-side tab's coloured outpu
 from __future__ import annotations
 
 from specviz.ceiling import gap_phrase
-from specviz.speedup import NOT_MEASURABLE, format_speedup, speedup_doubts
+from specviz.figures.speedup import NOT_MEASURABLE, format_speedup, speedup_doubts
 from specviz.ui.teach import playground
 from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.run_views import legend_html, render_rounds
@@ -15,7 +15,7 @@ def _f(x, spec: str = ".3f") -> str:
 
 
 def _speedup(row: dict) -> str:
-    """A row's measured speedup with its range, as the Run tab writes it (:func:`specviz.speedup.format_speedup`)."""
+    """A row's measured speedup with its range, as the Run tab writes it (:func:`specviz.figures.speedup.format_speedup`)."""
     return "—" if row.get("speedup") is None else format_speedup(row["speedup"], row.get("speedup_low"),
                                                                  row.get("speedup_high"))
 

@@ -7,7 +7,7 @@ text alternative. Every text from a run goes through :func:`.escape.as_text`."""
 
 from __future__ import annotations
 
-from specviz.trace import emitted_piece, visible_text
+from specviz.figures.trace import emitted_piece, visible_text
 from specviz.core.records import Round
 from specviz.ui.teach.beats import DRAFT, TEST, Beat, beats, depths, is_chain
 from specviz.ui.draw.escape import as_text

@@ -28,7 +28,7 @@ import numpy as np
 # replay_rule is Watch a pass's rule switch, read by name from here as from specviz.rule_replay.
 from specviz.rule_replay import is_chain, replay_rule  # noqa: F401
 from specviz.core.rules import RELAXED_TOP_K
-from specviz.trace import emitted_piece, visible_text
+from specviz.figures.trace import emitted_piece, visible_text
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round
 
 DRAFT, VERIFY, TEST, RESIDUAL, STOP = "draft", "verify", "test", "residual", "stop"

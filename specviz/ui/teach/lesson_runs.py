@@ -1,5 +1,5 @@
 """What a lesson says about the run the visitor just made: the run's own figures, read from its
-:class:`~specviz.analysis.RunAnalysis` and :class:`~specviz.diagnostics.RunDiagnostics`, written
+:class:`~specviz.figures.analysis.RunAnalysis` and :class:`~specviz.diagnostics.RunDiagnostics`, written
 into a few lines per lesson (issue 39: a lesson quoted figures an older run had given, which the
 page no longer produced).
 
@@ -23,10 +23,10 @@ import numpy as np
 import torch
 from scipy import stats
 
-from specviz.analysis import RunAnalysis
+from specviz.figures.analysis import RunAnalysis
 from specviz.diagnostics import format_range
 from specviz.rule_replay import RULES
-from specviz.speedup import speedup_shown
+from specviz.figures.speedup import speedup_shown
 from specviz.core.records import RESAMPLED, Round
 from specviz.ui.teach.beats import position_distributions, total_variation
 from specviz.ui.teach.lossless import draw_first_tokens

@@ -16,7 +16,7 @@ accepted whatever p_target says, so the first token is distributed as p_draft, n
 and the chi-square rejects it whenever the two differ by more than sampling noise.
 :func:`lossless_notes` says in words what the chosen settings make the check show (at
 temperature 0 there is nothing to sample; a prompt-lookup draft is a point mass), and
-:func:`specviz.trace.token_label` names a token so that a reader can tell tokens apart.
+:func:`specviz.figures.trace.token_label` names a token so that a reader can tell tokens apart.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from scipy import stats
 from specviz.drafters import ModelDrafter, real_draft_phrase
 from specviz.core.drafter import Drafter
 from specviz.core.sampling import SamplingConfig, check_rule, logits_to_probs, sample, verify
-from specviz.trace import token_label
+from specviz.figures.trace import token_label
 
 __all__ = ["ACCEPT_ALL", "CONTROLS", "REAL_VERIFY", "LosslessReport", "draw_first_tokens", "first_token_experiment",
            "lossless_notes", "token_label"]

@@ -1,12 +1,12 @@
 """The lessons of "What the numbers hide", written from a finished run's own numbers: the oracle's
 ceiling, the synthetic twin and the health checks, about four lines each. Every figure in them
-comes from the run (its :class:`~specviz.analysis.RunAnalysis`, :class:`~specviz.twin.SyntheticTwin`
+comes from the run (its :class:`~specviz.figures.analysis.RunAnalysis`, :class:`~specviz.twin.SyntheticTwin`
 and :class:`~specviz.health.Health`); none is a constant written here. No gradio, no torch.
 """
 
 from __future__ import annotations
 
-from specviz.analysis import RunAnalysis
+from specviz.figures.analysis import RunAnalysis
 from specviz.ceiling import first_departure
 from specviz.health import Health
 from specviz.core.records import Round

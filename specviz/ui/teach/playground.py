@@ -11,7 +11,7 @@ verify pass of v plain steps, and emits between 1 and K + 1 tokens:
 * expected tokens per pass  E[N] = (1 − α^(K+1)) / (1 − α)   (their eq. 1),
 * expected speedup          S    = E[N] / (K·c + v)           (their Theorem 3.8 with v = 1).
 
-The formulas themselves live in :mod:`specviz.theory`; this module adds the questions a learner
+The formulas themselves live in :mod:`specviz.figures.theory`; this module adds the questions a learner
 asks of them (which K is best, where is speculation a slowdown) and a Monte-Carlo run of the same
 acceptance process, so the closed form can be seen to be the mean of something random.
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specviz import theory
+from specviz.figures import theory
 
 __all__ = ["BEST_K_MAX", "ClosedForm", "MonteCarlo", "best_k", "closed_form", "from_analysis", "monte_carlo",
            "speedup_grid", "tokens_per_pass_variance"]
@@ -65,7 +65,7 @@ class ClosedForm:
 def best_k(alpha: float, c: float, v: float = 1.0, k_max: int = BEST_K_MAX) -> tuple[int, float]:
     """The lookahead K in 1..``k_max`` that maximises the expected speedup, and that speedup.
 
-    A plain search (16 evaluations of :func:`specviz.theory.expected_speedup`): the speedup is not
+    A plain search (16 evaluations of :func:`specviz.figures.theory.expected_speedup`): the speedup is not
     concave in K in general once v and c vary, and a search cannot be wrong. Ties go to the smaller
     K (less wasted drafting for the same speed).
 
@@ -86,7 +86,7 @@ def closed_form(alpha: float, k: int, c: float, v: float = 1.0) -> ClosedForm:
     """Every closed-form figure of the playground at one point (see :class:`ClosedForm`).
 
     Raises:
-        ValueError: for α outside [0, 1], K < 1, c < 0 or v <= 0 (from :mod:`specviz.theory`).
+        ValueError: for α outside [0, 1], K < 1, c < 0 or v <= 0 (from :mod:`specviz.figures.theory`).
     """
     tpp = theory.expected_tokens_per_pass(alpha, k)
     speedup = theory.expected_speedup(alpha, k, c, v)
@@ -118,7 +118,7 @@ def speedup_grid(alphas: Sequence[float], ks: Sequence[int] | None = None, cs: S
 
 def tokens_per_pass_variance(alpha: float, k: int) -> float:
     """Var N of the tokens emitted by one verify pass, from its exact distribution
-    (:func:`specviz.theory.tokens_per_pass_distribution`): Σ n² P(N = n) − E[N]²."""
+    (:func:`specviz.figures.theory.tokens_per_pass_distribution`): Σ n² P(N = n) − E[N]²."""
     dist = theory.tokens_per_pass_distribution(alpha, k)
     mean = sum((n + 1) * p for n, p in enumerate(dist))
     return max(0.0, sum((n + 1) ** 2 * p for n, p in enumerate(dist)) - mean * mean)
@@ -207,7 +207,7 @@ def from_analysis(scalars: Mapping | None) -> dict | None:
     """The playground's (α, K, c, v) from a real run's figures, or None when the run has no α or c.
 
     Args:
-        scalars: :meth:`specviz.analysis.RunAnalysis.scalars` of a run (or a sweep row), or None.
+        scalars: :meth:`specviz.figures.analysis.RunAnalysis.scalars` of a run (or a sweep row), or None.
 
     Returns:
         ``{"alpha", "k", "c", "v"}``: the run's per-token α (accepted ÷ tested), its K, its

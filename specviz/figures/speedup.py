@@ -1,5 +1,5 @@
 """The measured speedup against plain decoding: the plain baseline it is divided by, its range,
-how every front-end writes it, and when it cannot be trusted. :mod:`specviz.analysis` reads these
+how every front-end writes it, and when it cannot be trusted. :mod:`specviz.figures.analysis` reads these
 for a run's figures (``speedup``, ``speedup_low``/``speedup_high``, ``plain_*``); the page, the
 CLI, the bench and the sweeps write the figure and its doubt with them. Nothing here imports
 torch or runs a model.
@@ -359,7 +359,7 @@ NOT_MEASURABLE = "not measurable now"
 
 def speedup_doubt(a) -> str | None:
     """Why ``a``'s measured speedup cannot be trusted, as one sentence, or None when it can (or
-    there is none); ``a`` is a :class:`~specviz.analysis.RunAnalysis`. The one rule the page's
+    there is none); ``a`` is a :class:`~specviz.figures.analysis.RunAnalysis`. The one rule the page's
     summary and speedup chart, the Experiments rows, the CLI and the bench follow: a doubted
     speedup is never shown as a figure, only these words after :data:`NOT_MEASURABLE`
     (:func:`speedup_shown`).
@@ -424,7 +424,7 @@ def speedup_doubts(rows: Sequence[dict]) -> list[str | None]:
     Experiments table and chart, the side-by-side heads and ``specviz sweep`` show in place of a
     doubted figure (:func:`speedup_shown`; rows of :func:`specviz.sweep.sweep`).
 
-    The rule: a row's own doubt (``row["speedup_doubt"]``, :func:`specviz.analysis.speedup_doubt`),
+    The rule: a row's own doubt (``row["speedup_doubt"]``, :func:`specviz.figures.analysis.speedup_doubt`),
     else a baseline out of line with the other rows'. Every row of a sweep times plain decoding of
     the same target, prompt and length (only the swept setting changes, and plain decoding's cost
     per step does not depend on T, K or the drafter), so their plain steps should agree. A row

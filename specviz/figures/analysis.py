@@ -67,10 +67,10 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
-from specviz import theory
+from specviz.figures import theory
 from specviz.core.records import effective_k
 from specviz.core.records import KINDS, Round
-from specviz.speedup import (
+from specviz.figures.speedup import (
     PlainBaseline,
     format_speedup,
     own_plain_steps,
@@ -464,7 +464,7 @@ def health_notes(a: RunAnalysis, lookup: bool = False, low_precision_greedy: boo
     (some passes waited for the CPU, and v, a mean, says more about that than about the model);
     low-precision greedy decoding; a plain baseline that disagrees with the run's own evidence
     of a plain step's time (:func:`baseline_disagreement`), whose samples scatter by more than
-    :data:`specviz.speedup.BASELINE_SCATTER`, or that covered fewer tokens than the run; a run that drafted
+    :data:`specviz.figures.speedup.BASELINE_SCATTER`, or that covered fewer tokens than the run; a run that drafted
     trees, which the chain's closed forms do not describe.
     """
     notes = []

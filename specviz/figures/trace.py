@@ -11,7 +11,7 @@ into UI state, serialised to JSON and compared in tests. A saved trace may come 
 :func:`load_trace_file` and :func:`trace_from_dict` check all of it and raise one
 :class:`TraceError` naming the wrong field. :class:`TokenPieces` and :func:`token_label` name
 single tokens for the views. Every figure derived from them lives in
-:mod:`specviz.analysis`.
+:mod:`specviz.figures.analysis`.
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ def _settings(value, path: str):
     return value
 
 
-#: A saved plain baseline's fields (:meth:`specviz.speedup.PlainBaseline.to_dict`): the first two
+#: A saved plain baseline's fields (:meth:`specviz.figures.speedup.PlainBaseline.to_dict`): the first two
 #: always, the timed samples and the prefill since the speedup got its range (older traces lack them).
 _BASELINE_REQUIRED = {"step_ms", "tokens_per_s"}
 _BASELINE_OPTIONAL = {"sample_ms_per_token", "sample_tokens", "prefill_ms"}

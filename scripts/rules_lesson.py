@@ -6,8 +6,8 @@ Its one run is made as the Run tab makes it: the lesson's settings (``LESSONS`` 
 :mod:`specviz.ui.lessons_tab`) over the Run tab's defaults for the rest, through
 :func:`specviz.ui.fields.request_from`, :func:`specviz.runner.prepare_run` and
 :meth:`specviz.runner.PreparedRun.generation`. Its recorded passes are then replayed under each
-rule by :func:`specviz.diagnostics.rules_on_passes`, written as the Run tab's summary writes them
-(:func:`specviz.diagnostics.format_range`), with the title of the Run tab's chart of them
+rule by :func:`specviz.diagnose.diagnostics.rules_on_passes`, written as the Run tab's summary writes them
+(:func:`specviz.diagnose.diagnostics.format_range`), with the title of the Run tab's chart of them
 (:func:`specviz.ui.draw.diagnostic_charts.rules_figure`).
 
 The lesson's Dtype is the page's, *auto*: bfloat16 on a CPU that runs it natively, so the figures
@@ -23,7 +23,7 @@ import argparse
 
 import torch
 
-from specviz.diagnostics import RULES, diagnose, format_range
+from specviz.diagnose.diagnostics import RULES, diagnose, format_range
 from specviz.runner import prepare_run
 from specviz.ui.draw.diagnostic_charts import rules_figure
 from specviz.ui.fields import NAMES, request_from

@@ -19,7 +19,7 @@ rotates from repeat to repeat so no method always runs on a cold or warm cache):
 * ``ours oracle`` (only with ``oracle``): the same loop with the oracle drafter (the target's own
   output replayed, :mod:`specviz.drafters.oracle`, recorded untimed before each call), the ceiling
   of this machine at K: each speculative row then carries ``oracle`` (its tokens per pass and
-  speedup with its range, and the row's gap to it, :func:`specviz.ceiling.gap_to_oracle`);
+  speedup with its range, and the row's gap to it, :func:`specviz.diagnose.ceiling.gap_to_oracle`);
 * ``ours tree`` (only with ``branches`` B > 1): the same loop drafting trees (at most B children
   per node, at most N nodes, one verify pass with a tree attention mask), instrumented like
   ``ours spec``. Its row carries ``tree_ratio_vs_chain`` = tree tokens/s ÷ chain (ours spec)
@@ -72,7 +72,7 @@ from pathlib import Path
 import torch
 
 from specviz.figures.analysis import analyse
-from specviz.diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
+from specviz.diagnose.diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
 from specviz.drafters import RECYCLE_TABLE, clear_recycle_table, clear_suffix_history
 from specviz.drafters.recycle import warm_table, warm_token_ids
 from specviz.runner import make_generation, warm_up
@@ -488,8 +488,8 @@ def spec_row(m: Measurements, temperature: float, k: int, eos: set[int]) -> dict
 
 def oracle_figures(m: Measurements, temperature: float, k: int, row: dict) -> dict | None:
     """The oracle's figures at (T, K) (tokens per pass, speedup with its range) and ``row``'s gap to
-    them (:func:`specviz.ceiling.gap_to_oracle`), or None when the oracle was not timed."""
-    from specviz.ceiling import gap_to_oracle
+    them (:func:`specviz.diagnose.ceiling.gap_to_oracle`), or None when the oracle was not timed."""
+    from specviz.diagnose.ceiling import gap_to_oracle
 
     if (OURS_ORACLE, temperature, k) not in m.samples:
         return None

@@ -317,13 +317,13 @@ def run_once(args: argparse.Namespace) -> dict:
 def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) -> dict:
     """The ``run --json`` object: the tokens, then every figure of the run's analysis
     (:meth:`specviz.figures.analysis.RunAnalysis.scalars`, names as there), its diagnostics
-    (:meth:`specviz.diagnostics.RunDiagnostics.to_dict`: full and conditional acceptance by
+    (:meth:`specviz.diagnose.diagnostics.RunDiagnostics.to_dict`: full and conditional acceptance by
     position, the zero-accept share, the accepted-length histogram, the cliff, calibration, the K an
     engine would pick and the expected tokens per pass under each verification rule), the
-    synthetic twin (:func:`specviz.twin.synthetic_twin`), the health checks
-    (:func:`specviz.health.check_health`) and, for the oracle drafter, what its ceiling is made of
-    (:func:`specviz.ceiling.ceiling_sentence`), then the settings."""
-    from specviz.diagnostics import diagnose
+    synthetic twin (:func:`specviz.diagnose.twin.synthetic_twin`), the health checks
+    (:func:`specviz.diagnose.health.check_health`) and, for the oracle drafter, what its ceiling is made of
+    (:func:`specviz.diagnose.ceiling.ceiling_sentence`), then the settings."""
+    from specviz.diagnose.diagnostics import diagnose
 
     diagnostics = diagnose(spec.rounds, analysis.k, analysis.cost_ratio_c, analysis.verify_cost_v)
     return {**_json_figures(spec, analysis, target, request, drafter, diagnostics), **_json_settings(
@@ -332,9 +332,9 @@ def json_result(spec, analysis, target, request, prompt_tokens: int, drafter) ->
 
 def _json_figures(spec, analysis, target, request, drafter, diagnostics) -> dict:
     """The ``run --json`` figures: tokens, the analysis, diagnostics, the twin, health, the ceiling."""
-    from specviz.ceiling import ceiling_sentence
-    from specviz.health import check_health
-    from specviz.twin import synthetic_twin
+    from specviz.diagnose.ceiling import ceiling_sentence
+    from specviz.diagnose.health import check_health
+    from specviz.diagnose.twin import synthetic_twin
 
     oracle = bool(getattr(drafter, "replays_target", False))
     return {
@@ -393,7 +393,7 @@ def format_text(result: dict, color: bool) -> str:
     parts.append(f"finish: {result['finish_reason']}")
     summary = " · ".join(parts + result.get("notes", []))
     if result.get("proposed"):
-        from specviz.diagnostics import describe
+        from specviz.diagnose.diagnostics import describe
 
         summary += "".join(f"\n   {name}: {value}" for name, value in describe(result))
         if result.get("synthetic_twin"):

@@ -1,4 +1,4 @@
-"""The diagnostics of a run (:mod:`specviz.diagnostics`) on hand-built passes with known answers,
+"""The diagnostics of a run (:mod:`specviz.diagnose.diagnostics`) on hand-built passes with known answers,
 the rules replayed on recorded passes (the block-verification paper's own example; bounds from the
 "other tokens" bucket that contain the exact value computed from a tiny model's whole
 distributions), and their JSON, summary and charts on a loaded trace, an old one included."""
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specviz import diagnostics as dg
+from specviz.diagnose import diagnostics as dg
 from specviz.figures.trace import trace_from_dict
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 

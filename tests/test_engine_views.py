@@ -11,7 +11,7 @@ import gradio as gr
 import pytest
 
 from specviz.figures.analysis import analyse
-from specviz.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
+from specviz.diagnose.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
 from specviz.engines import Figure, ImportedRun
 from specviz.core.records import ACCEPTED, BONUS, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui import engines_tab

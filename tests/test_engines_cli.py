@@ -15,7 +15,7 @@ import pytest
 
 from specviz.figures import theory
 from specviz.cli import main
-from specviz.diagnostics import engine_k
+from specviz.diagnose.diagnostics import engine_k
 from specviz.figures.trace import trace_to_dict
 from specviz.core.records import DraftedToken, EmittedToken, Round
 

@@ -3,7 +3,7 @@ chain and a tree run, greedy and T = 1, on the suite's tiny config-built models 
 target, a noisy copy of it as the draft; 24 tokens a run, a second or two on the CPU in all).
 
 The figures compared are specviz's own, computed from the saved trace by :mod:`specviz.figures.analysis` and
-:mod:`specviz.diagnostics`: acceptance rate (÷ drafted), per-token α (÷ tested; chains only: a tree's
+:mod:`specviz.diagnose.diagnostics`: acceptance rate (÷ drafted), per-token α (÷ tested; chains only: a tree's
 drafted count is its nodes), accepted drafts per pass, zero-accept share, the accepted-length
 histogram, full and conditional acceptance by position, and, where the format carries tokens, each
 token's text and whether it was an accepted draft. llama.cpp's log prints rates to 3 decimals and the
@@ -17,7 +17,7 @@ import pytest
 from helpers import noisy_copy
 
 from specviz.figures.analysis import analyse
-from specviz.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
+from specviz.diagnose.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
 from specviz.drafters import ModelDrafter
 from specviz.core.engine import Generation
 from specviz.engines import normalise as nz

@@ -1,5 +1,5 @@
 """The lossless↔lossy dial: transformers' static ensemble verification as the rule ``"ensemble:W"``
-(:func:`specviz.core.rules.check_rule`, :func:`specviz.core.sampling.verify`, :mod:`specviz.rule_replay`, the
+(:func:`specviz.core.rules.check_rule`, :func:`specviz.core.sampling.verify`, :mod:`specviz.diagnose.rule_replay`, the
 Run tab's dial :mod:`specviz.ui.dial_view`).
 
 Chi-square tests. The lossless check's own draws (:func:`specviz.ui.teach.lossless.draw_first_tokens`)
@@ -19,7 +19,7 @@ import pytest
 import torch
 from scipy import stats
 
-from specviz.rule_replay import (
+from specviz.diagnose.rule_replay import (
     DialPoint,
     ensemble_dial,
     ensemble_test,

@@ -1,4 +1,4 @@
-"""The health checks (specviz.health): each one triggered by the failure it names, and quiet on a
+"""The health checks (specviz.diagnose.health): each one triggered by the failure it names, and quiet on a
 run without it. Rounds are built by hand (no model), so each test sets exactly one failure."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.figures.analysis import analyse
-from specviz.health import (BURST_RATIO, FALLBACK_SHARE, LOOP_MIN_TOKENS, MIN_PASSES, STALL_FACTOR, burstiness,
+from specviz.diagnose.health import (BURST_RATIO, FALLBACK_SHARE, LOOP_MIN_TOKENS, MIN_PASSES, STALL_FACTOR, burstiness,
                             check_health, counter_mismatches, find_loop)
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 

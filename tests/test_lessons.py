@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from specviz.diagnostics import diagnose, format_range
-from specviz.rule_replay import RULES
+from specviz.diagnose.diagnostics import diagnose, format_range
+from specviz.diagnose.rule_replay import RULES
 from specviz.figures.speedup import PlainBaseline
 from specviz.core.records import RESAMPLED, DraftedToken, Round
 from specviz.ui.draw.run_views import wrap_output

@@ -16,7 +16,7 @@ from helpers import bpe_tokenizer, tiny_llama
 from specviz.models import loading as models
 from specviz.drafters.registry import build_drafter
 from specviz.figures.analysis import analyse
-from specviz.ceiling import ceiling_sentence, gap_phrase, gap_to_oracle
+from specviz.diagnose.ceiling import ceiling_sentence, gap_phrase, gap_to_oracle
 from specviz.drafters import DRAFTER_KINDS, parse_drafter_spec
 from specviz.drafters.oracle import OracleDrafter
 from specviz.runner import make_generation

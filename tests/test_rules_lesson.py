@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from specviz.diagnostics import RULES, diagnose
+from specviz.diagnose.diagnostics import RULES, diagnose
 from specviz.ui.draw.diagnostic_charts import rules_figure
 from specviz.ui.lessons_tab import LESSON_TARGETS, LESSONS, after_run, apply_lesson, lesson_note
 from specviz.ui.settings import FREE_TEXT_PROMPT

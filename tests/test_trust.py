@@ -90,7 +90,7 @@ def test_experiment_rows_with_an_inconsistent_baseline_say_so():
 
 def test_the_cli_writes_the_words_not_the_figure():
     from specviz.cli import format_text
-    from specviz.diagnostics import diagnose
+    from specviz.diagnose.diagnostics import diagnose
 
     a = analyse(ROUNDS, 4, wall_s=1.0, baseline=BUSY)
     result = {**a.scalars(), **diagnose(ROUNDS, a.k, a.cost_ratio_c, a.verify_cost_v).to_dict(), "tokens": [], "text": "", "finish_reason": "length", "notes": [], "draft": "ngram",

@@ -1,4 +1,4 @@
-"""The synthetic twin (specviz.twin): on an i.i.d. simulated run its figures are the closed form's and
+"""The synthetic twin (specviz.diagnose.twin): on an i.i.d. simulated run its figures are the closed form's and
 no test of fit rejects it; on a recorded real run it departs, and the sentence says where."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 
 from specviz.figures import theory
 from specviz.figures.analysis import analyse
-from specviz.diagnostics import accepted_length_histogram, zero_accept_share
+from specviz.diagnose.diagnostics import accepted_length_histogram, zero_accept_share
 from specviz.core.records import ACCEPTED, BONUS, RESAMPLED, DraftedToken, EmittedToken, Round
-from specviz.twin import (FIT_LEVEL, accept_runs, constant_length_p, mean_acceptance_length, simulate_accepts,
+from specviz.diagnose.twin import (FIT_LEVEL, accept_runs, constant_length_p, mean_acceptance_length, simulate_accepts,
                           synthetic_twin, twin_figures)
 
 K = 4

@@ -3,7 +3,7 @@
 vLLM's replay oracle (PR #62258) measures what a perfect drafter would give on a machine: the
 target's saved outputs are replayed as drafts, so every pass pays only the verify pass and a
 drafter that costs nothing (c ≈ 0). Its tokens per pass and speedup are the ceiling the other
-drafters are measured against (:mod:`specviz.ceiling`).
+drafters are measured against (:mod:`specviz.diagnose.ceiling`).
 
 How it is recorded. Before a run, :func:`specviz.runner.make_generation` (which sits above the
 drafters and may run the engine) decodes the prompt plainly with the run's own target, sampling

@@ -86,7 +86,7 @@ class DrafterKind:
             heads and Token Recycling need a head or a warm table that a one-off lane would not
             show fairly, and suffix lookup learns across runs.
         replays: replays the target's own output for the same settings (the oracle): its figures
-            are the ceiling the others are measured against (:mod:`specviz.ceiling`).
+            are the ceiling the others are measured against (:mod:`specviz.diagnose.ceiling`).
     """
 
     spec: str

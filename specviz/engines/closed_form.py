@@ -3,7 +3,7 @@ engine's α, K and conditional acceptance, at a cost ratio c and verify cost v t
 
 Nothing is re-derived here: tokens per pass and speedup are :func:`specviz.figures.theory.expected_tokens_per_pass`
 and :func:`specviz.figures.theory.expected_speedup` (Leviathan et al. 2023), the K an engine would pick is
-:func:`specviz.diagnostics.engine_k` (vLLM's Adaptive K goodput model).
+:func:`specviz.diagnose.diagnostics.engine_k` (vLLM's Adaptive K goodput model).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from specviz.figures import theory
-from specviz.diagnostics import engine_k
+from specviz.diagnose.diagnostics import engine_k
 from specviz.engines.imported import ImportedRun
 from specviz.engines.normalise import ALPHA, conditional_by_position
 

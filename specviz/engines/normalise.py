@@ -1,7 +1,7 @@
 """Engine units → specviz's units: one function per conversion, each the only place it is made.
 
 The engines disagree on what their counters mean (vLLM #42508 and #39359, llama.cpp #14104,
-mlx-vlm #2324). specviz's units, as :mod:`specviz.figures.analysis` and :mod:`specviz.diagnostics` define them:
+mlx-vlm #2324). specviz's units, as :mod:`specviz.figures.analysis` and :mod:`specviz.diagnose.diagnostics` define them:
 
 * **per-token α (÷ tested)** = accepted drafts ÷ drafts that faced the accept test. A pass stops
   testing at its first rejection, so a chain pass that drafted d and kept a tested min(a + 1, d)

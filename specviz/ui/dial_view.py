@@ -7,7 +7,7 @@ Two views, side by side under "Is it lossless?":
 * the first token drawn many times per W, as the lossless check draws it
   (:func:`specviz.ui.teach.dial.dial_experiment`): measured α against the measured distance of the
   histogram from p_target, with its chi-square p-value (a model computation: one GPU job);
-* the last run's recorded passes replayed at each W (:func:`specviz.rule_replay.ensemble_dial`):
+* the last run's recorded passes replayed at each W (:func:`specviz.diagnose.rule_replay.ensemble_dial`):
   expected tokens per pass against the mean per-position distance, model-free.
 
 The exact rules are marked at distance 0 on both.
@@ -22,8 +22,8 @@ from types import SimpleNamespace
 import gradio as gr
 
 from specviz.request import to_int
-from specviz.rule_replay import RULES as EXACT_RULES
-from specviz.rule_replay import ensemble_dial, rules_on_passes
+from specviz.diagnose.rule_replay import RULES as EXACT_RULES
+from specviz.diagnose.rule_replay import ensemble_dial, rules_on_passes
 from specviz.ui import gpu, gpu_budget, run_stream, settings
 from specviz.ui.draw import dial_chart
 from specviz.ui.draw.escape import as_text

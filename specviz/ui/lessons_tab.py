@@ -10,7 +10,7 @@ import functools
 
 import gradio as gr
 
-from specviz.diagnostics import diagnose
+from specviz.diagnose.diagnostics import diagnose
 from specviz.drafters import for_device
 from specviz.ui import settings
 from specviz.ui.context import PageContext, select_tab_js

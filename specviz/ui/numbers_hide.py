@@ -6,9 +6,9 @@ from them. Model-free: everything is computed from the visitor's :class:`~specvi
 from __future__ import annotations
 
 from specviz.figures.analysis import RunAnalysis, draft_depth
-from specviz.ceiling import ceiling_sentence
-from specviz.health import Health, check_health
-from specviz.twin import SyntheticTwin, synthetic_twin
+from specviz.diagnose.ceiling import ceiling_sentence
+from specviz.diagnose.health import Health, check_health
+from specviz.diagnose.twin import SyntheticTwin, synthetic_twin
 from specviz.ui.draw.twin_charts import numbers_hide_markdown, twin_figure
 from specviz.ui.teach.numbers_lessons import CEILING, HEALTH, TWIN, ceiling_lesson, health_lesson, twin_lesson
 
@@ -23,7 +23,7 @@ def run_health(state, rounds, a: RunAnalysis) -> Health:
 
 def summary_notes(state, rounds, a: RunAnalysis) -> list[str]:
     """What the summary adds for a finished run: each health check that found something, and for
-    an oracle run what its ceiling is made of (:func:`specviz.ceiling.ceiling_sentence`)."""
+    an oracle run what its ceiling is made of (:func:`specviz.diagnose.ceiling.ceiling_sentence`)."""
     notes = [c.sentence for c in run_health(state, rounds, a).found]
     if state.oracle and a.k:
         notes.append(ceiling_sentence(a, rounds, state.temperature))

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import gradio as gr
 
 from specviz.figures.analysis import RunAnalysis, analyse, health_notes
-from specviz.diagnostics import diagnose
+from specviz.diagnose.diagnostics import diagnose
 from specviz.drafters import drafter_kind
 from specviz.core.records import effective_k
 from specviz.core.sampling import check_rule
@@ -252,7 +252,7 @@ class RunState:
     def view(self, upto: int | None, status: str, done: bool, generated_at: float | None = None,
              analysis: RunAnalysis | None = None, drawn: tuple[str, ...] = FIGURES) -> RunView:
         """Tokens HTML, summary and the eight charts after ``upto`` rounds (None: all), the summary
-        and charts with the run's diagnostics (:func:`specviz.diagnostics.diagnose`).
+        and charts with the run's diagnostics (:func:`specviz.diagnose.diagnostics.diagnose`).
 
         ``generated_at``: the server's time.time() of the newest token (the browser measures lag
         with it); ``analysis``: :meth:`analysis` of the same rounds, if already computed;

@@ -20,7 +20,7 @@ from pathlib import Path
 import gradio as gr
 
 from specviz.request import to_int
-from specviz.rule_replay import replay_rule
+from specviz.diagnose.rule_replay import replay_rule
 from specviz.core.rules import RULE_CHOICES
 from specviz.figures.trace import trace_from_dict
 from specviz.core.records import Round
@@ -213,7 +213,7 @@ def _first_pass(w: Watched) -> int:
 # --------------------------------------------------------------------------- the pass under each rule
 def rule_replay_views(w: Watched, pass_no, rule: str):
     """The shown pass's test replayed under ``rule`` with the recorded u
-    (:func:`specviz.rule_replay.replay_rule`): its words
+    (:func:`specviz.diagnose.rule_replay.replay_rule`): its words
     (:func:`specviz.ui.draw.rule_table.rule_replay_text`) and its beat drawing."""
     i = _index(w, pass_no)
     round_ = w.rounds[i]

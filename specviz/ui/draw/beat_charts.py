@@ -198,13 +198,13 @@ def empty_figure(note: str) -> go.Figure:
 
 
 def rule_figure(round_: Round, replay, pass_label: str = "") -> go.Figure:
-    """The beat drawing of a pass replayed under another rule (:func:`specviz.rule_replay.replay_rule`):
+    """The beat drawing of a pass replayed under another rule (:func:`specviz.diagnose.rule_replay.replay_rule`):
     the tested tokens' p_draft and p_target bars coloured by what the rule keeps (green kept, red
     not, grey where the "other tokens" bucket leaves it open), and the number line of the test that
     decided the pass, with the rule's acceptance probability (its low end) and the recorded u.
 
     Args:
-        round_: the chain pass; replay: its :class:`~specviz.rule_replay.RuleReplay`.
+        round_: the chain pass; replay: its :class:`~specviz.diagnose.rule_replay.RuleReplay`.
     """
     played, tests = [], []
     for s in replay.steps:

@@ -472,14 +472,14 @@ def per_position_figure(analysis, positions=None) -> go.Figure:
 
     Bars: conditional acceptance, :attr:`specviz.figures.analysis.RunAnalysis.per_position` rates (accepted
     ÷ tested at that position; hover gives the counts), and, given ``positions``
-    (:func:`specviz.diagnostics.acceptance_by_position`), full acceptance beside it (accepted ÷
+    (:func:`specviz.diagnose.diagnostics.acceptance_by_position`), full acceptance beside it (accepted ÷
     drafting passes: the share of all passes that got past position i). Dashed line: the run's
     per-token α, the constant conditional rate Leviathan et al.'s model assumes at every position.
     Positions never tested have no bar.
 
     Args:
         analysis: a :class:`~specviz.figures.analysis.RunAnalysis`, or None before the first round.
-        positions: the run's :class:`specviz.diagnostics.PositionRates`, or None (conditional only).
+        positions: the run's :class:`specviz.diagnose.diagnostics.PositionRates`, or None (conditional only).
     """
     title, uirev = "Acceptance by draft position: conditional (of tested) and full (of all passes)", "per_position"
     x_title, y_title = "draft position i in the round", "share accepted"

@@ -1,9 +1,9 @@
-"""Plotly figures of a run's diagnostics (:mod:`specviz.diagnostics`): the verification rules
+"""Plotly figures of a run's diagnostics (:mod:`specviz.diagnose.diagnostics`): the verification rules
 replayed on the recorded passes, the accepted-length histogram and the draft's calibration.
 
 Same look and conventions as :mod:`.charts` (shared layout, a fixed ``uirevision`` per chart, an
 empty titled figure with a note before the first round); every number comes from one
-:class:`specviz.diagnostics.RunDiagnostics` figure, and every title says what it is and how it was
+:class:`specviz.diagnose.diagnostics.RunDiagnostics` figure, and every title says what it is and how it was
 measured.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specviz.diagnostics import RULES, RunDiagnostics
+from specviz.diagnose.diagnostics import RULES, RunDiagnostics
 from specviz.core.records import ACCEPTED, BONUS, RESAMPLED
 from specviz.ui.draw import palette
 from specviz.ui.draw.charts import (
@@ -27,7 +27,7 @@ from specviz.ui.draw.charts import (
 
 __all__ = ["accepted_length_figure", "calibration_figure", "rules_figure"]
 
-#: One colour per rule, in :data:`specviz.diagnostics.RULES` order.
+#: One colour per rule, in :data:`specviz.diagnose.diagnostics.RULES` order.
 RULE_COLORS = {"full": KIND_COLORS[ACCEPTED], "one-hot": KIND_COLORS[BONUS], "exact-match": palette.MEAN,
                "block": KIND_COLORS[RESAMPLED]}
 NO_RECORD_TEXT = "needs drafted chains recorded with their distributions"
@@ -38,7 +38,7 @@ def rules_figure(d: RunDiagnostics | None) -> go.Figure:
     the trace's "other tokens" bucket leaves open (error bars from low to high, drawn at the
     midpoint), beside what the run measured under the rule it ran (dashed line).
 
-    From :func:`specviz.diagnostics.rules_on_passes`: per pass, full Σ min(p_target, p_draft) at each
+    From :func:`specviz.diagnose.diagnostics.rules_on_passes`: per pass, full Σ min(p_target, p_draft) at each
     position, one-hot and exact-match p_target(argmax p_draft), block verification Sun et al.'s
     P(τ ≥ i) on the pass's own drafts; tokens = 1 + Σ_i P(reach i), averaged over the passes.
     """
@@ -70,7 +70,7 @@ def rules_figure(d: RunDiagnostics | None) -> go.Figure:
 
 def accepted_length_figure(d: RunDiagnostics | None) -> go.Figure:
     """Drafting passes by how many drafts they kept, 0..K, the target's own token not counted
-    (vLLM's ``acceptance_histogram`` units; :func:`specviz.diagnostics.accepted_length_histogram`).
+    (vLLM's ``acceptance_histogram`` units; :func:`specviz.diagnose.diagnostics.accepted_length_histogram`).
     The bar at 0 is the zero-accept share's passes."""
     title, uirev = "Accepted drafts per pass (bonus not counted)", "accepted_lengths"
     x_title, y_title = "drafts kept in the pass", "passes"
@@ -93,7 +93,7 @@ def accepted_length_figure(d: RunDiagnostics | None) -> go.Figure:
 
 def calibration_figure(d: RunDiagnostics | None) -> go.Figure:
     """The draft's confidence against how often it was kept: tested drafts binned by p_draft of the
-    drafted token (:func:`specviz.diagnostics.calibration`), the share accepted in each bin (markers
+    drafted token (:func:`specviz.diagnose.diagnostics.calibration`), the share accepted in each bin (markers
     sized by count), the mean acceptance probability the test used (hollow), and the diagonal."""
     title, uirev = "Calibration: p_draft of the drafted token vs how often it was kept", "calibration"
     x_title, y_title = "p_draft of the drafted token (bin)", "accepted ÷ tested in the bin"

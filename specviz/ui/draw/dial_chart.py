@@ -6,9 +6,9 @@ p_target, with the exact rules marked at distance 0.
   (:func:`specviz.ui.teach.dial.dial_draws`): measured α against the measured total-variation
   distance, beside the exact line the draws estimate and the sampling noise of as many direct draws.
 * :func:`dial_passes_figure`: the last run's recorded passes replayed at each W
-  (:func:`specviz.rule_replay.ensemble_dial`): expected tokens per pass against the mean
+  (:func:`specviz.diagnose.rule_replay.ensemble_dial`): expected tokens per pass against the mean
   per-position distance, with the exact rules' tokens per pass on the same passes
-  (:func:`specviz.rule_replay.rules_on_passes`).
+  (:func:`specviz.diagnose.rule_replay.rules_on_passes`).
 
 Same look as :mod:`.charts` (shared layout, a fixed ``uirevision`` per chart, a titled empty
 figure with a note before there is anything to show).
@@ -83,9 +83,9 @@ def dial_passes_figure(points, exact_rules: dict[str, float] | None = None) -> g
     leave open.
 
     Args:
-        points: :class:`specviz.rule_replay.DialPoint` list, or None when there is nothing recorded.
+        points: :class:`specviz.diagnose.rule_replay.DialPoint` list, or None when there is nothing recorded.
         exact_rules: the exact rules' expected tokens per pass on the same passes (the midpoint of
-            :func:`specviz.rule_replay.rules_on_passes`' range), drawn at distance 0.
+            :func:`specviz.diagnose.rule_replay.rules_on_passes`' range), drawn at distance 0.
     """
     x_title, y_title = "mean distance from p_target per position (total variation)", "tokens per pass"
     if points is None:

@@ -3,7 +3,7 @@
 An engine (:mod:`specviz.engines`) reports how many drafts each verify pass proposed and kept, or
 only a histogram or per-position totals; never the draws u, p_target or p_draft behind them.
 :func:`engine_figures` turns those counts into a :class:`~specviz.figures.analysis.RunAnalysis` and a
-:class:`~specviz.diagnostics.RunDiagnostics` (what :func:`~specviz.ui.draw.charts.per_position_figure`
+:class:`~specviz.diagnose.diagnostics.RunDiagnostics` (what :func:`~specviz.ui.draw.charts.per_position_figure`
 and :func:`~specviz.ui.draw.diagnostic_charts.accepted_length_figure` draw) and the passes by tokens
 emitted (:func:`~specviz.ui.draw.charts.tokens_per_pass_counts_figure`), each figure defined as the
 library defines it for a recorded run (tests/test_engine_views.py holds them equal on the same passes):
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from specviz.figures.analysis import PositionAcceptance, RunAnalysis, analyse
-from specviz.diagnostics import PositionRates, RunDiagnostics, engine_k, find_cliff
+from specviz.diagnose.diagnostics import PositionRates, RunDiagnostics, engine_k, find_cliff
 from specviz.engines import ImportedRun
 
 __all__ = ["MAX_K", "EngineFigures", "engine_figures", "passes_from_positions"]

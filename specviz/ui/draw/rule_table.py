@@ -1,12 +1,12 @@
 """The words of Watch a pass's rule switch: a chain pass's test replayed under one verification
-rule (:func:`specviz.rule_replay.replay_rule`), written as a Markdown sentence, one table row per
+rule (:func:`specviz.diagnose.rule_replay.replay_rule`), written as a Markdown sentence, one table row per
 drafted position, and the drafts kept against the recording. Plain data in, Markdown out; every
 piece of text that comes from a trace is escaped (:func:`specviz.ui.draw.escape.as_text`).
 """
 
 from __future__ import annotations
 
-from specviz.rule_replay import RuleReplay
+from specviz.diagnose.rule_replay import RuleReplay
 from specviz.core.rules import RELAXED_TOP_K, RULES
 from specviz.core.records import Round
 from specviz.ui.teach.beats import RULE_TESTS, fmt, quoted
@@ -62,7 +62,7 @@ def rule_replay_text(pass_index: int, round_: Round, replay: RuleReplay) -> str:
     Args:
         pass_index: the pass's 0-based index in the run (shown 1-based).
         round_: the pass as recorded (its ``n_accepted`` is the recording's count).
-        replay: :func:`specviz.rule_replay.replay_rule`'s result for ``round_`` (a pass that
+        replay: :func:`specviz.diagnose.rule_replay.replay_rule`'s result for ``round_`` (a pass that
             drafted at least one token).
 
     Returns:

@@ -16,7 +16,7 @@ import dataclasses
 import time
 
 from specviz.figures.analysis import RunAnalysis, draft_depth, health_notes, is_tree_round
-from specviz.diagnostics import describe
+from specviz.diagnose.diagnostics import describe
 from specviz.figures.speedup import NOT_MEASURABLE, format_speedup, speedup_shown
 from specviz.figures.trace import emitted_piece, token_label, visible_text
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round
@@ -214,10 +214,10 @@ def _shape_row(a: RunAnalysis) -> tuple[str, str]:
 
 
 def diagnostics_markdown(d) -> str:
-    """The run's diagnostics as a table (:func:`specviz.diagnostics.describe`: zero-accept share,
+    """The run's diagnostics as a table (:func:`specviz.diagnose.diagnostics.describe`: zero-accept share,
     full and conditional acceptance by position, accepted lengths, each rule's expected tokens per
     pass on these passes with the range the top-10 tokens leave open, the K an engine would pick,
-    the cliff), or "" for none (``d``: a :class:`specviz.diagnostics.RunDiagnostics` or None)."""
+    the cliff), or "" for none (``d``: a :class:`specviz.diagnose.diagnostics.RunDiagnostics` or None)."""
     if d is None or not any(d.accepted_length_histogram):
         return ""
     rows = describe(d.to_dict())
@@ -233,7 +233,7 @@ def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None
     :func:`specviz.figures.analysis.health_notes`, or ``notes`` if given; shown as text). A tree run says
     it was a tree (B, N) and that the theory rows are a chain's.
 
-    ``diagnostics``: the run's :class:`specviz.diagnostics.RunDiagnostics`, shown after the table
+    ``diagnostics``: the run's :class:`specviz.diagnose.diagnostics.RunDiagnostics`, shown after the table
     (:func:`diagnostics_markdown`); ``status``: the first line, Markdown (anything from outside in
     it already :func:`as_text`);
     ``no_baseline``: what the speedup row says when there is no plain baseline (a live run's is

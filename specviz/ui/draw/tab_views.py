@@ -3,7 +3,7 @@ Markdown, the experiments' table rows, and the side-by-side tab's coloured outpu
 
 from __future__ import annotations
 
-from specviz.ceiling import gap_phrase
+from specviz.diagnose.ceiling import gap_phrase
 from specviz.figures.speedup import NOT_MEASURABLE, format_speedup, speedup_doubts
 from specviz.ui.teach import playground
 from specviz.ui.draw.escape import as_text

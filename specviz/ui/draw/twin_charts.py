@@ -1,9 +1,9 @@
 """What the numbers hide, drawn: a run's passes beside its synthetic twin, the health checks and
-the oracle's ceiling, from plain data (:mod:`specviz.twin`, :mod:`specviz.health`,
-:mod:`specviz.ceiling`). No gradio, no torch.
+the oracle's ceiling, from plain data (:mod:`specviz.diagnose.twin`, :mod:`specviz.diagnose.health`,
+:mod:`specviz.diagnose.ceiling`). No gradio, no torch.
 
 The twin figure has five panels: the real run's accepted drafts per pass, pass after pass, beside
-one seeded run of its i.i.d. twin over the same draft lengths (:func:`specviz.twin.simulate_accepts`:
+one seeded run of its i.i.d. twin over the same draft lengths (:func:`specviz.diagnose.twin.simulate_accepts`:
 bursts and streaks show there); then the four figures the twin models (accepted drafts per pass,
 conditional acceptance by position, the zero-accept share, run lengths of accepts), each real
 against the i.i.d. twin at the run's α and the engines' constant-length twin.
@@ -14,8 +14,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.health import Health
-from specviz.twin import SyntheticTwin, simulate_accepts
+from specviz.diagnose.health import Health
+from specviz.diagnose.twin import SyntheticTwin, simulate_accepts
 from specviz.ui.draw import palette
 from specviz.ui.draw.charts import KIND_COLORS
 from specviz.ui.draw.escape import as_text
@@ -45,7 +45,7 @@ def twin_figure(twin: SyntheticTwin | None, per_pass: list[int] | None = None, d
     """The five panels of the module docstring.
 
     Args:
-        twin: the run's :class:`~specviz.twin.SyntheticTwin` (None: before a run).
+        twin: the run's :class:`~specviz.diagnose.twin.SyntheticTwin` (None: before a run).
         per_pass: drafts kept by each drafting pass, in order.
         depths: each drafting pass's draft depth (the twin's simulated run drafts the same).
     """

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# replay_rule is Watch a pass's rule switch, read by name from here as from specviz.rule_replay.
-from specviz.rule_replay import is_chain, replay_rule  # noqa: F401
+# replay_rule is Watch a pass's rule switch, read by name from here as from specviz.diagnose.rule_replay.
+from specviz.diagnose.rule_replay import is_chain, replay_rule  # noqa: F401
 from specviz.core.rules import RELAXED_TOP_K
 from specviz.figures.trace import emitted_piece, visible_text
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, Round

@@ -1,5 +1,5 @@
 """What a lesson says about the run the visitor just made: the run's own figures, read from its
-:class:`~specviz.figures.analysis.RunAnalysis` and :class:`~specviz.diagnostics.RunDiagnostics`, written
+:class:`~specviz.figures.analysis.RunAnalysis` and :class:`~specviz.diagnose.diagnostics.RunDiagnostics`, written
 into a few lines per lesson (issue 39: a lesson quoted figures an older run had given, which the
 page no longer produced).
 
@@ -24,8 +24,8 @@ import torch
 from scipy import stats
 
 from specviz.figures.analysis import RunAnalysis
-from specviz.diagnostics import format_range
-from specviz.rule_replay import RULES
+from specviz.diagnose.diagnostics import format_range
+from specviz.diagnose.rule_replay import RULES
 from specviz.figures.speedup import speedup_shown
 from specviz.core.records import RESAMPLED, Round
 from specviz.ui.teach.beats import position_distributions, total_variation
@@ -78,7 +78,7 @@ def run_figures(a: RunAnalysis, rounds: Sequence[Round], diagnostics=None, *, pr
     """One run's figures as the lessons write them (strings, as shown), plain data for a State.
 
     ``a``: the run's analysis; ``rounds``: its passes; ``diagnostics``: its
-    :class:`~specviz.diagnostics.RunDiagnostics` (for the rules on its passes), or None;
+    :class:`~specviz.diagnose.diagnostics.RunDiagnostics` (for the rules on its passes), or None;
     ``prompt_kind``: ``"copy-heavy"``, ``"free text"`` or ``""`` (another prompt); ``temperature``:
     the run's (None: unknown); ``judge_rules``: also draw each rule's first token against p_target
     (:func:`rules_first_token_check`, about a second: the rules lesson only)."""
@@ -165,7 +165,7 @@ def rules_first_token_check(rounds: Sequence[Round], draws: int = RULE_CHECK_DRA
     At the recorded position where p_draft and p_target differ most
     (:func:`specviz.ui.teach.beats.position_distributions`: the recorded top tokens and an "other
     tokens" bucket on each side), the first emitted token is drawn ``draws`` times under each exact
-    rule of :data:`specviz.rule_replay.RULES` and the lossy ``relaxed-top-k`` control
+    rule of :data:`specviz.diagnose.rule_replay.RULES` and the lossy ``relaxed-top-k`` control
     (:func:`specviz.ui.teach.lossless.draw_first_tokens`, the lossless check's own draws), and its
     frequencies are compared with p_target there. Every exact rule returns p_target for any pair of
     distributions, so its p-value is not small; the control returns something else wherever the

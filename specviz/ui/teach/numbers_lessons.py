@@ -1,16 +1,16 @@
 """The lessons of "What the numbers hide", written from a finished run's own numbers: the oracle's
 ceiling, the synthetic twin and the health checks, about four lines each. Every figure in them
-comes from the run (its :class:`~specviz.figures.analysis.RunAnalysis`, :class:`~specviz.twin.SyntheticTwin`
-and :class:`~specviz.health.Health`); none is a constant written here. No gradio, no torch.
+comes from the run (its :class:`~specviz.figures.analysis.RunAnalysis`, :class:`~specviz.diagnose.twin.SyntheticTwin`
+and :class:`~specviz.diagnose.health.Health`); none is a constant written here. No gradio, no torch.
 """
 
 from __future__ import annotations
 
 from specviz.figures.analysis import RunAnalysis
-from specviz.ceiling import first_departure
-from specviz.health import Health
+from specviz.diagnose.ceiling import first_departure
+from specviz.diagnose.health import Health
 from specviz.core.records import Round
-from specviz.twin import SyntheticTwin
+from specviz.diagnose.twin import SyntheticTwin
 
 __all__ = ["CEILING", "HEALTH", "TWIN", "ceiling_lesson", "health_lesson", "twin_lesson"]
 

@@ -1,5 +1,5 @@
 """Diagnostics of a run that engine users debug with, and the verification rules replayed on its
-recorded passes (computed by :mod:`specviz.rule_replay`): every figure defined once, from a run's
+recorded passes (computed by :mod:`specviz.diagnose.rule_replay`): every figure defined once, from a run's
 (or a loaded trace's) :class:`~specviz.core.records.Round` records. Nothing here imports torch or runs a
 model.
 
@@ -32,9 +32,9 @@ steer by this confidence).
 
 **The K an engine would pick** (:func:`engine_k`): vLLM's Adaptive K goodput model (vLLM PR #47111).
 
-**Rules on recorded passes** (:func:`specviz.rule_replay.rules_on_passes`, re-exported here with the
+**Rules on recorded passes** (:func:`specviz.diagnose.rule_replay.rules_on_passes`, re-exported here with the
 names the diagnostics' readers use): for every pass, with its drafts and recorded distributions,
-what each verification rule would accept; :mod:`specviz.rule_replay` defines each figure and its
+what each verification rule would accept; :mod:`specviz.diagnose.rule_replay` defines each figure and its
 bounds from a trace's top-10 lists, shared with Watch a pass.
 """
 
@@ -44,12 +44,12 @@ import math
 from dataclasses import dataclass, field
 
 from specviz.figures.analysis import PositionAcceptance, draft_depth, per_position_acceptance
-from specviz.rule_replay import (EXTRA_FIGURES, RULES, TOP_TOKENS_KEPT, PositionBounds, Range, RuleEstimate, RulesOnPasses,
+from specviz.diagnose.rule_replay import (EXTRA_FIGURES, RULES, TOP_TOKENS_KEPT, PositionBounds, Range, RuleEstimate, RulesOnPasses,
                           block_reach, rules_on_passes)
 from specviz.core.records import Round
 
 #: The bounds at one position under the name this module gave them before
-#: :mod:`specviz.rule_replay` held them (tests/test_diagnostics.py reads it).
+#: :mod:`specviz.diagnose.rule_replay` held them (tests/test_diagnostics.py reads it).
 _Position = PositionBounds
 
 __all__ = [

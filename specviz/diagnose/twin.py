@@ -20,12 +20,12 @@ Two twins, from the run's own counts (nothing here runs a model or imports torch
 
 Four figures, each defined once where it already was, and its expectation under a twin:
 
-* accepted drafts per pass (:func:`specviz.diagnostics.accepted_length_histogram`): a pass that
+* accepted drafts per pass (:func:`specviz.diagnose.diagnostics.accepted_length_histogram`): a pass that
   drafted k_i tokens keeps j of them with probability p^j(1 − p) for j < k_i and p^k_i for j = k_i
   (:func:`specviz.figures.theory.tokens_per_pass_distribution`), summed over the drafting passes;
-* conditional acceptance by position (:func:`specviz.diagnostics.acceptance_by_position`): p at
+* conditional acceptance by position (:func:`specviz.diagnose.diagnostics.acceptance_by_position`): p at
   every position;
-* the zero-accept share (:func:`specviz.diagnostics.zero_accept_share`): 1 − p;
+* the zero-accept share (:func:`specviz.diagnose.diagnostics.zero_accept_share`): 1 − p;
 * run lengths of accepts (:func:`accept_runs`): the tested drafts' outcomes in the order they were
   tested, across passes, cut at every rejection; under the model the outcomes are independent
   Bernoulli(p) draws, so a run has r accepts with probability p^r (1 − p) (geometric).
@@ -46,7 +46,7 @@ import random
 from dataclasses import asdict, dataclass, field
 
 from specviz.figures.analysis import draft_depth
-from specviz.diagnostics import accepted_length_histogram, acceptance_by_position, zero_accept_share
+from specviz.diagnose.diagnostics import accepted_length_histogram, acceptance_by_position, zero_accept_share
 from specviz.figures.theory import tokens_per_pass_distribution
 from specviz.core.records import RESAMPLED, Round
 

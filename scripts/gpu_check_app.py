@@ -99,7 +99,7 @@ def job_check(directory: Path, device: torch.device, dtype: torch.dtype, dry_run
     the CPU (``dry_run``) only its errors count: the reservation models a GPU."""
     if not with_page:
         return None, "not asked for: --app-job (needs gradio, which the page's modules import)", None
-    from specviz.request import validate_request
+    from specviz.run.request import validate_request
     from specviz.ui import gpu, gpu_budget, run_stream, settings
 
     policy = settings.PUBLIC_POLICY

@@ -19,7 +19,7 @@ import pstats
 import sys
 import time
 
-from specviz import bench
+from specviz.run import bench
 from specviz.models import loading as models
 from specviz.drafters.registry import build_drafter
 from specviz.core.sampling import SamplingConfig

@@ -4,8 +4,8 @@ the note itself.
 
 Its one run is made as the Run tab makes it: the lesson's settings (``LESSONS`` in
 :mod:`specviz.ui.lessons_tab`) over the Run tab's defaults for the rest, through
-:func:`specviz.ui.fields.request_from`, :func:`specviz.runner.prepare_run` and
-:meth:`specviz.runner.PreparedRun.generation`. Its recorded passes are then replayed under each
+:func:`specviz.ui.fields.request_from`, :func:`specviz.run.runner.prepare_run` and
+:meth:`specviz.run.runner.PreparedRun.generation`. Its recorded passes are then replayed under each
 rule by :func:`specviz.diagnose.diagnostics.rules_on_passes`, written as the Run tab's summary writes them
 (:func:`specviz.diagnose.diagnostics.format_range`), with the title of the Run tab's chart of them
 (:func:`specviz.ui.draw.diagnostic_charts.rules_figure`).
@@ -24,7 +24,7 @@ import argparse
 import torch
 
 from specviz.diagnose.diagnostics import RULES, diagnose, format_range
-from specviz.runner import prepare_run
+from specviz.run.runner import prepare_run
 from specviz.ui.draw.diagnostic_charts import rules_figure
 from specviz.ui.fields import NAMES, request_from
 from specviz.ui.lessons_tab import LESSONS

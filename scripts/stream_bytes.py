@@ -76,7 +76,7 @@ def stream_updates(tokens: int, whole: bool, round_ms: float = 60.0, seed: int =
 
     from specviz.drafters import ModelDrafter
     from specviz.core.engine import Generation
-    from specviz.request import RunRequest
+    from specviz.run.request import RunRequest
     from specviz.core.sampling import SamplingConfig
     from specviz.ui import run_stream
     from specviz.ui.page import build_page

@@ -10,9 +10,9 @@ Deterministic counts, not timings.
 
 from specviz.models import loading as models
 from specviz.drafters.registry import build_drafter
-from specviz.bench import load_prompts
+from specviz.run.bench import load_prompts
 from specviz.drafters import clear_suffix_history
-from specviz.runner import make_generation
+from specviz.run.runner import make_generation
 from specviz.core.sampling import SamplingConfig
 from specviz.figures.analysis import analyse_generation
 

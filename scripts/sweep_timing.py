@@ -1,7 +1,7 @@
 """How long a temperature sweep takes, and what it measures: issue 10's done-when figure.
 
 Runs the Experiments tab's (and ``python -m specviz sweep``'s) experiment in this process, through
-:mod:`specviz.sweep`: for each temperature a speculative run and a plain baseline of the same target,
+:mod:`specviz.run.sweep`: for each temperature a speculative run and a plain baseline of the same target,
 prompt, seed and length, after one warm-up per pair and kind of sampling. The goal: 5 temperatures
 × 48 tokens on SmolLM2-135M-Instruct in under 2 minutes on a 2-core CPU, model loading included.
 
@@ -51,9 +51,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from specviz.request import RequestError, validate_request
-    from specviz.runner import load_pair
-    from specviz.sweep import alpha_trend, sweep, sweep_requests
+    from specviz.run.request import RequestError, validate_request
+    from specviz.run.runner import load_pair
+    from specviz.run.sweep import alpha_trend, sweep, sweep_requests
 
     try:
         base = validate_request(prompt=args.prompt, target=args.target, draft=args.draft, k=args.k,

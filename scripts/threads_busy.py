@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from specviz import bench
+from specviz.run import bench
 from specviz.models import loading as models
 from specviz.drafters.registry import build_drafter
 from specviz.core.sampling import SamplingConfig

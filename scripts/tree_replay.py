@@ -96,7 +96,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the rows to this file")
     args = parser.parse_args(argv)
 
-    from specviz import bench, runner
+    from specviz.run import bench
+    from specviz.run import runner
 
     target, _ = runner.load_pair(args.target, "none", device="cpu", dtype="float32")
     cost = cost_model(args.cost)

@@ -9,7 +9,7 @@ Every figure in the output (``acceptance_rate``, per-token ``alpha``, ``tokens_p
 ``plain_step_ms``, ``cost_ratio_c``, ``verify_cost_v``, ``speedup``, ``theoretical_speedup`` and
 the rest) is a field of :class:`specviz.figures.analysis.RunAnalysis`, where each is defined with its
 formula and source; the app and the bench read the same fields. Settings are checked by
-:func:`specviz.request.validate_request`, the app's own check.
+:func:`specviz.run.request.validate_request`, the app's own check.
 
 Errors a user can cause (out-of-range values, an unknown model, an incompatible pair, a prompt
 too long for the context, non-finite logits) end the program with status 1 and one line on
@@ -81,7 +81,7 @@ def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from specviz.request import DEFAULT_LIMITS
+    from specviz.run.request import DEFAULT_LIMITS
 
     parser = argparse.ArgumentParser(prog="specviz", description="Speculative sampling on real language models.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -260,7 +260,7 @@ def _check_threads(args: argparse.Namespace) -> None:
 
 def _request(args: argparse.Namespace, k: int, temperature: float, prompt: str = "(bench prompts)"):
     """The run's settings through the one validation the app uses too (RequestError on a bad value)."""
-    from specviz.request import validate_request
+    from specviz.run.request import validate_request
 
     return validate_request(prompt=prompt, target=args.target, draft=args.draft, k=k, temperature=temperature,
                             top_k=args.top_k, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
@@ -283,7 +283,7 @@ def run_once(args: argparse.Namespace) -> dict:
     """Do the work of ``run`` and return the JSON-ready result."""
     from specviz.figures.analysis import analyse_generation
     from specviz.drafters.recycle import warm_table, warm_token_ids
-    from specviz.runner import (
+    from specviz.run.runner import (
         baseline_steps,
         default_warmup_tokens,
         drain,
@@ -435,8 +435,8 @@ def sweep_setting(args: argparse.Namespace) -> tuple[str, list]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from specviz.request import RequestError
-    from specviz.sweep import alpha_trend, row_speedups, sweep, sweep_requests, write_csv
+    from specviz.run.request import RequestError
+    from specviz.run.sweep import alpha_trend, row_speedups, sweep, sweep_requests, write_csv
 
     parameter, values = sweep_setting(args)
     drafts = [args.draft] if isinstance(args.draft, str) else args.draft
@@ -551,7 +551,7 @@ def tty_progress(verbose: bool):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from specviz import bench
+    from specviz.run import bench
 
     for k in args.k:
         for temperature in args.temperature:
@@ -562,7 +562,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
     _check_recycle_warm(args.recycle_warm)
     prompts = bench.load_prompts(args.prompts)
-    from specviz.runner import default_warmup_tokens, load_pair
+    from specviz.run.runner import default_warmup_tokens, load_pair
 
     target, drafter = load_pair(args.target, args.draft, args.device, args.dtype,
                                 progress=tty_progress(args.verbose), compile_mode=args.compile)

@@ -9,12 +9,13 @@ from types import SimpleNamespace
 import pytest
 from helpers import tiny_llama
 
-from specviz import bench, cli
+from specviz import cli
+from specviz.run import bench
 from specviz.figures import theory
 from specviz.figures.analysis import analyse, running_acceptance
 from specviz.drafters import PromptLookupDrafter
 from specviz.core.engine import Generation
-from specviz.request import validate_request
+from specviz.run.request import validate_request
 from specviz.core.sampling import SamplingConfig
 from specviz.figures.speedup import NOT_MEASURABLE, PlainBaseline, measured_speedup
 from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round

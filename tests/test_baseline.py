@@ -1,14 +1,14 @@
 """The plain baseline with its spread (specviz.figures.speedup.PlainBaseline, speedup_with_spread, the
-baseline checks) on hand-built numbers, and its measurement (specviz.baseline) on a tiny model."""
+baseline checks) on hand-built numbers, and its measurement (specviz.run.baseline) on a tiny model."""
 
 from __future__ import annotations
 
 import pytest
 from helpers import tiny_llama
 
-from specviz.runner import drain  # a step generator run to its end
+from specviz.run.runner import drain  # a step generator run to its end
 from specviz.figures.analysis import analyse, health_notes
-from specviz.baseline import MIN_SHORT_TOKENS, measure_baseline, short_sample_tokens
+from specviz.run.baseline import MIN_SHORT_TOKENS, measure_baseline, short_sample_tokens
 from specviz.core.engine import Generation
 from specviz.core.sampling import SamplingConfig
 from specviz.figures.speedup import PlainBaseline, baseline_still_valid, format_speedup, speedup_with_spread

@@ -1,13 +1,13 @@
 """The classroom's predictions: the Playground keeps the best K back until it is guessed or asked
 for and scores a guess by its speedup against the best one; a temperature sweep's status says
-whether the learner's prediction of α matched the measured trend (specviz.sweep.alpha_trend)."""
+whether the learner's prediction of α matched the measured trend (specviz.run.sweep.alpha_trend)."""
 
 from __future__ import annotations
 
 import gradio as gr
 import pytest
 
-from specviz.sweep import alpha_trend
+from specviz.run.sweep import alpha_trend
 from specviz.ui import tour
 from specviz.ui.experiments_tab import prediction_verdict
 from specviz.ui.playground_tab import BEST_K_HIDDEN, score_guess, shown_figures

@@ -342,7 +342,7 @@ def test_bench_runs_tree_beside_chain(tiny, tmp_path):
 
 
 def test_chat_without_a_template_runs_on_plain_text_with_a_note(tiny):
-    """The one chat-template policy (specviz.runner.encode_prompt): plain text and a note, as in
+    """The one chat-template policy (specviz.run.runner.encode_prompt): plain text and a note, as in
     the app and a sweep, never an error."""
     chat = run_json("--target", tiny["nochat"], "--prompt", "the quick brown fox", "--max-new-tokens", "4",
                     "--chat", "--no-baseline")
@@ -357,9 +357,10 @@ def test_chat_without_a_template_runs_on_plain_text_with_a_note(tiny):
 def _front_ends_agree(target: str, chat: bool, monkeypatch) -> None:
     """The app's /run, the CLI's run, a sweep's row and prepare_run build the same prompt ids and
     stop ids (each front-end's runs are caught where every run is built, runner.make_generation)."""
-    from specviz import cli, runner
-    from specviz.request import validate_request
-    from specviz.sweep import sweep, sweep_requests
+    from specviz import cli
+    from specviz.run import runner
+    from specviz.run.request import validate_request
+    from specviz.run.sweep import sweep, sweep_requests
     from specviz.ui.run_stream import run_demo
 
     seen = []

@@ -11,7 +11,7 @@ import pytest
 from helpers import bpe_tokenizer
 from test_cli import _save_tiny
 
-from specviz.baseline import measure_baseline
+from specviz.run.baseline import measure_baseline
 from specviz.ui import gpu, run_stream
 from specviz.ui.fields import request_from
 from specviz.ui.state import RunState
@@ -37,7 +37,7 @@ class PassClock:
     """A clock that reads the target's forward passes so far."""
 
     def __init__(self, request):
-        from specviz.runner import prepare_run
+        from specviz.run.runner import prepare_run
 
         self.passes = 0
         model = prepare_run(request).target.model  # the model cache's own object: the job reuses it
@@ -127,7 +127,7 @@ def test_the_baseline_ends_when_asked_and_returns_none():
 
 
 def test_an_experiment_ends_at_the_deadline_inside_its_warm_up(tiny_target):
-    from specviz.sweep import sweep_requests
+    from specviz.run.sweep import sweep_requests
     from specviz.ui.sweep_steps import SweepSteps
 
     request = _request(tiny_target, max_new_tokens=64)
@@ -166,7 +166,7 @@ def test_a_run_whose_deadline_passes_while_it_streams_keeps_its_tokens(tiny_targ
                                       enforce_deadline=False))
         first = list(run_stream.run_work(free, request, {}, False))[-1][-2]  # the first run's state
         assert first.baseline is not None  # its plain baseline was timed: the next run reuses it
-        from specviz.runner import prepare_run
+        from specviz.run.runner import prepare_run
 
         # As the page keeps it (a finished run whose own timings contradict its baseline drops it
         # from the returned dict, and this tiny model's timings are noisy): the key the run looks up.

@@ -146,7 +146,7 @@ def test_lookup_then_eagle_copies_where_it_can_and_keeps_greedy_text(target, bra
 
 
 def test_the_bench_compares_a_head_with_transformers_prompt_lookup(target):
-    from specviz.bench import transformers_counterpart
+    from specviz.run.bench import transformers_counterpart
     from specviz.drafters import ModelDrafter
 
     head = EagleDrafter(EagleHead(target), VOCAB)
@@ -414,7 +414,7 @@ def test_training_options_are_checked_and_reach_the_command_line():
 
 def test_train_draft_command_line_and_public_mode():
     from specviz.cli import build_parser
-    from specviz.request import RequestError, check_public_models
+    from specviz.run.request import RequestError, check_public_models
 
     args = build_parser().parse_args(["train-draft", "--out", "/tmp/h", "--steps", "7", "--rollout", "2", "--resume"])
     assert (args.target, args.out, args.steps, args.rollout, args.resume) == ("smollm2-135m-instruct", "/tmp/h", 7, 2,

@@ -11,7 +11,7 @@ import pytest
 from specviz.models import loading as models
 from specviz.drafters.eagle import HEAD_FILE, shipped_head_dir
 from specviz.drafters.registry import build_drafter
-from specviz.runner import make_generation
+from specviz.run.runner import make_generation
 from specviz.core.sampling import SamplingConfig
 
 TARGET = "smollm2-135m-instruct"

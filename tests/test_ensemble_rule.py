@@ -76,7 +76,7 @@ def test_the_ensemble_rule_verifies_chains_only_and_unknown_names_list_the_dial(
 
 
 def test_the_request_and_a_trace_take_ensemble_w():
-    from specviz.request import RequestError, validate_request
+    from specviz.run.request import RequestError, validate_request
     from specviz.figures.trace import TraceError, _settings
 
     base = {"prompt": "hi", "target": "t", "draft": "ngram", "k": 4, "temperature": 1.0, "top_k": 0, "top_p": 1.0,

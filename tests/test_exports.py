@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from specviz.sweep import CSV_FIELDS, write_csv
+from specviz.run.sweep import CSV_FIELDS, write_csv
 from specviz.figures.trace import rounds_csv, spreadsheet_safe
 from specviz.core.records import ACCEPTED, PLAIN, RESAMPLED, DraftedToken, EmittedToken, Round
 

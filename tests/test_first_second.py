@@ -9,7 +9,7 @@ import time
 import pytest
 from test_baseline import spec_round
 
-from specviz.baseline import BaselineStore
+from specviz.run.baseline import BaselineStore
 from specviz.figures.speedup import PlainBaseline
 
 

@@ -227,8 +227,8 @@ def test_an_unknown_cache_kind_is_refused(target):
 def test_the_cache_kind_is_a_validated_setting_that_reaches_the_run(target):
     from types import SimpleNamespace
 
-    from specviz.request import RequestError, validate_request
-    from specviz.runner import PreparedRun
+    from specviz.run.request import RequestError, validate_request
+    from specviz.run.runner import PreparedRun
 
     settings = {"prompt": "x", "target": "t", "draft": "ngram", "k": 4, "temperature": 0, "top_k": 0,
                 "top_p": 1.0, "max_new_tokens": 8, "seed": 0}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from specviz.diagnose.rule_replay import replay_rule
-from specviz.sweep import alpha_trend
+from specviz.run.sweep import alpha_trend
 from specviz.core.records import BONUS, DraftedToken, EmittedToken, Round
 from specviz.ui.draw.charts import sweep_figure
 from specviz.ui.draw.escape import as_text

@@ -337,7 +337,7 @@ def test_recycling_drafters_use_the_table_they_are_given_and_warm_up_leaves_it_a
     the bench's) or from the one passed in (a visitor's own); a warm-up run teaches the table
     nothing; both keep plain greedy output."""
     from specviz.drafters import RECYCLE_TABLE, RecycleDrafter, RecycleTable
-    from specviz.runner import warm_up
+    from specviz.run.runner import warm_up
 
     mine = RecycleTable()
     recycle, combined = build_drafter("recycle", target), build_drafter("lookup+recycle", target, table=mine)
@@ -389,7 +389,7 @@ def test_a_new_drafter_kind_is_one_registry_entry(target, monkeypatch):
     """Spec parsing, building, public mode's allowed list and --draft's help all read the entry."""
     from specviz import drafters
     from specviz.cli import build_parser
-    from specviz.request import check_public_models
+    from specviz.run.request import check_public_models
 
     built = []
 

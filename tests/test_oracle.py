@@ -19,7 +19,7 @@ from specviz.figures.analysis import analyse
 from specviz.diagnose.ceiling import ceiling_sentence, gap_phrase, gap_to_oracle
 from specviz.drafters import DRAFTER_KINDS, parse_drafter_spec
 from specviz.drafters.oracle import OracleDrafter
-from specviz.runner import make_generation
+from specviz.run.runner import make_generation
 from specviz.core.sampling import SamplingConfig
 from specviz.figures.speedup import PlainBaseline
 from specviz.figures.analysis import analyse_generation
@@ -85,7 +85,7 @@ def test_the_page_says_what_a_replayed_sample_is_worth(loaded):
 
 def test_run_json_holds_the_ceiling_the_twin_and_the_health_checks(loaded):
     from specviz import cli
-    from specviz.request import validate_request
+    from specviz.run.request import validate_request
 
     oracle = build_drafter("oracle", loaded)
     spec = make_generation(loaded, oracle, _prompt(loaded), K, GREEDY, 16, seed=0).run()
@@ -135,7 +135,7 @@ def test_a_replay_without_a_recording_is_refused():
 
 
 def test_the_bench_times_the_oracle_beside_a_drafter_with_the_gap(loaded):
-    from specviz.bench import BenchPrompt, format_report, run_benchmark
+    from specviz.run.bench import BenchPrompt, format_report, run_benchmark
 
     prompts = [BenchPrompt("p", "the quick brown fox the quick", kind="copy")]
     result = run_benchmark(loaded, build_drafter("ngram", loaded), prompts, [2], [0.0], max_new_tokens=6,

@@ -12,7 +12,7 @@ import gradio as gr
 import pytest
 
 from specviz.models import loading as models
-from specviz.request import (
+from specviz.run.request import (
     DEFAULT_PUBLIC_MAX_RUN_S,
     PUBLIC_LIMITS,
     RequestError,

@@ -207,8 +207,8 @@ def test_merged_trees_share_point_mass_prefixes_but_never_merge_a_sampled_node()
 
 
 def test_the_bench_empties_the_table_before_every_call(monkeypatch):
-    """Every timed call of :class:`specviz.bench._Methods` finds the process-wide table empty."""
-    from specviz import bench
+    """Every timed call of :class:`specviz.run.bench._Methods` finds the process-wide table empty."""
+    from specviz.run import bench
 
     seen = []
     monkeypatch.setattr(bench, "time_ours", lambda *args, **kwargs: seen.append(len(RECYCLE_TABLE)))

@@ -82,9 +82,9 @@ def test_a_warmed_run_drafts_from_its_first_pass_and_keeps_plain_greedy_output(t
 
 
 def test_the_bench_warms_the_same_table_before_every_call(monkeypatch, loaded):
-    """:func:`specviz.bench.warm_snapshot` reads the warm text's first 64 tokens once; every
+    """:func:`specviz.run.bench.warm_snapshot` reads the warm text's first 64 tokens once; every
     timed call then finds exactly those rows, whatever the call before it wrote."""
-    from specviz import bench
+    from specviz.run import bench
 
     vocab = loaded.vocab_size
     warm = bench.warm_snapshot(loaded, 64)
@@ -107,7 +107,7 @@ def test_the_bench_warms_the_same_table_before_every_call(monkeypatch, loaded):
 def test_the_warm_text_leaves_out_the_bench_topics_and_shares_no_phrase_with_its_prompts():
     """No line of the warm text names a bench topic, and none shares a run of 4 words with a
     bench prompt; the ids are the text's, cut to the count asked and cached per tokenizer."""
-    from specviz.bench import DEFAULT_PROMPTS
+    from specviz.run.bench import DEFAULT_PROMPTS
 
     text = warm_text()
     lines = text.splitlines()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.models import loading as models
-from specviz.runner import baseline_key, encode_prompt
+from specviz.run.runner import baseline_key, encode_prompt
 from specviz.ui import gpu_budget
 from specviz.ui.fields import request_from
 

@@ -344,7 +344,7 @@ def test_argmax_rules_draft_point_masses_and_sampled_rules_do_not():
 
 # --------------------------------------------------------------------------- request, trace, page
 def test_the_request_takes_a_rule_and_refuses_a_bad_one_in_one_sentence():
-    from specviz.request import RequestError, validate_request
+    from specviz.run.request import RequestError, validate_request
 
     base = {"prompt": "hi", "target": "t", "draft": "ngram", "k": 4, "temperature": 1.0, "top_k": 0, "top_p": 1.0,
             "max_new_tokens": 8, "seed": 0}

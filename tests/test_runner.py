@@ -1,4 +1,4 @@
-"""specviz.runner's one way from a request to a run: the chat-template policy, the prompt's cost
+"""specviz.run.runner's one way from a request to a run: the chat-template policy, the prompt's cost
 in tokens (public mode), the label and stop ids, and the plain baseline as a generator."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import pytest
 from helpers import bpe_tokenizer
 from test_cli import _save_tiny, _smollm2_prepared
 
-from specviz.request import DEFAULT_LIMITS, PUBLIC_LIMITS, RequestError, validate_request
+from specviz.run.request import DEFAULT_LIMITS, PUBLIC_LIMITS, RequestError, validate_request
 from specviz.core.records import effective_k
-from specviz.runner import baseline_key, baseline_steps, drain, encode_prompt, prepare_run
-from specviz.sweep import sweep, sweep_requests
+from specviz.run.runner import baseline_key, baseline_steps, drain, encode_prompt, prepare_run
+from specviz.run.sweep import sweep, sweep_requests
 from specviz.figures.analysis import analyse_generation
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -1,4 +1,4 @@
-"""Experiments (specviz.sweep and ``python -m specviz sweep``) on tiny random models saved to a
+"""Experiments (specviz.run.sweep and ``python -m specviz sweep``) on tiny random models saved to a
 temporary directory (the pattern of tests/test_cli.py): each setting gives one row with the
 setting and the run's figures, progress comes round by round, and the CLI writes one JSON row per
 setting."""
@@ -13,8 +13,8 @@ import pytest
 from helpers import bpe_tokenizer
 from test_cli import _save_tiny, specviz
 
-from specviz.request import RequestError, validate_request
-from specviz.sweep import CSV_FIELDS, sweep, sweep_requests, sweep_rows, write_csv
+from specviz.run.request import RequestError, validate_request
+from specviz.run.sweep import CSV_FIELDS, sweep, sweep_requests, sweep_rows, write_csv
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -141,7 +141,7 @@ def test_sweep_charts_plot_measured_and_theory_per_setting():
 
 
 def test_alpha_trend_says_what_was_measured():
-    from specviz.sweep import AlphaTrend, alpha_trend
+    from specviz.run.sweep import AlphaTrend, alpha_trend
 
     rows = [{"temperature": 0.0, "alpha": 0.8, "tested": 50}, {"temperature": 1.5, "alpha": 0.3, "tested": 40}]
     trend = alpha_trend(rows, "temperature")
@@ -184,7 +184,7 @@ def test_sweep_keeps_the_tree_settings_and_records_them(tiny_target):
 
 
 def test_sweep_steps_carry_the_stop_ids(tiny_target):
-    from specviz.runner import prepare_run
+    from specviz.run.runner import prepare_run
 
     stop_ids = prepare_run(_base(tiny_target)).stop_ids
     steps = list(sweep(sweep_requests(_base(tiny_target), "draft", ["ngram", "none"])))
@@ -200,7 +200,7 @@ def test_sweep_stops_at_its_time_cap_with_the_rows_it_finished(tiny_target):
     # the finished row is kept and nothing runs after the cap.
     import time
 
-    from specviz.runner import prepare_run
+    from specviz.run.runner import prepare_run
 
     cap = 3.0
 

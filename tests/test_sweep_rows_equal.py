@@ -1,7 +1,7 @@
 """Sweep rows do not contaminate each other (issue 42 item 5): the same setting swept three times
 gives three equal rows, with the drafters that learn from earlier outputs (Token Recycling's
 table, the suffix drafter's history) too, in the CLI's sweep and in the app's sweep steps; each
-row starts from the state a bench call starts from (:func:`specviz.bench.measurement_start`),
+row starts from the state a bench call starts from (:func:`specviz.run.bench.measurement_start`),
 and a visitor's own history and table are as they were once the sweep ends."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from helpers import bpe_tokenizer
 from test_cli import _save_tiny, specviz
 
-from specviz.request import validate_request
-from specviz.sweep import sweep, sweep_requests, sweep_rows
+from specviz.run.request import validate_request
+from specviz.run.sweep import sweep, sweep_requests, sweep_rows
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -82,7 +82,7 @@ def test_the_apps_sweep_steps_give_equal_rows_and_keep_the_visitors_stores(tiny_
 
 def test_a_bench_call_and_a_sweep_row_start_from_one_reset(monkeypatch, tiny_target):
     """The sweep calls the bench's own reset (not a copy of it) before each row."""
-    import specviz.bench as bench
+    import specviz.run.bench as bench
 
     calls = []
     real = bench.measurement_start

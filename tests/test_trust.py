@@ -2,7 +2,7 @@
 baseline or the run is unreliable, every front-end says "not measurable now: …" where the speedup
 would be, with no figure: the Run tab's summary and speedup chart, the Experiments table and
 chart, the side-by-side heads, the CLI and the bench table. One rule decides
-(:func:`specviz.figures.speedup.speedup_doubt`, and :func:`specviz.sweep.speedup_doubts` across a
+(:func:`specviz.figures.speedup.speedup_doubt`, and :func:`specviz.run.sweep.speedup_doubts` across a
 sweep's rows)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from test_baseline import plain_round, spec_round
 
 from specviz.figures.analysis import analyse
 from specviz.figures.speedup import NOT_MEASURABLE, PlainBaseline, speedup_doubt
-from specviz.sweep import row_speedups, speedup_doubts
+from specviz.run.sweep import row_speedups, speedup_doubts
 
 # The run's own plain-shaped passes take 74 ms; a baseline of 192 ms a step was timed while busy.
 ROUNDS = [spec_round(i, 80.0) for i in range(6)] + [plain_round(i, 74.0) for i in range(6, 10)]

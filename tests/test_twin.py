@@ -89,7 +89,7 @@ def real_lookup_run(smollm2):
     40 drafting passes; on 2026-12-04 acceptance by position ran 0.74, 0.90, 1.00, 1.00, p = 0.002)."""
     from specviz.models import loading as models
     from specviz.drafters.registry import build_drafter
-    from specviz.runner import make_generation
+    from specviz.run.runner import make_generation
     from specviz.core.sampling import SamplingConfig
     from specviz.ui.settings import FREE_TEXT_PROMPT
 

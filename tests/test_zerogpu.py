@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from packaging.requirements import Requirement
 
 from specviz.models import memory
-from specviz.request import ServerDevice, pin_public_device
+from specviz.run.request import ServerDevice, pin_public_device
 from specviz.ui import feature, gpu, gpu_budget, placement, run_stream, settings
 from specviz.ui.deltas import DeltaDecoder
 from specviz.ui.experiments_tab import run_sweep_ui

@@ -345,7 +345,7 @@ def streamed(ctx, tokens):
     from scripts.stream_bytes import _PacedRun, _SimulatedClock
     from specviz.drafters.lookup import PromptLookupDrafter
     from specviz.core.engine import Generation
-    from specviz.request import RunRequest
+    from specviz.run.request import RunRequest
     from specviz.core.sampling import SamplingConfig
     from specviz.ui import run_stream
     from specviz.ui.state import RunState

@@ -27,7 +27,7 @@ as vLLM lays out its proposers:
   save/load and :class:`~specviz.drafters.eagle.EagleDrafter` (chains, EAGLE-2 trees).
 * :mod:`~specviz.drafters.oracle`: :class:`~specviz.drafters.oracle.OracleDrafter`, the target's
   own output for the same settings replayed as the draft (recorded by
-  :func:`specviz.runner.make_generation`): the ceiling the other drafters are measured against.
+  :func:`specviz.run.runner.make_generation`): the ceiling the other drafters are measured against.
 * :mod:`~specviz.drafters.combined`: :class:`~specviz.drafters.combined.LookupThen`, prompt
   lookup where a trigram repeats, else Token Recycling or (``LookupThenEagle``) the head.
 

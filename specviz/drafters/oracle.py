@@ -5,7 +5,7 @@ target's saved outputs are replayed as drafts, so every pass pays only the verif
 drafter that costs nothing (c ≈ 0). Its tokens per pass and speedup are the ceiling the other
 drafters are measured against (:mod:`specviz.diagnose.ceiling`).
 
-How it is recorded. Before a run, :func:`specviz.runner.make_generation` (which sits above the
+How it is recorded. Before a run, :func:`specviz.run.runner.make_generation` (which sits above the
 drafters and may run the engine) decodes the prompt plainly with the run's own target, sampling
 settings, seed, token limit and end-of-text ids, untimed, and hands the ids to
 :meth:`OracleDrafter.set_recording`. A drafter cannot run the engine itself (the drafters import
@@ -47,7 +47,7 @@ def recording_key(prompt_ids, sampling, max_new_tokens: int, seed: int, eos_toke
 class OracleDrafter:
     """Replays the target's own plain-decoding output for the same prompt and settings as the draft.
 
-    ``replays_target = True`` asks :func:`specviz.runner.make_generation` for the recording
+    ``replays_target = True`` asks :func:`specviz.run.runner.make_generation` for the recording
     (:meth:`needs_recording`, :meth:`set_recording`) before each run; :meth:`use` picks the one
     a run replays.
 
@@ -56,7 +56,7 @@ class OracleDrafter:
 
     Raises (from :meth:`propose`):
         RuntimeError: if no recording was chosen with :meth:`use` (the run was not built by
-            :func:`specviz.runner.make_generation`).
+            :func:`specviz.run.runner.make_generation`).
     """
 
     uses_model = False
@@ -106,7 +106,7 @@ class OracleDrafter:
         chain whatever ``branches`` asks: there is one recording)."""
         if self._replay is None:
             raise RuntimeError("the oracle drafter has no recording: build the run with "
-                               "specviz.runner.make_generation, which records the target's output first")
+                               "specviz.run.runner.make_generation, which records the target's output first")
         position = len(committed) - self._prompt_len
         tokens = self._replay[position : position + max(0, k)] if position >= 0 else []
         return DraftTree.point_masses(tokens, list(range(-1, len(tokens) - 1)), self.vocab_size)

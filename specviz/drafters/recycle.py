@@ -264,7 +264,7 @@ def warm_table(target, token_ids: list[int], table: RecycleTable, chunk: int = 5
         table: the table to write (rows already there are kept unless overwritten).
         chunk: tokens per forward pass (>= 1).
         vocab_size: logit columns ranked (default: a LoadedModel's tokenizer size capped at its
-            logits width, as :func:`specviz.runner.make_generation` does; else every column).
+            logits width, as :func:`specviz.run.runner.make_generation` does; else every column).
 
     Returns:
         The forward passes run.

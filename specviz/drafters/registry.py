@@ -45,7 +45,7 @@ class DrafterKind:
     """One kind of drafter: the one place its spec, description and construction live.
 
     The app's menu, ``--draft``'s help, :func:`parse_drafter_spec`, public mode's allowed
-    drafters (:func:`specviz.request.check_public_models`) and
+    drafters (:func:`specviz.run.request.check_public_models`) and
     :func:`specviz.drafters.registry.build_drafter` all read :data:`DRAFTER_KINDS`; adding a drafter is
     adding one entry there.
 

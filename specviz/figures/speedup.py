@@ -81,7 +81,7 @@ class PlainBaseline:
             code and saved traces), that measured rate.
         sample_ms_per_token: per sample, its decoding time per token (ms/token, prefill excluded):
             (generation time − prefill) ÷ tokens, a shorter sample's scaled to the first one's
-            length (:func:`specviz.baseline.measure_baseline`). Empty for a baseline built from a
+            length (:func:`specviz.run.baseline.measure_baseline`). Empty for a baseline built from a
             rate alone.
         sample_tokens: per sample, the tokens it covered (a plain run stops at end-of-text).
         prefill_ms: the prompt's prefill (ms, median over the samples); added back once per run
@@ -422,7 +422,7 @@ def running_speedup(rounds: list[Round], baseline: PlainBaseline | None) -> list
 def speedup_doubts(rows: Sequence[dict]) -> list[str | None]:
     """Per row, why its measured speedup cannot be trusted (one sentence), or None: what the
     Experiments table and chart, the side-by-side heads and ``specviz sweep`` show in place of a
-    doubted figure (:func:`speedup_shown`; rows of :func:`specviz.sweep.sweep`).
+    doubted figure (:func:`speedup_shown`; rows of :func:`specviz.run.sweep.sweep`).
 
     The rule: a row's own doubt (``row["speedup_doubt"]``, :func:`specviz.figures.analysis.speedup_doubt`),
     else a baseline out of line with the other rows'. Every row of a sweep times plain decoding of

@@ -166,7 +166,7 @@ def resolve_dtype(dtype: str | torch.dtype = "auto", device: str | torch.device 
 def native_dtypes(device: str | torch.device) -> tuple[str, ...]:
     """The dtypes a device runs models in at full speed, the one :func:`resolve_dtype` would pick
     for ``auto`` on a capable machine first: what a public server allows (public mode pins the
-    dtype to these, :func:`specviz.request.pin_public_device`).
+    dtype to these, :func:`specviz.run.request.pin_public_device`).
 
     On the CPU: bfloat16 where it is native (:func:`cpu_has_native_bf16`), and float32 always. On
     CUDA: bfloat16 and float16 where bfloat16 has tensor cores (``torch.cuda.is_bf16_supported(

@@ -9,7 +9,7 @@
   (:data:`CACHE_FRACTION`).
 
 :mod:`specviz.models.loading`' cache sizes its budget and evicts before a load with these, and public
-mode (:func:`specviz.request.pin_public_device`) refuses a pair that would not fit.
+mode (:func:`specviz.run.request.pin_public_device`) refuses a pair that would not fit.
 """
 
 from __future__ import annotations

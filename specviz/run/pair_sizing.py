@@ -3,7 +3,7 @@
 A drafter spec says what it loads: a draft model (its parameters, :func:`specviz.models.memory.model_parameters`),
 a learned head (its safetensors header), a copy of the target (the int8 copy, its kind's
 ``copy_bytes``) or nothing (prompt lookup, early exit). Public mode refuses a pair that would not fit
-(:func:`specviz.request.pin_public_device`) and a ZeroGPU request asks for time by its size.
+(:func:`specviz.run.request.pin_public_device`) and a ZeroGPU request asks for time by its size.
 """
 
 from __future__ import annotations

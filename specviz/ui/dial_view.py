@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from specviz.request import to_int
+from specviz.run.request import to_int
 from specviz.diagnose.rule_replay import RULES as EXACT_RULES
 from specviz.diagnose.rule_replay import ensemble_dial, rules_on_passes
 from specviz.ui import gpu, gpu_budget, run_stream, settings

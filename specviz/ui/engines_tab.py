@@ -17,7 +17,7 @@ import os
 import gradio as gr
 
 from specviz.engines import ENGINES, EngineFileError, ImportedRun, read_engine_file
-from specviz.request import RequestError, to_float
+from specviz.run.request import RequestError, to_float
 from specviz.ui import settings
 from specviz.ui.context import PageContext
 from specviz.ui.draw import charts, diagnostic_charts

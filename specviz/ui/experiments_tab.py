@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from specviz.sweep import TREND_WORDS, alpha_trend, write_csv
+from specviz.run.sweep import TREND_WORDS, alpha_trend, write_csv
 from specviz.ui import gpu, gpu_budget, settings, visitors
 from specviz.ui.context import PageContext
 from specviz.ui.draw import charts
@@ -34,7 +34,7 @@ class SweepUpdate(NamedTuple):
     """One update of the experiment's outputs (/sweep), by name: the event lists its components
     and the callback its values from these fields, so nothing is matched by position. The charts
     are named as :data:`METRICS`; ``trend`` is the finished sweep's
-    :attr:`specviz.sweep.AlphaTrend.direction`."""
+    :attr:`specviz.run.sweep.AlphaTrend.direction`."""
 
     status: object
     table: object
@@ -51,7 +51,7 @@ RESULTS = ("table", *METRICS, "csv")
 
 
 def _csv(rows: list[dict], parameter: str) -> str:
-    """The rows so far as a CSV file (specviz.sweep.write_csv) in this visitor's export folder
+    """The rows so far as a CSV file (specviz.run.sweep.write_csv) in this visitor's export folder
     (overwritten, not a new folder per setting); its path."""
     path = os.path.join(visitors.export_folder(), f"sweep-{parameter}.csv")
     with open(path, "w", encoding="utf-8", newline="") as out:
@@ -72,8 +72,8 @@ def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis=N
     last_analysis, trend).
 
     The status line updates a few times a second; the table and charts when a setting finishes; the
-    CSV (written with specviz.sweep.write_csv) after each finished setting, so a stopped sweep keeps
-    what it measured. ``trend``: the finished sweep's :attr:`specviz.sweep.AlphaTrend.direction`
+    CSV (written with specviz.run.sweep.write_csv) after each finished setting, so a stopped sweep keeps
+    what it measured. ``trend``: the finished sweep's :attr:`specviz.run.sweep.AlphaTrend.direction`
     (None until every setting has finished), for :func:`prediction_verdict`. Validated here
     (:func:`specviz.ui.sweep_steps.sweep_plan`), then one GPU job (:func:`sweep_work`)
     reserved for :func:`specviz.ui.gpu_budget.sweep_duration`: the feature :data:`SWEEP`."""
@@ -116,14 +116,14 @@ def sweep_outputs(parameter: str, requests: list, last_analysis, steps):
                           "finished.", **_results(rows, parameter), last_analysis=last_analysis, trend=None)
 
 
-#: The learner's prediction of a temperature sweep: the directions of :class:`specviz.sweep.AlphaTrend`.
+#: The learner's prediction of a temperature sweep: the directions of :class:`specviz.run.sweep.AlphaTrend`.
 PREDICTIONS = tuple(TREND_WORDS)
 
 
 def prediction_verdict(status: str, parameter: str, guess: str | None, outcome: str | None):
     """The finished sweep's status with a line on the learner's prediction of α (``guess``: one of
     :data:`PREDICTIONS`) against the measured trend (``outcome``: the finished sweep's
-    :attr:`specviz.sweep.AlphaTrend.direction`, None when α could not be compared); skips unless a
+    :attr:`specviz.run.sweep.AlphaTrend.direction`, None when α could not be compared); skips unless a
     temperature sweep finished with a guess."""
     if guess not in PREDICTIONS or SWEEP_LABELS.get(parameter) != "temperature" or not str(status).startswith(
             "**Done**"):

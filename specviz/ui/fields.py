@@ -1,5 +1,5 @@
 """A run's settings, once: the ordered fields the page and the Gradio API send, and the one way
-from their values to a validated :class:`~specviz.request.RunRequest`.
+from their values to a validated :class:`~specviz.run.request.RunRequest`.
 
 Every model callback (/run, /lossless, /sweep, /side_by_side) takes the fields it needs as one
 parameter per field, named as here (API callers pass them by keyword), and builds its request with
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specviz.drafters import DRAFTER_KINDS, drafter_kind
-from specviz.request import (RequestError, RunRequest, check_drafter_device, check_public_models, pin_public_device, to_int,
+from specviz.run.request import (RequestError, RunRequest, check_drafter_device, check_public_models, pin_public_device, to_int,
                        validate_request)
 from specviz.ui import settings
 from specviz.ui.user_errors import user_errors
@@ -80,8 +80,8 @@ def request_from(values: Mapping, public: bool) -> RunRequest:
     default budget, the full rule). In public mode the tighter public limits apply, only the presets' models are
     allowed, and the server's own device and dtype are used (a visitor's other choice, a drafter
     that does not run there or a pair that does not fit its memory is refused:
-    :func:`specviz.request.pin_public_device`). In every mode a drafter that does not run with
-    the target on its device is refused (:func:`specviz.request.check_drafter_device`). These
+    :func:`specviz.run.request.pin_public_device`). In every mode a drafter that does not run with
+    the target on its device is refused (:func:`specviz.run.request.check_drafter_device`). These
     checks come before anything loads, so nothing is downloaded or read for a refused request.
 
     Raises:

@@ -7,7 +7,7 @@ value on the way out, and the decorated function itself by reference. So:
 
 * the decorated callable is one module-level function, :func:`run_job`; its argument is a
   :class:`Job`, a dataclass naming a module-level work function (a feature's, :data:`specviz.ui.feature.FEATURES`) and
-  plain arguments (strings, numbers, dicts, :class:`~specviz.request.RunRequest`);
+  plain arguments (strings, numbers, dicts, :class:`~specviz.run.request.RunRequest`);
 * a work function is a generator given a :class:`JobContext` first; it reaches models through the
   model cache's module globals (placed on ``cuda`` at import on a Space:
   :func:`specviz.ui.placement.place_at_import`) and yields the page's outputs, which

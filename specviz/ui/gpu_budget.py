@@ -11,7 +11,7 @@ the page asks for what this request can take, bounded:
 * a speculative run's worst case is α = 0: every pass emits one token and costs K draft steps and
   one verify pass, ``tokens × (K·draft_layers + target_layers) × LAYER_STEP_S``;
 * a baseline that must be timed is plain decoding about twice over (one full run, then short
-  ones: :func:`specviz.baseline.measure_baseline`), the warm-up a few tokens of both;
+  ones: :func:`specviz.run.baseline.measure_baseline`), the warm-up a few tokens of both;
 * :data:`FIXED_S` for the worker's start, the models' move onto the GPU and first kernels.
 
 ZeroGPU charges more than it is asked for: ``spaces`` multiplies the requested seconds by its
@@ -35,7 +35,7 @@ from specviz.models import memory
 from specviz.run import pair_sizing
 from specviz.drafters import drafter_kind
 from specviz.core.records import effective_k
-from specviz.runner import WARMUP_TOKENS
+from specviz.run.runner import WARMUP_TOKENS
 
 #: Seconds one decoder layer adds to a batch-1 eager step on a GPU when nothing calibrated it
 #: (launch-bound: ~10 kernels per layer at ~10 µs each plus transformers' Python, ~0.2-0.4 ms;
@@ -106,8 +106,8 @@ def load_seconds(request) -> float:
 
 def baseline_timed(request, baselines) -> bool:
     """Whether the Run job will time a fresh baseline: the job reuses a visitor's stored one only
-    when :func:`specviz.runner.baseline_key` of the prepared run is among ``baselines``' keys
-    (:func:`specviz.baseline.measure_baseline` is skipped then). That key holds the prompt's token
+    when :func:`specviz.run.runner.baseline_key` of the prepared run is among ``baselines``' keys
+    (:func:`specviz.run.baseline.measure_baseline` is skipped then). That key holds the prompt's token
     ids, so it is computed here the same way when the target is already in the model cache (its
     tokenizer encodes the prompt, nothing loads); when it is not, the job loads it and no key can
     be known yet: timed (the estimate errs long)."""
@@ -116,7 +116,7 @@ def baseline_timed(request, baselines) -> bool:
     from types import SimpleNamespace
 
     from specviz.models import loading as models
-    from specviz.runner import baseline_key, encode_prompt
+    from specviz.run.runner import baseline_key, encode_prompt
 
     target = models.peek_cached(request.target, request.device, request.dtype)
     if target is None:
@@ -170,7 +170,7 @@ def run_seconds(max_new_tokens: int, k: int, target_layers: int, draft_layers: i
 def replay_seconds(request, target_layers: int) -> float:
     """What the oracle drafter adds before its runs (0 for every other kind): the recording of the
     target's own output, plain decoding of the run's tokens and of the warm-up's, with its prefill
-    (:func:`specviz.runner.record_for_oracle`)."""
+    (:func:`specviz.run.runner.record_for_oracle`)."""
     if not drafter_kind(request.draft).replays:
         return 0.0
     steps = request.max_new_tokens + WARMUP_TOKENS + prefill_steps(prompt_tokens(request.prompt))
@@ -226,7 +226,7 @@ def deadline_s(duration: float) -> float:
 
 
 def request_duration(request, baseline: bool, cap: float) -> int:
-    """:func:`duration_s` of one :class:`specviz.request.RunRequest` (its target, drafter, K, token
+    """:func:`duration_s` of one :class:`specviz.run.request.RunRequest` (its target, drafter, K, token
     limit and prompt; ``baseline``: plain decoding must be timed, :func:`baseline_timed`), its
     pair's load (:func:`load_seconds`) included."""
     target_layers, draft_layers = step_layers(request.target, request.draft)

@@ -10,7 +10,7 @@ import time
 import gradio as gr
 
 from specviz.drafters import drafter_kind, real_draft_phrase
-from specviz.request import to_int
+from specviz.run.request import to_int
 from specviz.core.sampling import check_rule
 from specviz.figures.trace import TokenPieces, token_label
 from specviz.ui import gpu, gpu_budget, run_stream, settings

@@ -8,7 +8,7 @@ import gradio as gr
 
 from specviz.figures import theory
 from specviz.figures.analysis import RunAnalysis
-from specviz.request import to_float, to_int
+from specviz.run.request import to_float, to_int
 from specviz.ui.context import PageContext
 from specviz.ui.draw import charts
 from specviz.ui.draw.tab_views import monte_carlo_markdown, playground_figures_markdown

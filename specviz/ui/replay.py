@@ -11,7 +11,7 @@ import threading
 
 import gradio as gr
 
-from specviz.request import to_int
+from specviz.run.request import to_int
 from specviz.figures.speedup import race_clock
 from specviz.figures.trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
 from specviz.ui import settings, visitors

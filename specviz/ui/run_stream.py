@@ -14,9 +14,9 @@ import time
 import gradio as gr
 
 from specviz.figures.analysis import RunAnalysis
-from specviz.baseline import STALE_AFTER_S, BaselineStore
-from specviz.request import RunRequest
-from specviz.runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
+from specviz.run.baseline import STALE_AFTER_S, BaselineStore
+from specviz.run.request import RunRequest
+from specviz.run.runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
 from specviz.figures.speedup import baseline_still_valid
 from specviz.ui import gpu, gpu_budget, settings, visitors
 from specviz.ui.draw.escape import as_text
@@ -67,7 +67,7 @@ FINAL_CHARTS_PER_UPDATE = 1
 
 
 def load_and_encode(request: RunRequest, progress, warn=gr.Warning) -> PreparedRun:
-    """The request prepared for a run (:func:`specviz.runner.prepare_run`, the one way the app, the
+    """The request prepared for a run (:func:`specviz.run.runner.prepare_run`, the one way the app, the
     CLI and the sweeps take): the pair loaded with progress on the page, the prompt encoded under
     the one chat-template policy (a target without a template reads it as plain text, said here as
     a warning) and its tokens checked against the request's limit, the stop ids and the pair's
@@ -91,7 +91,7 @@ def load_and_encode(request: RunRequest, progress, warn=gr.Warning) -> PreparedR
 
 
 #: Plain baselines measured on this server, shared by its visitors by settings (timing, not text:
-#: see :class:`specviz.baseline.BaselineStore`); a visitor's prompt and outputs stay theirs.
+#: see :class:`specviz.run.baseline.BaselineStore`); a visitor's prompt and outputs stay theirs.
 SHARED_BASELINES = BaselineStore()
 #: While a model loads or warms up, the status line says so after this long (s), then every WORK_EVERY_S.
 WORK_FIRST_S, WORK_EVERY_S = 0.3, 1.0
@@ -117,8 +117,8 @@ def while_working(work, say):
 def measure_baseline(prepared: PreparedRun, baselines: dict, store: BaselineStore | None = None, should_end=None):
     """Warm up once per pair, then the plain baseline of these settings: this visitor's from an
     earlier run, else one this server measured for the same settings less than
-    :data:`specviz.baseline.STALE_AFTER_S` ago (``store``, default :data:`SHARED_BASELINES`), else
-    timed by :func:`specviz.runner.baseline_steps` (three samples, the CLI's and the sweeps'
+    :data:`specviz.run.baseline.STALE_AFTER_S` ago (``store``, default :data:`SHARED_BASELINES`), else
+    timed by :func:`specviz.run.runner.baseline_steps` (three samples, the CLI's and the sweeps'
     measurement too) and stored there. The warm-up comes first so that no sample times a cold
     model (a first run once timed plain decoding at 192 ms/token against 53–69 later).
     Yields status lines (warming up and for how long, timing plain decoding n/N, a reused
@@ -368,7 +368,7 @@ def plan_run(values: dict, baselines, public: bool | None) -> Plan:
 
 
 def key_matches(key, request: RunRequest) -> bool:
-    """Whether a visitor's stored baseline ``key`` (:func:`specviz.runner.baseline_key`) may be this
+    """Whether a visitor's stored baseline ``key`` (:func:`specviz.run.runner.baseline_key`) may be this
     request's: it holds the request's sampling, token limit and seed (an estimate for the reservation
     only; the run itself looks the key up exactly)."""
     return (isinstance(key, str) and repr(request.sampling) in key

@@ -21,7 +21,7 @@ from specviz.models import memory
 from specviz.run import pair_sizing
 from specviz.models import loading as models
 from specviz.drafters import DRAFTER_KINDS, drafter_kind, kinds_for
-from specviz.request import DEFAULT_LIMITS, Limits, ServerDevice, public_mode, public_policy
+from specviz.run.request import DEFAULT_LIMITS, Limits, ServerDevice, public_mode, public_policy
 
 EXAMPLES = [
     ["Fix the typos in this text and change nothing else:\n\nTeh quick brown fox jumsp over the lazy dog. "
@@ -128,7 +128,7 @@ def public_allowed() -> tuple[frozenset, frozenset]:
 
 def public_server() -> ServerDevice:
     """How this server runs models in public mode, whatever a visitor sends
-    (:func:`specviz.request.pin_public_device`): its device, the dtypes it runs natively there
+    (:func:`specviz.run.request.pin_public_device`): its device, the dtypes it runs natively there
     (:func:`specviz.models.loading.native_dtypes`) and the model cache's budget there."""
     device = server_device()
     return ServerDevice(device, models.native_dtypes(device), models.cache_budget(device))

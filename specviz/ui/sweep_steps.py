@@ -1,5 +1,5 @@
 """What the Experiments and side-by-side tabs share: an experiment's validated requests from the
-Run tab's values (:func:`sweep_plan`) and :func:`specviz.sweep.sweep`'s steps for this visitor,
+Run tab's values (:func:`sweep_plan`) and :func:`specviz.run.sweep.sweep`'s steps for this visitor,
 with its errors as one clear line and public mode's time limit (:class:`SweepSteps`)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import functools
 
 from specviz.drafters import for_device, parse_drafter_spec
-from specviz.request import check_drafter_device, check_public_models, pin_public_device, to_int
-from specviz.runner import prepare_run
-from specviz.sweep import sweep, sweep_requests
+from specviz.run.request import check_drafter_device, check_public_models, pin_public_device, to_int
+from specviz.run.runner import prepare_run
+from specviz.run.sweep import sweep, sweep_requests
 from specviz.ui import settings, visitors
 from specviz.ui.fields import request_from
 from specviz.ui.user_errors import refused, user_errors
@@ -31,7 +31,7 @@ PUBLIC_MAX_SETTINGS = 6  # a public experiment runs at most this many settings (
 
 
 def sweep_values(parameter: str, text) -> list[str]:
-    """The values typed for a sweep, split on commas and spaces (validated by specviz.sweep)."""
+    """The values typed for a sweep, split on commas and spaces (validated by specviz.run.sweep)."""
     if not isinstance(text, str) or not text.replace(",", " ").split():
         raise refused(f"Type the {parameter} values to sweep, e.g. {SWEEP_DEFAULTS[parameter]}.")
     return text.replace(",", " ").split()
@@ -68,10 +68,10 @@ def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: boo
 
 
 class SweepSteps:
-    """:func:`specviz.sweep.sweep`'s steps for the visitor the callback serves: a suffix drafter
+    """:func:`specviz.run.sweep.sweep`'s steps for the visitor the callback serves: a suffix drafter
     searches only their own earlier outputs (:func:`specviz.ui.visitors.visitor_history`), Token
     Recycling only their own table (:func:`specviz.ui.visitors.visitor_table`), each row starting
-    from them emptied and leaving them as they were (:func:`specviz.sweep.sweep`), loading
+    from them emptied and leaving them as they were (:func:`specviz.run.sweep.sweep`), loading
     and run errors become one clear gr.Error line, and with ``max_run_s`` (public mode) the sweep
     stops at that wall time (its own cap: loading, warm-ups and baselines count) with the rows it
     finished; its "stopped" step is not passed on, :attr:`stopped` says so instead.

@@ -15,7 +15,7 @@ import gradio as gr
 
 from specviz.core.engine import ContextLengthError
 from specviz.models.errors import IncompatiblePairError, ModelLoadError
-from specviz.request import RequestError
+from specviz.run.request import RequestError
 from specviz.core.sampling import NonFiniteLogitsError
 from specviz.ui.draw.escape import as_text
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz.request import to_int
+from specviz.run.request import to_int
 from specviz.diagnose.rule_replay import replay_rule
 from specviz.core.rules import RULE_CHOICES
 from specviz.figures.trace import trace_from_dict

@@ -716,7 +716,7 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
     """One measured figure of a sweep against the setting, with the theory for each point.
 
     Args:
-        rows: sweep rows (:func:`specviz.sweep.sweep`), in the order run; may be empty.
+        rows: sweep rows (:func:`specviz.run.sweep.sweep`), in the order run; may be empty.
         parameter: the varied setting, ``"temperature"``, ``"k"`` or ``"draft"`` (categorical).
         metric: ``"alpha"`` (with the acceptance rate, accepted ÷ proposed, beside it),
             ``"tokens_per_pass"`` (theory: (1 − α^(K+1)) / (1 − α) at the row's α) or

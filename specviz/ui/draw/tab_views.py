@@ -62,8 +62,8 @@ SWEEP_HEADERS = ["setting", "per-token α (accepted ÷ tested)", "acceptance rat
 
 
 def sweep_table(rows: list[dict], parameter: str) -> list[list]:
-    """The experiment's rows (:mod:`specviz.sweep`) as the table's cells, columns as :data:`SWEEP_HEADERS`.
-    A speedup :func:`specviz.sweep.speedup_doubts` doubts shows as "not measurable now: …", no figure."""
+    """The experiment's rows (:mod:`specviz.run.sweep`) as the table's cells, columns as :data:`SWEEP_HEADERS`.
+    A speedup :func:`specviz.run.sweep.speedup_doubts` doubts shows as "not measurable now: …", no figure."""
     doubts = speedup_doubts(rows)
     return [[str(r[parameter]), _f(r["alpha"]), _f(r["acceptance_rate"]), _f(r["tokens_per_pass"]),
              _f(r["predicted_tokens_per_pass"]), f"{NOT_MEASURABLE}: {doubt}" if doubt else _speedup(r),

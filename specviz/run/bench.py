@@ -75,7 +75,7 @@ from specviz.figures.analysis import analyse
 from specviz.diagnose.diagnostics import DIAGNOSTICS_HEADERS, diagnose, diagnostics_row
 from specviz.drafters import RECYCLE_TABLE, clear_recycle_table, clear_suffix_history
 from specviz.drafters.recycle import warm_table, warm_token_ids
-from specviz.runner import make_generation, warm_up
+from specviz.run.runner import make_generation, warm_up
 from specviz.figures.speedup import NOT_MEASURABLE, PlainBaseline
 
 log = logging.getLogger(__name__)
@@ -378,10 +378,10 @@ def measure(target, drafter, prompts, encoded, ks, temperatures, top_k=0, top_p=
     With ``branches`` > 1 the tree variant of our speculative loop (``ours tree``) is timed too,
     with at most ``tree_nodes`` nodes per tree; with ``oracle`` the oracle drafter (``ours oracle``).
 
-    Our methods warm up through :func:`specviz.runner.warm_up`, transformers' with one untimed
+    Our methods warm up through :func:`specviz.run.runner.warm_up`, transformers' with one untimed
     call each. Within a repeat the method order rotates per prompt and repeat.
     """
-    from specviz.runner import default_warmup_tokens
+    from specviz.run.runner import default_warmup_tokens
     from specviz.core.sampling import SamplingConfig
 
     report = report or (lambda line: None)
@@ -609,16 +609,16 @@ def run_benchmark(target, drafter, prompts: list[BenchPrompt], ks: list[int], te
             speculative row's ``oracle`` compares it with.
         report: optional ``str -> None`` called with a progress line before each call.
         warmup_tokens: tokens per warm-up call of each method (default
-            :func:`specviz.runner.default_warmup_tokens`; the CLI passes ``max_new_tokens`` with
+            :func:`specviz.run.runner.default_warmup_tokens`; the CLI passes ``max_new_tokens`` with
             ``--compile`` so compiling is not timed).
 
     A prompt that asks for a chat template the target lacks is used as plain text, with a note
-    in the result's ``notes`` (:func:`specviz.runner.encode_prompt`, the policy of every front-end).
+    in the result's ``notes`` (:func:`specviz.run.runner.encode_prompt`, the policy of every front-end).
 
     Raises:
         ValueError: if a prompt encodes to no tokens.
     """
-    from specviz.runner import encode_prompt
+    from specviz.run.runner import encode_prompt
 
     encoded, notes = [], []
     for p in prompts:

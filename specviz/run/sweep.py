@@ -1,12 +1,12 @@
 """Experiments on real models: one setting varied, everything else held, one row per setting.
 
-A sweep takes a base :class:`~specviz.request.RunRequest` and a list of values for one setting
+A sweep takes a base :class:`~specviz.run.request.RunRequest` and a list of values for one setting
 (``temperature``, ``k`` or ``draft``). For each value it derives the request from the base one
-(:meth:`specviz.request.RunRequest.varied`: that one setting checked as
-:func:`specviz.request.validate_request` checks it, the one check the app and the CLI use), prepares it
-(:func:`specviz.runner.prepare_run`: the pair from the model cache, the prompt under the one
+(:meth:`specviz.run.request.RunRequest.varied`: that one setting checked as
+:func:`specviz.run.request.validate_request` checks it, the one check the app and the CLI use), prepares it
+(:func:`specviz.run.runner.prepare_run`: the pair from the model cache, the prompt under the one
 chat-template policy, the end-of-text ids), warms up, runs the speculative
-generation from the state a bench call starts from (:func:`specviz.bench.measurement_start`: no
+generation from the state a bench call starts from (:func:`specviz.run.bench.measurement_start`: no
 earlier row's output in the suffix history, an empty Token Recycling table; the drafter's own
 stores are put back afterwards) and a plain baseline of the same target, prompt and settings, and
 reports the row:
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from specviz.figures.analysis import analyse_generation
-from specviz.request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
+from specviz.run.request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
 from specviz.figures.speedup import speedup_doubts
 from specviz.figures.trace import spreadsheet_safe
 
@@ -101,7 +101,7 @@ def sweep_requests(base: RunRequest, parameter: str, values: Sequence, limits: L
 
     Raises:
         RequestError: for an unknown parameter, no values, more than 12, or a malformed value
-            (the message names the setting, as :func:`specviz.request.validate_request` does).
+            (the message names the setting, as :func:`specviz.run.request.validate_request` does).
     """
     if parameter not in PARAMETERS:
         raise RequestError(f"a sweep varies one of {', '.join(PARAMETERS)}, got {parameter!r}")
@@ -143,7 +143,7 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
           ) -> Iterator[SweepStep]:
     """Run each request speculatively and plainly; yield a :class:`SweepStep` after every round.
 
-    For each request: prepare it (:func:`specviz.runner.prepare_run`: the model cache makes
+    For each request: prepare it (:func:`specviz.run.runner.prepare_run`: the model cache makes
     repeats free; a missing chat template gives plain text and a note, as everywhere), warm up
     once per pair, kind of sampling and tree shape (``once=True``), run the speculative generation
     with the request's K, B and N, then plain decoding of the same target with the same settings
@@ -153,7 +153,7 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
     Args:
         requests: from :func:`sweep_requests`.
         progress: optional ``(fraction, message)`` callback for model loading.
-        prepare: ``(request, progress) -> PreparedRun``, default :func:`specviz.runner.prepare_run`
+        prepare: ``(request, progress) -> PreparedRun``, default :func:`specviz.run.runner.prepare_run`
             (which checks the prompt's tokens against the limits the requests were validated with).
         max_run_s: wall-time cap of the whole sweep (s), loading, warm-ups and baselines
             included; checked after every round. Past it the sweep ends with the rows it finished
@@ -170,7 +170,7 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
         NonFiniteLogitsError, RequestError, ValueError: from preparing and running, as the run
         command raises them.
     """
-    from specviz.runner import prepare_run
+    from specviz.run.runner import prepare_run
 
     prepare = prepare or prepare_run
     deadline = None if max_run_s is None else time.perf_counter() + max_run_s
@@ -190,8 +190,8 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
 def _setting(prepared, index: int, total: int, deadline: float | None, should_end=None) -> Iterator[SweepStep]:
     """The steps of one setting: speculative run, plain baseline, then the row (``_TimeUp`` past
     ``deadline`` or once ``should_end()``)."""
-    from specviz import bench
-    from specviz.runner import baseline_steps
+    from specviz.run import bench
+    from specviz.run.runner import baseline_steps
 
     def ended() -> bool:
         return (deadline is not None and time.perf_counter() > deadline) or (should_end is not None and should_end())

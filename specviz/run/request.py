@@ -47,7 +47,7 @@ class Limits:
         max_prompt_chars: longest prompt (characters): a cheap first guard, checked before
             anything is loaded.
         max_prompt_tokens: longest prompt in tokens, chat template included, checked once the
-            prompt is encoded (:func:`specviz.runner.prepare_run`); None: the model's context
+            prompt is encoded (:func:`specviz.run.runner.prepare_run`); None: the model's context
             length decides. Tokens, not characters, are what a run costs: 2,600 CJK characters
             can be 7,800 tokens, 4,000 ASCII characters under 900.
         max_seed: largest seed (torch seeds are 64-bit).
@@ -89,7 +89,7 @@ class RunRequest:
         tree_nodes: N, most nodes per draft tree, K..``max_tree_nodes``, or None for the
             default (:func:`specviz.core.drafttree.default_tree_nodes`).
         max_prompt_tokens: the limits' ``max_prompt_tokens``, carried so that
-            :func:`specviz.runner.prepare_run` checks the encoded prompt against the limits the
+            :func:`specviz.run.runner.prepare_run` checks the encoded prompt against the limits the
             request was validated with (None: no cap but the model's context).
         cache: the KV cache kind, ``"dynamic"`` or ``"static"`` (:data:`specviz.core.kvcache.CACHE_KINDS`;
             the same outputs, static passes of fixed shapes).

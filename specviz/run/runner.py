@@ -3,7 +3,7 @@
 The front-ends (the app, ``python -m specviz run``, ``sweep`` and ``bench``) go through these few
 functions, so they load, encode, warm up and build runs the same way:
 
-* :func:`prepare_run`: the one way from a :class:`~specviz.request.RunRequest` to a
+* :func:`prepare_run`: the one way from a :class:`~specviz.run.request.RunRequest` to a
   :class:`PreparedRun` (the loaded pair, the prompt's ids under the one chat-template policy of
   :func:`encode_prompt`, the end-of-text ids, a label and notes for the user);
 * :func:`baseline_steps`: the plain baseline of a prepared run, round by round;
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
-from specviz.baseline import DEFAULT_SAMPLES, measure_baseline
-from specviz.request import RequestError, RunRequest
+from specviz.run.baseline import DEFAULT_SAMPLES, measure_baseline
+from specviz.run.request import RequestError, RunRequest
 from specviz.core.records import effective_k
 from specviz.figures.speedup import PlainBaseline
 
@@ -199,7 +199,7 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
 
     Args:
         run: the :class:`~specviz.core.engine.Generation`.
-        request: its :class:`~specviz.request.RunRequest`.
+        request: its :class:`~specviz.run.request.RunRequest`.
         target: the :class:`~specviz.models.loading.LoadedModel`.
         drafter: the drafter or None.
         baseline: the plain baseline it was compared with, or None.
@@ -229,7 +229,7 @@ class PreparedRun:
     """A request ready to run: what every front-end needs before its first round.
 
     Attributes:
-        request: the validated :class:`~specviz.request.RunRequest`.
+        request: the validated :class:`~specviz.run.request.RunRequest`.
         target: the :class:`~specviz.models.loading.LoadedModel`.
         drafter: the drafter, or None for plain decoding.
         prompt_ids: the encoded prompt (:func:`encode_prompt`), non-empty.
@@ -322,7 +322,7 @@ def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = N
     length in tokens, and name the pair.
 
     Args:
-        request: from :func:`specviz.request.validate_request`.
+        request: from :func:`specviz.run.request.validate_request`.
         progress: optional ``(fraction, message)`` callback for loading (:func:`load_pair`).
         compile_mode: a ``torch.compile`` mode, or None (:func:`load_pair`).
         history: a suffix drafter's history (:func:`load_pair`); None: the process-wide one.
@@ -330,7 +330,7 @@ def prepare_run(request: RunRequest, progress=None, compile_mode: str | None = N
 
     The prompt's length in tokens is checked here, after the chat template, where it is known,
     against ``request.max_prompt_tokens`` (the limits the request was validated with, e.g.
-    public mode's :data:`specviz.request.PUBLIC_LIMITS`).
+    public mode's :data:`specviz.run.request.PUBLIC_LIMITS`).
 
     Returns:
         The :class:`PreparedRun`.
@@ -360,7 +360,7 @@ def baseline_key(prepared: PreparedRun) -> str:
 def baseline_steps(prepared: PreparedRun, known: Mapping[str, PlainBaseline] | None = None,
                    samples: int = DEFAULT_SAMPLES, should_end=None) -> Generator[str, None, PlainBaseline | None]:
     """Plain decoding of the prepared run's target, prompt and settings, timed ``samples`` times,
-    as its speedup baseline (:func:`specviz.baseline.measure_baseline`: one full run, then short
+    as its speedup baseline (:func:`specviz.run.baseline.measure_baseline`: one full run, then short
     ones; the speedup's range comes from their spread). The app, the CLI's ``run`` and the sweeps
     all measure their baseline here.
 
@@ -368,7 +368,7 @@ def baseline_steps(prepared: PreparedRun, known: Mapping[str, PlainBaseline] | N
     :class:`~specviz.figures.speedup.PlainBaseline` (None when no plain step was timed). When ``known``
     already holds a baseline under :func:`baseline_key`, it yields nothing and returns that one.
     Warm up first (:meth:`PreparedRun.warm_up`): the baseline is timed. ``should_end`` (a
-    deadline's check) ends the timing early, returning None (:func:`specviz.baseline.measure_baseline`).
+    deadline's check) ends the timing early, returning None (:func:`specviz.run.baseline.measure_baseline`).
     """
     if known is not None and baseline_key(prepared) in known:
         return known[baseline_key(prepared)]

@@ -155,7 +155,7 @@ class BaselineStore:
     """Plain baselines measured on this machine, shared by every visitor of a server, by settings.
 
     A baseline is timing, not text: it holds times per token and per step, nothing a visitor
-    typed. Its key (:func:`specviz.runner.baseline_key`: model, device, dtype, the prompt's token
+    typed. Its key (:func:`specviz.run.runner.baseline_key`: model, device, dtype, the prompt's token
     ids, sampling, length, seed, cache) does depend on the prompt, so the store keeps only a
     SHA-256 digest of the key: what one visitor wrote never sits in a structure another visitor's
     run reads, and a second visitor with the same settings reuses the timing without paying for a

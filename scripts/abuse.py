@@ -376,7 +376,7 @@ def _hostile_checkpoint(folder: Path, name: str, damage) -> str:
     from safetensors import safe_open
     from safetensors.torch import save_file
 
-    from specviz.train_draft import CHECKPOINT_DIR, STATE_FILE, save_state
+    from specviz.train.train_draft import CHECKPOINT_DIR, STATE_FILE, save_state
 
     out = folder / name
     path = out / CHECKPOINT_DIR / STATE_FILE
@@ -428,7 +428,7 @@ def one_token_data(url, folder) -> str:
     """Teacher data whose answers are one token repeated (it trained without a word)."""
     import torch
 
-    from specviz.train_draft import save_teacher_data
+    from specviz.train.train_draft import save_teacher_data
 
     sequences = [([1, 2, 42, 42, 42, 42], 2), ([3, 42, 42, 42], 1)]
     data = {"target": "smollm2-135m-instruct", "sequences": sequences, "frequent_ids": torch.tensor([42]),

@@ -188,7 +188,7 @@ def _add_cache_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _add_train_parser(sub) -> None:
-    from specviz.train_draft import TrainConfig
+    from specviz.train.train_draft import TrainConfig
 
     d = TrainConfig(target="", out="")
     train = sub.add_parser("train-draft", help="train an EAGLE-style draft head for a target",
@@ -475,7 +475,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_train_draft(args: argparse.Namespace) -> int:
-    from specviz.train_draft import TrainConfig, format_summary, train
+    from specviz.train.train_draft import TrainConfig, format_summary, train
 
     _check_threads(args)
     names = ("target", "out", "tokens", "steps", "rollout", "batch", "lr", "vocab", "max_new_tokens", "gen_batch",

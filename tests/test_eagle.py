@@ -23,7 +23,7 @@ from specviz.core.drafttree import LastLayerFeatures
 from specviz.core.engine import Generation
 from specviz.models.loading import LoadedModel
 from specviz.core.sampling import SamplingConfig
-from specviz.train_draft import TrainConfig, load_prompts, rollout_mask, train
+from specviz.train.train_draft import TrainConfig, load_prompts, rollout_mask, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -213,7 +213,7 @@ def test_a_head_saved_in_bfloat16_is_half_the_file_and_drafts_the_same(target, t
 
 
 def test_batched_teacher_features_equal_one_sequence_at_a_time(target):
-    from specviz.train_draft import teacher_features
+    from specviz.train.train_draft import teacher_features
 
     sequences = [([1, 2, 3, 4, 5, 6, 7], 2), ([8, 9], 1), ([3, 1, 4, 1, 5], 3)]
     batched = teacher_features(target, sequences, batch=3)
@@ -224,7 +224,7 @@ def test_batched_teacher_features_equal_one_sequence_at_a_time(target):
 
 
 def test_the_learning_rate_warms_up_then_decays_to_a_tenth():
-    from specviz.train_draft import lr_factor
+    from specviz.train.train_draft import lr_factor
 
     factors = [lr_factor(step, 1_000) for step in range(1_000)]
     assert factors[0] < 0.05 and max(factors) == pytest.approx(1.0)
@@ -235,7 +235,7 @@ def test_the_learning_rate_warms_up_then_decays_to_a_tenth():
 
 
 def test_the_validation_set_is_the_same_whatever_the_training_tokens():
-    from specviz.train_draft import _split
+    from specviz.train.train_draft import _split
 
     sequences = [(list(range(10 + i % 7)), 4) for i in range(200)]
     small_train, small_val = _split(sequences, TrainConfig(target="t", out="", tokens=100))
@@ -304,7 +304,7 @@ def test_training_lowers_the_loss_and_resumes(tiny_loaded, tmp_path):
 
 def _toy_batch(target) -> dict:
     """Two teacher-forced sequences of the tiny target as a training batch (every answer row trained)."""
-    from specviz.train_draft import _batch, teacher_features
+    from specviz.train.train_draft import _batch, teacher_features
 
     generator = torch.Generator().manual_seed(0)
     sequences = [(torch.randint(0, VOCAB, (n,), generator=generator).tolist(), 2) for n in (24, 17)]
@@ -315,7 +315,7 @@ def _toy_batch(target) -> dict:
 def test_the_rollout_loss_weighs_depths_by_the_decay_and_adds_the_total_variation(target):
     """Depth s weighs decay^(s−1) (normalised); the TV term adds tv_weight × (1 − acceptance) to each
     depth's loss and leaves the figures as they were."""
-    from specviz.train_draft import rollout_loss
+    from specviz.train.train_draft import rollout_loss
 
     head, batch = EagleHead(target), _toy_batch(target)
     with torch.no_grad():
@@ -340,7 +340,7 @@ def test_the_vocabulary_mask_leaves_out_rows_whose_top_token_the_head_cannot_pro
     vocabulary (computed here by hand at depth 1); the figures still cover every row; with the
     whole vocabulary the mask changes nothing."""
     from specviz.drafters.eagle import tree_mask
-    from specviz.train_draft import _target_distribution, rollout_loss, rollout_mask
+    from specviz.train.train_draft import _target_distribution, rollout_loss, rollout_mask
 
     batch = _toy_batch(target)
     features, ids, rows = batch["features"], batch["ids"], batch["rows"]
@@ -429,7 +429,7 @@ def test_a_run_can_start_from_a_head_and_score_it_without_training(tiny_loaded, 
     """``init``: a head directory's weights and vocabulary are the starting point (with 0 steps the
     written head is that head, scored on this data's held-out set); its vocabulary wins over the
     data's; warm-up 0 starts at the peak learning rate."""
-    from specviz.train_draft import lr_factor
+    from specviz.train.train_draft import lr_factor
 
     first = TrainConfig(target="tiny", out=str(tmp_path / "a"), tokens=400, steps=3, rollout=2, batch=4, vocab=60,
                         max_new_tokens=24, gen_batch=16, max_len=48, checkpoint_every=100, device="cpu")

@@ -23,7 +23,7 @@ from specviz.drafters.eagle import (
     shipped_head_dir,
 )
 from specviz.models.offline import cache_dir
-from specviz.train_draft import (
+from specviz.train.train_draft import (
     DATA_FILE,
     STATE_FILE,
     TrainConfig,
@@ -275,7 +275,7 @@ def test_a_half_written_checkpoint_is_refused_on_resume(tmp_path):
     from helpers import bpe_tokenizer
 
     from specviz.models.loading import LoadedModel
-    from specviz.train_draft import load_prompts
+    from specviz.train.train_draft import load_prompts
 
     tokenizer = bpe_tokenizer(load_prompts()[:60], chat=True, vocab_size=300)
     model = tiny_llama(0, vocab_size=len(tokenizer), lm_head_scale=12.0)

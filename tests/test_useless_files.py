@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from specviz.drafters.eagle import HEAD_FILE, MAX_CONFIG_BYTES, EagleHead, load_head, save_head
 from specviz.models.loading import LoadedModel
-from specviz.train_draft import (
+from specviz.train.train_draft import (
     DATA_FILE,
     STATE_FILE,
     TrainConfig,
@@ -174,7 +174,7 @@ def tiny_loaded():
 
 
 def test_training_that_turns_nan_stops_and_writes_no_head(tiny_loaded, tmp_path, monkeypatch):
-    import specviz.train_draft as train_draft
+    import specviz.train.train_draft as train_draft
 
     real = train_draft.rollout_loss
 

@@ -2,7 +2,7 @@
 
 Kept outside the :mod:`specviz.drafters` package, which it serves: every drafter family there
 builds a :class:`DraftTree`, and the engine (:mod:`specviz.core.engine`) and the head's training
-(:mod:`specviz.train_draft`) use this module too.
+(:mod:`specviz.train.train_draft`) use this module too.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ feature back in. Here:
   Draft Trees"), choosing children by a rule :func:`specviz.core.sampling.verify_tree` proves exact
   (:meth:`EagleDrafter._children`).
 
-Training lives in :mod:`specviz.train_draft` (``python -m specviz train-draft``); the heads shipped
+Training lives in :mod:`specviz.train.train_draft` (``python -m specviz train-draft``); the heads shipped
 for the offline targets in ``specviz/heads/``; prompt lookup with the head behind it in
 :mod:`specviz.drafters.combined`.
 """

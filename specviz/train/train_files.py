@@ -1,4 +1,4 @@
-"""Checks of the files training reads (:mod:`specviz.train_draft`): what makes a well-formed
+"""Checks of the files training reads (:mod:`specviz.train.train_draft`): what makes a well-formed
 checkpoint or teacher-data file unusable, each refused in one line naming the file (issue 42 item
 7): JSON metadata nested too deep, optimiser settings that are not numbers, optimiser moments that
 are NaN or negative, and teacher answers that are one token repeated."""

@@ -65,7 +65,7 @@ from specviz.drafters.eagle import (
     save_head,
     tree_mask,
 )
-from specviz.train_files import check_answers, check_moment, check_param_groups, diverged, json_field
+from specviz.train.train_files import check_answers, check_moment, check_param_groups, diverged, json_field
 
 __all__ = ["DATA_FILE", "FILE_VERSION", "PROMPTS_FILE", "STATE_FILE", "TrainConfig", "evaluate", "format_summary",
            "frequent_tokens", "generate_answers", "load_prompts", "load_state", "load_teacher_data", "lr_factor",

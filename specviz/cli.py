@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_arg(sweep)
     sweep.set_defaults(func=cmd_sweep)
     _add_train_parser(sub)
-    from specviz.engines.commands import add_engine_parsers
+    from specviz.engine_logs.commands import add_engine_parsers
 
     add_engine_parsers(sub, cmd_import, cmd_export)
     return parser
@@ -488,7 +488,7 @@ def cmd_train_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from specviz.engines.commands import format_import, import_result
+    from specviz.engine_logs.commands import format_import, import_result
 
     run, form = import_result(args)
     print(format_import(run, form, args.json))
@@ -496,7 +496,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from specviz.engines.commands import export_text
+    from specviz.engine_logs.commands import export_text
 
     print(export_text(args))
     return 0

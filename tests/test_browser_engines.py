@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_browser import CHROMIUM, HAS_TEXT, app_url, browser, wait_until_live  # noqa: F401  (fixtures: the app, one Chromium)
 
-from specviz.engines import ENGINES, read_engine_file
+from specviz.engine_logs import ENGINES, read_engine_file
 from specviz.ui.draw.engine_views import ENGINE_NAMES
 
 pytestmark = [pytest.mark.browser,

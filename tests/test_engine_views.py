@@ -12,7 +12,7 @@ import pytest
 
 from specviz.figures.analysis import analyse
 from specviz.diagnose.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
-from specviz.engines import Figure, ImportedRun
+from specviz.engine_logs import Figure, ImportedRun
 from specviz.core.records import ACCEPTED, BONUS, RESAMPLED, DraftedToken, EmittedToken, Round
 from specviz.ui import engines_tab
 from specviz.ui.draw.engine_counts import engine_figures, passes_from_positions

@@ -141,7 +141,7 @@ def test_import_url_that_is_not_http_is_refused_in_one_line(capsys):
 
 
 def test_the_request_body_follows_the_endpoint_each_engine_serves():
-    from specviz.engines.stream import request_body
+    from specviz.engine_logs.stream import request_body
 
     assert request_body("http://h/generate", "p", 8, None)["sampling_params"] == {"max_new_tokens": 8, "temperature": 0}
     assert request_body("http://h/completion", "p", 8, None)["n_predict"] == 8
@@ -150,6 +150,6 @@ def test_the_request_body_follows_the_endpoint_each_engine_serves():
 
 
 def test_a_url_with_a_password_or_key_is_shown_without_them():
-    from specviz.engines.stream import display_url
+    from specviz.engine_logs.stream import display_url
 
     assert display_url("https://user:secret@host:8443/v1/completions?api_key=k#x") == "https://host:8443/v1/completions"

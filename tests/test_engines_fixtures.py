@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specviz.engines import guess_engine, read_engine_file
-from specviz.engines import normalise as nz
+from specviz.engine_logs import guess_engine, read_engine_file
+from specviz.engine_logs import normalise as nz
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 

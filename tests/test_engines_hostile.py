@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specviz.engines import EngineFileError, read_engine_file
-from specviz.engines.checks import MAX_BYTES, MAX_STEPS
+from specviz.engine_logs import EngineFileError, read_engine_file
+from specviz.engine_logs.checks import MAX_BYTES, MAX_STEPS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 

@@ -20,9 +20,9 @@ from specviz.figures.analysis import analyse
 from specviz.diagnose.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
 from specviz.drafters import ModelDrafter
 from specviz.core.engine import Generation
-from specviz.engines import normalise as nz
-from specviz.engines import read_engine_file
-from specviz.engines.writers import write
+from specviz.engine_logs import normalise as nz
+from specviz.engine_logs import read_engine_file
+from specviz.engine_logs.writers import write
 from specviz.core.sampling import SamplingConfig
 from specviz.figures.trace import load_trace_file, trace_to_dict
 

@@ -1,5 +1,5 @@
 """The "Bring your engine's numbers" tab: a file from vLLM, SGLang, llama.cpp or mlx-lm (JSON, JSONL,
-a log or a metrics scrape), read by :func:`specviz.engines.read_engine_file`, drawn with the Run
+a log or a metrics scrape), read by :func:`specviz.engine_logs.read_engine_file`, drawn with the Run
 tab's charts (:mod:`.draw.engine_views`, :mod:`.draw.engine_counts`): tokens per pass, accepted
 drafts per pass in the engines' units with the zero-accept share, full and conditional acceptance
 by position, and the closed form at the visitor's stated c and v; the table of figures with the
@@ -16,7 +16,7 @@ import os
 
 import gradio as gr
 
-from specviz.engines import ENGINES, EngineFileError, ImportedRun, read_engine_file
+from specviz.engine_logs import ENGINES, EngineFileError, ImportedRun, read_engine_file
 from specviz.run.request import RequestError, to_float
 from specviz.ui import settings
 from specviz.ui.context import PageContext
@@ -95,13 +95,13 @@ def import_engine(path, engine, c, v, *, public: bool | None = None):
     """Read an engine's file and draw it: (the imported run, summary, figures table, coloured
     text, tokens per pass, accepted drafts per pass, acceptance by position, closed form).
 
-    ``engine``: "guess" or one of :data:`specviz.engines.ENGINES`; ``c`` and ``v``: the stated
+    ``engine``: "guess" or one of :data:`specviz.engine_logs.ENGINES`; ``c`` and ``v``: the stated
     cost ratio (draft step ÷ target step, in [0, 10]) and verify cost (verify pass ÷ target step,
     in (0, 10]), for the closed form and the K an engine would pick.
 
     Raises:
         gr.Error: no file, one too large or not UTF-8, the importer's one sentence
-            (:class:`specviz.engines.EngineFileError`), counts that contradict each other, or c or
+            (:class:`specviz.engine_logs.EngineFileError`), counts that contradict each other, or c or
             v out of range.
     """
     c, v = _costs(c, v)

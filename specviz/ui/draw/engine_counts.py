@@ -1,6 +1,6 @@
 """An engine's counters as the figures the Run tab's charts read, so those charts draw an imported run.
 
-An engine (:mod:`specviz.engines`) reports how many drafts each verify pass proposed and kept, or
+An engine (:mod:`specviz.engine_logs`) reports how many drafts each verify pass proposed and kept, or
 only a histogram or per-position totals; never the draws u, p_target or p_draft behind them.
 :func:`engine_figures` turns those counts into a :class:`~specviz.figures.analysis.RunAnalysis` and a
 :class:`~specviz.diagnose.diagnostics.RunDiagnostics` (what :func:`~specviz.ui.draw.charts.per_position_figure`
@@ -12,7 +12,7 @@ library defines it for a recorded run (tests/test_engine_views.py holds them equ
   kept at i ÷ tested at i; per-token α = kept ÷ tested; acceptance rate = kept ÷ drafted;
   zero-accept share = drafting passes that kept none ÷ drafting passes; tokens per pass = 1 + kept;
 * a chain: after the first rejection nothing is tested, so a pass that kept ``a`` of ``d`` drafts
-  tested min(a + 1, d) (the engines' own convention, :func:`specviz.engines.normalise.tested_per_pass`);
+  tested min(a + 1, d) (the engines' own convention, :func:`specviz.engine_logs.normalise.tested_per_pass`);
 * from an accepted-length histogram (vLLM's ``acceptance_histogram``, SGLang's
   ``spec_correct_drafts_histogram``) or per-position totals with the passes (vLLM's
   ``num_accepted_tokens_per_pos``: a count at i implies the positions before i were kept, so the
@@ -33,7 +33,7 @@ from itertools import accumulate
 
 from specviz.figures.analysis import PositionAcceptance, RunAnalysis, analyse
 from specviz.diagnose.diagnostics import PositionRates, RunDiagnostics, engine_k, find_cliff
-from specviz.engines import ImportedRun
+from specviz.engine_logs import ImportedRun
 
 __all__ = ["MAX_K", "EngineFigures", "engine_figures", "passes_from_positions"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specviz.engines import ImportedRun
-from specviz.engines.normalise import ALPHA
+from specviz.engine_logs import ImportedRun
+from specviz.engine_logs.normalise import ALPHA
 from specviz.ui.teach import playground
 from specviz.ui.draw import charts, diagnostic_charts
 from specviz.ui.draw.charts import _waiting
@@ -24,7 +24,7 @@ __all__ = ["ENGINE_NAMES", "KIND_CLASSES", "MAX_TOKENS_SHOWN", "closed_form_figu
 
 #: Each engine's name as its users write it.
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp", "mlx": "mlx-lm / mlx-vlm"}
-#: An imported token's kind (:data:`specviz.engines.TOKEN_KINDS`) → its classes in the token panel:
+#: An imported token's kind (:data:`specviz.engine_logs.TOKEN_KINDS`) → its classes in the token panel:
 #: an accepted draft looks like the Run tab's, the target's own token (resampled or bonus: an engine's
 #: flag does not say which) and an unknown token have looks of their own (draw/styles.py).
 KIND_CLASSES = {"draft": "sv-tok sv-accepted", "target": "sv-tok sv-engine-target", "unknown": "sv-tok sv-unknown"}
@@ -39,7 +39,7 @@ TOTALS_ONLY = "this file has totals only: no counts per pass or per position to 
 #: The closed form's map: α across, K up (the Playground's grid).
 MAP_ALPHAS = [i / 40 for i in range(41)]
 MAP_KS = list(range(1, playground.BEST_K_MAX + 1))
-#: The importers' name of the per-token α figure (:data:`specviz.engines.normalise.ALPHA`), read when the
+#: The importers' name of the per-token α figure (:data:`specviz.engine_logs.normalise.ALPHA`), read when the
 #: file has no counts to compute it from.
 ALPHA_NAMES = (ALPHA,)
 

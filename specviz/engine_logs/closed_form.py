@@ -12,8 +12,8 @@ from dataclasses import asdict
 
 from specviz.figures import theory
 from specviz.diagnose.diagnostics import engine_k
-from specviz.engines.imported import ImportedRun
-from specviz.engines.normalise import ALPHA, conditional_by_position
+from specviz.engine_logs.imported import ImportedRun
+from specviz.engine_logs.normalise import ALPHA, conditional_by_position
 
 __all__ = ["closed_form", "run_to_dict"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 
-from specviz.engines.checks import fail
-from specviz.engines.imported import ENGINES
+from specviz.engine_logs.checks import fail
+from specviz.engine_logs.imported import ENGINES
 
 __all__ = ["SUFFIXES", "write"]
 
@@ -50,7 +50,7 @@ def _marker(k: int) -> dict:
 
 def write(engine: str, rounds, meta: dict) -> str:
     """The run (``rounds``: :class:`~specviz.core.records.Round` list, ``meta``: its saved metadata) in
-    ``engine``'s format (one of :data:`~specviz.engines.imported.ENGINES`), as text.
+    ``engine``'s format (one of :data:`~specviz.engine_logs.imported.ENGINES`), as text.
 
     Raises:
         EngineFileError: for an unknown engine.

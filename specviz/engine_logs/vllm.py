@@ -9,7 +9,7 @@ excluded), ``num_draft_tokens`` (grammar-invalid drafts subtracted), ``num_spec_
 accepted ÷ drafted; with ``detailed``, ``per_step_accepted`` and ``per_step_drafted`` in order. The
 scheduler counts a step's accepted drafts before it truncates the output at a stop token, and samples
 the first output token in the prompt's pass (no step), so the counts are clipped against
-``usage.completion_tokens`` here (:func:`specviz.engines.normalise.clip_at_stop`).
+``usage.completion_tokens`` here (:func:`specviz.engine_logs.normalise.clip_at_stop`).
 
 **Prometheus** (``vllm/v1/spec_decode/metrics.py``, ``SpecDecodingProm``): counters
 ``vllm:spec_decode_num_drafts`` (steps), ``_num_draft_tokens``, ``_num_accepted_tokens`` and
@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 import re
 
-from specviz.engines import normalise as nz
-from specviz.engines.assemble import Fields, from_histogram, from_passes, from_totals
-from specviz.engines.checks import (MAX_POSITIONS, MAX_STEPS, MAX_TOKENS, count, counts, fail, json_documents, label,
+from specviz.engine_logs import normalise as nz
+from specviz.engine_logs.assemble import Fields, from_histogram, from_passes, from_totals
+from specviz.engine_logs.checks import (MAX_POSITIONS, MAX_STEPS, MAX_TOKENS, count, counts, fail, json_documents, label,
                      optional_count, plain_source, ratio, token_text)
-from specviz.engines.imported import Figure, ImportedRun
+from specviz.engine_logs.imported import Figure, ImportedRun
 
 __all__ = ["PROM_PREFIX", "looks_like", "read", "read_prometheus"]
 

@@ -1,7 +1,7 @@
 """Reading an engine file safely: size limits, JSON/JSONL/SSE parsing and checked values.
 
 An engine file may come from anyone, so every value the readers use passes through one of these
-checks, and anything wrong raises one :class:`~specviz.engines.errors.EngineFileError` whose message
+checks, and anything wrong raises one :class:`~specviz.engine_logs.errors.EngineFileError` whose message
 is one sentence naming the field (``vllm: metrics.speculative_decoding.per_step_accepted[3] is -1,
 not a count ≥ 0.``). Limits (:data:`MAX_BYTES`, :data:`MAX_STEPS`, :data:`MAX_POSITIONS`,
 :data:`MAX_TOKENS`) keep a hostile file from costing memory or time. Strings that specviz shows as
@@ -15,7 +15,7 @@ import json
 import math
 import re
 
-from specviz.engines.file_error import EngineFileError
+from specviz.engine_logs.file_error import EngineFileError
 
 __all__ = ["MAX_BYTES", "MAX_COUNT", "MAX_POSITIONS", "MAX_STEPS", "MAX_TOKENS", "MAX_TOKEN_CHARS", "check_text",
            "count", "counts", "fail", "json_documents", "label", "load_json", "optional_count", "plain_source",

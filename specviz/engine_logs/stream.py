@@ -3,7 +3,7 @@
 :func:`fetch_completion` POSTs one completion request with ``stream: true`` (and what each engine
 needs to report its speculative counters: vLLM's usage chunk, logprobs for per-token colours) to the
 URL it is given, reads the server-sent events (bounded in bytes and time) and returns their text, which
-:func:`specviz.engines.read_engine_file` reads like a saved stream. Standard library only (urllib).
+:func:`specviz.engine_logs.read_engine_file` reads like a saved stream. Standard library only (urllib).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from specviz.engines.checks import MAX_BYTES, fail
+from specviz.engine_logs.checks import MAX_BYTES, fail
 
 __all__ = ["display_url", "fetch_completion", "request_body"]
 
@@ -54,7 +54,7 @@ def fetch_completion(url: str, prompt: str, max_tokens: int = 64, model: str | N
 
     Raises:
         EngineFileError: for a URL that is not http(s), a server that cannot be reached or answers with
-            an error status, or a stream larger than :data:`specviz.engines.checks.MAX_BYTES`.
+            an error status, or a stream larger than :data:`specviz.engine_logs.checks.MAX_BYTES`.
     """
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:

@@ -13,8 +13,8 @@ import argparse
 import json
 from pathlib import Path
 
-from specviz.engines.closed_form import closed_form, run_to_dict
-from specviz.engines.imported import ENGINES, ImportedRun
+from specviz.engine_logs.closed_form import closed_form, run_to_dict
+from specviz.engine_logs.imported import ENGINES, ImportedRun
 
 __all__ = ["add_engine_parsers", "export_text", "format_import", "import_result"]
 
@@ -50,7 +50,7 @@ def add_engine_parsers(sub, cmd_import, cmd_export) -> None:
 
 
 def _read(path: str) -> str:
-    from specviz.engines.checks import MAX_BYTES, check_text
+    from specviz.engine_logs.checks import MAX_BYTES, check_text
 
     with open(path, "rb") as f:
         return check_text(f.read(MAX_BYTES + 1))
@@ -63,8 +63,8 @@ def import_result(args: argparse.Namespace) -> tuple[ImportedRun, dict]:
         ValueError: (EngineFileError and argument errors) with one sentence for the user.
         OSError: for a file that cannot be read.
     """
-    from specviz.engines import read_engine_file
-    from specviz.engines.stream import display_url, fetch_completion
+    from specviz.engine_logs import read_engine_file
+    from specviz.engine_logs.stream import display_url, fetch_completion
 
     if (args.file is None) == (args.url is None):
         raise ValueError("give either FILE or --url URL")
@@ -120,7 +120,7 @@ def export_text(args: argparse.Namespace) -> str:
         specviz.figures.trace.TraceError: for a file that is not a readable trace.
     """
     from specviz.figures.trace import load_trace_file
-    from specviz.engines.writers import write
+    from specviz.engine_logs.writers import write
 
     rounds, meta = load_trace_file(args.trace)
     text = write(args.engine, rounds, meta)

@@ -1,14 +1,14 @@
-"""Building an :class:`~specviz.engines.imported.ImportedRun` and its standard figures from what a
+"""Building an :class:`~specviz.engine_logs.imported.ImportedRun` and its standard figures from what a
 format holds: per-pass counts (:func:`from_passes`), a histogram of passes (:func:`from_histogram`)
 or totals only (:func:`from_totals`). The engine modules read their fields and call one of these, so
-every engine's figures are named and derived the same way (:mod:`specviz.engines.normalise`)."""
+every engine's figures are named and derived the same way (:mod:`specviz.engine_logs.normalise`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specviz.engines import normalise as nz
-from specviz.engines.imported import Figure, ImportedRun
+from specviz.engine_logs import normalise as nz
+from specviz.engine_logs.imported import Figure, ImportedRun
 
 __all__ = ["Fields", "from_histogram", "from_passes", "from_totals"]
 

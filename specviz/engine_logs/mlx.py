@@ -18,11 +18,11 @@ after the prompt's pass has sampled the first token.
 
 from __future__ import annotations
 
-from specviz.engines import normalise as nz
-from specviz.engines.assemble import Fields, from_passes, from_totals
-from specviz.engines.checks import (MAX_POSITIONS, MAX_TOKENS, count, fail, json_documents, label, optional_count, plain_source,
+from specviz.engine_logs import normalise as nz
+from specviz.engine_logs.assemble import Fields, from_passes, from_totals
+from specviz.engine_logs.checks import (MAX_POSITIONS, MAX_TOKENS, count, fail, json_documents, label, optional_count, plain_source,
                      token_text)
-from specviz.engines.imported import Figure, ImportedRun
+from specviz.engine_logs.imported import Figure, ImportedRun
 
 __all__ = ["looks_like", "read"]
 

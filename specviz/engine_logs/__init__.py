@@ -1,20 +1,20 @@
 """Read (and write) the speculative-decoding counters that serving engines report.
 
 Gradio-free and torch-free. :func:`read_engine_file` turns one engine file (a response, a recorded
-stream, a metrics scrape, a log) into an :class:`~specviz.engines.imported.ImportedRun` in specviz's
+stream, a metrics scrape, a log) into an :class:`~specviz.engine_logs.imported.ImportedRun` in specviz's
 units, each figure saying which engine field it came from and what was converted
-(:mod:`specviz.engines.normalise`); :func:`guess_engine` tells the engine from the text;
-:mod:`specviz.engines.writers` writes a saved specviz run in each engine's format. One module per
-engine: :mod:`~specviz.engines.vllm`, :mod:`~specviz.engines.sglang`, :mod:`~specviz.engines.llamacpp`,
-:mod:`~specviz.engines.mlx`. Bad, foreign or hostile input raises :class:`EngineFileError`.
+(:mod:`specviz.engine_logs.normalise`); :func:`guess_engine` tells the engine from the text;
+:mod:`specviz.engine_logs.writers` writes a saved specviz run in each engine's format. One module per
+engine: :mod:`~specviz.engine_logs.vllm`, :mod:`~specviz.engine_logs.sglang`, :mod:`~specviz.engine_logs.llamacpp`,
+:mod:`~specviz.engine_logs.mlx`. Bad, foreign or hostile input raises :class:`EngineFileError`.
 """
 
 from __future__ import annotations
 
-from specviz.engines import llamacpp, mlx, sglang, vllm
-from specviz.engines.checks import check_text, fail
-from specviz.engines.file_error import EngineFileError
-from specviz.engines.imported import ENGINES, TOKEN_KINDS, Figure, ImportedRun
+from specviz.engine_logs import llamacpp, mlx, sglang, vllm
+from specviz.engine_logs.checks import check_text, fail
+from specviz.engine_logs.file_error import EngineFileError
+from specviz.engine_logs.imported import ENGINES, TOKEN_KINDS, Figure, ImportedRun
 
 __all__ = ["ENGINES", "TOKEN_KINDS", "EngineFileError", "Figure", "ImportedRun", "guess_engine", "read_engine_file"]
 
@@ -39,7 +39,7 @@ def read_engine_file(text: str, name: str, engine: str | None = None, before: st
 
     Args:
         text: the file's text (or bytes, decoded as UTF-8), at most
-            :data:`specviz.engines.checks.MAX_BYTES`.
+            :data:`specviz.engine_logs.checks.MAX_BYTES`.
         name: its file name or URL, kept as plain text for the view.
         engine: one of :data:`ENGINES`, or None to guess it (:func:`guess_engine`).
         before: for a vLLM Prometheus scrape, an earlier scrape of the same server: the difference is

@@ -26,7 +26,7 @@ Positions here are 0-based (position 0 is the first draft), as in the engines' c
 
 from __future__ import annotations
 
-from specviz.engines.imported import Figure
+from specviz.engine_logs.imported import Figure
 
 __all__ = [
     "ACCEPTANCE_RATE",

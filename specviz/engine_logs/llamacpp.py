@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 import re
 
-from specviz.engines import normalise as nz
-from specviz.engines.assemble import Fields, from_totals
-from specviz.engines.checks import MAX_POSITIONS, count, fail, json_documents, optional_count, plain_source, ratio
-from specviz.engines.imported import Figure, ImportedRun
+from specviz.engine_logs import normalise as nz
+from specviz.engine_logs.assemble import Fields, from_totals
+from specviz.engine_logs.checks import MAX_POSITIONS, count, fail, json_documents, optional_count, plain_source, ratio
+from specviz.engine_logs.imported import Figure, ImportedRun
 import itertools
 
 __all__ = ["looks_like", "read"]

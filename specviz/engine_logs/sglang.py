@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 
-from specviz.engines import normalise as nz
-from specviz.engines.assemble import Fields, from_histogram, from_totals
-from specviz.engines.checks import MAX_POSITIONS, count, counts, fail, json_documents, label, optional_count, plain_source, ratio
-from specviz.engines.imported import Figure, ImportedRun
+from specviz.engine_logs import normalise as nz
+from specviz.engine_logs.assemble import Fields, from_histogram, from_totals
+from specviz.engine_logs.checks import MAX_POSITIONS, count, counts, fail, json_documents, label, optional_count, plain_source, ratio
+from specviz.engine_logs.imported import Figure, ImportedRun
 
 __all__ = ["looks_like", "read"]
 

@@ -10,8 +10,8 @@ Run ``python app.py`` and open the printed URL. The first start prepares the off
 
 On a ZeroGPU Space ``spaces`` must be imported before anything imports torch (it patches CUDA in
 the main process), so it comes first here where it is installed; the page's one GPU entry point is
-:func:`specviz.ui.gpu.run_job`, and the public presets' models are placed on ``cuda`` at import
-(:func:`specviz.ui.placement.place_at_import`; nothing happens off a Space).
+:func:`specviz.ui.serve.gpu.run_job`, and the public presets' models are placed on ``cuda`` at import
+(:func:`specviz.ui.serve.placement.place_at_import`; nothing happens off a Space).
 """
 
 from __future__ import annotations
@@ -26,18 +26,18 @@ try:
 except ImportError:  # not on a Space: nothing to patch
     pass
 
-from specviz.ui.threads import configure_threads
+from specviz.ui.serve.threads import configure_threads
 
 # Before any model loads, here rather than under __main__: a Space imports this module. Leaving a
 # core to the browser and everything else keeps a busy small CPU fast and steady
-# (specviz/ui/threads.py; SPECVIZ_THREADS overrides it).
+# (specviz/ui/serve/threads.py; SPECVIZ_THREADS overrides it).
 THREADS, THREADS_SOURCE = configure_threads()
 
 from specviz.models import loading as models  # noqa: E402
 from specviz.models.memory import fixed_mmap_threshold  # noqa: E402
-from specviz.ui.placement import place_at_import  # noqa: E402
+from specviz.ui.serve.placement import place_at_import  # noqa: E402
 from specviz.ui.page import build_page  # noqa: E402
-from specviz.ui.settings import DEFAULT_PRESET, PRESETS, PUBLIC, QUEUE_SIZE, max_upload_bytes  # noqa: E402
+from specviz.ui.serve.settings import DEFAULT_PRESET, PRESETS, PUBLIC, QUEUE_SIZE, max_upload_bytes  # noqa: E402
 
 demo = build_page(PUBLIC)
 place_at_import()

@@ -205,7 +205,7 @@ def _raw(text) -> str:
 
 
 def _hostile_trace(**fields) -> dict:
-    data = json.loads((ROOT / "assets" / "traces" / "poem_int8.json").read_text(encoding="utf-8"))
+    data = json.loads((ROOT / "specviz" / "data" / "traces" / "poem_int8.json").read_text(encoding="utf-8"))
     data.update(target=MARKUP, drafter="<b>drafter</b>")
     for round_ in data["rounds"][:3]:
         for token in round_["drafted"] + round_["emitted"]:

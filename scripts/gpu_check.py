@@ -76,7 +76,7 @@ from specviz.figures.speedup import PlainBaseline
 from specviz.figures.analysis import analyse_generation
 from scripts.gpu_check_app import app_checks
 
-#: The presets' models (specviz/ui/settings.py PRESETS): the architecture fields of their
+#: The presets' models (specviz/ui/serve/settings.py PRESETS): the architecture fields of their
 #: config.json files on the Hugging Face hub.
 PRESET_CONFIGS = {
     "SmolLM2-135M-Instruct": {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,

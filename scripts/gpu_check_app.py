@@ -3,14 +3,14 @@ with the public presets, on random weights at a preset's shape.
 
 * **app placement**: a checkpoint saved to disk (random weights at SmolLM2-135M's shape, a word
   tokenizer) loaded by :func:`specviz.models.loading.load_model` onto ``cuda``, the routine
-  :func:`specviz.ui.placement.place_at_import` calls on a Space (read on the CPU, then placed from
+  :func:`specviz.ui.serve.placement.place_at_import` calls on a Space (read on the CPU, then placed from
   the calling thread); the model's parameters must all be on the device.
 * **layer step**: a synchronised batch-1 eager decode step of that model, divided by its layers:
-  the figure :mod:`specviz.ui.gpu_budget` reserves with (``SPECVIZ_LAYER_STEP_S``), printed beside
+  the figure :mod:`specviz.ui.serve.gpu_budget` reserves with (``SPECVIZ_LAYER_STEP_S``), printed beside
   the uncalibrated default.
-* **app job, public mode**: a Run through the page's job function (:func:`specviz.ui.run_stream.run_work`
-  inside :func:`specviz.ui.gpu.run_job`) with the public policy, and the reservation the page would
-  request (:func:`specviz.ui.gpu_budget.request_duration`, and what ZeroGPU would charge for it)
+* **app job, public mode**: a Run through the page's job function (:func:`specviz.ui.tabs.run_stream.run_work`
+  inside :func:`specviz.ui.serve.gpu.run_job`) with the public policy, and the reservation the page would
+  request (:func:`specviz.ui.serve.gpu_budget.request_duration`, and what ZeroGPU would charge for it)
   beside the seconds the job took. It needs gradio (the page's modules import it), which the lent
   GPU image lacks unless its wheels travel: it runs with ``--app-job`` only (else SKIP).
 
@@ -100,7 +100,10 @@ def job_check(directory: Path, device: torch.device, dtype: torch.dtype, dry_run
     if not with_page:
         return None, "not asked for: --app-job (needs gradio, which the page's modules import)", None
     from specviz.run.request import validate_request
-    from specviz.ui import gpu, gpu_budget, run_stream, settings
+    from specviz.ui.serve import gpu
+    from specviz.ui.serve import gpu_budget
+    from specviz.ui.tabs import run_stream
+    from specviz.ui.serve import settings
 
     policy = settings.PUBLIC_POLICY
     request = validate_request(prompt=PROMPT, target=str(directory), draft="ngram", k=4, temperature=0.0, top_k=0,
@@ -126,7 +129,7 @@ def app_checks(device: torch.device, dry_run: bool, checked, with_page: bool = F
     ``with_page``: run the page's job, which imports gradio; else that check is a SKIP)."""
     from scripts.gpu_check import TINY_WIDTHS
 
-    from specviz.ui.gpu_budget import DEFAULT_LAYER_STEP_S
+    from specviz.ui.serve.gpu_budget import DEFAULT_LAYER_STEP_S
 
     dtype = torch.float32 if dry_run else torch.bfloat16
     fields = {**SMOLLM2_135M, **(TINY_WIDTHS if dry_run else {}), "vocab_size": 512 if dry_run else 49152}

@@ -1,6 +1,6 @@
 """Where a decoding run's time goes: cProfile of one warm 64-token run of each method.
 
-For one prompt of ``assets/bench_prompts.json`` (index as the first argument, default 0), runs
+For one prompt of ``specviz/data/bench_prompts.json`` (index as the first argument, default 0), runs
 ours speculative (instrumented and not), transformers' assisted generation (prompt lookup, same K),
 ours plain and ``generate()`` on SmolLM2-135M-Instruct (``--dtype auto``), after one warm-up call
 each, and prints for each: forward passes, the share of time inside the outermost model

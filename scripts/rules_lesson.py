@@ -1,10 +1,10 @@
 """The lesson "Same distribution, different speed" on its one run, from the command line: the
-figures its note fills in once the run finishes (:func:`specviz.ui.lessons_tab.after_run`), and
+figures its note fills in once the run finishes (:func:`specviz.ui.tabs.lessons_tab.after_run`), and
 the note itself.
 
 Its one run is made as the Run tab makes it: the lesson's settings (``LESSONS`` in
-:mod:`specviz.ui.lessons_tab`) over the Run tab's defaults for the rest, through
-:func:`specviz.ui.fields.request_from`, :func:`specviz.run.runner.prepare_run` and
+:mod:`specviz.ui.tabs.lessons_tab`) over the Run tab's defaults for the rest, through
+:func:`specviz.ui.serve.fields.request_from`, :func:`specviz.run.runner.prepare_run` and
 :meth:`specviz.run.runner.PreparedRun.generation`. Its recorded passes are then replayed under each
 rule by :func:`specviz.diagnose.diagnostics.rules_on_passes`, written as the Run tab's summary writes them
 (:func:`specviz.diagnose.diagnostics.format_range`), with the title of the Run tab's chart of them
@@ -12,7 +12,7 @@ rule by :func:`specviz.diagnose.diagnostics.rules_on_passes`, written as the Run
 
 The lesson's Dtype is the page's, *auto*: bfloat16 on a CPU that runs it natively, so the figures
 are measured in bfloat16, on one torch thread (what the app runs on a 2-core machine,
-:func:`specviz.ui.threads.default_threads`)::
+:func:`specviz.ui.serve.threads.default_threads`)::
 
     HF_HUB_OFFLINE=1 python -m scripts.rules_lesson --dtype bfloat16 --threads 1
 """
@@ -26,12 +26,12 @@ import torch
 from specviz.diagnose.diagnostics import RULES, diagnose, format_range
 from specviz.run.runner import prepare_run
 from specviz.ui.draw.diagnostic_charts import rules_figure
-from specviz.ui.fields import NAMES, request_from
-from specviz.ui.lessons_tab import LESSONS
-from specviz.ui.settings import DEFAULT_PRESET, PRESETS
+from specviz.ui.serve.fields import NAMES, request_from
+from specviz.ui.tabs.lessons_tab import LESSONS
+from specviz.ui.serve.settings import DEFAULT_PRESET, PRESETS
 
 LESSON = "Same distribution, different speed (verification rules)"
-#: The Run tab's defaults for the settings a lesson leaves alone (specviz/ui/run_tab.py).
+#: The Run tab's defaults for the settings a lesson leaves alone (specviz/ui/tabs/run_tab.py).
 RUN_TAB_DEFAULTS = dict(target_id=PRESETS[DEFAULT_PRESET]["target"], draft_model="", early_exit_layers=4,
                         top_k=0, top_p=1.0, seed=0, device="auto", dtype="auto", branches=1, tree_nodes=0)
 
@@ -75,8 +75,8 @@ def main() -> None:
 
 def lesson_note_after(rounds, k: int) -> str:
     """The lesson's note as the Run tab shows it once its run (``rounds``, lookahead ``k``) finishes."""
-    from specviz.ui.lessons_tab import LESSON_TARGETS, after_run, apply_lesson
-    from specviz.ui.state import RunState
+    from specviz.ui.tabs.lessons_tab import LESSON_TARGETS, after_run, apply_lesson
+    from specviz.ui.serve.state import RunState
 
     memory = dict(zip(LESSON_TARGETS, apply_lesson(LESSON, "cpu"), strict=True))["lesson_runs"]
     note, _ = after_run(memory, RunState(k=k, rounds=list(rounds), finished=True), LESSONS[LESSON]["prompt"],

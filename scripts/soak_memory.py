@@ -1,6 +1,6 @@
 """Long uptime: many runs in a row in one app process keep its memory flat.
 
-Calls the app's own run callback (``specviz.ui.run_stream.run_demo``, exactly what the page and ``/run`` call)
+Calls the app's own run callback (``specviz.ui.tabs.run_stream.run_demo``, exactly what the page and ``/run`` call)
 ``--runs`` times on the offline model with varying prompts, seeds, drafters and temperatures,
 draining each stream as the page would, and prints the process's resident memory (VmRSS) after
 warm-up and every ``--every`` runs, then the growth over the warm-up level.
@@ -22,7 +22,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from specviz.ui.run_stream import run_demo  # noqa: E402
+from specviz.ui.tabs.run_stream import run_demo  # noqa: E402
 
 PROMPTS = ["Fix the typos: Teh cat sat on teh mat.", "Write one sentence about the sea.",
            "Convert to JSON: name,age\nAnn,31\nBo,42", "Name three colours."]

@@ -2,10 +2,10 @@
 
 Issue 17 item 11: every token update used to resend the whole token panel (209 kB at the end of a
 1,024-token run, for a round that adds about 1 kB), so a long run sent O(n²) bytes. The panel is
-now append-only while it streams (:class:`specviz.ui.run_stream.TokenPanel`), and gradio sends a string
+now append-only while it streams (:class:`specviz.ui.tabs.run_stream.TokenPanel`), and gradio sends a string
 that extends the previous one as an "append" of the new part.
 
-How it is measured: the page's own stream generator (:func:`specviz.ui.run_stream.stream`) runs a tiny
+How it is measured: the page's own stream generator (:func:`specviz.ui.tabs.run_stream.stream`) runs a tiny
 random Llama (``tests/helpers.py``) with a noisy copy of itself as the draft model, greedy, K = 4.
 Each yielded update goes through the page's own postprocessing (``Blocks.postprocess_data`` of the
 /run event) and gradio's own streaming diff (``Blocks.handle_streaming_diffs``, i.e.
@@ -36,7 +36,7 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # tests/helpers.py: the tiny Llama builders
 
-from specviz.ui.state import FIGURES  # noqa: E402
+from specviz.ui.serve.state import FIGURES  # noqa: E402
 
 #: Outputs of the /run event: the token panel, the summary, then the charts (RunView's, in order).
 TOKENS, SUMMARY, CHARTS = 0, 1, slice(2, 2 + len(FIGURES))
@@ -78,9 +78,9 @@ def stream_updates(tokens: int, whole: bool, round_ms: float = 60.0, seed: int =
     from specviz.core.engine import Generation
     from specviz.run.request import RunRequest
     from specviz.core.sampling import SamplingConfig
-    from specviz.ui import run_stream
+    from specviz.ui.tabs import run_stream
     from specviz.ui.page import build_page
-    from specviz.ui.state import RunState
+    from specviz.ui.serve.state import RunState
 
     torch.set_num_threads(1)
     vocab = 256

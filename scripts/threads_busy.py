@@ -14,7 +14,7 @@ load slowed that thread count.
     python -m scripts.threads_busy --quick      # 32 tokens, 3 repeats
 
 What it showed is in BENCHMARKS.md ("Threads on a busy CPU"); the app's default follows it
-(:func:`specviz.ui.threads.default_threads`).
+(:func:`specviz.ui.serve.threads.default_threads`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from specviz.run import bench
 from specviz.models import loading as models
 from specviz.drafters.registry import build_drafter
 from specviz.core.sampling import SamplingConfig
-from specviz.ui.threads import cpu_cores, machine_load
+from specviz.ui.serve.threads import cpu_cores, machine_load
 
 #: A busy loop for one core that ends on its own after the given seconds.
 HOG = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"

@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(bench)
     bench.add_argument("-k", "--lookahead", type=int, nargs="+", default=[4], dest="k", help="one or more K values")
     bench.add_argument("--temperature", type=float, nargs="+", default=[0.0], help="one or more temperatures")
-    bench.add_argument("--prompts", default=None, help="JSON prompt file (default: assets/bench_prompts.json)")
+    bench.add_argument("--prompts", default=None, help="JSON prompt file (default: specviz/data/bench_prompts.json)")
     bench.add_argument("--repeats", type=int, default=3, help="default: %(default)s")
     bench.add_argument("--json", default=None, dest="json_path", metavar="FILE", help="write all results to FILE")
     bench.add_argument("--plot", default=None, metavar="FILE", help="write a Plotly chart of speedup vs K (HTML)")

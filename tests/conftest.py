@@ -159,11 +159,11 @@ def shared_app_url(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def fresh_shared_baselines():
-    """Each test starts with an empty server-wide baseline store (specviz.ui.run_stream), so a
+    """Each test starts with an empty server-wide baseline store (specviz.ui.tabs.run_stream), so a
     test that expects plain decoding to be timed is not handed another test's measurement."""
     import sys
 
-    module = sys.modules.get("specviz.ui.run_stream")
+    module = sys.modules.get("specviz.ui.tabs.run_stream")
     if module is not None:
         module.SHARED_BASELINES.clear()
     yield

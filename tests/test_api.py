@@ -71,7 +71,7 @@ SETTINGS = ["prompt", "target_id", "drafter_kind", "draft_model", "early_exit_la
             "top_p"]
 DEVICE = ["seed", "chat", "device", "dtype"]
 #: The API's endpoints and their parameters, as callers name them (written out, not derived from
-#: specviz.ui.fields, so that a change there that renames or reorders a parameter fails here).
+#: specviz.ui.serve.fields, so that a change there that renames or reorders a parameter fails here).
 API = {
     "/apply_preset": ["name"],
     "/dial": SETTINGS + DEVICE + ["n_draws"],

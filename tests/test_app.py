@@ -11,12 +11,12 @@ import pytest
 import app
 from specviz.figures.trace import TRACE_VERSION
 from specviz.core.records import DraftedToken, EmittedToken, Round
-from specviz.ui import run_stream
+from specviz.ui.tabs import run_stream
 from specviz.ui.draw.run_views import inspector_markdown, render_round
-from specviz.ui.lossless_check import run_lossless
-from specviz.ui.replay import export_run, inspect_token, load_trace, replay
-from specviz.ui.run_stream import run_demo
-from specviz.ui.settings import EXAMPLES
+from specviz.ui.tabs.lossless_check import run_lossless
+from specviz.ui.tabs.replay import export_run, inspect_token, load_trace, replay
+from specviz.ui.tabs.run_stream import run_demo
+from specviz.ui.serve.settings import EXAMPLES
 
 
 @pytest.fixture(scope="module")
@@ -282,7 +282,8 @@ def test_the_inspector_sits_right_under_the_token_panel_and_the_tour_says_so():
     the next thing after the token panel (before the charts and the summary; it used to sit under
     six charts, the summary table and its notes, about 1,800 px below the tokens), the page scrolls
     it into view when it opens, and the tour's step about it says where it is."""
-    from specviz.ui import run_tab, tour
+    from specviz.ui import tour
+    from specviz.ui.tabs import run_tab
 
     order = [block.elem_id for block in app.demo.blocks.values() if getattr(block, "elem_id", None)]
     tokens, inspector = order.index("sv-tokens"), order.index("sv-inspector")

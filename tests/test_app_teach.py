@@ -8,11 +8,11 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from specviz.ui.experiments_tab import run_sweep_ui
-from specviz.ui.lessons_tab import CLEARED, LESSON_FIELDS, LESSON_TARGETS, apply_lesson
+from specviz.ui.tabs.experiments_tab import run_sweep_ui
+from specviz.ui.tabs.lessons_tab import CLEARED, LESSON_FIELDS, LESSON_TARGETS, apply_lesson
 from specviz.ui.page import build_page
-from specviz.ui.playground_tab import analysis_for_playground, playground_update
-from specviz.ui.side_by_side_tab import run_side_by_side
+from specviz.ui.tabs.playground_tab import analysis_for_playground, playground_update
+from specviz.ui.tabs.side_by_side_tab import run_side_by_side
 from specviz.ui.teach import playground
 
 gradio_client = pytest.importorskip("gradio_client")
@@ -68,7 +68,7 @@ def test_a_lesson_sets_up_the_run_tab_and_says_what_to_notice():
 
 def test_every_lesson_note_is_whole_sentences():
     """The Lessons tab shows each note as written: it starts with a capital and ends a sentence."""
-    from specviz.ui.lessons_tab import LESSONS, lesson_note
+    from specviz.ui.tabs.lessons_tab import LESSONS, lesson_note
 
     for name in LESSONS:
         note = lesson_note(name)
@@ -83,7 +83,7 @@ def test_the_lesson_buttons_render_in_a_system_font_stack_that_covers_their_labe
     import gradio as gr
 
     from specviz.ui.draw.styles import SYSTEM_SANS, page_css
-    from specviz.ui.lessons_tab import LESSONS
+    from specviz.ui.tabs.lessons_tab import LESSONS
 
     demo = build_page(public=False)
     buttons = {b.value: b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.value in LESSONS}
@@ -180,8 +180,9 @@ def test_the_learned_head_preset_drafts_free_text_and_says_what_was_measured_whe
     poem, other presets leave the prompt alone; its note gives the command-line figure with its
     dtype and T beside what the page measured; the lesson does not say float32 for a page whose
     Dtype is auto (bfloat16 on a CPU that runs it natively)."""
-    from specviz.ui import run_tab, settings
-    from specviz.ui.lessons_tab import LESSONS, lesson_note
+    from specviz.ui.tabs import run_tab
+    from specviz.ui.serve import settings
+    from specviz.ui.tabs.lessons_tab import LESSONS, lesson_note
 
     eagle = next(name for name, p in settings.PRESETS.items() if p["drafter"] == "eagle")
     outputs = run_tab.apply_preset(eagle)

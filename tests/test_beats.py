@@ -1,5 +1,5 @@
 """The beats of a verify pass, the scoring of a guess, the replay of the rule at one position, and
-the bundled traces they play (assets/traces): no model, no browser."""
+the bundled traces they play (specviz/data/traces): no model, no browser."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from specviz.ui.teach.beats import (
 )
 from specviz.ui.teach.beats import beats as beats_of
 
-TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "specviz" / "data" / "traces"
 BUNDLED = sorted(TRACES.glob("*.json"))
 
 
@@ -187,7 +187,7 @@ def test_every_pass_of_a_bundled_trace_plays_with_its_own_numbers(path):
 
 # --------------------------------------------------------------------------- the tab's callbacks (no browser)
 def test_the_tab_opens_a_bundled_trace_at_a_pass_and_beat_and_steps_across_passes():
-    from specviz.ui import watch_tab
+    from specviz.ui.tabs import watch_tab
 
     out = watch_tab.open_trace("poem_int8", 2, 4)
     assert len(out) == 14  # source, state, pass slider, the pass's ten views (its replay last), the rule switch
@@ -220,7 +220,7 @@ def test_the_tab_opens_a_bundled_trace_at_a_pass_and_beat_and_steps_across_passe
 
 
 def test_the_tab_scores_a_guess_once_and_only_before_the_reveal():
-    from specviz.ui import watch_tab
+    from specviz.ui.tabs import watch_tab
 
     w = watch_tab.bundled("poem_int8")
     text, score, *views = watch_tab.lock_guess(w, 2, 1, ["0"], 2, watch_tab.new_score(), False)
@@ -238,9 +238,9 @@ def test_the_tab_scores_a_guess_once_and_only_before_the_reveal():
 def test_the_tab_registers_its_deep_link_and_watches_the_visitors_last_run():
     import gradio as gr
 
-    from specviz.ui import watch_tab
+    from specviz.ui.tabs import watch_tab
     from specviz.ui.context import PageContext
-    from specviz.ui.state import RunState
+    from specviz.ui.serve.state import RunState
 
     with gr.Blocks():
         ctx = PageContext(public=True, tab_request=None, lesson_note=None, last_analysis=None, lesson_runs=None,
@@ -256,7 +256,7 @@ def test_the_tab_registers_its_deep_link_and_watches_the_visitors_last_run():
 
 
 def test_the_watch_tabs_link_names_a_bundled_trace_and_not_a_visitors_own_run():
-    from specviz.ui import watch_tab
+    from specviz.ui.tabs import watch_tab
 
     assert watch_tab.watch_query(watch_tab.BUNDLED["poem_int8"], 2, 3) == "?trace=poem_int8&pass=2&beat=3"
     assert watch_tab.watch_query("copy_lookup", None, None) == "?trace=copy_lookup&pass=1&beat=1"
@@ -267,7 +267,7 @@ def test_the_losslessness_view_opens_where_p_draft_and_p_target_differ_most():
     """Pass 3 of poem_int8 drafts first a token whose p_draft ≈ p_target (total variation 0.012): a
     stacked bar with almost no residual teaches nothing, so the view opens (and Draw draws) at the
     pass's most different position, and so does a test beat at the near-identical position."""
-    from specviz.ui import watch_tab
+    from specviz.ui.tabs import watch_tab
 
     w = watch_tab.bundled("poem_int8")
     round_ = w.rounds[2]

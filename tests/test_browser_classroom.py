@@ -139,7 +139,7 @@ def test_a_trace_link_opens_that_bundled_trace_at_that_pass_and_beat(fresh):
     from specviz.figures.trace import load_trace_file
     from specviz.ui.teach.beats import beats
 
-    path = os.path.join(os.path.dirname(__file__), "..", "assets", "traces", "poem_int8.json")
+    path = os.path.join(os.path.dirname(__file__), "..", "specviz", "data", "traces", "poem_int8.json")
     rounds, _ = load_trace_file(path)
     expected = beats(rounds[1])[2].sentence
     page = fresh("?trace=poem_int8&pass=2&beat=3")

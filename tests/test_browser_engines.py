@@ -28,8 +28,8 @@ FIXTURES = ROOT / "tests" / "fixtures" / "engines"
 #: from_draft stream.
 ONE_FILE = {"vllm": "vllm_stream.sse", "sglang": "sglang_generate.json", "llamacpp": "llamacpp_server.log",
             "mlx": "mlx_lm_stream.jsonl"}
-#: A saved run with rejected drafts, resampled and bonus tokens (assets/traces/README.md).
-TRACE = ROOT / "assets" / "traces" / "copy_lookup.json"
+#: A saved run with rejected drafts, resampled and bonus tokens (specviz/data/traces/README.md).
+TRACE = ROOT / "specviz" / "data" / "traces" / "copy_lookup.json"
 CHARTS = ("#sv-engine-tpp", "#sv-engine-lengths", "#sv-engine-positions", "#sv-engine-closed")
 #: How many Plotly traces each chart of the tab draws (the browser's own record of the figure).
 TRACES = "(sel) => (document.querySelector(sel + ' .js-plotly-plot') || {}).data?.length || 0"

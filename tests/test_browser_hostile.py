@@ -19,7 +19,7 @@ from test_text_stays_text import BAD_VALUE, HOSTILE, LABEL, hostile_trace
 
 from specviz.figures.trace import token_label, visible_text
 from specviz.ui.draw.run_views import NO_TRACE_BASELINE
-from specviz.ui.watch_tab import LAST_RUN
+from specviz.ui.tabs.watch_tab import LAST_RUN
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]

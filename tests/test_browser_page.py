@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_browser import CHROMIUM, app_url, page, set_number as _set_number, run_to_done as _run  # noqa: F401  (fixtures: the app started once, a Chromium page)
 
-from specviz.ui.replay import INSPECTOR_HINT
+from specviz.ui.tabs.replay import INSPECTOR_HINT
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]

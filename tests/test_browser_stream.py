@@ -17,7 +17,7 @@ import time
 import pytest
 from test_browser import CHROMIUM, app_url, page, set_number as _set_number  # noqa: F401  (fixtures: the app started once, a Chromium page)
 
-from specviz.ui.replay import INSPECTOR_HINT
+from specviz.ui.tabs.replay import INSPECTOR_HINT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]

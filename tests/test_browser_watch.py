@@ -15,10 +15,10 @@ from test_browser import CHROMIUM, app_url, page  # noqa: F401  (fixtures: the a
 
 from specviz.core.rules import RULES
 from specviz.figures.trace import trace_from_dict
-from specviz.ui import watch_tab
+from specviz.ui.tabs import watch_tab
 from specviz.core.rules import RULES
 from specviz.ui.teach.beats import beats, fmt, replay_rule, score_guess
-from specviz.ui.watch_tab import BUNDLED, TRACES
+from specviz.ui.tabs.watch_tab import BUNDLED, TRACES
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]

@@ -9,8 +9,8 @@ import pytest
 
 from specviz.run.sweep import alpha_trend
 from specviz.ui import tour
-from specviz.ui.experiments_tab import prediction_verdict
-from specviz.ui.playground_tab import BEST_K_HIDDEN, score_guess, shown_figures
+from specviz.ui.tabs.experiments_tab import prediction_verdict
+from specviz.ui.tabs.playground_tab import BEST_K_HIDDEN, score_guess, shown_figures
 from specviz.ui.teach import playground
 
 SKIP = type(gr.skip())

@@ -361,7 +361,7 @@ def _front_ends_agree(target: str, chat: bool, monkeypatch) -> None:
     from specviz.run import runner
     from specviz.run.request import validate_request
     from specviz.run.sweep import sweep, sweep_requests
-    from specviz.ui.run_stream import run_demo
+    from specviz.ui.tabs.run_stream import run_demo
 
     seen = []
     real = runner.make_generation

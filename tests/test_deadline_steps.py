@@ -12,9 +12,10 @@ from helpers import bpe_tokenizer
 from test_cli import _save_tiny
 
 from specviz.run.baseline import measure_baseline
-from specviz.ui import gpu, run_stream
-from specviz.ui.fields import request_from
-from specviz.ui.state import RunState
+from specviz.ui.serve import gpu
+from specviz.ui.tabs import run_stream
+from specviz.ui.serve.fields import request_from
+from specviz.ui.serve.state import RunState
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -128,7 +129,7 @@ def test_the_baseline_ends_when_asked_and_returns_none():
 
 def test_an_experiment_ends_at_the_deadline_inside_its_warm_up(tiny_target):
     from specviz.run.sweep import sweep_requests
-    from specviz.ui.sweep_steps import SweepSteps
+    from specviz.ui.tabs.sweep_steps import SweepSteps
 
     request = _request(tiny_target, max_new_tokens=64)
     clock = PassClock(request)
@@ -143,7 +144,7 @@ def test_an_experiment_ends_at_the_deadline_inside_its_warm_up(tiny_target):
 
 
 def test_a_lossless_check_past_its_deadline_makes_no_draws_and_says_so(tiny_target):
-    from specviz.ui import lossless_check
+    from specviz.ui.tabs import lossless_check
 
     request = _request(tiny_target, temperature=1.0)
     clock = PassClock(request)

@@ -1,4 +1,4 @@
-"""A GPU job's records carry only what changed (:mod:`specviz.ui.deltas`, issue 38 item 8): the
+"""A GPU job's records carry only what changed (:mod:`specviz.ui.serve.deltas`, issue 38 item 8): the
 decoder rebuilds exactly what the work yielded, across a pickle (ZeroGPU's pipe) and without one
 (a job in the server's process), and a record's size follows what changed, not the run's length.
 The wrapper's own pipe is measured in tests/test_zerogpu_worker.py."""
@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import pytest
 
 from specviz.core.records import PLAIN, EmittedToken, Round
-from specviz.ui.deltas import (
+from specviz.ui.serve.deltas import (
     SAME,
     Appended,
     DeltaDecoder,
@@ -19,7 +19,7 @@ from specviz.ui.deltas import (
     FieldsDelta,
     Packed,
 )
-from specviz.ui.state import RunState
+from specviz.ui.serve.state import RunState
 
 
 def _round(i: int) -> Round:

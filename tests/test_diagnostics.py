@@ -259,7 +259,7 @@ def _old_trace() -> dict:
 
 
 def test_an_old_trace_still_loads_and_shows_what_it_can():
-    from specviz.ui.state import RunState
+    from specviz.ui.serve.state import RunState
 
     rounds, meta = trace_from_dict(_old_trace())
     d = dg.diagnose(rounds, 1)
@@ -273,7 +273,7 @@ def test_an_old_trace_still_loads_and_shows_what_it_can():
 def test_the_run_view_shows_the_rules_and_both_acceptances(tiny_run):
     import plotly.graph_objects as go
 
-    from specviz.ui.state import RunState
+    from specviz.ui.serve.state import RunState
 
     _, cut = tiny_run
     view = RunState(k=4, rounds=cut, html=[""] * len(cut), finished=True).view(None, "done", True)

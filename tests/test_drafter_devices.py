@@ -10,9 +10,12 @@ import pytest
 import torch
 
 from specviz.drafters import DRAFTER_KINDS, device_type, drafter_kind, for_device, kinds_for, real_draft_phrase
-from specviz.ui import lessons_tab, run_tab, settings, side_by_side_tab
-from specviz.ui.lossless_check import _no_first_draft_hint
-from specviz.ui.sweep_steps import sweep_default
+from specviz.ui.tabs import lessons_tab
+from specviz.ui.tabs import run_tab
+from specviz.ui.serve import settings
+from specviz.ui.tabs import side_by_side_tab
+from specviz.ui.tabs.lossless_check import _no_first_draft_hint
+from specviz.ui.tabs.sweep_steps import sweep_default
 from specviz.ui.teach.lossless import REAL_VERIFY, LosslessReport, lossless_notes
 
 INT8 = DRAFTER_KINDS["int8"]
@@ -149,8 +152,8 @@ def test_a_drafter_the_device_refuses_is_refused_before_anything_loads(monkeypat
     from test_api import _run_args
 
     from specviz.models import loading as models
-    from specviz.ui.fields import request_from
-    from specviz.ui.sweep_steps import sweep_plan
+    from specviz.ui.serve.fields import request_from
+    from specviz.ui.tabs.sweep_steps import sweep_plan
 
     def forbidden(*args, **kwargs):
         raise AssertionError("nothing may load for a refused request")

@@ -2,7 +2,7 @@
 figures, defined as the library defines them (:mod:`specviz.ui.draw.engine_counts`); the views
 escape everything from the file and mark what the engine cannot tell
 (:mod:`specviz.ui.draw.engine_views`); the tab's callback bounds the upload and turns the
-importer's error into one sentence (:mod:`specviz.ui.engines_tab`); and the Run tab's inspector
+importer's error into one sentence (:mod:`specviz.ui.tabs.engines_tab`); and the Run tab's inspector
 marks what no engine logs for the engine-log switch."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from specviz.figures.analysis import analyse
 from specviz.diagnose.diagnostics import acceptance_by_position, accepted_length_histogram, zero_accept_share
 from specviz.engine_logs import Figure, ImportedRun
 from specviz.core.records import ACCEPTED, BONUS, RESAMPLED, DraftedToken, EmittedToken, Round
-from specviz.ui import engines_tab
+from specviz.ui.tabs import engines_tab
 from specviz.ui.draw.engine_counts import engine_figures, passes_from_positions
 from specviz.ui.draw.engine_views import (engine_charts, engine_summary_markdown, engine_tokens_html,
                                           figures_markdown)

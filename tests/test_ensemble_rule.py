@@ -1,6 +1,6 @@
 """The lossless↔lossy dial: transformers' static ensemble verification as the rule ``"ensemble:W"``
 (:func:`specviz.core.rules.check_rule`, :func:`specviz.core.sampling.verify`, :mod:`specviz.diagnose.rule_replay`, the
-Run tab's dial :mod:`specviz.ui.dial_view`).
+Run tab's dial :mod:`specviz.ui.tabs.dial_view`).
 
 Chi-square tests. The lossless check's own draws (:func:`specviz.ui.teach.lossless.draw_first_tokens`)
 of the first token over a 3-token vocabulary, p_target = (0.5, 0.3, 0.2) and p_draft = (0.1, 0.3,
@@ -247,7 +247,7 @@ def test_the_dial_endpoint_draws_every_weight_and_refuses_plain_decoding(tiny_ta
     token (prompt lookup's point mass, v = δ_x), and plain decoding has no draft to dial towards."""
     import gradio as gr
 
-    from specviz.ui.dial_view import run_dial
+    from specviz.ui.tabs.dial_view import run_dial
     from specviz.ui.teach.dial import DIAL_WEIGHTS
 
     values = {"prompt": "the quick brown fox the quick brown fox the quick", "target_id": tiny_target,
@@ -264,8 +264,8 @@ def test_the_dial_endpoint_draws_every_weight_and_refuses_plain_decoding(tiny_ta
 
 
 def test_the_passes_view_reads_the_run_on_screen_and_says_when_there_is_none():
-    from specviz.ui.dial_view import dial_passes
-    from specviz.ui.state import RunState
+    from specviz.ui.tabs.dial_view import dial_passes
+    from specviz.ui.serve.state import RunState
 
     figure, text = dial_passes(None)
     assert not figure.data and "press **Run**" in text
@@ -281,8 +281,8 @@ def test_public_mode_caps_the_dials_draws_at_the_checks_total():
     that many (666 each), refused in one sentence before anything loads."""
     import gradio as gr
 
-    from specviz.ui import settings
-    from specviz.ui.dial_view import plan_dial
+    from specviz.ui.serve import settings
+    from specviz.ui.tabs.dial_view import plan_dial
 
     values = {"prompt": "Hi", "target_id": "smollm2-135m-instruct", "drafter_kind": "int8", "draft_model": "",
               "early_exit_layers": 4, "k": 4, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0, "chat": True,

@@ -61,7 +61,7 @@ def test_the_exported_charts_page_has_a_title_and_the_runs_settings():
 
     import plotly.graph_objects as go
 
-    from specviz.ui.replay import charts_html
+    from specviz.ui.tabs.replay import charts_html
 
     meta = {"target": "smollm2-135m-instruct", "drafter": "prompt lookup (n-gram)", "device": "cpu",
             "dtype": "bfloat16", "finish_reason": "length",

@@ -1,4 +1,4 @@
-"""The one recipe for a model feature (:mod:`specviz.ui.feature`) on the built page, and a Stop
+"""The one recipe for a model feature (:mod:`specviz.ui.serve.feature`) on the built page, and a Stop
 that reaches only the job of the visitor who pressed it.
 
 * Every generation event of the page is a feature's, wired by the recipe; in public mode the
@@ -15,8 +15,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz.ui import feature, gpu, run_stream, settings, visitors
-from specviz.ui.state import RunState
+from specviz.ui.serve import feature
+from specviz.ui.serve import gpu
+from specviz.ui.tabs import run_stream
+from specviz.ui.serve import settings
+from specviz.ui.serve import visitors
+from specviz.ui.serve.state import RunState
 
 ENDPOINTS = {"run", "lossless", "sweep", "side_by_side", "dial"}
 
@@ -222,7 +226,7 @@ def test_every_slot_held_refuses_a_new_job_with_a_sentence(monkeypatch):
 # ----------------------------------------------------------------------------- side by side's menu
 def test_side_by_side_offers_every_registry_kind_with_a_lane_that_runs_on_the_device_with_the_same_default_ticks():
     from specviz.drafters import DRAFTER_KINDS
-    from specviz.ui import side_by_side_tab as tab
+    from specviz.ui.tabs import side_by_side_tab as tab
 
     for device in ("cpu", "cuda"):
         offered, ticked = tab.side_by_side_menu(device)
@@ -236,8 +240,8 @@ def test_side_by_side_offers_every_registry_kind_with_a_lane_that_runs_on_the_de
 
 def test_each_offered_drafter_plans_a_run_of_its_own_kind():
     from specviz.drafters import drafter_kind
-    from specviz.ui import side_by_side_tab as tab
-    from specviz.ui.fields import FIELDS
+    from specviz.ui.tabs import side_by_side_tab as tab
+    from specviz.ui.serve.fields import FIELDS
 
     values = {f.name: f.default for f in FIELDS}
     values.update(prompt="the quick brown fox", target_id="smollm2-135m-instruct", drafter_kind="ngram",

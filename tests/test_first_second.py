@@ -29,7 +29,7 @@ def test_the_store_keeps_timing_by_digest_and_forgets_stale_or_contradicted_ones
 
 
 def test_while_working_says_what_is_happening_and_for_how_long():
-    from specviz.ui.run_stream import while_working
+    from specviz.ui.tabs.run_stream import while_working
 
     lines = []
     steps = while_working(lambda: time.sleep(1.5) or 42, lambda s: f"Loading · {s:.0f} s")
@@ -62,7 +62,7 @@ class _Prepared:
 
 
 def test_a_second_visitor_reuses_the_servers_baseline(monkeypatch):
-    from specviz.ui import run_stream
+    from specviz.ui.tabs import run_stream
 
     measured = PlainBaseline(50.0, 20.0)
 

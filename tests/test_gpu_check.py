@@ -66,7 +66,7 @@ def test_the_dry_run_passes_with_one_line_per_check_and_imports_no_gradio_plotly
 
 def test_the_presets_models_all_have_a_config_in_the_check():
     from scripts.gpu_check import PAIRS, PRESET_CONFIGS
-    from specviz.ui.settings import PRESETS
+    from specviz.ui.serve.settings import PRESETS
 
     hub = {spec[key].split("/")[-1] for spec in PRESETS.values() for key in ("target", "draft_model")
            if "/" in spec[key]}

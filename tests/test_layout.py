@@ -191,9 +191,9 @@ def _line_of(path: Path, text: str) -> int:
 
 
 def test_the_tabs_never_import_each_other():
-    tabs = {_module_name(p) for p in UI.glob("*_tab.py")}
+    tabs = {_module_name(p) for p in (UI / "tabs").glob("*_tab.py")}
     assert len(tabs) == 8, sorted(tabs)
-    for path in UI.glob("*_tab.py"):
+    for path in (UI / "tabs").glob("*_tab.py"):
         others = (_imports(path) & tabs) - {_module_name(path)}
         assert not others, f"{path.name} imports the tab(s) {sorted(others)}: share through ctx or a piece below"
 
@@ -204,7 +204,7 @@ def test_the_import_reader_skips_type_checking_blocks():
     registry = _imports(PACKAGE / "drafters" / "registry.py")
     assert {"specviz.models.offline", "specviz.models.selfdraft", "specviz.drafters.lookup"} <= registry
     assert "specviz.drafters.suffix" in registry and "specviz.drafters.recycle" in registry
-    assert {"specviz.ui.fields", "specviz.run.request"} <= _imports(UI / "run_stream.py")
+    assert {"specviz.ui.serve.fields", "specviz.run.request"} <= _imports(UI / "tabs" / "run_stream.py")
 
 
 def _long_functions() -> list[tuple[str, int]]:
@@ -437,8 +437,8 @@ def test_readme_layout_names_every_module_of_the_package():
 
 
 # ----------------------------------------------------------------------------- one recipe for a model feature
-RECIPE = UI / "feature.py"
-GPU_ENTRY = UI / "gpu.py"
+RECIPE = UI / "serve" / "feature.py"
+GPU_ENTRY = UI / "serve" / "gpu.py"
 #: Calls only the recipe makes: a job, its stream, the gate's quick check before a generation.
 RECIPE_CALLS = {"make_job", "stream_job", "generation_click"}
 
@@ -459,7 +459,7 @@ def _names_the_generation_queue(node: ast.AST) -> bool:
 
 def _recipe_bypasses(path: Path, tree: ast.AST) -> list[str]:
     """Where ``tree`` (the source of ``path``) makes a job, streams one, gates a generation or
-    names the generation queue by hand instead of through :mod:`specviz.ui.feature`."""
+    names the generation queue by hand instead of through :mod:`specviz.ui.serve.feature`."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _called_name(node) in RECIPE_CALLS and path not in (RECIPE, GPU_ENTRY):
@@ -480,7 +480,7 @@ def _unregistered_works(tree: ast.AST) -> list[str]:
 
 
 def test_every_model_feature_goes_through_the_one_recipe():
-    """A generating endpoint is a :class:`specviz.ui.feature.Feature`: no module but the recipe
+    """A generating endpoint is a :class:`specviz.ui.serve.feature.Feature`: no module but the recipe
     (and the GPU entry point it calls) makes or streams a job, gates a generation or names the
     generation queue, and every work function is declared as a feature's."""
     offenders = []
@@ -488,8 +488,8 @@ def test_every_model_feature_goes_through_the_one_recipe():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         offenders += _recipe_bypasses(path, tree)
         offenders += [f"{path.name}: {name} is declared by no Feature" for name in _unregistered_works(tree)]
-    assert not offenders, f"declare a Feature (specviz/ui/feature.py) instead: {offenders}"
-    declared = sum(1 for p in UI.glob("*.py") for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+    assert not offenders, f"declare a Feature (specviz/ui/serve/feature.py) instead: {offenders}"
+    declared = sum(1 for p in UI.rglob("*.py") for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
                    if isinstance(node, ast.Call) and _called_name(node) == "Feature")
     assert declared == 5  # /run, /lossless, /sweep, /side_by_side, /dial
 
@@ -499,7 +499,7 @@ def test_the_recipe_check_finds_a_feature_written_by_hand():
         "def echo_work(ctx: 'gpu.JobContext', text):\n    yield text\n\n"
         "def run_echo(text):\n    yield from gpu.stream_job(gpu.make_job(echo_work, text, duration_s=10))\n\n"
         "button.click(run_echo, box, box, concurrency_id='generation', concurrency_limit=1)\n")
-    tab = UI / "echo_tab.py"
+    tab = UI / "tabs" / "echo_tab.py"
     assert sorted(f.split(" ")[1] for f in _recipe_bypasses(tab, by_hand)) == ["concurrency_id", "make_job()",
                                                                                 "stream_job()"]
     assert _unregistered_works(by_hand) == ["echo_work"]

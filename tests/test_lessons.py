@@ -16,13 +16,13 @@ from specviz.diagnose.rule_replay import RULES
 from specviz.figures.speedup import PlainBaseline
 from specviz.core.records import RESAMPLED, DraftedToken, Round
 from specviz.ui.draw.run_views import wrap_output
-from specviz.ui.replay import INSPECTOR_HINT
-from specviz.ui.lessons_tab import (CLEARED, LESSON_TARGETS, LESSONS, PROMPT_KINDS, after_run, apply_lesson,
+from specviz.ui.tabs.replay import INSPECTOR_HINT
+from specviz.ui.tabs.lessons_tab import (CLEARED, LESSON_TARGETS, LESSONS, PROMPT_KINDS, after_run, apply_lesson,
                                    lesson_note)
-from specviz.ui.settings import EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT
-from specviz.ui.state import RunState
+from specviz.ui.serve.settings import EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT
+from specviz.ui.serve.state import RunState
 from specviz.ui.teach import lesson_runs
-from specviz.ui.watch_tab import bundled
+from specviz.ui.tabs.watch_tab import bundled
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Every number a note may hold: 1.25, 0.5%, 2,000, 12 (a range's brackets and × are not part of it).

@@ -17,9 +17,9 @@ from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.export_page import _settings_rows
 from specviz.ui.draw.rule_table import rule_replay_text
 from specviz.ui.draw.tab_views import greedy_texts_note, side_by_side_html, sweep_table
-from specviz.ui.experiments_tab import prediction_verdict
-from specviz.ui.state import rule_note
-from specviz.ui.watch_tab import bundled
+from specviz.ui.tabs.experiments_tab import prediction_verdict
+from specviz.ui.serve.state import rule_note
+from specviz.ui.tabs.watch_tab import bundled
 
 
 def test_the_prediction_verdict_reads_a_falling_trend_with_one_value_out_of_line():
@@ -92,7 +92,7 @@ def test_the_losslessness_view_moves_off_a_position_where_the_two_distributions_
     """At the test beat of a position where p_draft = p_target, the view shows the pass's position
     where they differ most instead, and says why; at a position where they differ it stays."""
     from specviz.ui.teach.beats import TEST, beats
-    from specviz.ui.watch_tab import _lossless_node, _lossless_views
+    from specviz.ui.tabs.watch_tab import _lossless_node, _lossless_views
 
     same = _token([0.5, 0.3, 0.2], [0.5, 0.3, 0.2])
     different = _token([0.7, 0.2, 0.1], [0.1, 0.3, 0.6])
@@ -125,7 +125,7 @@ def test_greedy_texts_that_differ_in_reduced_precision_get_their_reason():
 def test_a_rejected_chat_template_marker_is_explained_in_the_summary():
     """Prompt lookup's first draft on a chat prompt is the next turn's marker, struck through: the
     summary says what it is; an ordinary rejected word gets no such sentence."""
-    from specviz.ui.state import markup_draft_note
+    from specviz.ui.serve.state import markup_draft_note
 
     marker = _token([0.9, 0.1], [0.0, 1.0])
     marker.text, marker.accepted = "<|im_start|>", False

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.ui.lessons_tab import LESSON_TARGETS, LESSONS, apply_lesson
+from specviz.ui.tabs.lessons_tab import LESSON_TARGETS, LESSONS, apply_lesson
 
 LINKS = [{}, {"tab": "maths"}, {"tab": "playground", "alpha": "0.6", "k": "5", "c": "0.2", "v": "1"},
          {"trace": "poem_int8", "pass": "2", "beat": "3"}, {"tab": "nowhere", "k": "lots"},

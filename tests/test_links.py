@@ -106,7 +106,7 @@ def test_builders_write_short_readable_queries():
 
 
 def test_lesson_slugs_are_url_safe_and_unique():
-    from specviz.ui.lessons_tab import LESSONS
+    from specviz.ui.tabs.lessons_tab import LESSONS
 
     slugs = [lesson["slug"] for lesson in LESSONS.values()]
     assert len(set(slugs)) == len(slugs)

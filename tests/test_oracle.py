@@ -70,8 +70,8 @@ def test_at_t_above_0_each_replayed_draft_is_accepted_with_p_target(loaded):
 def test_the_page_says_what_a_replayed_sample_is_worth(loaded):
     """The Run tab's summary (a finished oracle run's state) carries the ceiling's sentence, at T > 0
     with p_target(x); the "What the numbers hide" panel writes the ceiling lesson from its numbers."""
-    from specviz.ui.numbers_hide import numbers_hide_view
-    from specviz.ui.state import RunState
+    from specviz.ui.tabs.numbers_hide import numbers_hide_view
+    from specviz.ui.serve.state import RunState
 
     run = make_generation(loaded, build_drafter("oracle", loaded), _prompt(loaded), K,
                           SamplingConfig(temperature=1.0), 24, seed=5).run()
@@ -122,7 +122,7 @@ def test_each_drafter_says_its_gap_to_the_oracle():
 
 
 def test_the_oracle_is_one_registry_kind_in_every_menu():
-    from specviz.ui.side_by_side_tab import SIDE_BY_SIDE
+    from specviz.ui.tabs.side_by_side_tab import SIDE_BY_SIDE
 
     kind = DRAFTER_KINDS["oracle"]
     assert kind.replays and not kind.needs_model and not kind.can_branch

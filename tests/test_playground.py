@@ -119,7 +119,7 @@ def test_a_reveal_verdict_is_cleared_when_alpha_c_or_v_change():
     against figures no longer shown. A change of α, c or v clears the score and hides the best K."""
     import app
 
-    from specviz.ui.playground_tab import forget_verdict
+    from specviz.ui.tabs.playground_tab import forget_verdict
 
     assert forget_verdict() == ("", False)
     assert forget_verdict("**Close**: 2.1 against 2.0", True) == ("", False)  # a verdict: guess again

@@ -23,9 +23,10 @@ from specviz.run.request import (
     public_policy,
     validate_request,
 )
-from specviz.ui import run_stream, settings
-from specviz.ui.fields import request_from
-from specviz.ui.lossless_check import run_lossless
+from specviz.ui.tabs import run_stream
+from specviz.ui.serve import settings
+from specviz.ui.serve.fields import request_from
+from specviz.ui.tabs.lossless_check import run_lossless
 from specviz.ui.page import build_page
 
 TARGETS, DRAFTS = settings.public_allowed()
@@ -318,7 +319,7 @@ def test_importing_the_page_asks_cuda_nothing():
 
 def test_the_rule_reaches_a_public_request_and_a_bad_one_is_refused_before_loading(no_loading):
     """Public mode offers the rule control too: a rule reaches the request, a bad one is one sentence."""
-    from specviz.ui.fields import request_from
+    from specviz.ui.serve.fields import request_from
 
     assert request_from(_args(rule="exact-match"), public=True).rule == "exact-match"
     with pytest.raises(gr.Error, match="The verification rule must be one of"):

@@ -9,7 +9,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def public_page(monkeypatch_module):
-    from specviz.ui import settings
+    from specviz.ui.serve import settings
     from specviz.ui.page import build_page
 
     monkeypatch_module.setattr(settings, "server_device", lambda: "cpu")
@@ -33,7 +33,7 @@ def test_the_public_k_slider_says_what_a_larger_k_does(public_page):
 
 
 def test_a_cpu_space_lists_no_gpu_preset_nor_its_drafter(public_page):
-    from specviz.ui import settings
+    from specviz.ui.serve import settings
 
     dropdowns = [b for b in public_page.blocks.values() if type(b).__name__ == "Dropdown"]
     pairs = next(d for d in dropdowns if d.label == "Model pair")

@@ -15,7 +15,9 @@ import gradio as gr
 import httpx
 import pytest
 
-from specviz.ui import replay, settings, visitors
+from specviz.ui.tabs import replay
+from specviz.ui.serve import settings
+from specviz.ui.serve import visitors
 from specviz.ui.page import build_page
 
 gradio_client = pytest.importorskip("gradio_client")

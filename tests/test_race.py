@@ -108,7 +108,7 @@ def test_the_race_lanes_of_the_last_run_go_when_run_is_pressed():
     settings passed their check (issue 39 item 8: a refused run leaves the race as it was)."""
     import app
 
-    from specviz.ui import run_tab
+    from specviz.ui.tabs import run_tab
 
     ids = {block.elem_id: block._id for block in app.demo.blocks.values() if getattr(block, "elem_id", None)}
     clearing = [fn for fn in app.demo.fns.values() if fn.fn is run_tab.empty_race]
@@ -142,10 +142,10 @@ def test_the_race_and_the_headline_count_the_prefill_alike_and_agree(baseline):
     import json
     from pathlib import Path
 
-    from specviz.ui import replay
-    from specviz.ui.state import RunState
+    from specviz.ui.tabs import replay
+    from specviz.ui.serve.state import RunState
 
-    data = json.loads((Path(__file__).resolve().parents[1] / "assets" / "traces" / "poem_int8.json")
+    data = json.loads((Path(__file__).resolve().parents[1] / "specviz" / "data" / "traces" / "poem_int8.json")
                       .read_text(encoding="utf-8"))
     state = RunState.from_trace(data)
     state.baseline = baseline

@@ -1,4 +1,4 @@
-"""What a GPU job reserves (specviz/ui/gpu_budget.py) follows what the job will do: a baseline
+"""What a GPU job reserves (specviz/ui/serve/gpu_budget.py) follows what the job will do: a baseline
 timed exactly when the job will time one (the same key the run looks up), the prompt's length,
 the lossless check's passes computed once and its draws, a load for a pair not yet in memory,
 and a per-layer step time a device run can calibrate."""
@@ -10,8 +10,8 @@ import pytest
 
 from specviz.models import loading as models
 from specviz.run.runner import baseline_key, encode_prompt
-from specviz.ui import gpu_budget
-from specviz.ui.fields import request_from
+from specviz.ui.serve import gpu_budget
+from specviz.ui.serve.fields import request_from
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ def test_the_deadline_counts_from_the_jobs_creation_in_the_main_process():
     tensors moved) has 30 s less before it is killed."""
     import time
 
-    from specviz.ui import gpu
+    from specviz.ui.serve import gpu
 
     fresh = gpu.JobContext(gpu.Job(_ngram_work, duration_s=60, enforce_deadline=True, created_s=time.monotonic()))
     late = gpu.JobContext(gpu.Job(_ngram_work, duration_s=60, enforce_deadline=True,
@@ -111,7 +111,7 @@ def test_closing_a_job_mid_step_does_not_stall_the_caller(monkeypatch):
     waiting for the worker's current step (here 2 s): the page's side must return at once."""
     import time
 
-    from specviz.ui import gpu
+    from specviz.ui.serve import gpu
 
     closed = []
 

@@ -14,7 +14,7 @@ from specviz.core.sampling import block_weights
 from specviz.figures.trace import trace_from_dict
 from specviz.core.records import DraftedToken, Round
 from specviz.ui.teach.beats import is_chain, replay_rule
-from specviz.ui.watch_tab import TRACES, bundled, rule_replay_views
+from specviz.ui.tabs.watch_tab import TRACES, bundled, rule_replay_views
 
 # Two positions over a 3-token vocabulary, whole distributions recorded (lists shorter than the
 # kept top 10 are the whole distribution, so every figure is exact).

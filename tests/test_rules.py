@@ -367,7 +367,7 @@ def test_old_traces_read_as_full_and_a_bad_rule_is_refused():
 
 
 def test_the_page_names_a_run_s_rule_and_flags_the_lossy_control():
-    from specviz.ui.state import RunState, rule_note
+    from specviz.ui.serve.state import RunState, rule_note
 
     assert "LOSSY" in rule_note("relaxed-top-k") and "vLLM" in rule_note("one-hot")
     loaded = RunState.from_rounds([], {"settings": {"rule": "relaxed-top-k"}})
@@ -378,7 +378,7 @@ def test_the_page_names_a_run_s_rule_and_flags_the_lossy_control():
 def test_every_lesson_sets_the_rule_back_to_the_full_rule():
     """The rules lesson's one run is a full-rule run (the Run tab replays it under the others), and
     every lesson sets the Verification rule, so a visitor's earlier one-hot run does not carry over."""
-    from specviz.ui.lessons_tab import LESSON_FIELDS, LESSONS, apply_lesson
+    from specviz.ui.tabs.lessons_tab import LESSON_FIELDS, LESSONS, apply_lesson
 
     assert "rule" in LESSON_FIELDS
     rules = {}

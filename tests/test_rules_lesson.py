@@ -12,10 +12,10 @@ import torch
 
 from specviz.diagnose.diagnostics import RULES, diagnose
 from specviz.ui.draw.diagnostic_charts import rules_figure
-from specviz.ui.lessons_tab import LESSON_TARGETS, LESSONS, after_run, apply_lesson, lesson_note
-from specviz.ui.settings import FREE_TEXT_PROMPT
-from specviz.ui.state import RunState
-from specviz.ui.watch_tab import bundled
+from specviz.ui.tabs.lessons_tab import LESSON_TARGETS, LESSONS, after_run, apply_lesson, lesson_note
+from specviz.ui.serve.settings import FREE_TEXT_PROMPT
+from specviz.ui.serve.state import RunState
+from specviz.ui.tabs.watch_tab import bundled
 
 LESSON = "Same distribution, different speed (verification rules)"
 #: "Same 19 passes, four rules: …": the title of the Run tab's chart of the replay

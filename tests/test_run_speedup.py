@@ -10,9 +10,9 @@ import pytest
 
 from specviz.figures.speedup import PlainBaseline
 from specviz.figures.trace import trace_to_dict
-from specviz.ui import run_stream
-from specviz.ui.settings import EXAMPLES
-from specviz.ui.state import REMEASURE_NOTE, RunState
+from specviz.ui.tabs import run_stream
+from specviz.ui.serve.settings import EXAMPLES
+from specviz.ui.serve.state import REMEASURE_NOTE, RunState
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

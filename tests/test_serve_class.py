@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.ui import share, visitors
+from specviz.ui import share
+from specviz.ui.serve import visitors
 
 
 @pytest.mark.parametrize("host,loopback", [("127.0.0.1", True), ("127.0.0.1:7860", True), ("localhost:7860", True),
@@ -102,8 +103,8 @@ def test_an_empty_prompt_is_refused_before_the_run_changes_anything():
     inspector and every output are untouched (tests/test_browser_layout.py sees it on the page)."""
     import gradio as gr
 
-    from specviz.ui.fields import NAMES
-    from specviz.ui.run_tab import check_run
+    from specviz.ui.serve.fields import NAMES
+    from specviz.ui.tabs.run_tab import check_run
 
     values = dict(prompt="   ", target_id="smollm2-135m-instruct", drafter_kind="ngram", draft_model="",
                   early_exit_layers=4, k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=16, seed=0, chat=True,

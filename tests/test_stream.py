@@ -67,8 +67,8 @@ def test_a_256_token_stream_redraws_at_most_one_chart_per_update_and_few_a_secon
     update carries both new tokens and a chart redraw (together they were one task of 250-550 ms).
     Fails on the code before: every summary update redrew all five charts."""
     from scripts.stream_bytes import CHARTS, TOKENS, _changes, stream_updates
-    from specviz.ui.run_stream import FINAL_CHARTS_PER_UPDATE
-    from specviz.ui.state import FIGURES
+    from specviz.ui.tabs.run_stream import FINAL_CHARTS_PER_UPDATE
+    from specviz.ui.serve.state import FIGURES
 
     def redraws(edit) -> bool:  # a new figure for the chart (a skip after a figure diffs to "update")
         if isinstance(edit, dict):

@@ -58,8 +58,8 @@ def test_the_cli_sweep_of_three_equal_settings_writes_three_equal_rows(tiny_targ
 
 def test_the_apps_sweep_steps_give_equal_rows_and_keep_the_visitors_stores(tiny_target):
     from specviz.drafters import SuffixHistory
-    from specviz.ui import visitors
-    from specviz.ui.sweep_steps import sweep_steps
+    from specviz.ui.serve import visitors
+    from specviz.ui.tabs.sweep_steps import sweep_steps
 
     token = visitors.JOB_SESSION.set("sweep-visitor")
     try:

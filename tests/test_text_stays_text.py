@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from specviz.figures.trace import visible_text
 from specviz.core.records import DraftedToken, EmittedToken, Round
-from specviz.ui import replay, watch_tab
+from specviz.ui.tabs import replay
+from specviz.ui.tabs import watch_tab
 from specviz.ui.draw import beat_charts, charts
 from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.run_views import (
@@ -31,7 +32,7 @@ from specviz.ui.draw.run_views import (
     round_tree_html,
     summary_markdown,
 )
-from specviz.ui.user_errors import refused
+from specviz.ui.serve.user_errors import refused
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +53,7 @@ def hostile_trace(base: str = "poem_int8") -> dict:
     """A bundled trace whose target and drafter are :data:`LABEL` and whose tokens' texts are
     :data:`HOSTILE`: each hostile text replaces one token id's text everywhere it appears (drafted,
     emitted, rejected, the top-token rows), the ids of pass 2 (the Watch tab's first pass) first."""
-    data = json.loads((ROOT / "assets" / "traces" / f"{base}.json").read_text(encoding="utf-8"))
+    data = json.loads((ROOT / "specviz" / "data" / "traces" / f"{base}.json").read_text(encoding="utf-8"))
     data["target"], data["drafter"] = LABEL, "<b>drafter</b>"
     ids: list[int] = []
     for round_ in [data["rounds"][1], *data["rounds"]]:
@@ -210,13 +211,13 @@ def test_the_watch_tab_shows_the_pass_as_text_and_its_checkboxes_as_plain_text(l
 def test_notes_lossless_text_and_chart_labels_take_text(loaded):
     analysis = loaded["state"].analysis()
     _escaped_once(summary_markdown(analysis, "status", [f"a note naming {LABEL}"]), [LABEL])
-    from specviz.ui.lossless_check import lossless_markdown
+    from specviz.ui.tabs.lossless_check import lossless_markdown
 
     report = SimpleNamespace(n=100, draft_label=LABEL, acceptance_rate=0.5, tv_speculative=0.1, tv_direct=0.1,
                              p_value_speculative=0.5, p_value_direct=0.5, token_ids=[1], temperature=1.0,
                              rule="full")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("specviz.ui.lossless_check.lossless_notes", lambda *a, **k: [f"note on {LABEL}"])
+        mp.setattr("specviz.ui.tabs.lossless_check.lossless_notes", lambda *a, **k: [f"note on {LABEL}"])
         _escaped_once(lossless_markdown(report, 1.0, 1.0, "real", False), [LABEL])
     figure = charts.lossless_figure(HOSTILE[:3], [0.2, 0.3, 0.5], [0.2, 0.3, 0.5], [0.2, 0.3, 0.5])
     assert list(figure.data[0].x) == [as_text(t) for t in HOSTILE[:3]]
@@ -225,7 +226,7 @@ def test_notes_lossless_text_and_chart_labels_take_text(loaded):
 
 
 def test_run_status_lines_take_the_pairs_names_as_text():
-    from specviz.ui import run_stream
+    from specviz.ui.tabs import run_stream
 
     run = SimpleNamespace(finish_reason="length", tokens=[1, 2])
     request = SimpleNamespace(max_new_tokens=4)
@@ -267,7 +268,7 @@ def test_a_byte_the_stream_holds_back_shows_as_its_bytes_in_the_watch_tab():
 
 def test_the_lossless_checks_labels_show_a_partial_character_as_its_bytes():
     from specviz.models import loading as models
-    from specviz.ui.lossless_check import first_token_labels
+    from specviz.ui.tabs.lossless_check import first_token_labels
 
     directory = models.cache_dir() / "models" / "smollm2-135m-instruct"
     if not (directory / "specviz-prepared.json").is_file():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.ui import threads
+from specviz.ui.serve import threads
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_a_busy_machine_is_said_in_the_runs_notes():
     assert threads.busy_note(load=2.4, cores=2) is None
     note = threads.busy_note(load=6.3, cores=2)
     assert "busy" in note and "6.3 on 2 cores" in note
-    from specviz.ui.state import RunState
+    from specviz.ui.serve.state import RunState
 
     state = RunState(k=4, finished=True, busy_note=note)
     assert note in state.view(None, "**Done**", True).summary

@@ -48,7 +48,7 @@ def test_scattered_baseline_samples_are_doubted_too():
 
 
 def test_the_speedup_chart_draws_no_doubted_line():
-    from specviz.ui.state import RunState
+    from specviz.ui.serve.state import RunState
 
     rounds = [dataclasses.replace(r, elapsed_s=0.1 * (i + 1)) for i, r in enumerate(ROUNDS)]
     state = RunState(k=4, rounds=rounds, html=[""] * len(ROUNDS), baseline=BUSY, finished=True)

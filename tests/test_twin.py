@@ -91,7 +91,7 @@ def real_lookup_run(smollm2):
     from specviz.drafters.registry import build_drafter
     from specviz.run.runner import make_generation
     from specviz.core.sampling import SamplingConfig
-    from specviz.ui.settings import FREE_TEXT_PROMPT
+    from specviz.ui.serve.settings import FREE_TEXT_PROMPT
 
     ids = smollm2.encode(FREE_TEXT_PROMPT, chat=True)
     drafter = build_drafter("ngram", smollm2)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from specviz.ui.page import build_page
-from specviz.ui.settings import QUEUE_SIZE
+from specviz.ui.serve.settings import QUEUE_SIZE
 
 gradio_client = pytest.importorskip("gradio_client")
 

@@ -29,14 +29,19 @@ from packaging.requirements import Requirement
 
 from specviz.models import memory
 from specviz.run.request import ServerDevice, pin_public_device
-from specviz.ui import feature, gpu, gpu_budget, placement, run_stream, settings
-from specviz.ui.deltas import DeltaDecoder
-from specviz.ui.experiments_tab import run_sweep_ui
-from specviz.ui.lossless_check import run_lossless
-from specviz.ui.run_stream import run_demo
-from specviz.ui.side_by_side_tab import run_side_by_side
-from specviz.ui.state import RunState
-from specviz.ui.user_errors import refused
+from specviz.ui.serve import feature
+from specviz.ui.serve import gpu
+from specviz.ui.serve import gpu_budget
+from specviz.ui.serve import placement
+from specviz.ui.tabs import run_stream
+from specviz.ui.serve import settings
+from specviz.ui.serve.deltas import DeltaDecoder
+from specviz.ui.tabs.experiments_tab import run_sweep_ui
+from specviz.ui.tabs.lossless_check import run_lossless
+from specviz.ui.tabs.run_stream import run_demo
+from specviz.ui.tabs.side_by_side_tab import run_side_by_side
+from specviz.ui.serve.state import RunState
+from specviz.ui.serve.user_errors import refused
 
 spaces = pytest.importorskip("spaces")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -70,7 +75,7 @@ def test_settings_asks_cuda_only_when_asked(monkeypatch):
 
 # ----------------------------------------------------------------------------- the entry point
 def test_every_spaces_gpu_callable_is_module_level_and_pickles_by_reference():
-    """Only specviz/ui/gpu.py applies ``spaces.GPU``, to ``run_job``, a module-level function that
+    """Only specviz/ui/serve/gpu.py applies ``spaces.GPU``, to ``run_job``, a module-level function that
     pickles by reference (ZeroGPU's worker unpickles it by name); the page's generations all go
     through it."""
     users = [p for p in [*ROOT.glob("specviz/**/*.py"), ROOT / "app.py"]
@@ -116,7 +121,7 @@ def _dumps_without_tensors(obj) -> bytes:
 
 
 def _pickled_stream(calls):
-    """A stand-in for :func:`specviz.ui.gpu.stream_job` that crosses a pickle boundary both ways,
+    """A stand-in for :func:`specviz.ui.serve.gpu.stream_job` that crosses a pickle boundary both ways,
     as ZeroGPU's queues do (no CUDA tensor may cross); it records each job it ran in ``calls``."""
     real = gpu.stream_job
 
@@ -198,7 +203,7 @@ def test_the_visitors_history_and_table_travel_with_the_job_and_come_back(tiny_t
                                                                           monkeypatch):
     """Across the pickle boundary the worker drafts from the visitor's own history and table (sent
     with the job) and the main process keeps what the run added to them."""
-    from specviz.ui import visitors
+    from specviz.ui.serve import visitors
 
     calls: list = []
     monkeypatch.setattr(gpu, "stream_job", _pickled_stream(calls))
@@ -263,7 +268,7 @@ def _run_forked(job, on_first=None, timeout_s: float = 30.0) -> list:
     finally:
         proc.join(timeout_s)
     assert proc.exitcode == 0
-    decoder = DeltaDecoder()  # each record carries what changed since the last (specviz.ui.deltas)
+    decoder = DeltaDecoder()  # each record carries what changed since the last (specviz.ui.serve.deltas)
     return [decoder.decode(r.value) for r in records if r.kind == "outputs"]
 
 
@@ -275,7 +280,7 @@ def test_stop_reaches_a_job_running_in_a_forked_worker():
 
 
 def test_the_deadline_ends_a_forked_job_with_what_it_made():
-    """A 2 s reservation: the deadline falls at 1 s (:func:`specviz.ui.gpu_budget.deadline_s`), so
+    """A 2 s reservation: the deadline falls at 1 s (:func:`specviz.ui.serve.gpu_budget.deadline_s`), so
     about 100 of 10,000 ticks at 10 ms are made, and kept."""
     job = gpu.Job(counting, (10_000, 0.01), {}, 2, gpu.new_stop_slot(), None, enforce_deadline=True)
     outputs = _run_forked(job)
@@ -287,7 +292,7 @@ def test_the_deadline_ends_a_real_run_with_its_state_kept(tiny_target, one_torch
     """A run whose reservation is already spent stops before its warm-up (issue 42 item 3: the
     deadline reaches every step, not only the stream), its state kept and the status saying why;
     tests/test_deadline_steps.py stops runs inside each step."""
-    from specviz.ui.fields import request_from
+    from specviz.ui.serve.fields import request_from
 
     request = request_from({**_values(tiny_target), "max_new_tokens": 64}, False)
     job = gpu.Job(run_stream.run_work, (request, {}, False), {}, 0, gpu.new_stop_slot(), None, enforce_deadline=True)
@@ -321,7 +326,7 @@ def test_a_reservation_stays_between_the_floor_and_the_cap(seconds, cap):
 
 
 def test_reservations_grow_with_the_request_and_stop_at_the_public_cap():
-    from specviz.ui.fields import request_from
+    from specviz.ui.serve.fields import request_from
 
     cap = gpu_budget.cap_s(True, settings.PUBLIC_POLICY.max_run_s)
     assert cap == settings.PUBLIC_POLICY.max_run_s
@@ -357,7 +362,7 @@ def test_on_a_space_the_public_models_are_placed_on_cuda_as_the_pin_will_ask(mon
     assert limits in ([], [len(placed)]) and max(limits + [models.cache_info()["max_models"]]) >= len(placed)
     hub = {p["target"] for p in settings.PRESETS.values()} | {p["draft_model"] for p in settings.PRESETS.values()}
     assert set(placed) == hub - {""} and len(placed) == len(set(placed))
-    from specviz.ui.fields import request_from
+    from specviz.ui.serve.fields import request_from
 
     for preset in settings.PRESETS.values():
         values = {**_values(preset["target"]), "drafter_kind": "ngram", "device": "auto", "dtype": "auto",
@@ -418,7 +423,7 @@ def test_requirements_give_the_space_a_zerogpu_torch_and_this_machine_its_own():
 def test_the_run_tabs_stop_reaches_the_worker_through_the_visitors_running_job(monkeypatch):
     from types import SimpleNamespace
 
-    from specviz.ui import run_stream
+    from specviz.ui.tabs import run_stream
 
     slot = gpu.new_stop_slot("visitor-r", run_stream.run_work)
     state = RunState(label="pair", max_new_tokens=8, stop_slot=-1)  # the worker's copy is not this one
@@ -452,8 +457,8 @@ def test_a_draft_steps_layers_are_read_before_anything_loads():
 
 
 def session_seen(ctx):
-    """Yields the session :func:`specviz.ui.visitors.session_of` sees at each step."""
-    from specviz.ui.visitors import session_of
+    """Yields the session :func:`specviz.ui.serve.visitors.session_of` sees at each step."""
+    from specviz.ui.serve.visitors import session_of
 
     for _ in range(3):
         yield session_of()
@@ -464,7 +469,7 @@ def test_each_step_of_a_job_sees_its_visitor_even_from_a_fresh_context():
     session is set around each step, and nothing leaks into the caller's context."""
     import contextvars
 
-    from specviz.ui.visitors import session_of
+    from specviz.ui.serve.visitors import session_of
 
     job = gpu.Job(session_seen, (), {}, 10, gpu.new_stop_slot(), "visitor-b")
     steps = gpu.stream_job(job)

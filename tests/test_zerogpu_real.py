@@ -31,7 +31,8 @@ import pytest
 import torch
 
 from specviz.models.loading import resolve_dtype
-from specviz.ui import gpu_budget, settings
+from specviz.ui.serve import gpu_budget
+from specviz.ui.serve import settings
 from tests.zerogpu_harness import HUB_MODELS, ROOT, build_caches, run_driver
 
 pytest.importorskip("spaces")

@@ -19,7 +19,8 @@ import statistics
 
 import pytest
 
-from specviz.ui import gpu, visitors
+from specviz.ui.serve import gpu
+from specviz.ui.serve import visitors
 from tests.zerogpu_harness import run_driver, unplaceable_env
 
 #: One xdist worker runs this module, so its ``worker`` scenario (a fresh Python with the real

@@ -38,7 +38,7 @@ def scenario_import() -> dict:
 
 def _hub_values() -> dict:
     """The page's values for the SmolLM2 hub preset, as a visitor sends them in public mode."""
-    from specviz.ui import settings
+    from specviz.ui.serve import settings
 
     preset = settings.PRESETS["SmolLM2-135M → SmolLM2-1.7B-Instruct · hub, GPU"]
     return dict(prompt="Fix the typos: Teh cat sat on teh mat.", target_id=preset["target"], drafter_kind="model",
@@ -63,7 +63,7 @@ def scenario_deploy() -> dict:
         result = scenario_import()
     result["opened"] = snapshot_files_opened(hub, watch.opened)
     from specviz.models import loading as models
-    from specviz.ui.fields import request_from
+    from specviz.ui.serve.fields import request_from
     from tests.zerogpu_harness import HUB_MODELS
 
     packed = zero_torch.pack()
@@ -94,7 +94,7 @@ def remember(ctx, tokens):
 
     import torch
 
-    from specviz.ui import visitors
+    from specviz.ui.serve import visitors
 
     visitors.visitor_history().add(list(tokens))
     visitors.visitor_table().update(list(tokens), torch.tensor([[t] for t in tokens]))
@@ -117,7 +117,7 @@ def probe(ctx, tokens):
     import os
 
     from specviz.drafters import RecycleTable, SuffixHistory
-    from specviz.ui import visitors
+    from specviz.ui.serve import visitors
 
     mine = (visitors.visitor_history(), visitors.visitor_table())
     gc.collect()
@@ -215,7 +215,8 @@ class _Visitor:
 
 
 def _job(session: str, work, *args, duration_s: int = 60, **kwargs):
-    from specviz.ui import gpu, visitors
+    from specviz.ui.serve import gpu
+    from specviz.ui.serve import visitors
 
     token = visitors.JOB_SESSION.set(session)  # make_job reads the visitor as a callback would
     try:
@@ -226,7 +227,7 @@ def _job(session: str, work, *args, duration_s: int = 60, **kwargs):
 
 def _ended(job, timeout_s: float = 10.0) -> None:
     """Wait until the job's stream is closed and its slot released (the worker then idle)."""
-    from specviz.ui import gpu
+    from specviz.ui.serve import gpu
 
     limit = time.monotonic() + timeout_s
     while job.stop_slot in gpu._running and time.monotonic() < limit:
@@ -237,7 +238,7 @@ def _stop_part() -> dict:
     """Visitor A's 200-round job; visitor B presses Stop at A's round 3, A at round 8."""
     import os
 
-    from specviz.ui import gpu
+    from specviz.ui.serve import gpu
 
     job = _job("visitor-a", count, 200, 0.05)
     outputs, other_stopped, own_at, own_s = [], None, None, None
@@ -256,7 +257,7 @@ def _stop_part() -> dict:
 
 
 def _run(session: str, work, *args):
-    from specviz.ui import gpu
+    from specviz.ui.serve import gpu
 
     job = _job(session, work, *args)
     outputs = list(gpu.stream_job(job))
@@ -280,7 +281,8 @@ def _forget_part() -> dict:
     Forget; then B's job and A's next job probe the worker. Then C runs with the secret and closes
     the tab; B probes again. Then E runs, the worker is killed, a new one forked while E's history
     is held, E presses Forget; B probes the new worker."""
-    from specviz.ui import gpu, visitors
+    from specviz.ui.serve import gpu
+    from specviz.ui.serve import visitors
 
     # Visitor F presses Forget while their job runs: what the job brings back must not restore it.
     job, outputs = _job("visitor-f", remember, SECRET), []
@@ -313,7 +315,7 @@ def _forget_part() -> dict:
 def _deadline_part(enforce: bool) -> dict:
     """A 4-second reservation for a 20-second job (the deadline enforced as on ZeroGPU, or not):
     its outputs and how it ended."""
-    from specviz.ui import gpu
+    from specviz.ui.serve import gpu
 
     job = _job("visitor-d", count, 200, 0.1, duration_s=4)
     job = gpu.Job(job.work, job.args, job.kwargs, job.duration_s, job.stop_slot, job.session,
@@ -336,7 +338,7 @@ ROUND_S = 0.06
 
 
 def streamed(ctx, tokens):
-    """A work function streaming the Run tab's own stream (:func:`specviz.ui.run_stream.stream`) of
+    """A work function streaming the Run tab's own stream (:func:`specviz.ui.tabs.run_stream.stream`) of
     a ``tokens``-token run: a tiny random Llama (tests/helpers.py) drafted by prompt lookup (the
     page's default drafter; one forward pass a round keeps it cheap), greedy, K = 4, instrumented
     as the page's runs are, each round counted as :data:`ROUND_S` of the stream's clock."""
@@ -347,8 +349,8 @@ def streamed(ctx, tokens):
     from specviz.core.engine import Generation
     from specviz.run.request import RunRequest
     from specviz.core.sampling import SamplingConfig
-    from specviz.ui import run_stream
-    from specviz.ui.state import RunState
+    from specviz.ui.tabs import run_stream
+    from specviz.ui.serve.state import RunState
     from tests.helpers import tiny_llama
 
     vocab = 256
@@ -381,7 +383,7 @@ class _CountingPickler:
     def loads(self, data, *args, **kwargs):
         import pickle
 
-        from specviz.ui.gpu import Record
+        from specviz.ui.serve.gpu import Record
 
         loaded = pickle.loads(data, *args, **kwargs)
         value = getattr(loaded, "value", None)
@@ -399,7 +401,7 @@ def _bytes_part() -> dict:
 
     from spaces.zero.types import OkResult
 
-    from specviz.ui import gpu
+    from specviz.ui.serve import gpu
 
     result = {}
     for tokens in (64, 512):
@@ -423,9 +425,9 @@ def _bytes_part() -> dict:
 # ----------------------------------------------------------------------------- closing mid-load
 def loading(ctx, load_s):
     """A work function that says it is loading, then loads for ``load_s`` seconds the way the Run
-    tab does (:func:`specviz.ui.run_stream.while_working`: status lines while a thread works),
+    tab does (:func:`specviz.ui.tabs.run_stream.while_working`: status lines while a thread works),
     then says it is loaded."""
-    from specviz.ui.run_stream import while_working
+    from specviz.ui.tabs.run_stream import while_working
 
     yield "loading"
     yield from while_working(lambda: time.sleep(load_s), lambda s: f"loading · {s:.1f} s")
@@ -464,11 +466,11 @@ async def _close_on_loop(stream, wait_s: float) -> dict:
 
 def _close_part(load_s: float = 1.5, wait_s: float = 0.4) -> dict:
     """A job closed on gradio's event loop while its worker loads: through the page's
-    :func:`specviz.ui.gpu.stream_job`, and (the control) ``spaces``' wrapper closed directly, as
+    :func:`specviz.ui.serve.gpu.stream_job`, and (the control) ``spaces``' wrapper closed directly, as
     before the close moved off the loop."""
     import asyncio
 
-    from specviz.ui import gpu
+    from specviz.ui.serve import gpu
 
     job = _job("visitor-leaves", loading, load_s)
     t0 = time.monotonic()
@@ -498,14 +500,14 @@ def stamp(ctx, hold_s):
 
 def plan_stamp():
     """The stamp feature's plan: no input, :data:`HOLD_S` held, 10 s reserved."""
-    from specviz.ui.feature import Plan
+    from specviz.ui.serve.feature import Plan
 
     return Plan((HOLD_S,), 10)
 
 
 def stamp_page():
     """The stamp feature's Gradio callback."""
-    from specviz.ui.feature import FEATURES
+    from specviz.ui.serve.feature import FEATURES
 
     yield from FEATURES["harness_stamp"].stream()
 
@@ -513,13 +515,14 @@ def stamp_page():
 def _overlap_part() -> dict:
     """Two visitors (two gradio clients, two sessions) press one generation button of a page served
     by gradio with its queue, the button wired as every model feature is
-    (:meth:`specviz.ui.feature.Feature.wire`: the generation queue and its concurrency), each job
+    (:meth:`specviz.ui.serve.feature.Feature.wire`: the generation queue and its concurrency), each job
     run through ``spaces``' wrapper: the stamps of both jobs."""
     import gradio as gr
     from gradio_client import Client
     from spaces.zero import client
 
-    from specviz.ui import feature, settings
+    from specviz.ui.serve import feature
+    from specviz.ui.serve import settings
 
     client.startup_report = lambda: None  # the device API, unreachable; launch() reports to it
     stamp_feature = feature.Feature("harness_stamp", stamp, plan_stamp)
@@ -543,7 +546,7 @@ def _nothing_placed_part() -> dict:
     the offline models' cache unwritable): the placement's problem, and what the page's load event
     writes to the Run tab's status line."""
     import app
-    from specviz.ui import placement
+    from specviz.ui.serve import placement
 
     loads = [fn for fn in app.demo.fns.values() if fn.fn is placement.page_status]
     targets = [[getattr(c, "elem_id", None) for c in fn.outputs] for fn in loads]
@@ -562,7 +565,7 @@ def scenario_worker() -> dict:
     _no_card_start_up()
     from spaces.zero import client
 
-    from specviz.ui import gpu
+    from specviz.ui.serve import gpu
 
     result = {"wrapped": getattr(gpu.run_job, "__wrapped__", None) is not None,
               "charged_4s": client.get_duration_seconds(__import__("datetime").timedelta(seconds=4), None)}

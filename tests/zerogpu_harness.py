@@ -17,7 +17,7 @@ What is stubbed, and only that:
   the driver's stand-ins restore the packed tensors on the CPU).
 
 The forked-worker mode (``worker`` scenario, :func:`spaces_env`, :mod:`tests.test_zerogpu_worker`)
-runs :func:`specviz.ui.gpu.run_job` through ``spaces``' real generator wrapper
+runs :func:`specviz.ui.serve.gpu.run_job` through ``spaces``' real generator wrapper
 (``spaces.zero.wrappers.generator_function_wrapper``): it forks its worker, pickles the job in and
 each record out, reuses the idle worker for the next job, and turns a dead worker into "GPU task
 aborted". Stubbed there, and only that:

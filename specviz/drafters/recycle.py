@@ -12,7 +12,7 @@ one pass with tree attention. No model, no training, no extra pass: the engine h
 verify pass's own top-k ids (``wants_top_ids`` / ``observe_top_ids``).
 
 The table lives in the process (:data:`RECYCLE_TABLE`, emptied by :func:`clear_recycle_table`; the
-CLI's and the bench's) or per visitor in the app (:mod:`specviz.ui.visitors`); it is bounded
+CLI's and the bench's) or per visitor in the app (:mod:`specviz.ui.serve.visitors`); it is bounded
 (:class:`RecycleTable`'s row cap). Its drafts are point masses, like prompt lookup's: each token is
 a deterministic function of the run so far (committed tokens and the target's earlier passes),
 never of this round's random draws, so the verify walk stays exact
@@ -191,9 +191,9 @@ class RecycleTable:
 
 #: The warm text's source: the bundled instructions the EAGLE head's teacher data is made from
 #: (``python -m specviz train-draft``), one a line, ``#`` comments skipped.
-WARM_TEXT_FILE = Path(__file__).resolve().parents[2] / "assets" / "draft_prompts.txt"
+WARM_TEXT_FILE = Path(__file__).resolve().parents[1] / "data" / "draft_prompts.txt"
 #: Words whose lines are left out of the warm text (whole words, any case): the topics of the bench
-#: prompts (``assets/bench_prompts.json``: a lighthouse keeper's message in a bottle, typo fixing,
+#: prompts (``specviz/data/bench_prompts.json``: a lighthouse keeper's message in a bottle, typo fixing,
 #: CSV → JSON, renaming a variable in a Python function) and of their answers, so that no bench
 #: measurement drafts from its own prompt or answer.
 WARM_TEXT_EXCLUDES = ("lighthouse", "lighthouses", "keeper", "keepers", "bottle", "bottles", "message", "messages",
@@ -212,7 +212,7 @@ def warm_text() -> str:
 
     Why this text: it is bundled, fixed and plain English, and it is not any bench prompt nor a
     likely answer to one; the lines touching the bench's topics are left out by word. The bundled
-    traces (``assets/traces``) would add little: four of their five prompts are the bench's typo
+    traces (``specviz/data/traces``) would add little: four of their five prompts are the bench's typo
     and CSV prompts or a lighthouse poem, and the fifth is 32 tokens.
     """
     excluded = re.compile(r"\b(" + "|".join(WARM_TEXT_EXCLUDES) + r")\b", re.IGNORECASE)

@@ -121,7 +121,7 @@ def _known(name: str) -> ModelShape | None:
 #: Parameter counts read from checkpoints' headers, by model name: read once per process. On a
 #: ZeroGPU Space the hub-cache files they came from are deleted at launch (``spaces`` packs the
 #: placed tensors and removes the blobs they were mapped from), so public mode must never read
-#: them again: :func:`specviz.ui.placement.place_at_import` counts every public model here first.
+#: them again: :func:`specviz.ui.serve.placement.place_at_import` counts every public model here first.
 _COUNTED: dict[str, int] = {}
 
 

@@ -71,7 +71,7 @@ def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAU
         samples: plain runs to time (>= 1).
         progress_every: yield a progress line every this many rounds.
         should_end: checked after every round (a GPU job's deadline or Stop,
-            :meth:`specviz.ui.gpu.JobContext.should_end`); once true the sample in progress stops
+            :meth:`specviz.ui.serve.gpu.JobContext.should_end`); once true the sample in progress stops
             and no baseline is returned (a cut sample times a shorter run than the one compared).
 
     Yields:

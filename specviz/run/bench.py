@@ -80,7 +80,7 @@ from specviz.figures.speedup import NOT_MEASURABLE, PlainBaseline
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "assets" / "bench_prompts.json"
+DEFAULT_PROMPTS = Path(__file__).resolve().parents[1] / "data" / "bench_prompts.json"
 
 OURS_PLAIN = "ours plain"
 HF_PLAIN = "generate()"

@@ -159,7 +159,7 @@ def sweep(requests: Sequence[RunRequest], progress: Callable[[float, str], None]
             included; checked after every round. Past it the sweep ends with the rows it finished
             and a last step of phase ``"stopped"`` that says so. None: no cap.
         should_end: checked every round, the warm-ups' and the baselines' included (a GPU job's
-            deadline or Stop, :meth:`specviz.ui.gpu.JobContext.should_end`); once true the sweep
+            deadline or Stop, :meth:`specviz.ui.serve.gpu.JobContext.should_end`); once true the sweep
             ends as at ``max_run_s``, with the rows it finished.
 
     Yields:

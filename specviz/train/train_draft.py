@@ -4,7 +4,7 @@ Self-distillation in four steps, each cached in the output directory so a resume
 (``--resume``) neither regenerates nor re-encodes:
 
 1. **Teacher data** (:func:`generate_answers`): the target's own sampled answers (T = 0.8) to the
-   bundled prompts (``assets/draft_prompts.txt``, cycled in a seeded order), by batched
+   bundled prompts (``specviz/data/draft_prompts.txt``, cycled in a seeded order), by batched
    ``generate()`` with left padding, until ``tokens`` answer tokens. Training on the target's
    own outputs is EAGLE's and Medusa-2's self-distillation (Li et al. 2024, Section 4; Cai et al.
    2024): the head learns the target's distribution on the text it actually writes.
@@ -73,7 +73,7 @@ __all__ = ["DATA_FILE", "FILE_VERSION", "PROMPTS_FILE", "STATE_FILE", "TrainConf
            "train"]
 
 #: The bundled prompts the teacher answers.
-PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "draft_prompts.txt"
+PROMPTS_FILE = Path(__file__).resolve().parents[1] / "data" / "draft_prompts.txt"
 DATA_FILE = "teacher_data.safetensors"
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.safetensors"

@@ -38,13 +38,13 @@ class PageContext:
             (:func:`specviz.ui.teach.lesson_runs.new_memory`; None: no lesson picked).
         last_analysis: State holding the last real run's figures (``RunAnalysis.scalars()`` or a
             sweep row): the Run and Experiments tabs fill it, the Playground loads it.
-        inputs: the Run tab's input components by field name (:data:`specviz.ui.fields.NAMES`,
+        inputs: the Run tab's input components by field name (:data:`specviz.ui.serve.fields.NAMES`,
             plus ``check_temperature`` and ``control`` of the lossless check), filled by the Run
             tab, read by the Experiments and side-by-side tabs and set by the lessons.
         run_state: the Run tab's State of this visitor's run (a ``RunState`` or None), filled by
             the Run tab, read by the "Watch a pass" tab.
         run_outputs: the Run tab's components that show a run, by
-            :class:`~specviz.ui.state.RunView` field name, and its ``state``: filled by the Run
+            :class:`~specviz.ui.serve.state.RunView` field name, and its ``state``: filled by the Run
             tab, cleared by a lesson.
         run_done: the Run button's generation event (``.then`` follows a finished run), set by
             the Run tab; the lessons fill their note in after it.

@@ -7,7 +7,7 @@ import gradio as gr
 
 from specviz.ui.context import SELECT_TAB_JS, PageContext
 from specviz.ui.draw.escape import as_text
-from specviz.ui.lessons_tab import LESSON_TARGETS, LESSONS, lesson_components, lesson_values
+from specviz.ui.tabs.lessons_tab import LESSON_TARGETS, LESSONS, lesson_components, lesson_values
 from specviz.ui.teach import link_query
 
 #: The lessons by the slug a link names them with.
@@ -20,7 +20,7 @@ def link_targets(playground_names: tuple[str, ...], watch_outputs: int, panels: 
     asks for (``tab_request``, selected in the browser by
     :data:`~specviz.ui.context.SELECT_TAB_JS`), the link note, the Playground's sliders and every
     panel they drive (``panels``), what a lesson sets (its
-    :data:`~specviz.ui.lessons_tab.LESSON_TARGETS`) and the Watch tab's outputs. :func:`route`
+    :data:`~specviz.ui.tabs.lessons_tab.LESSON_TARGETS`) and the Watch tab's outputs. :func:`route`
     and :func:`wire` both list theirs from here, so the values and the outputs cannot disagree in
     number or order (issue 26: a lesson link sent 28 values for 27 outputs and the page load
     failed)."""

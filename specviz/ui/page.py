@@ -28,8 +28,17 @@ from __future__ import annotations
 
 import gradio as gr
 
-from specviz.ui import (engines_tab, experiments_tab, lessons_tab, links, maths_tab, playground_tab, run_tab, settings, share,
-               side_by_side_tab, visitors, watch_tab)
+from specviz.ui import links, share
+from specviz.ui.tabs import engines_tab
+from specviz.ui.tabs import experiments_tab
+from specviz.ui.tabs import lessons_tab
+from specviz.ui.tabs import maths_tab
+from specviz.ui.tabs import playground_tab
+from specviz.ui.tabs import run_tab
+from specviz.ui.serve import settings
+from specviz.ui.tabs import side_by_side_tab
+from specviz.ui.serve import visitors
+from specviz.ui.tabs import watch_tab
 from specviz.ui.context import PageContext
 from specviz.ui.draw.scripts import called, script
 from specviz.ui.draw.styles import page_css
@@ -68,11 +77,11 @@ def build_page(public: bool) -> gr.Blocks:
     ``public``: the model fields are read-only (only the presets run), the Device accordion is
     hidden, the sliders stop at the public caps, and every model callback gets ``public=True``
     bound, so the API (/run, /lossless, /sweep, /side_by_side) enforces the same limits as the page;
-    and a visitor has at most one generation waiting or running (:func:`specviz.ui.visitors.one_generation`).
+    and a visitor has at most one generation waiting or running (:func:`specviz.ui.serve.visitors.one_generation`).
 
-    In every mode each visitor's suffix history and Token Recycling table are their own (:mod:`specviz.ui.visitors`), freed
+    In every mode each visitor's suffix history and Token Recycling table are their own (:mod:`specviz.ui.serve.visitors`), freed
     when they leave (``demo.unload``) or press "Forget my earlier outputs", and gradio's file cache
-    is emptied of old files (:data:`specviz.ui.settings.DELETE_CACHE`).
+    is emptied of old files (:data:`specviz.ui.serve.settings.DELETE_CACHE`).
     """
     with gr.Blocks(title="specviz — speculative sampling, live", delete_cache=settings.DELETE_CACHE) as demo:
         # Made outside the Tabs: a State among the Tabs' children would shift the tab labels.

@@ -1,5 +1,5 @@
 """The exported charts page: one self-contained HTML file (plotly.js embedded once, no network)
-that says what it shows, written by the Run tab's export (:func:`specviz.ui.replay.export_run`).
+that says what it shows, written by the Run tab's export (:func:`specviz.ui.tabs.replay.export_run`).
 Its few style rules are the stylesheet module's (:data:`.styles.EXPORT_CSS`); every value from
 outside the code goes through :func:`.escape.as_text`."""
 

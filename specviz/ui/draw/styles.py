@@ -112,7 +112,7 @@ TOUR_CSS = """
 SYSTEM_SANS = ('system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "DejaVu Sans", "Liberation Sans", '
                'Arial, sans-serif')
 
-#: The Lessons tab's buttons (:mod:`specviz.ui.lessons_tab`, class ``sv-lesson-button``).
+#: The Lessons tab's buttons (:mod:`specviz.ui.tabs.lessons_tab`, class ``sv-lesson-button``).
 LESSON_BUTTON_CSS = f"""
 .sv-lesson-button, .sv-lesson-button * {{ font-family: {SYSTEM_SANS} !important; }}
 """
@@ -167,7 +167,7 @@ PHONE_CSS = """
 
 
 #: While a run streams (the page's class ``sv-streaming``, set by the token panel's script in
-#: :mod:`specviz.ui.run_tab`), a chart off-screen skips the browser's style and layout work
+#: :mod:`specviz.ui.tabs.run_tab`), a chart off-screen skips the browser's style and layout work
 #: (``content-visibility: auto``); its height holds the place (the last rendered one once drawn,
 #: else the charts' 300 px). Gradio's status updates restyle the page on every streamed update, and
 #: a Plotly redraw then waits for the whole page's style and layout (issue 26 item 4): on the Run

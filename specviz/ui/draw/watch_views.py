@@ -1,4 +1,4 @@
-"""Watch a pass's stage (:mod:`specviz.ui.watch_tab`): where the learner is (pass and beat), the
+"""Watch a pass's stage (:mod:`specviz.ui.tabs.watch_tab`): where the learner is (pass and beat), the
 output so far, the pass's drafted tokens as chips coloured by what the beats so far revealed, the
 pass's own token once drawn, and the beat's sentence. Plain data in (the trace's rounds and the
 beats of :mod:`specviz.ui.teach.beats`), HTML out; its look is :data:`.styles.WATCH_CSS`, and the

@@ -9,15 +9,17 @@ import time
 import gradio as gr
 
 from specviz.drafters import DRAFTER_KINDS
-from specviz.ui import gpu, gpu_budget, settings
+from specviz.ui.serve import gpu
+from specviz.ui.serve import gpu_budget
+from specviz.ui.serve import settings
 from specviz.ui.context import PageContext
 from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.tab_views import greedy_texts_note, side_by_side_html
-from specviz.ui.feature import Feature, Plan
-from specviz.ui.fields import SHARED, drafter_spec, spread
+from specviz.ui.serve.feature import Feature, Plan
+from specviz.ui.serve.fields import SHARED, drafter_spec, spread
 from specviz.ui.prose import prose
-from specviz.ui.sweep_steps import sweep_plan, sweep_steps
-from specviz.ui.user_errors import refused, user_errors
+from specviz.ui.tabs.sweep_steps import sweep_plan, sweep_steps
+from specviz.ui.serve.user_errors import refused, user_errors
 
 #: The menu: every drafter kind of the registry that names a lane
 #: (:attr:`specviz.drafters.DrafterKind.lane`, in the registry's order), label → spec; a kind with
@@ -51,7 +53,7 @@ def run_side_by_side(drafters, max_new_tokens, values, progress=gr.Progress(), *
 
 def plan_side_by_side(drafters, max_new_tokens, values: dict, public: bool | None) -> Plan:
     """/side_by_side's plan: one request per ticked drafter (``gr.Error`` for none ticked or a bad
-    setting), reserved for :func:`specviz.ui.gpu_budget.sweep_duration`."""
+    setting), reserved for :func:`specviz.ui.serve.gpu_budget.sweep_duration`."""
     public = settings.is_public(public)
     if not isinstance(drafters, list) or not drafters:
         raise refused("Tick at least one drafter to compare.")
@@ -103,5 +105,5 @@ def side_by_side_work(ctx: "gpu.JobContext", requests: list, public: bool):
         yield side_by_side_html(done, eos), f"**Done**: {len(done)} drafters, same prompt and settings. {note}".rstrip()
 
 
-#: Drafters side by side (/side_by_side), declared once (:mod:`specviz.ui.feature`).
+#: Drafters side by side (/side_by_side), declared once (:mod:`specviz.ui.serve.feature`).
 SIDE_BY_SIDE_RUN = Feature("side_by_side", side_by_side_work, plan_side_by_side)

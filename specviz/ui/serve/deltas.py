@@ -2,7 +2,7 @@
 record (issue 38 item 8).
 
 On a ZeroGPU Space every record a job yields is pickled across the worker's pipe
-(:func:`specviz.ui.gpu.run_job`). The Run tab's outputs hold the whole run state (every round, each
+(:func:`specviz.ui.serve.gpu.run_job`). The Run tab's outputs hold the whole run state (every round, each
 drafted token with its p_draft and p_target rows) and the whole token panel, so a run that sent
 them whole on every update moved bytes growing with the square of its rounds (a 256-token run: 80
 records, 9.7 MiB). Here the worker's :class:`DeltaEncoder` turns each yielded outputs tuple into a
@@ -10,14 +10,14 @@ records, 9.7 MiB). Here the worker's :class:`DeltaEncoder` turns each yielded ou
 :class:`DeltaDecoder` rebuilds the very outputs the work yielded:
 
 * a string equal to the one sent last at its position travels as :data:`SAME`; one that extends
-  it (the append-only token panel, :class:`specviz.ui.run_stream.TokenPanel`) as
+  it (the append-only token panel, :class:`specviz.ui.tabs.run_stream.TokenPanel`) as
   :class:`Appended`, its new part only;
-* a dataclass instance sent before at its position (the run's :class:`~specviz.ui.state.RunState`,
+* a dataclass instance sent before at its position (the run's :class:`~specviz.ui.serve.state.RunState`,
   one object mutated round after round) travels as a :class:`FieldsDelta`: the new items of its
   append-only lists (:data:`APPEND_ONLY`: a run's ``rounds`` and their ``html``) and the other
   fields whose pickled bytes changed; its first sending is a copy with lists of its own;
 * a Plotly figure yielded again, the same object (a finished run's charts are re-sent unchanged
-  in each of its last updates, :func:`specviz.ui.run_stream.final_updates`), travels as
+  in each of its last updates, :func:`specviz.ui.tabs.run_stream.final_updates`), travels as
   :data:`SAME`: a figure is built for one view and never changed once yielded;
 * anything else travels as it is.
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 #: The list fields that only ever grow, by the dataclass's qualified name: items once appended are
 #: never replaced nor changed, so a record carries only the new ones (checked: the items already
 #: sent must still be the same objects, else the whole list is sent again).
-APPEND_ONLY = {"specviz.ui.state.RunState": ("rounds", "html")}
+APPEND_ONLY = {"specviz.ui.serve.state.RunState": ("rounds", "html")}
 
 
 class _Same:

@@ -4,7 +4,7 @@ is declared once as a :class:`Feature`, and this module does the rest the same w
 A feature module holds three things:
 
 * its **work**: a module-level generator ``work(ctx, *args, **kwargs)`` taking the job's
-  :class:`~specviz.ui.gpu.JobContext` first, run by :func:`specviz.ui.gpu.run_job` (in ZeroGPU's
+  :class:`~specviz.ui.serve.gpu.JobContext` first, run by :func:`specviz.ui.serve.gpu.run_job` (in ZeroGPU's
   worker on a Space), its loops ending on ``ctx.should_end()``;
 * its **plan**: the validating callback, in the main process, that turns the page's values into
   the work's plain arguments and the GPU seconds to reserve (a :class:`Plan`), refusing bad input
@@ -12,12 +12,12 @@ A feature module holds three things:
 * its **Gradio callback**, which keeps the endpoint's signature (the API's parameter names) and
   whose body is :meth:`Feature.stream` (or :meth:`Feature.result` for a single answer).
 
-:meth:`Feature.stream` calls the plan, makes the job (:func:`specviz.ui.gpu.make_job`) and streams
-it (:func:`specviz.ui.gpu.stream_job`); :meth:`Feature.wire` wires the button while the page is
+:meth:`Feature.stream` calls the plan, makes the job (:func:`specviz.ui.serve.gpu.make_job`) and streams
+it (:func:`specviz.ui.serve.gpu.stream_job`); :meth:`Feature.wire` wires the button while the page is
 built: the queue (:data:`GENERATION`, :func:`generation_limit`, raw values: ``preprocess=False``),
 public mode's one generation per visitor (the event registered with the page's
-:class:`~specviz.ui.visitors.GenerationGate`), and a Stop button (``cancels`` for the page's side,
-:func:`specviz.ui.gpu.stop_session` for the worker's). :data:`FEATURES` lists every declared feature
+:class:`~specviz.ui.serve.visitors.GenerationGate`), and a Stop button (``cancels`` for the page's side,
+:func:`specviz.ui.serve.gpu.stop_session` for the worker's). :data:`FEATURES` lists every declared feature
 by its api_name; :func:`page_events` the events one page wired. Nothing else in the package makes a
 job or names the generation queue (tests/test_layout.py checks it).
 """
@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from specviz.models.memory import on_zero_gpu
-from specviz.ui import gpu, settings, visitors
+from specviz.ui.serve import gpu
+from specviz.ui.serve import settings
+from specviz.ui.serve import visitors
 
 #: The queue every model computation waits in (its ``concurrency_id``).
 GENERATION = "generation"
@@ -49,7 +51,7 @@ _FREE = dict(api_name=False, concurrency_id="playground", concurrency_limit=None
 @dataclass(frozen=True)
 class Plan:
     """What a feature's plan returns: the work's plain arguments (picklable: they cross into
-    ZeroGPU's worker) and the GPU seconds reserved (:mod:`specviz.ui.gpu_budget`)."""
+    ZeroGPU's worker) and the GPU seconds reserved (:mod:`specviz.ui.serve.gpu_budget`)."""
 
     args: tuple
     duration_s: int
@@ -86,7 +88,7 @@ class Feature:
 
     def stream(self, *values, progress=None, **kwargs) -> Iterator:
         """The callback's outputs: ``plan(*values, **kwargs)`` (its ``gr.Error`` raised before any
-        job), then the job's outputs as :func:`specviz.ui.gpu.stream_job` streams them
+        job), then the job's outputs as :func:`specviz.ui.serve.gpu.stream_job` streams them
         (``progress``: the callback's ``gr.Progress``)."""
         plan = self.plan(*values, **kwargs)
         job = gpu.make_job(self.work, *plan.args, duration_s=plan.duration_s, **plan.kwargs)
@@ -112,7 +114,7 @@ class Feature:
                 ``outputs`` and the queue's settings).
             fn: the Gradio callback (its ``public`` bound).
             inputs, outputs: the event's components.
-            public: public mode: a quick check first (:func:`specviz.ui.visitors.generation_click`)
+            public: public mode: a quick check first (:func:`specviz.ui.serve.visitors.generation_click`)
                 and the page's gate as the event's validator.
             stop: the Stop button, or None: it cancels the event and raises the flag of the
                 visitor's running job of this feature.
@@ -120,7 +122,7 @@ class Feature:
                 stopped run), or None.
             status: a Markdown under the button, or None: the queue's words, the progress and a
                 refusal's pill go there, never on the outputs
-                (:func:`specviz.ui.visitors.generation_click`).
+                (:func:`specviz.ui.serve.visitors.generation_click`).
         """
         event = visitors.generation_click(trigger, fn, inputs, outputs, public, status=status,
                                           api_name=self.api_name,
@@ -144,7 +146,7 @@ class Feature:
 
     def stop_handler(self) -> Callable:
         """The Stop button's handler: ``handler(request)`` raises the flag of the requesting
-        visitor's running jobs of this feature (:func:`specviz.ui.gpu.stop_session`), no one else's."""
+        visitor's running jobs of this feature (:func:`specviz.ui.serve.gpu.stop_session`), no one else's."""
         work = self.work
 
         def stop(request: gr.Request) -> None:

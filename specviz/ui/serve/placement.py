@@ -9,9 +9,9 @@ import logging
 
 import gradio as gr
 
-from specviz.ui import settings
+from specviz.ui.serve import settings
 from specviz.ui.draw.escape import as_text
-from specviz.ui.gpu import on_zero_gpu
+from specviz.ui.serve.gpu import on_zero_gpu
 
 logger = logging.getLogger("specviz.app")
 
@@ -36,10 +36,10 @@ PLACEMENT_PROBLEM = ""
 def place_at_import(load=None) -> list[str]:
     """On a ZeroGPU Space, load the public presets' models onto ``cuda`` now, at import, as
     ZeroGPU asks (its main process emulates CUDA and moves the weights into each worker): each
-    with the device and dtype the public pin will request (:func:`specviz.ui.settings.public_server`),
+    with the device and dtype the public pin will request (:func:`specviz.ui.serve.settings.public_server`),
     so the model cache's key matches the runs' and no worker loads a copy. Elsewhere nothing
     happens. The model cache's budget on a Space is not read from ``torch.cuda.mem_get_info``
-    (emulated there): :func:`specviz.ui.settings.public_server` gives it.
+    (emulated there): :func:`specviz.ui.serve.settings.public_server` gives it.
 
     Before anything loads, every public model's size is counted (:func:`specviz.models.memory.model_parameters`
     remembers it): at ``launch()`` ZeroGPU packs the placed tensors and deletes the hub-cache files

@@ -18,19 +18,19 @@ import gradio as gr
 
 from specviz.engine_logs import ENGINES, EngineFileError, ImportedRun, read_engine_file
 from specviz.run.request import RequestError, to_float
-from specviz.ui import settings
+from specviz.ui.serve import settings
 from specviz.ui.context import PageContext
 from specviz.ui.draw import charts, diagnostic_charts
 from specviz.ui.draw.engine_counts import engine_figures
 from specviz.ui.draw.engine_views import (ENGINE_NAMES, closed_form_figure, engine_charts, engine_summary_markdown,
                                 engine_tokens_html, figures_markdown, imported_alpha)
-from specviz.ui.user_errors import refused, sentence
+from specviz.ui.serve.user_errors import refused, sentence
 
 #: The engine menu: guess from the file, or one engine by name.
 GUESS = "guess"
 ENGINE_CHOICES = [("Guess from the file", GUESS)] + [(ENGINE_NAMES[name], name) for name in ENGINES]
 #: An engine file's size at most (bytes): a long run's per-step JSONL is far below it. The
-#: server's own upload limit (``launch(max_file_size=…)``, :func:`specviz.ui.settings.max_upload_bytes`)
+#: server's own upload limit (``launch(max_file_size=…)``, :func:`specviz.ui.serve.settings.max_upload_bytes`)
 #: refuses larger uploads before they are stored, when it is the smaller.
 MAX_ENGINE_FILE_BYTES = 8 * 2**20
 #: The stated costs when the page opens: a small draft model, a verify pass as dear as a step.

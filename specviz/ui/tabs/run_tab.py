@@ -11,21 +11,24 @@ import gradio as gr
 
 from specviz.drafters import DRAFTER_KINDS, for_device
 from specviz.core.rules import RULE_CHOICES
-from specviz.ui import dial_view, placement, settings, visitors
+from specviz.ui.tabs import dial_view
+from specviz.ui.serve import placement
+from specviz.ui.serve import settings
+from specviz.ui.serve import visitors
 from specviz.ui.context import PageContext
 from specviz.ui.draw import charts, diagnostic_charts, race
 from specviz.ui.draw.twin_charts import numbers_hide_markdown, twin_figure
 from specviz.ui.draw.run_views import wrap_output
 from specviz.ui.draw.scripts import script
-from specviz.ui.fields import NAMES, SHARED, request_from, spec_fields
-from specviz.ui.lossless_check import LOSSLESS, run_lossless, settings_changed
-from specviz.ui.numbers_hide import numbers_hide_view
+from specviz.ui.serve.fields import NAMES, SHARED, request_from, spec_fields
+from specviz.ui.tabs.lossless_check import LOSSLESS, run_lossless, settings_changed
+from specviz.ui.tabs.numbers_hide import numbers_hide_view
 from specviz.ui.prose import LATEX, prose
-from specviz.ui.replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view, replay,
+from specviz.ui.tabs.replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view, replay,
                      reset_inspector, step_replay)
-from specviz.ui.run_stream import RUN, run_demo, stop_run
-from specviz.ui.settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PRESETS
-from specviz.ui.state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
+from specviz.ui.tabs.run_stream import RUN, run_demo, stop_run
+from specviz.ui.serve.settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PRESETS
+from specviz.ui.serve.state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
 
 
 #: The token panel's script (``js_on_load``): a token's click or Enter opens the inspector, the box
@@ -61,9 +64,9 @@ def on_drafter_change(kind: str):
 
 
 def check_run(*values, public: bool) -> None:
-    """The Run button's settings (raw, one per :data:`specviz.ui.fields.NAMES`) checked before
+    """The Run button's settings (raw, one per :data:`specviz.ui.serve.fields.NAMES`) checked before
     anything on the page changes: a bad one raises the ``gr.Error`` the run itself would
-    (:func:`specviz.ui.fields.request_from`), shown as a toast, every output left as it was."""
+    (:func:`specviz.ui.serve.fields.request_from`), shown as a toast, every output left as it was."""
     request_from(dict(zip(NAMES, values)), public)
 
 
@@ -74,7 +77,7 @@ def empty_race():
 
 def pair_note(kind: str, target: str, draft_model: str) -> str:
     """The drafter's note and, for one with layers of its own, what it costs on a GPU
-    (:func:`specviz.ui.settings.gpu_cost_sentence`): follows :func:`on_drafter_change`."""
+    (:func:`specviz.ui.serve.settings.gpu_cost_sentence`): follows :func:`on_drafter_change`."""
     if kind not in DRAFTER_KINDS:
         return gr.skip()
     draft = draft_model if DRAFTER_KINDS[kind].parameter == "model_name" else kind
@@ -322,7 +325,7 @@ def _wire(c, ctx: PageContext) -> None:
 
 
 def _checked_run_click(c, ctx: PageContext):
-    """The Run button's listener for :meth:`specviz.ui.feature.Feature.wire`: the generation's
+    """The Run button's listener for :meth:`specviz.ui.serve.feature.Feature.wire`: the generation's
     own first step (the queue's words, public mode's check), then the settings checked
     (:func:`check_run`: a refusal is a toast and every output stays as it was, issue 39 item 8),
     then the inspector and the race cleared, then the run. One chain, so the cleared race can
@@ -343,7 +346,7 @@ def _checked_run_click(c, ctx: PageContext):
 
 
 def _outputs_by_name(c, baselines, run_state):
-    """The Run tab's output components by the names of :data:`specviz.ui.state.RUN_OUTPUTS`: a
+    """The Run tab's output components by the names of :data:`specviz.ui.serve.state.RUN_OUTPUTS`: a
     function from a tuple of names to the event's outputs list."""
     by_name = {**RunView(tokens=c.tokens_html, summary=c.summary, alpha=c.alpha_plot, tokens_per_pass=c.tpp_plot,
                          speedup=c.speedup_plot, positions=c.position_plot, time=c.time_plot,

@@ -12,18 +12,18 @@ import gradio as gr
 
 from specviz.diagnose.diagnostics import diagnose
 from specviz.drafters import for_device
-from specviz.ui import settings
+from specviz.ui.serve import settings
 from specviz.ui.context import PageContext, select_tab_js
 from specviz.ui.draw import race
 from specviz.ui.draw.run_views import wrap_output
-from specviz.ui.fields import NAMES, drafter_spec, spec_fields
+from specviz.ui.serve.fields import NAMES, drafter_spec, spec_fields
 from specviz.ui.prose import prose
-from specviz.ui.replay import reset_inspector
-from specviz.ui.settings import EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT
+from specviz.ui.tabs.replay import reset_inspector
+from specviz.ui.serve.settings import EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT
 from specviz.ui.share import copy_link
-from specviz.ui.state import RunState, RunView, waiting_view
+from specviz.ui.serve.state import RunState, RunView, waiting_view
 from specviz.ui.teach import lesson_runs, link_query
-from specviz.ui.user_errors import refused
+from specviz.ui.serve.user_errors import refused
 
 #: One-click scenarios: the Run tab's settings they set (by field name; ``check_temperature`` and
 #: ``control`` are the lossless check's), and the slug of their note. The rules lesson runs the
@@ -134,7 +134,7 @@ def _lesson_name(slug: str) -> str | None:
 def after_run(memory, state, prompt, temperature):
     """A run finished: the lesson picked (``memory``, :func:`specviz.ui.teach.lesson_runs.new_memory`)
     remembers its figures and its note shows them under the note's question; ``state``: the Run
-    tab's :class:`~specviz.ui.state.RunState`; ``prompt`` and ``temperature``: the Run tab's, which
+    tab's :class:`~specviz.ui.serve.state.RunState`; ``prompt`` and ``temperature``: the Run tab's, which
     the run used. Returns ``(note, memory)``; skips both without a lesson or a finished run."""
     name = _lesson_name(memory.get("slug", "")) if isinstance(memory, dict) else None
     if name is None or not isinstance(state, RunState) or not state.finished or not state.rounds or not state.k:

@@ -6,14 +6,14 @@ forked from the main process and pickles what crosses: the arguments on the way 
 value on the way out, and the decorated function itself by reference. So:
 
 * the decorated callable is one module-level function, :func:`run_job`; its argument is a
-  :class:`Job`, a dataclass naming a module-level work function (a feature's, :data:`specviz.ui.feature.FEATURES`) and
+  :class:`Job`, a dataclass naming a module-level work function (a feature's, :data:`specviz.ui.serve.feature.FEATURES`) and
   plain arguments (strings, numbers, dicts, :class:`~specviz.run.request.RunRequest`);
 * a work function is a generator given a :class:`JobContext` first; it reaches models through the
   model cache's module globals (placed on ``cuda`` at import on a Space:
-  :func:`specviz.ui.placement.place_at_import`) and yields the page's outputs, which
+  :func:`specviz.ui.serve.placement.place_at_import`) and yields the page's outputs, which
   :func:`run_job` wraps in :class:`Record` s (no CUDA tensors, no closures), together with the
   progress lines and warnings raised meanwhile; each record carries only what changed since the
-  job's previous one (:mod:`specviz.ui.deltas`: a run's new rounds, the token panel's new part),
+  job's previous one (:mod:`specviz.ui.serve.deltas`: a run's new rounds, the token panel's new part),
   and :func:`stream_job` rebuilds the outputs, so the bytes per update stay flat however long the
   run (issue 38 item 8);
 * a ``gr.Error`` raised in the worker reached the page as a bare "Error" (gradio#12792): it
@@ -23,13 +23,13 @@ value on the way out, and the decorated function itself by reference. So:
   worker inherits it; a job carries its slot's index, held from :func:`make_job` to the end of
   :func:`stream_job`, and a visitor's Stop reaches only the slots of their own running jobs:
   :func:`stop_session`), and the work ends its loop at the
-  deadline (:func:`specviz.ui.gpu_budget.deadline_s`) with what was generated kept;
+  deadline (:func:`specviz.ui.serve.gpu_budget.deadline_s`) with what was generated kept;
 * the visitor's suffix history and Token Recycling table travel with the job
   (:attr:`Job.stores`), reach the work only through the job, and come back in a ``stores``
   record; the worker keeps no copy past the job, so Forget and a closed tab, which drop the
   main process's, leave none anywhere (issue 42 item 2);
 * the reservation is the job's own :attr:`Job.duration_s` (:func:`job_duration`, ZeroGPU's
-  callable ``duration``), estimated from the request by :mod:`specviz.ui.gpu_budget`.
+  callable ``duration``), estimated from the request by :mod:`specviz.ui.serve.gpu_budget`.
 
 Outside a Space, ``spaces.GPU`` returns the function unchanged (and without ``spaces`` installed a
 stand-in does the same): the job runs in the server's process, the same code.
@@ -48,10 +48,10 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from specviz.models.memory import on_zero_gpu
-from specviz.ui import visitors
-from specviz.ui.deltas import DeltaDecoder, DeltaEncoder
-from specviz.ui.gpu_budget import MIN_S, deadline_s
-from specviz.ui.visitors import JOB_SESSION, JOB_STORES, session_of
+from specviz.ui.serve import visitors
+from specviz.ui.serve.deltas import DeltaDecoder, DeltaEncoder
+from specviz.ui.serve.gpu_budget import MIN_S, deadline_s
+from specviz.ui.serve.visitors import JOB_SESSION, JOB_STORES, session_of
 
 try:
     import spaces
@@ -59,7 +59,7 @@ except ImportError:  # not on a Space, nor in the dev environment: no ZeroGPU
     spaces = None
 
 #: Slots of the Stop flags; more than the generations that can be running at once (the queue's
-#: concurrency, at most :data:`specviz.ui.settings.QUEUE_SIZE` on ZeroGPU), so a job always finds one.
+#: concurrency, at most :data:`specviz.ui.serve.settings.QUEUE_SIZE` on ZeroGPU), so a job always finds one.
 STOP_SLOTS = 256
 #: The Stop flags, one byte per slot, in memory shared with every process forked after import
 #: (ZeroGPU's worker among them): 1 asks the job holding the slot to stop.
@@ -138,7 +138,7 @@ class Job:
         work: a module-level generator function ``work(ctx, *args, **kwargs)`` (pickled by
             reference; a lambda, closure or method is refused with ValueError).
         args, kwargs: its plain arguments.
-        duration_s: the GPU seconds reserved (:mod:`specviz.ui.gpu_budget`).
+        duration_s: the GPU seconds reserved (:mod:`specviz.ui.serve.gpu_budget`).
         stop_slot: its Stop flag (:func:`new_stop_slot`).
         session: the visitor's session hash (their history, table and export folder), or None.
         enforce_deadline: whether the work ends at the deadline; None: on ZeroGPU only (which
@@ -152,7 +152,7 @@ class Job:
             :class:`~specviz.drafters.RecycleTable`), or None: they travel with the job, since a
             forked worker's copies of the main process's would be stale, and come back updated
             (a ``stores`` record). The work reaches them through
-            :data:`specviz.ui.visitors.JOB_STORES`, never the worker's own stores, and
+            :data:`specviz.ui.serve.visitors.JOB_STORES`, never the worker's own stores, and
             :func:`run_job` empties this list at the job's end: a worker that outlives the job
             (ZeroGPU reuses an idle one, its last job's arguments still referenced) keeps nothing
             of the visitor, so Forget and a closed tab, which drop the main process's copies, leave
@@ -179,7 +179,7 @@ class Job:
 @dataclass(frozen=True)
 class Record:
     """What a job streams back: ``kind`` ``"outputs"`` (the callback's outputs, encoded as what
-    changed since the previous record: a :class:`specviz.ui.deltas.Packed`),
+    changed since the previous record: a :class:`specviz.ui.serve.deltas.Packed`),
     ``"progress"`` (``(fraction, message)``), ``"warning"`` (a sentence), ``"stores"`` (the
     visitor's history and table, updated: :attr:`Job.stores`) or ``"error"`` (``(message, title)``
     of a ``gr.Error``)."""

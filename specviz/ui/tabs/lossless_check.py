@@ -13,18 +13,21 @@ from specviz.drafters import drafter_kind, real_draft_phrase
 from specviz.run.request import to_int
 from specviz.core.sampling import check_rule
 from specviz.figures.trace import TokenPieces, token_label
-from specviz.ui import gpu, gpu_budget, run_stream, settings
+from specviz.ui.serve import gpu
+from specviz.ui.serve import gpu_budget
+from specviz.ui.tabs import run_stream
+from specviz.ui.serve import settings
 from specviz.ui.draw import charts
 from specviz.ui.draw.escape import as_text
-from specviz.ui.feature import Feature, Plan
-from specviz.ui.fields import SHARED, flag_value, request_from, spread
+from specviz.ui.serve.feature import Feature, Plan
+from specviz.ui.serve.fields import SHARED, flag_value, request_from, spread
 from specviz.ui.teach.lossless import (
     ACCEPT_ALL,
     REAL_VERIFY,
     first_token_experiment,
     lossless_notes,
 )
-from specviz.ui.user_errors import refused, user_errors
+from specviz.ui.serve.user_errors import refused, user_errors
 
 PILOT_DRAWS = 100  # the fewest draws the check takes; in public mode, a pilot that times them
 
@@ -86,7 +89,7 @@ def run_lossless(values, n_draws=4000, control=False, progress=gr.Progress(), *,
 
 def plan_lossless(values: dict, n_draws, control, public: bool | None) -> Plan:
     """/lossless's plan: the request and the draws validated (``gr.Error`` for a bad value, or for
-    plain decoding: nothing to compare), reserved for :func:`specviz.ui.gpu_budget.draws_duration`."""
+    plain decoding: nothing to compare), reserved for :func:`specviz.ui.serve.gpu_budget.draws_duration`."""
     public = settings.is_public(public)
     request = request_from(values, public)
     with user_errors():
@@ -173,5 +176,5 @@ def lossless_work(ctx: "gpu.JobContext", request, n_draws: int, control: str, pu
         yield check(prepared, n_draws, control, started, max_run_s, ctx, should_end=ctx.past_deadline)
 
 
-#: The "Is it lossless?" check (/lossless), declared once (:mod:`specviz.ui.feature`).
+#: The "Is it lossless?" check (/lossless), declared once (:mod:`specviz.ui.serve.feature`).
 LOSSLESS = Feature("lossless", lossless_work, plan_lossless)

@@ -1,6 +1,6 @@
 """The "Watch a pass" tab: one verify pass of a real run in slow motion, beat by beat (Space / → / ←,
 buttons or the scrubber), a guess scored before the reveal, and the accept/resample rule replayed
-at the position under the cursor. It reads traces (the bundled ones in ``assets/traces/``, or the
+at the position under the cursor. It reads traces (the bundled ones in ``specviz/data/traces/``, or the
 visitor's last run or loaded trace from the Run tab), never a model, so it works in public mode on
 a CPU. The beats and the scoring live in :mod:`specviz.ui.teach.beats`, the figures in
 :mod:`specviz.ui.draw.beat_charts`, the stage's HTML in :mod:`specviz.ui.draw.watch_views` and its keys'
@@ -30,7 +30,7 @@ from specviz.ui.draw.rule_table import rule_replay_text
 from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.scripts import script
 from specviz.ui.share import copy_link
-from specviz.ui.state import RunState
+from specviz.ui.serve.state import RunState
 from specviz.ui.teach import link_query
 from specviz.ui.teach.beats import (
     RESIDUAL,
@@ -44,10 +44,10 @@ from specviz.ui.teach.beats import (
     simulate_draws,
     total_variation,
 )
-from specviz.ui.user_errors import refused, user_errors
+from specviz.ui.serve.user_errors import refused, user_errors
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
-#: Bundled traces: file stem → the name the dropdown shows (see assets/traces/README.md).
+TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
+#: Bundled traces: file stem → the name the dropdown shows (see specviz/data/traces/README.md).
 BUNDLED = {
     "poem_int8": "A poem at T = 1, int8 self-draft (real draft distributions)",
     "early_exit_rejection": "Rejections with a wide residual (T = 1, early-exit draft)",

@@ -166,9 +166,9 @@ class RunState:
     ``max_new_tokens`` the run's token limit; ``finished`` whether it has ended (done, stopped or
     loaded); ``remeasure`` whether its baseline was dropped from the visitor's cache
     (:data:`REMEASURE_NOTE`); ``loaded`` whether it came from a saved trace; ``stop_slot`` the
-    GPU job's Stop flag (:func:`specviz.ui.gpu.request_stop`; −1: none); ``rule`` the
+    GPU job's Stop flag (:func:`specviz.ui.serve.gpu.request_stop`; −1: none); ``rule`` the
     verification rule (:data:`specviz.core.sampling.RULES`; ``"full"`` for a trace older than rules);
-    ``busy_note`` what :func:`specviz.ui.threads.busy_note` said when it ran ("" for a quiet
+    ``busy_note`` what :func:`specviz.ui.serve.threads.busy_note` said when it ran ("" for a quiet
     machine). ``label`` is the pair
     in words, text from outside (a trace's fields, a model's name): views escape it.
     """
@@ -269,8 +269,8 @@ class RunState:
             notes += markup_draft_note(rounds)
         if self.k and self.rule != "full":
             notes.append(rule_note(self.rule, a))
-        if done and rounds:  # what the numbers hide, once the run has ended (specviz.ui.numbers_hide)
-            from specviz.ui.numbers_hide import summary_notes
+        if done and rounds:  # what the numbers hide, once the run has ended (specviz.ui.tabs.numbers_hide)
+            from specviz.ui.tabs.numbers_hide import summary_notes
 
             notes += summary_notes(self, rounds, a)
         never = self.loaded and self.baseline is None  # a saved trace without one: no baseline is coming

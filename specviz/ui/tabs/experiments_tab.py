@@ -11,15 +11,18 @@ from typing import NamedTuple
 import gradio as gr
 
 from specviz.run.sweep import TREND_WORDS, alpha_trend, write_csv
-from specviz.ui import gpu, gpu_budget, settings, visitors
+from specviz.ui.serve import gpu
+from specviz.ui.serve import gpu_budget
+from specviz.ui.serve import settings
+from specviz.ui.serve import visitors
 from specviz.ui.context import PageContext
 from specviz.ui.draw import charts
 from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.tab_views import SWEEP_HEADERS, greedy_texts_note, sweep_table
-from specviz.ui.feature import Feature, Plan
-from specviz.ui.fields import SHARED, spread
+from specviz.ui.serve.feature import Feature, Plan
+from specviz.ui.serve.fields import SHARED, spread
 from specviz.ui.prose import LATEX, prose
-from specviz.ui.sweep_steps import (
+from specviz.ui.tabs.sweep_steps import (
     SWEEP_DEFAULTS,
     SWEEP_LABELS,
     sweep_default,
@@ -75,14 +78,14 @@ def run_sweep_ui(parameter, values_text, max_new_tokens, values, last_analysis=N
     CSV (written with specviz.run.sweep.write_csv) after each finished setting, so a stopped sweep keeps
     what it measured. ``trend``: the finished sweep's :attr:`specviz.run.sweep.AlphaTrend.direction`
     (None until every setting has finished), for :func:`prediction_verdict`. Validated here
-    (:func:`specviz.ui.sweep_steps.sweep_plan`), then one GPU job (:func:`sweep_work`)
-    reserved for :func:`specviz.ui.gpu_budget.sweep_duration`: the feature :data:`SWEEP`."""
+    (:func:`specviz.ui.tabs.sweep_steps.sweep_plan`), then one GPU job (:func:`sweep_work`)
+    reserved for :func:`specviz.ui.serve.gpu_budget.sweep_duration`: the feature :data:`SWEEP`."""
     yield from SWEEP.stream(parameter, values_text, max_new_tokens, values, last_analysis, public, progress=progress)
 
 
 def plan_sweep(parameter, values_text, max_new_tokens, values: dict, last_analysis, public: bool | None) -> Plan:
-    """/sweep's plan: the settings to run (:func:`specviz.ui.sweep_steps.sweep_plan`, ``gr.Error``
-    for a bad one) reserved for :func:`specviz.ui.gpu_budget.sweep_duration`."""
+    """/sweep's plan: the settings to run (:func:`specviz.ui.tabs.sweep_steps.sweep_plan`, ``gr.Error``
+    for a bad one) reserved for :func:`specviz.ui.serve.gpu_budget.sweep_duration`."""
     public = settings.is_public(public)
     parameter, requests = sweep_plan(parameter, values_text, max_new_tokens, values, public)
     duration = gpu_budget.sweep_duration(requests, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
@@ -90,7 +93,7 @@ def plan_sweep(parameter, values_text, max_new_tokens, values: dict, last_analys
 
 
 def sweep_outputs(parameter: str, requests: list, last_analysis, steps):
-    """:func:`run_sweep_ui`'s updates from a sweep's ``steps`` (:class:`specviz.ui.sweep_steps.SweepSteps`)."""
+    """:func:`run_sweep_ui`'s updates from a sweep's ``steps`` (:class:`specviz.ui.tabs.sweep_steps.SweepSteps`)."""
     rows: list[dict] = []
     last = 0.0
     empty = {m: charts.sweep_figure([], parameter, m) for m in METRICS}
@@ -180,5 +183,5 @@ def sweep_work(ctx: "gpu.JobContext", parameter: str, requests: list, last_analy
     yield from sweep_outputs(parameter, requests, last_analysis, steps)
 
 
-#: An experiment (/sweep), declared once (:mod:`specviz.ui.feature`).
+#: An experiment (/sweep), declared once (:mod:`specviz.ui.serve.feature`).
 SWEEP = Feature("sweep", sweep_work, plan_sweep)

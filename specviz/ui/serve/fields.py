@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from specviz.drafters import DRAFTER_KINDS, drafter_kind
 from specviz.run.request import (RequestError, RunRequest, check_drafter_device, check_public_models, pin_public_device, to_int,
                        validate_request)
-from specviz.ui import settings
-from specviz.ui.user_errors import user_errors
+from specviz.ui.serve import settings
+from specviz.ui.serve.user_errors import user_errors
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The Run tab's "What the numbers hide" panel: a finished run's synthetic twin, its health checks,
 the oracle's ceiling and the lessons written from its numbers; and the sentences the summary adds
-from them. Model-free: everything is computed from the visitor's :class:`~specviz.ui.state.RunState`.
+from them. Model-free: everything is computed from the visitor's :class:`~specviz.ui.serve.state.RunState`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ __all__ = ["numbers_hide_view", "run_health", "summary_notes"]
 
 
 def run_health(state, rounds, a: RunAnalysis) -> Health:
-    """The health checks of ``state``'s run (a :class:`~specviz.ui.state.RunState`) over ``rounds``."""
+    """The health checks of ``state``'s run (a :class:`~specviz.ui.serve.state.RunState`) over ``rounds``."""
     return check_health(rounds, a, state.eos, state.max_new_tokens or None, always_drafts=state.always_drafts,
                         branches_asked=state.branches)
 

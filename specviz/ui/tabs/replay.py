@@ -14,13 +14,14 @@ import gradio as gr
 from specviz.run.request import to_int
 from specviz.figures.speedup import race_clock
 from specviz.figures.trace import TraceError, load_trace_file, rounds_csv, trace_to_dict
-from specviz.ui import settings, visitors
+from specviz.ui.serve import settings
+from specviz.ui.serve import visitors
 from specviz.ui.draw import charts, race
 from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.export_page import charts_html
 from specviz.ui.draw.run_views import inspector_markdown, round_tree_html
-from specviz.ui.state import SHOWN_OUTPUTS, VIEW_OUTPUTS, RunState, RunUpdate
-from specviz.ui.user_errors import refused, sentence, user_errors
+from specviz.ui.serve.state import SHOWN_OUTPUTS, VIEW_OUTPUTS, RunState, RunUpdate
+from specviz.ui.serve.user_errors import refused, sentence, user_errors
 
 FIELD_PATH = re.compile(r"[a-z_]+(\[\d+\]|\.[a-z_]+)*: ")
 
@@ -106,7 +107,7 @@ def _write(path: str, text: str) -> str:
 
 def export_run(state):
     """The run's trace (JSON), its rounds (CSV) and its charts (one self-contained HTML file),
-    written into this visitor's export folder (:func:`specviz.ui.visitors.export_folder`),
+    written into this visitor's export folder (:func:`specviz.ui.serve.visitors.export_folder`),
     overwriting the previous export: the disk used stays bounded however often one exports."""
     if not _has_rounds(state):
         raise refused("Nothing to export yet: run something first.")
@@ -128,7 +129,7 @@ def _trace_problem(err: TraceError) -> str:
 def load_trace(path, *, public: bool | None = None):
     """Load a saved trace (from the app's export or ``run --trace``) and show it at its last pass.
 
-    The file is size-checked (:func:`specviz.ui.settings.max_upload_bytes` of the mode), parsed and
+    The file is size-checked (:func:`specviz.ui.serve.settings.max_upload_bytes` of the mode), parsed and
     validated whole by :func:`specviz.figures.trace.load_trace_file`.
 
     Raises:

@@ -24,13 +24,16 @@ import gradio as gr
 from specviz.run.request import to_int
 from specviz.diagnose.rule_replay import RULES as EXACT_RULES
 from specviz.diagnose.rule_replay import ensemble_dial, rules_on_passes
-from specviz.ui import gpu, gpu_budget, run_stream, settings
+from specviz.ui.serve import gpu
+from specviz.ui.serve import gpu_budget
+from specviz.ui.tabs import run_stream
+from specviz.ui.serve import settings
 from specviz.ui.draw import dial_chart
 from specviz.ui.draw.escape import as_text
-from specviz.ui.feature import Feature, Plan
-from specviz.ui.fields import SHARED, request_from, spread
+from specviz.ui.serve.feature import Feature, Plan
+from specviz.ui.serve.fields import SHARED, request_from, spread
 from specviz.ui.teach.dial import DIAL_WEIGHTS, dial_experiment
-from specviz.ui.user_errors import refused, user_errors
+from specviz.ui.serve.user_errors import refused, user_errors
 
 __all__ = ["DIAL", "build_panel", "dial_markdown", "dial_passes", "plan_dial", "run_dial", "wire"]
 
@@ -107,7 +110,7 @@ def dial_work(ctx: "gpu.JobContext", request, n_draws: int):
                dial_markdown(report, time.perf_counter() - t0, request.sampling.temperature))
 
 
-#: The dial (/dial), declared once (:mod:`specviz.ui.feature`).
+#: The dial (/dial), declared once (:mod:`specviz.ui.serve.feature`).
 DIAL = Feature("dial", dial_work, plan_dial)
 
 

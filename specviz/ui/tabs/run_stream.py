@@ -18,12 +18,15 @@ from specviz.run.baseline import STALE_AFTER_S, BaselineStore
 from specviz.run.request import RunRequest
 from specviz.run.runner import PreparedRun, baseline_key, baseline_steps, prepare_run, saved_trace
 from specviz.figures.speedup import baseline_still_valid
-from specviz.ui import gpu, gpu_budget, settings, visitors
+from specviz.ui.serve import gpu
+from specviz.ui.serve import gpu_budget
+from specviz.ui.serve import settings
+from specviz.ui.serve import visitors
 from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
-from specviz.ui.feature import Feature, Plan
-from specviz.ui.fields import NAMES, request_from, spread
-from specviz.ui.state import (
+from specviz.ui.serve.feature import Feature, Plan
+from specviz.ui.serve.fields import NAMES, request_from, spread
+from specviz.ui.serve.state import (
     FIGURES,
     KEEP,
     RUN_OUTPUTS,
@@ -33,8 +36,8 @@ from specviz.ui.state import (
     RunView,
     waiting_view,
 )
-from specviz.ui.threads import busy_note
-from specviz.ui.user_errors import refused, user_errors
+from specviz.ui.serve.threads import busy_note
+from specviz.ui.serve.user_errors import refused, user_errors
 
 logger = logging.getLogger("specviz.app")
 
@@ -72,9 +75,9 @@ def load_and_encode(request: RunRequest, progress, warn=gr.Warning) -> PreparedR
     the one chat-template policy (a target without a template reads it as plain text, said here as
     a warning) and its tokens checked against the request's limit, the stop ids and the pair's
     label. A suffix drafter searches only this visitor's own earlier outputs
-    (:func:`specviz.ui.visitors.visitor_history`), and Token Recycling drafts only from this
-    visitor's own table (:func:`specviz.ui.visitors.visitor_table`), in every mode. ``warn``
-    shows a note as a pop-up (in a GPU job: :meth:`specviz.ui.gpu.JobContext.warn`).
+    (:func:`specviz.ui.serve.visitors.visitor_history`), and Token Recycling drafts only from this
+    visitor's own table (:func:`specviz.ui.serve.visitors.visitor_table`), in every mode. ``warn``
+    shows a note as a pop-up (in a GPU job: :meth:`specviz.ui.serve.gpu.JobContext.warn`).
 
     Raises:
         gr.Error: the models cannot load or cannot be paired, or the prompt has more tokens (chat
@@ -206,8 +209,8 @@ def _skipped(**shown) -> RunView:
 
 
 def _run_update(view: RunView, baselines: dict, state: RunState, slider=KEEP) -> tuple:
-    """/run's outputs (:data:`~specviz.ui.state.RUN_OUTPUTS`): the view, the visitor's baselines,
-    the run state and the replay slider (:data:`~specviz.ui.state.KEEP`: left as it is)."""
+    """/run's outputs (:data:`~specviz.ui.serve.state.RUN_OUTPUTS`): the view, the visitor's baselines,
+    the run state and the replay slider (:data:`~specviz.ui.serve.state.KEEP`: left as it is)."""
     return RunUpdate(view, baselines, state, slider).values(RUN_OUTPUTS)
 
 
@@ -242,7 +245,7 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
     ``max_run_s`` (public mode) a run whose generation time passes it stops there: its tokens
     stay on screen, the status says so, and no error is raised. ``panel``: the token panel
     (:class:`TokenPanel`; default: a new append-only one). ``ctx``: the GPU job's
-    :class:`~specviz.ui.gpu.JobContext` (None: no job): Stop reaches the loop through its flag,
+    :class:`~specviz.ui.serve.gpu.JobContext` (None: no job): Stop reaches the loop through its flag,
     and past its deadline the run stops as at the time limit, its tokens kept."""
     panel = panel if panel is not None else TokenPanel(state)
     last_chart = last_tokens = last_sent = 0.0
@@ -317,11 +320,11 @@ def stop_run(state):
     """Stop pressed: the run as it stood, with the status "**Stopped** by you at N/M tokens" and
     one log line; nothing changes when no run is going (``state`` None or finished). The GPU
     worker, where the state is a copy, is reached by the Stop the feature wires
-    (:meth:`specviz.ui.feature.Feature.wire`: the visitor's own running job), never through the slot
+    (:meth:`specviz.ui.serve.feature.Feature.wire`: the visitor's own running job), never through the slot
     a state names: a stale state's slot may belong to another visitor's job by now."""
     if not isinstance(state, RunState) or state.finished:
         return RunUpdate(_skipped()).values(SHOWN_OUTPUTS)
-    # The page's copy (rebuilt from the job's records, specviz.ui.deltas): the job's own loop ends
+    # The page's copy (rebuilt from the job's records, specviz.ui.serve.deltas): the job's own loop ends
     # on the Stop flag the feature's Stop handler raises.
     state.finished = True
     # An update the stream sent just before Stop is still on its way to the page; let it land
@@ -344,20 +347,20 @@ def _trace_meta(run, request, target, drafter, baseline) -> dict:
 
 @spread(NAMES)
 def run_demo(values, baselines=None, progress=gr.Progress(), *, public: bool | None = None):
-    """Stream a speculative run: the outputs :data:`specviz.ui.state.RUN_OUTPUTS` names (the view's
+    """Stream a speculative run: the outputs :data:`specviz.ui.serve.state.RUN_OUTPUTS` names (the view's
     tokens HTML, summary and five charts, then the baselines, the run state and the replay slider).
 
-    ``values``: the run's fields (:data:`specviz.ui.fields.FIELDS`, passed one per parameter);
+    ``values``: the run's fields (:data:`specviz.ui.serve.fields.FIELDS`, passed one per parameter);
     ``branches``/``tree_nodes`` among them are the draft tree's B and N (B = 1 drafts chains;
     N = 0 is the default budget). ``public``: public mode (bound by build_page; None reads
-    :data:`specviz.ui.settings.PUBLIC`). The request is validated (:func:`plan_run`), then runs as
+    :data:`specviz.ui.serve.settings.PUBLIC`). The request is validated (:func:`plan_run`), then runs as
     one GPU job (:func:`run_work`): the feature :data:`RUN`."""
     yield from RUN.stream(values, baselines, public, progress=progress)
 
 
 def plan_run(values: dict, baselines, public: bool | None) -> Plan:
-    """/run's plan: the request validated (:func:`specviz.ui.fields.request_from`; ``gr.Error``
-    for a bad value) and reserved for :func:`specviz.ui.gpu_budget.request_duration` (a baseline
+    """/run's plan: the request validated (:func:`specviz.ui.serve.fields.request_from`; ``gr.Error``
+    for a bad value) and reserved for :func:`specviz.ui.serve.gpu_budget.request_duration` (a baseline
     to time counts unless the visitor's ``baselines`` may hold it)."""
     public = settings.is_public(public)
     request = request_from(values, public)
@@ -377,7 +380,7 @@ def key_matches(key, request: RunRequest) -> bool:
 
 def warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool, ctx=None):
     """:func:`run_demo` once the pair is loaded: warm up, the baseline, then the stream (``ctx``:
-    the GPU job's :class:`~specviz.ui.gpu.JobContext`, or None)."""
+    the GPU job's :class:`~specviz.ui.serve.gpu.JobContext`, or None)."""
     request, target, drafter, label = prepared.request, prepared.target, prepared.drafter, prepared.label
     state = RunState.new(request, target, drafter, label)
     state.busy_note = busy_note() or ""  # and again at the end: a load that came during the run counts too
@@ -431,7 +434,7 @@ def _ended_early(state: RunState, panel: TokenPanel, baselines: dict, ctx, what:
 def run_work(ctx: "gpu.JobContext", request, baselines: dict, public: bool):
     """The Run tab (/run): the pair loaded (:func:`specviz.ui.load_and_encode`), warmed
     up, its baseline timed or reused, and the speculative run streamed
-    (:func:`specviz.ui.warm_and_stream`): :data:`specviz.ui.state.RUN_OUTPUTS` tuples."""
+    (:func:`specviz.ui.warm_and_stream`): :data:`specviz.ui.serve.state.RUN_OUTPUTS` tuples."""
     # The status says what is happening from the first second: loading takes up to a minute on
     # a small CPU the first time, and nothing else would show but Gradio's timer.
     loading = f"Loading the models for {as_text(request.target)}"
@@ -443,5 +446,5 @@ def run_work(ctx: "gpu.JobContext", request, baselines: dict, public: bool):
         yield from warm_and_stream(prepared, baselines, public, ctx)
 
 
-#: The Run tab's generation (/run), declared once (:mod:`specviz.ui.feature`).
+#: The Run tab's generation (/run), declared once (:mod:`specviz.ui.serve.feature`).
 RUN = Feature("run", run_work, plan_run)

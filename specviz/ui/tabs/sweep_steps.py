@@ -10,9 +10,10 @@ from specviz.drafters import for_device, parse_drafter_spec
 from specviz.run.request import check_drafter_device, check_public_models, pin_public_device, to_int
 from specviz.run.runner import prepare_run
 from specviz.run.sweep import sweep, sweep_requests
-from specviz.ui import settings, visitors
-from specviz.ui.fields import request_from
-from specviz.ui.user_errors import refused, user_errors
+from specviz.ui.serve import settings
+from specviz.ui.serve import visitors
+from specviz.ui.serve.fields import request_from
+from specviz.ui.serve.user_errors import refused, user_errors
 
 SWEEP_DEFAULTS = {"temperature": "0 0.3 0.7 1.0 1.5", "k": "1 2 3 4 6 8", "draft": "ngram int8 early-exit:4 none"}
 
@@ -69,8 +70,8 @@ def sweep_plan(parameter, values_text, max_new_tokens, values: dict, public: boo
 
 class SweepSteps:
     """:func:`specviz.run.sweep.sweep`'s steps for the visitor the callback serves: a suffix drafter
-    searches only their own earlier outputs (:func:`specviz.ui.visitors.visitor_history`), Token
-    Recycling only their own table (:func:`specviz.ui.visitors.visitor_table`), each row starting
+    searches only their own earlier outputs (:func:`specviz.ui.serve.visitors.visitor_history`), Token
+    Recycling only their own table (:func:`specviz.ui.serve.visitors.visitor_table`), each row starting
     from them emptied and leaving them as they were (:func:`specviz.run.sweep.sweep`), loading
     and run errors become one clear gr.Error line, and with ``max_run_s`` (public mode) the sweep
     stops at that wall time (its own cap: loading, warm-ups and baselines count) with the rows it
@@ -80,7 +81,7 @@ class SweepSteps:
         requests: from :func:`sweep_plan`.
         progress: the callback's ``gr.Progress``.
         max_run_s: the time limit (seconds), or None.
-        ctx: the GPU job's :class:`~specviz.ui.gpu.JobContext`, or None: Stop and the job's
+        ctx: the GPU job's :class:`~specviz.ui.serve.gpu.JobContext`, or None: Stop and the job's
             deadline end the sweep after the round that sees them, as the time limit does.
     """
 

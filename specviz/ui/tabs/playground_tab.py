@@ -15,7 +15,7 @@ from specviz.ui.draw.tab_views import monte_carlo_markdown, playground_figures_m
 from specviz.ui.prose import LATEX, prose
 from specviz.ui.share import copy_link
 from specviz.ui.teach import link_query, playground
-from specviz.ui.user_errors import refused, user_errors
+from specviz.ui.serve.user_errors import refused, user_errors
 
 PG_ALPHAS = [i / 40 for i in range(41)]
 PG_KS = list(range(1, playground.BEST_K_MAX + 1))

@@ -102,7 +102,7 @@ class HistoryStore:
 
     def put(self, session: str, value) -> None:
         """Make ``value`` the session's history (or table), used now: what a GPU worker updated,
-        brought back (:func:`specviz.ui.gpu.stream_job`), or what the main process sent it."""
+        brought back (:func:`specviz.ui.serve.gpu.stream_job`), or what the main process sent it."""
         _TRACKED.add(value)
         with self._lock:
             self._by_session.pop(session, None)
@@ -186,11 +186,11 @@ def drop_inherited() -> int:
     return len(inherited)
 
 
-#: The session of the visitor a GPU job serves (:func:`specviz.ui.gpu.run_job` sets it in the
+#: The session of the visitor a GPU job serves (:func:`specviz.ui.serve.gpu.run_job` sets it in the
 #: worker, where gradio's request context may be missing); :func:`session_of` reads it first.
 JOB_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("specviz_job_session", default=None)
-#: The (history, table) the running GPU job carries (:attr:`specviz.ui.gpu.Job.stores`), set by
-#: :func:`specviz.ui.gpu.run_job` around each step: in a forked worker the visitor's stores live
+#: The (history, table) the running GPU job carries (:attr:`specviz.ui.serve.gpu.Job.stores`), set by
+#: :func:`specviz.ui.serve.gpu.run_job` around each step: in a forked worker the visitor's stores live
 #: only here, never in :data:`HISTORIES`/:data:`TABLES`, so nothing of a visitor outlasts their
 #: job in the worker (issue 42 item 2).
 JOB_STORES: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("specviz_job_stores", default=None)
@@ -294,7 +294,7 @@ class GenerationGate:
     """Public mode's rule: a visitor has at most one generation waiting or running.
 
     The page's generation events are registered with it as they are wired
-    (:meth:`specviz.ui.feature.Feature.wire` calls :meth:`register`), and its :meth:`validator`
+    (:meth:`specviz.ui.serve.feature.Feature.wire` calls :meth:`register`), and its :meth:`validator`
     runs when one is pushed, before it waits in the queue. It counts this session's registered
     events in the queue and running (read from gradio's queue; if gradio's internals change, that
     count is 0 and only the push window below applies: no crash), plus a push of the same session
@@ -399,7 +399,7 @@ def gate_of(demo: gr.Blocks) -> GenerationGate:
 
 def one_generation(demo: gr.Blocks) -> int:
     """How many of ``demo``'s events the one-generation-per-visitor gate holds: each generation
-    registered itself as it was wired (:meth:`specviz.ui.feature.Feature.wire`), none found by a
+    registered itself as it was wired (:meth:`specviz.ui.serve.feature.Feature.wire`), none found by a
     name or a queue's id."""
     gate = _GATES.get(id(demo))
     return len(gate.fns) if gate is not None and gate.demo is demo else 0
@@ -451,7 +451,7 @@ class GenerationClock:
             self.mean_s = seconds if self.mean_s is None else (1 - self.weight) * self.mean_s + self.weight * seconds
 
 
-#: The process's clock of generations (:meth:`specviz.ui.feature.Feature.stream` records each).
+#: The process's clock of generations (:meth:`specviz.ui.serve.feature.Feature.stream` records each).
 GENERATION_CLOCK = GenerationClock()
 
 
@@ -510,7 +510,7 @@ def generation_click(trigger, fn, inputs, outputs, public: bool, status=None, **
             check_generation(demo, request)
         if status is None:
             return None
-        from specviz.ui.settings import PUBLIC_POLICY
+        from specviz.ui.serve.settings import PUBLIC_POLICY
 
         words = queue_words(generations_ahead(demo, concurrency_id, slots), GENERATION_CLOCK.mean_s,
                             PUBLIC_POLICY.max_run_s if public else None, slots)

@@ -1,6 +1,6 @@
 """Try what a stranger could do to a public specviz app, through its Gradio API, and print what
-each attempt got, one line each (issue 17, "Safe in front of strangers"; issue 25, "Text stays
-text, files stay data").
+each attempt got, one line each: is the page safe in front of strangers, does text stay
+text and do files stay data.
 
     python app.py                                   # SPECVIZ_PUBLIC=1 for the public limits
     python -m scripts.abuse --url http://127.0.0.1:7860
@@ -11,7 +11,7 @@ something only when the app runs here. Short runs of the offline SmolLM2 at T = 
 on files a user hands to the command line (``--data``, ``--resume``, ``--draft eagle:DIR``) run
 the command line in this process, the hostile link runs the page's router in this process (a
 link is opened by the page, not through the API), and the drafter with bad ids runs the engine on
-a tiny random model here. Issue 42's attacks run here too: a degenerate head (its frequent-token
+a tiny random model here. Attacks on the training files run here too: a degenerate head (its frequent-token
 list one token repeated), a 300 MiB config.json, training checkpoints with NaN or negative
 optimiser moments, a nested history, a non-number optimiser setting or random RNG bytes, teacher
 data that is one token repeated (each should be one line naming the file, exit 1), and one setting
@@ -191,7 +191,7 @@ def export_after_run(url, folder, n: int = 20) -> str:
     return f"{n} new sessions, run then export at once: 'Nothing to export yet' {empty} times"
 
 
-# --------------------------------------------------------------------------- issue 25: text stays text, files stay data
+# --------------------------------------------------------------------------- text stays text, files stay data
 ROOT = Path(__file__).resolve().parents[1]
 MARKUP = "<img src=x id=pwn> [Sign in](https://evil.invalid/login) <b>b</b> **bold** $$x^2$$"
 #: What the markup above leaves in Markdown or HTML when it is not escaped.

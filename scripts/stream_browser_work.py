@@ -1,4 +1,4 @@
-"""What a streamed run costs the browser: issue 26 item 4 ("the page freezes while tokens stream"),
+"""What a streamed run costs the browser: "the page freezes while tokens stream",
 measured in Chromium on the default page.
 
 Starts ``python app.py`` from ``--root`` (default: this checkout) on a free loopback port, or uses

@@ -1,6 +1,6 @@
 """Bytes the Run tab sends while a run streams: the token panel and the charts, per update.
 
-Issue 17 item 11: every token update used to resend the whole token panel (209 kB at the end of a
+every token update used to resend the whole token panel (209 kB at the end of a
 1,024-token run, for a round that adds about 1 kB), so a long run sent O(n²) bytes. The panel is
 now append-only while it streams (:class:`specviz.ui.tabs.run_stream.TokenPanel`), and gradio sends a string
 that extends the previous one as an "append" of the new part.

@@ -1,4 +1,4 @@
-"""How far the browser lags behind generation: issue 4's streaming goal, measured in Chromium.
+"""How far the browser lags behind generation, measured in Chromium.
 
 Starts ``python app.py`` (README's command) on a free loopback port, or uses ``--url``, opens it in
 headless Chromium (Debian's ``/usr/bin/chromium``, driven by Playwright), sets the prompt and Max

@@ -1,4 +1,4 @@
-"""How long a temperature sweep takes, and what it measures: issue 10's done-when figure.
+"""How long a temperature sweep takes, and what it measures.
 
 Runs the Experiments tab's (and ``python -m specviz sweep``'s) experiment in this process, through
 :mod:`specviz.run.sweep`: for each temperature a speculative run and a plain baseline of the same target,

@@ -98,7 +98,7 @@ def test_the_api_keeps_its_endpoints_and_parameter_names(client):
 
 
 def test_an_engines_file_through_the_api_is_read_and_a_bad_engine_name_refused(client):
-    """/import_engine (issue 40): the file is uploaded and read as the page reads it; an engine name
+    """/import_engine: the file is uploaded and read as the page reads it; an engine name
     the menu does not hold is refused with the menu's choices."""
     from pathlib import Path
 

@@ -278,7 +278,7 @@ def test_a_trace_written_by_run_trace_on_the_offline_model_loads_in_the_app(offl
 
 
 def test_the_inspector_sits_right_under_the_token_panel_and_the_tour_says_so():
-    """Issue 26 item 5: a click on a token answers where the visitor is looking. The inspector is
+    """a click on a token answers where the visitor is looking. The inspector is
     the next thing after the token panel (before the charts and the summary; it used to sit under
     six charts, the summary table and its notes, about 1,800 px below the tokens), the page scrolls
     it into view when it opens, and the tour's step about it says where it is."""

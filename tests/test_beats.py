@@ -286,7 +286,7 @@ def test_the_losslessness_view_opens_where_p_draft_and_p_target_differ_most():
     first_test = next(k for k, b in enumerate(beats_of(round_)) if b.kind == "test")
     tested = beats_of(round_)[first_test].node
     at_test = watch_tab.on_beat(w, 3, first_test + 1, False)
-    # The first test is at the near-identical position (issue 39): the view stays on the most
+    # The first test is at the near-identical position: the view stays on the most
     # different one and says why, rather than open on a bar with no residual.
     assert tested == 0 and at_test[3].layout.title.text.startswith(f"Draft {best + 1} ")
     assert "almost the same" in at_test[4]

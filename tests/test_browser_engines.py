@@ -1,4 +1,4 @@
-"""An engine's numbers on the real page (issue 40), in headless Debian Chromium (see
+"""An engine's numbers on the real page, in headless Debian Chromium (see
 tests/test_browser.py), on the one app the browser modules share: one file per engine dropped on
 "Your engine's numbers" is drawn with the Run tab's charts and its text coloured as far as the
 engine tells (the rest marked unknown); a foreign file gets the importer's one sentence; and the Run

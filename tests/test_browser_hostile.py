@@ -1,4 +1,4 @@
-"""Hostile strings through every surface of the real page (issue 25), in headless Debian Chromium
+"""Hostile strings through every surface of the real page, in headless Debian Chromium
 (see tests/test_browser.py), in one page load: a classroom link whose values are markup, a stored
 tour place that is markup, a saved trace whose target, drafter and token texts are markup
 (tests/test_text_stays_text.py's :func:`hostile_trace`), a trace whose bad field quotes markup, and

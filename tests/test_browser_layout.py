@@ -1,5 +1,5 @@
-"""The page's layout in a real browser at a phone's, a tablet's and two projectors' widths (issue 39
-items 5-8): after one short run, one page is resized through 1920, 1366, 768 and 390 px, and at
+"""The page's layout in a real browser at a phone's, a tablet's and two projectors' widths:
+after one short run, one page is resized through 1920, 1366, 768 and 390 px, and at
 each width no chart's title or legend leaves its chart or covers the title, the legend or the plot
 of that chart; Run and the tokens are on the first screen of a projector and within one screen of
 each other on a phone, whose charts stand one per row without Plotly's toolbar; and a refused

@@ -1,4 +1,4 @@
-"""Issue 26's classroom items in a real browser (headless Debian Chromium, see tests/test_browser.py):
+"""The classroom items in a real browser (headless Debian Chromium, see tests/test_browser.py):
 a ``?lesson=`` link followed by Watch a pass → Load works (item 6), a Playground link's map and
 Monte-Carlo table use the linked c (item 7), and public mode's one-generation refusal appears as
 a message on the tab where Run was pressed (item 8)."""

@@ -1,4 +1,4 @@
-"""A page that is honest about what it shows (issue 20), in a real browser (headless Debian
+"""A page that is honest about what it shows, in a real browser (headless Debian
 Chromium, see tests/test_browser.py): a long run stays on one screen, Stop says it stopped, the
 inspector never shows a token that is not on screen, a lesson's note stays with its runs' figures, and
 the lossless check's result clears when its settings change."""
@@ -81,7 +81,7 @@ def test_stop_says_stopped_by_you_with_the_tokens_so_far(page, tmp_path_factory)
 
 def test_a_lesson_note_fills_in_each_run_and_stays_until_another_lesson(page):
     """A lesson's note stays through its runs and a prompt edit, filled in with each finished run's
-    figures (issue 39: it hid on the second run, when the lesson asked for the comparison); picking
+    figures (it hid on the second run, when the lesson asked for the comparison); picking
     a lesson clears the previous run's tokens."""
     note = page.locator("#sv-lesson-note")
     page.get_by_role("tab", name="Lessons").click()

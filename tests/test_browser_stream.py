@@ -1,4 +1,4 @@
-"""A page that answers while it streams (issue 26, "Done when"), in a real browser (headless
+"""A page that answers while it streams, in a real browser (headless
 Debian Chromium, see tests/test_browser.py): while the default page streams 256 tokens, no task on
 the browser's main thread runs over 200 ms (a PerformanceObserver of long tasks), and a click on a
 token mid-run opens the inspector within 1 s, inside the viewport.

@@ -390,14 +390,14 @@ def test_time_split_figure_stacks_draft_verify_and_other_against_the_plain_step(
 
 
 def test_no_chart_title_line_runs_past_a_third_of_the_page():
-    """Issue 26 item 12: Plotly never wraps a title, and the Run tab's long titles were cut at the
+    """Plotly never wraps a title, and the Run tab's long titles were cut at the
     chart's right edge; they break into lines of at most charts.TITLE_LINE characters, and the
     top margin grows by the lines it adds (the chart keeps the one height its row shares)."""
     long = "Time per verify pass · plain step 123.4 ms, and a few more words to need a second line"
-    layout = charts._layout(long, "x")
+    layout = charts.chart_layout(long, "x")
     lines = layout["title"]["text"].split("<br>")
     assert len(lines) >= 2 and all(len(line) <= charts.TITLE_LINE for line in lines)
     assert " ".join(lines) == long
-    short = charts._layout("Short", "x")
+    short = charts.chart_layout("Short", "x")
     assert layout["margin"]["t"] == short["margin"]["t"] + charts.TITLE_LINE_PX * (len(lines) - 1)
     assert layout["height"] == short["height"] == charts.HEIGHT

@@ -1,4 +1,4 @@
-"""A job's deadline reaches every step that spends GPU time (issue 42 item 3), not only the
+"""A job's deadline reaches every step that spends GPU time, not only the
 stream loop: the warm-up, the timed plain baseline and an experiment's steps end at the deadline
 too, so a job ends itself before the platform kills it, keeping what it made and saying why.
 

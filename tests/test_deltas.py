@@ -1,4 +1,4 @@
-"""A GPU job's records carry only what changed (:mod:`specviz.ui.serve.deltas`, issue 38 item 8): the
+"""A GPU job's records carry only what changed (:mod:`specviz.ui.serve.deltas`): the
 decoder rebuilds exactly what the work yielded, across a pickle (ZeroGPU's pipe) and without one
 (a job in the server's process), and a record's size follows what changed, not the run's length.
 The wrapper's own pipe is measured in tests/test_zerogpu_worker.py."""

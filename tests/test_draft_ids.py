@@ -1,4 +1,4 @@
-"""Drafted ids are checked once, where a draft enters the loop (issue 25): a drafter that proposes
+"""Drafted ids are checked once, where a draft enters the loop: a drafter that proposes
 −1 (vLLM's placeholder), an id at or past the vocabulary, a float or a bool gets one error naming
 the drafter, never a raw IndexError, a RuntimeError, or a wrapped-around id that is emitted."""
 

@@ -54,7 +54,7 @@ def test_the_experiments_csv_neutralises_text_and_keeps_negative_numbers():
 
 
 def test_the_exported_charts_page_has_a_title_and_the_runs_settings():
-    """Issue 26 item 12: the exported charts page had no title and no settings, so a page opened
+    """the exported charts page had no title and no settings, so a page opened
     later did not say what it showed. Its title names the run, a table lists the settings, and
     text from outside (the prompt, a model's name) stays text."""
     import html

@@ -3,10 +3,10 @@ that reaches only the job of the visitor who pressed it.
 
 * Every generation event of the page is a feature's, wired by the recipe; in public mode the
   one-generation gate holds exactly those events; on ZeroGPU several visitors' generations run at
-  once, elsewhere one at a time (issue 38 item 7).
+  once, elsewhere one at a time.
 * A Stop slot is held by a job from its creation to its end, and a Stop reaches only the slots of
   the presser's own running jobs, so neither a visitor whose job ended long ago nor a stale Run-tab
-  state naming an old slot can stop another visitor's live job (issue 42 item 1)."""
+  state naming an old slot can stop another visitor's live job."""
 
 from __future__ import annotations
 

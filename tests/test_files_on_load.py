@@ -1,4 +1,4 @@
-"""Files stay data (issue 25): a head directory (``--draft eagle:DIR``), a teacher-data file
+"""Files stay data: a head directory (``--draft eagle:DIR``), a teacher-data file
 (``train-draft --data``) and a training checkpoint (``--resume``) are read without pickle and
 checked on load; each broken kind gets one line that names the file and what is wrong, and a
 pickle whose ``__reduce__`` would run code is refused without running it."""

@@ -1,4 +1,4 @@
-"""A sentence from the first second (issue 26 item 3): the status line says what the run is
+"""A sentence from the first second: the status line says what the run is
 doing and for how long (loading, warming up, timing plain decoding n/N), and a second visitor
 with the same settings reuses the plain baseline this server measured, unless it is stale."""
 

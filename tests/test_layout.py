@@ -436,6 +436,21 @@ def test_readme_layout_names_every_module_of_the_package():
     assert _unnamed_modules(section.replace("`engine.py`", "the engine")) == ["specviz/core/engine.py"]
 
 
+def _unnamed_folders(section: str) -> list[str]:
+    """The folders of ``specviz/`` (``__pycache__`` and the scripts' ``js/`` aside) not written in
+    ``section`` as code (```specviz/core/```)."""
+    data_inside = ("heads", "data", "text")  # their subfolders are data (a head, the traces, the lessons' prose)
+    folders = sorted(p for p in PACKAGE.rglob("*") if p.is_dir() and p.name not in ("__pycache__", "js")
+                     and not set(p.relative_to(PACKAGE).parts[:-1]) & set(data_inside))
+    return [str(p.relative_to(ROOT)) + "/" for p in folders if f"`{p.relative_to(ROOT)}/`" not in section]
+
+
+def test_readme_layout_names_every_folder_of_the_package():
+    section = _layout_section((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert not _unnamed_folders(section), f"add a row to README's Layout for: {_unnamed_folders(section)}"
+    assert _unnamed_folders(section.replace("`specviz/core/`", "core")) == ["specviz/core/"]
+
+
 # ----------------------------------------------------------------------------- one recipe for a model feature
 RECIPE = UI / "serve" / "feature.py"
 GPU_ENTRY = UI / "serve" / "gpu.py"
@@ -529,3 +544,12 @@ def test_models_never_import_drafters():
                  for p in models}
     assert not {path: names for path, names in offenders.items() if names}, offenders
     assert len(models) >= 6 and "specviz.drafters.registry" in _imports(PACKAGE / "drafters" / "__init__.py")
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A leading underscore means "this module's own": a name another module needs is public."""
+    offenders = [f"{p.relative_to(ROOT)}: from {node.module} import {alias.name}"
+                 for p in _sources() for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specviz")
+                 for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert not offenders, offenders

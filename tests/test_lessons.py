@@ -1,4 +1,4 @@
-"""The lessons show what their titles promise on the run the visitor just made (issue 39): a
+"""The lessons show what their titles promise on the run the visitor just made: a
 lesson clears the previous run, and once a run finishes its note quotes that run's own figures,
 for every lesson, and keeps the runs a comparison needs; the rules lesson judges each rule's
 output against p_target; README lists the page's lessons. Model-free: the runs are the bundled

@@ -1,4 +1,4 @@
-"""What a teacher tripped over on the way through the lessons (issue 39, point 10): the prediction
+"""What a teacher tripped over on the way through the lessons: the prediction
 verdict reads a trend, the speedups of side by side and Experiments carry the Run tab's range, the
 charts export names the target once, the rule replay stops at the first failed test, the
 losslessness view does not open where the two distributions are the same, the block rule's summary

@@ -1,4 +1,4 @@
-"""A classroom link's router and the page agree on every output (issue 26 items 6 and 7): for
+"""A classroom link's router and the page agree on every output: for
 every link kind (a tab, Playground values, each lesson, a trace, a bad value, none) the page load
 returns one value per output, a lesson link sets what the Lessons button sets, and a Playground
 link sets every panel the sliders drive from the link's values."""

@@ -52,7 +52,7 @@ HOSTILE = {"lesson": "[Sign in again](https://evil.invalid/login)", "tab": "<img
 
 
 def test_a_bad_value_is_refused_by_its_parameters_name_never_echoed():
-    """A link is anyone's text and its note lands on the page of whoever opens it (issue 25): the
+    """A link is anyone's text and its note lands on the page of whoever opens it: the
     note names each parameter and what it takes, and no value sent appears in it."""
     from specviz.ui.links import route
 

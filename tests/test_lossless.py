@@ -11,8 +11,8 @@ from helpers import tiny_llama
 from specviz.drafters import PromptLookupDrafter
 from specviz.core.sampling import SamplingConfig
 from specviz.ui.teach.lossless import (
-    _binned,
-    _chi_square_p,
+    binned,
+    chi_square_p,
     draw_first_tokens,
     first_token_experiment,
     lossless_notes,
@@ -25,7 +25,7 @@ P_DRAFT = torch.tensor([0.2, 0.3, 0.5])
 
 def _p_value(counts: torch.Tensor, p: torch.Tensor, n: int) -> float:
     top = torch.arange(len(p))
-    return _chi_square_p(_binned(counts.double(), top), _binned(p.double(), top), n)
+    return chi_square_p(binned(counts.double(), top), binned(p.double(), top), n)
 
 
 def test_accept_all_is_rejected_by_the_chi_square():

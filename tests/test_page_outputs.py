@@ -1,4 +1,4 @@
-"""No server event of the page outputs a container (issue 26 item 4). Gradio's page refreshes the
+"""No server event of the page outputs a container. Gradio's page refreshes the
 loading status of every output of every event that has run, on each message of any later event,
 and for a container it reads every component inside it: with the Tabs an output of the page load,
 each streamed update of a run copied every value on the page (150,000 copies, 31 M characters in a

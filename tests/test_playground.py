@@ -115,7 +115,7 @@ def test_playground_charts_build_with_plotly_validation():
 
 
 def test_a_reveal_verdict_is_cleared_when_alpha_c_or_v_change():
-    """Issue 26 item 10: the Reveal verdict stayed on screen after α changed, judging a guess
+    """the Reveal verdict stayed on screen after α changed, judging a guess
     against figures no longer shown. A change of α, c or v clears the score and hides the best K."""
     import app
 

@@ -1,4 +1,4 @@
-"""Public mode says its caps (issue 26 item 12): a K slider capped at 8 says a larger typed K runs
+"""Public mode says its caps: a K slider capped at 8 says a larger typed K runs
 as 8 (Gradio's slider clamps a typed value without a word), and a CPU Space offers no drafter that
 only a GPU preset can use (a separate draft model)."""
 

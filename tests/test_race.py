@@ -103,9 +103,9 @@ def test_the_figure_has_two_lanes_finish_markers_and_dims_outside_the_stretch():
 
 
 def test_the_race_lanes_of_the_last_run_go_when_run_is_pressed():
-    """Issue 26 item 10: the race kept showing the previous run while a new one waited. Run
+    """the race kept showing the previous run while a new one waited. Run
     clears it to the empty race at once (a model-free event, not behind the generation), once the
-    settings passed their check (issue 39 item 8: a refused run leaves the race as it was)."""
+    settings passed their check (a refused run leaves the race as it was)."""
     import app
 
     from specviz.ui.tabs import run_tab

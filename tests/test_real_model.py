@@ -10,7 +10,6 @@ import pytest
 import torch
 from scipy import stats
 
-from specviz.models import loading as models
 from specviz.drafters.registry import build_drafter
 from specviz.drafters import ModelDrafter
 from specviz.core.sampling import SamplingConfig, logits_to_probs

@@ -41,7 +41,7 @@ def _stored_key(request) -> str:
 
 
 def test_a_new_prompt_with_the_same_settings_reserves_for_a_fresh_baseline(tiny_target):
-    """Issue 42: the second run, a new prompt, reserved as if the baseline were reused, then timed
+    """the second run, a new prompt, reserved as if the baseline were reused, then timed
     one and stopped at the deadline."""
     first = _request(tiny_target)
     baselines = {_stored_key(first): object()}

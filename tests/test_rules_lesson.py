@@ -1,6 +1,6 @@
 """The lesson "Same distribution, different speed": one full-rule run at its settings, whose
 recorded passes the note replays under the four rules once the run finishes, with that run's own
-figures (issue 39: the note quoted an older run's, "20 passes … 2.40", against the page's 17 and
+figures (the note quoted an older run's, "20 passes … 2.40", against the page's 17 and
 2.82), and whose first token it judges against p_target under each rule."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Run tab's measured speedup is one you can trust (issue 20): plain decoding is timed three
+"""The Run tab's measured speedup is one you can trust: plain decoding is timed three
 times after the warm-up, the summary shows the speedup with its range, the same settings run five
 times in one session give ranges that overlap, and a baseline a run contradicts is not reused."""
 

@@ -1,4 +1,4 @@
-"""Serving a class (issue 39 items 4, 8 and 9), without a browser: the sentence beside "Copy link"
+"""Serving a class, without a browser: the sentence beside "Copy link"
 says when a link opens on this computer only, the queue's words say how many generations were
 ahead and about how long, and a refused run changes nothing on the page (the Run button's chain
 checks the settings before it clears anything)."""

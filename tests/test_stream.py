@@ -1,4 +1,4 @@
-"""The Run tab's stream costs bytes per round, not per run (issue 17 item 11): the token panel is
+"""The Run tab's stream costs bytes per round, not per run: the token panel is
 append-only while a run streams, so gradio sends each update as an "append" of the new part."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_the_token_panel_streams_as_small_appends_to_the_end_of_a_1024_token_run
 
 
 def test_a_256_token_stream_redraws_at_most_one_chart_per_update_and_few_a_second():
-    """Issue 26 item 4: what each streamed update costs the browser is bounded. Through the page's
+    """what each streamed update costs the browser is bounded. Through the page's
     own stream, postprocessing and gradio's diff (scripts/stream_bytes.py, a simulated 60 ms per
     round): while the run streams no update redraws more than one chart (each Plotly redraw is one
     long task on a busy machine; five at once ran 1.5 s), charts are redrawn at most about once per

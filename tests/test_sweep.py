@@ -14,7 +14,12 @@ from helpers import bpe_tokenizer
 from test_cli import _save_tiny, specviz
 
 from specviz.run.request import RequestError, validate_request
-from specviz.run.sweep import CSV_FIELDS, sweep, sweep_requests, sweep_rows, write_csv
+from specviz.run.sweep import CSV_FIELDS, sweep, sweep_requests, write_csv
+
+
+def _finished_rows(steps) -> list[dict]:
+    """The finished rows of a sweep, in order (runs it to the end)."""
+    return [step.row for step in steps if step.row is not None]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -75,9 +80,9 @@ def test_temperature_sweep_gives_one_row_per_setting_with_the_figures(tiny_targe
 
 
 def test_k_and_drafter_sweeps(tiny_target):
-    rows = sweep_rows(sweep(sweep_requests(_base(tiny_target), "k", [1, 2])))
+    rows = _finished_rows(sweep(sweep_requests(_base(tiny_target), "k", [1, 2])))
     assert [r["k"] for r in rows] == [1, 2]
-    rows = sweep_rows(sweep(sweep_requests(_base(tiny_target), "draft", ["ngram", "none"])))
+    rows = _finished_rows(sweep(sweep_requests(_base(tiny_target), "draft", ["ngram", "none"])))
     assert [r["draft"] for r in rows] == ["ngram", "none"]
     assert rows[1]["alpha"] is None and rows[1]["speedup"] is None  # plain decoding is the yardstick itself
 
@@ -93,7 +98,7 @@ def test_closing_the_sweep_stops_it(tiny_target):
 
 
 def test_csv_has_a_header_and_one_line_per_row(tiny_target):
-    rows = sweep_rows(sweep(sweep_requests(_base(tiny_target), "temperature", [0.0, 1.0])))
+    rows = _finished_rows(sweep(sweep_requests(_base(tiny_target), "temperature", [0.0, 1.0])))
     table = list(csv.DictReader(io.StringIO(write_csv(rows))))
     assert len(table) == 2 and list(table[0])[: len(CSV_FIELDS)] == list(CSV_FIELDS)
     assert float(table[1]["temperature"]) == 1.0 and "count_accepted" in table[0]
@@ -177,7 +182,7 @@ def test_sweep_keeps_the_tree_settings_and_records_them(tiny_target):
     runs = {id(s.run): s.run for s in steps if s.run is not None}.values()
     assert all(run.branches == 3 and run.tree_nodes == 12 for run in runs)
     assert any(_is_tree(r) for run in runs for r in run.rounds), "no round drafted a tree"
-    chains = sweep_rows(sweep(sweep_requests(_base(tiny_target, prompt=TREE_PROMPT, max_new_tokens=12), "k", [2])))
+    chains = _finished_rows(sweep(sweep_requests(_base(tiny_target, prompt=TREE_PROMPT, max_new_tokens=12), "k", [2])))
     assert chains[0]["branches"] == 1 and chains[0]["tree_nodes"] is None
     table = list(csv.DictReader(io.StringIO(write_csv(rows))))
     assert [(t["branches"], t["tree_nodes"]) for t in table] == [("3", "12"), ("3", "12")]
@@ -194,7 +199,7 @@ def test_sweep_steps_carry_the_stop_ids(tiny_target):
 def test_sweep_stops_at_its_time_cap_with_the_rows_it_finished(tiny_target):
     requests = sweep_requests(_base(tiny_target), "temperature", [0.0, 1.0, 1.5])
     steps = list(sweep(requests, max_run_s=1e-6))
-    assert [s.phase for s in steps] == ["stopped"] and not sweep_rows(steps)
+    assert [s.phase for s in steps] == ["stopped"] and not _finished_rows(steps)
     assert steps[-1].message.startswith("Stopped at the time limit of 1e-06 s: 0 of 3 settings finished")
     # A cap the first setting fits in (a tiny model, 8 tokens) and the second's loading passes:
     # the finished row is kept and nothing runs after the cap.
@@ -210,7 +215,7 @@ def test_sweep_stops_at_its_time_cap_with_the_rows_it_finished(tiny_target):
         return prepare_run(request, report)
 
     steps = list(sweep(requests, prepare=slow_second, max_run_s=cap))
-    assert [s.phase for s in steps][-2:] == ["done", "stopped"] and len(sweep_rows(steps)) == 1
+    assert [s.phase for s in steps][-2:] == ["done", "stopped"] and len(_finished_rows(steps)) == 1
     assert {s.index for s in steps[:-1]} == {0} and "1 of 3 settings finished" in steps[-1].message
 
 

@@ -1,4 +1,4 @@
-"""Sweep rows do not contaminate each other (issue 42 item 5): the same setting swept three times
+"""Sweep rows do not contaminate each other: the same setting swept three times
 gives three equal rows, with the drafters that learn from earlier outputs (Token Recycling's
 table, the suffix drafter's history) too, in the CLI's sweep and in the app's sweep steps; each
 row starts from the state a bench call starts from (:func:`specviz.run.bench.measurement_start`),
@@ -13,7 +13,12 @@ from helpers import bpe_tokenizer
 from test_cli import _save_tiny, specviz
 
 from specviz.run.request import validate_request
-from specviz.run.sweep import sweep, sweep_requests, sweep_rows
+from specviz.run.sweep import sweep, sweep_requests
+
+
+def _finished_rows(steps) -> list[dict]:
+    """The finished rows of a sweep, in order (runs it to the end)."""
+    return [step.row for step in steps if step.row is not None]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -40,7 +45,7 @@ def _decided(row: dict) -> tuple:
 
 @pytest.mark.parametrize("draft", ["recycle", "suffix"])
 def test_three_equal_settings_give_three_equal_rows(tiny_target, draft):
-    rows = sweep_rows(sweep(sweep_requests(_base(tiny_target, draft), "temperature", [0, 0, 0])))
+    rows = _finished_rows(sweep(sweep_requests(_base(tiny_target, draft), "temperature", [0, 0, 0])))
     assert len(rows) == 3
     assert _decided(rows[0]) == _decided(rows[1]) == _decided(rows[2]), [_decided(r)[:2] for r in rows]
 
@@ -87,5 +92,5 @@ def test_a_bench_call_and_a_sweep_row_start_from_one_reset(monkeypatch, tiny_tar
     calls = []
     real = bench.measurement_start
     monkeypatch.setattr(bench, "measurement_start", lambda *a, **k: calls.append(a) or real(*a, **k))
-    sweep_rows(sweep(sweep_requests(_base(tiny_target, "recycle"), "temperature", [0, 0])))
+    _finished_rows(sweep(sweep_requests(_base(tiny_target, "recycle"), "temperature", [0, 0])))
     assert len(calls) == 2

@@ -1,4 +1,4 @@
-"""Text from outside the code stays text (issue 25): one rule, :func:`specviz.ui.draw.escape.as_text`,
+"""Text from outside the code stays text: one rule, :func:`specviz.ui.draw.escape.as_text`,
 applied once wherever such a string is put into the page's Markdown or HTML, and never where a
 component shows plain text. Here without a browser: the rule itself against a CommonMark parser
 and an HTML parser, then every view a loaded trace with hostile fields reaches (the real browser

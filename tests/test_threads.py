@@ -1,4 +1,4 @@
-"""Threads that survive a busy CPU (issue 26 item 1): the app's default of cores − 1 torch threads,
+"""Threads that survive a busy CPU: the app's default of cores − 1 torch threads,
 its overrides, the busy-machine note in a run's notes, and the benchmark's competing load."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A headline that is right or absent (issue 26 item 2): when a sanity check says the plain
+"""A headline that is right or absent: when a sanity check says the plain
 baseline or the run is unreliable, every front-end says "not measurable now: …" where the speedup
 would be, with no figure: the Run tab's summary and speedup chart, the Experiments table and
 chart, the side-by-side heads, the CLI and the bench table. One rule decides

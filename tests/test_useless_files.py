@@ -1,4 +1,4 @@
-"""Files that are well formed but useless or hostile (issue 42 items 6 and 7): a head whose
+"""Files that are well formed but useless or hostile: a head whose
 frequent-token list is degenerate, a config too large or too deeply nested to read, a training
 checkpoint with a nested history, a non-number optimiser setting, random RNG bytes, NaN or
 negative optimiser moments, teacher data that is one token repeated, and a training run whose

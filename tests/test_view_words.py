@@ -141,7 +141,7 @@ def test_a_range_that_includes_1_is_no_clear_speedup_or_slowdown():
 
 
 def test_a_round_that_cannot_pay_names_the_part_that_costs_too_much():
-    """Issue 26 item 10: "the draft step is too expensive" was said whatever made a round cost more
+    """"the draft step is too expensive" was said whatever made a round cost more
     than K + 1 plain steps; with v = 8.70 and K·c = 0.41 (a slow verify pass on a busy CPU) the
     verify pass is the one to name. The word is decided from K·c against v."""
     import dataclasses
@@ -156,7 +156,7 @@ def test_a_round_that_cannot_pay_names_the_part_that_costs_too_much():
 
 
 def test_the_tree_note_says_under_or_over_from_the_sign_of_the_gap():
-    """Issue 26 item 10: the tree note said the chain formula "underestimates" with 3.29 tokens per
+    """the tree note said the chain formula "underestimates" with 3.29 tokens per
     pass observed against 3.36 for a chain: the word now follows the sign."""
     import dataclasses
 
@@ -169,7 +169,7 @@ def test_the_tree_note_says_under_or_over_from_the_sign_of_the_gap():
 
 
 def test_the_inspector_writes_tiny_probabilities_with_significant_figures():
-    """Issue 26 item 12: "0.0000 / 0.0004 = 0.0021" told nothing; a probability under 0.001 is
+    """"0.0000 / 0.0004 = 0.0021" told nothing; a probability under 0.001 is
     written to three significant figures, and the ratio shows its two numbers."""
     d = DraftedToken(5, "x", 0.000412, 8.4e-7, 0.00204, 0.5, accepted=False, tested=True)
     r = Round(index=0, drafted=[d], n_accepted=0,

@@ -289,7 +289,7 @@ def test_the_deadline_ends_a_forked_job_with_what_it_made():
 
 
 def test_the_deadline_ends_a_real_run_with_its_state_kept(tiny_target, one_torch_thread):
-    """A run whose reservation is already spent stops before its warm-up (issue 42 item 3: the
+    """A run whose reservation is already spent stops before its warm-up (the
     deadline reaches every step, not only the stream), its state kept and the status saying why;
     tests/test_deadline_steps.py stops runs inside each step."""
     from specviz.ui.serve.fields import request_from

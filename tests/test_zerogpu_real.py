@@ -123,7 +123,7 @@ def _hub_presets() -> set[str]:
 
 
 def test_readme_preloads_exactly_the_files_the_loader_opens(deployed):
-    """Issue 38 item 10: the Space's build downloads each hub preset's files the loader opens at
+    """the Space's build downloads each hub preset's files the loader opens at
     import (observed: every file of a repo laid out as the hub holds it, the ones opened while
     ``import app`` placed and counted the models), no other file and no whole repo."""
     lists = _preload_lists()

@@ -1,7 +1,6 @@
 """Stop, Forget (and a closed tab), the deadline, the records' bytes, a close mid-load and two
 visitors at once through the real ``spaces`` package's generator wrapper (``spaces.GPU`` → ``spaces.zero.wrappers``), which forks a worker, pickles the
-job in and every record out, and reuses the idle worker for the next job, as on a ZeroGPU Space
-(issue 42). :mod:`tests.zerogpu_driver`'s ``worker`` scenario runs it in one fresh Python; what it
+job in and every record out, and reuses the idle worker for the next job, as on a ZeroGPU Space. :mod:`tests.zerogpu_driver`'s ``worker`` scenario runs it in one fresh Python; what it
 stubs, and why, is in its ``_Scheduler`` and ``_no_card_start_up`` and in
 :mod:`tests.zerogpu_harness`. The jobs are the driver's small work functions (a run's loop that
 ends on Stop or the deadline; a run's additions to the visitor's stores; a probe of what the
@@ -160,7 +159,7 @@ def test_without_the_deadline_the_scheduler_aborts_the_job(worker):
 
 
 def test_nothing_placed_at_import_is_said_on_the_run_tabs_status_line_at_each_page_load(worker):
-    """Issue 38: a Space whose public models all failed to load says so where its owner looks
+    """a Space whose public models all failed to load says so where its owner looks
     first, the Run tab's status line, as the page loads (not as an endpoint of the API)."""
     placed = worker["nothing_placed"]
     assert placed["problem"].startswith("No model could be placed"), placed
@@ -172,7 +171,7 @@ def test_nothing_placed_at_import_is_said_on_the_run_tabs_status_line_at_each_pa
 
 
 def test_bytes_per_update_stay_flat_from_a_64_to_a_512_token_run(worker):
-    """Issue 38 item 8, through the wrapper's pipe: the median outputs record of a 512-token run is
+    """Through the wrapper's pipe: the median outputs record of a 512-token run is
     no bigger than 1.5 times a 64-token run's (each record carries the rounds since the last one),
     where records carrying the outputs whole (the control, as before) grow with the run."""
     short, long = worker["bytes"]["64"], worker["bytes"]["512"]
@@ -186,7 +185,7 @@ def test_bytes_per_update_stay_flat_from_a_64_to_a_512_token_run(worker):
 
 
 def test_closing_a_job_mid_load_stalls_the_event_loop_under_0_2_s(worker):
-    """Issue 38 item 3: gradio closes a cancelled generator on its event loop; the page's stream
+    """gradio closes a cancelled generator on its event loop; the page's stream
     hands the wrapper's close (which waits for the worker's current step, here a load) to a thread."""
     close = worker["close"]
     page, control = close["page"], close["wrapper_on_loop"]
@@ -196,7 +195,7 @@ def test_closing_a_job_mid_load_stalls_the_event_loop_under_0_2_s(worker):
 
 
 def test_two_visitors_jobs_run_at_the_same_time_on_zerogpu(worker):
-    """Issue 38 item 7: ZeroGPU gives each call its own GPU, so the generation queue runs
+    """ZeroGPU gives each call its own GPU, so the generation queue runs
     QUEUE_SIZE at once there; two visitors' jobs through gradio's queue and the wrapper overlap,
     each in a worker of its own."""
     overlap = worker["overlap"]

@@ -395,7 +395,7 @@ class _CountingPickler:
 def _bytes_part() -> dict:
     """A 64- and a 512-token run streamed through the wrapper: the bytes of each outputs record
     read from the worker's pipe, and (the control) the bytes each record would have had carrying
-    the outputs whole, as before issue 38 item 8."""
+    the outputs whole, as before."""
     import multiprocessing.queues as queues
     from multiprocessing.reduction import ForkingPickler
 

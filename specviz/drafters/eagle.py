@@ -59,7 +59,7 @@ SIZE_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_k
                "vocab_size", "num_hidden_layers")
 _FLOAT_DTYPES = ("F32", "BF16", "F16")
 #: The largest config.json read (bytes): a head's is about 1 KiB, so a larger one is refused from
-#: its size, before a byte of it is read (issue 42: a 300 MiB one was read whole first).
+#: its size, before a byte of it is read (a 300 MiB one was read whole first).
 MAX_CONFIG_BYTES = 2**20
 #: The deepest nesting of brackets a JSON text this code reads may have (a head's config and a
 #: checkpoint's history are 3 deep); deeper text would make ``json.loads`` recurse past Python's

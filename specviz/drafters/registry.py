@@ -211,9 +211,8 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
     DrafterKind("ngram", "Prompt lookup (n-gram match in the context)",
                 "Copies what followed the last earlier occurrence of the current few tokens in the prompt or "
                 "output. Costs almost nothing and is exactly lossless: on copy-heavy prompts (fix typos, CSV → "
-                "JSON) it is the drafter that pays off on a CPU (measured on 2 cores, typo prompt: 2.5–3.1× alone, "
-                "about 1.4× with a browser drawing the page on the same cores); on free text it pays only where "
-                "the model repeats itself.",
+                "JSON) it is the drafter that pays off on a CPU, as long as nothing else busies the cores; on free "
+                "text it pays only where the model repeats itself.",
                 "ngram (prompt lookup)", _build_ngram, lookup=True, aliases=("prompt-lookup",),
                 lane="Prompt lookup"),
     DrafterKind("suffix", "Suffix lookup (context and earlier outputs)",
@@ -223,16 +222,16 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "suffix (suffix lookup in the context and earlier outputs of this process)", _build_suffix,
                 aliases=("suffix-decoding",)),
     DrafterKind("model", "Draft model (give its id below)",
-                "A smaller language model with exactly the target's tokenizer (offline name, local directory or "
-                "hub id; different tokenizers are refused). It pays off only where one of its steps costs a small "
-                "fraction of a target step: rarely on a CPU next to a 135M target, and on a GPU only with far fewer "
-                "layers than the target, since eager decoding there is launch-bound (c ≈ draft layers ÷ target "
-                "layers).",
+                "A smaller language model of the target's family, with exactly its tokenizer (offline name, local "
+                "directory or hub id; different tokenizers are refused): the paper's own setting. It pays off "
+                "where one of its steps costs a small fraction of a target step and it agrees with the target: "
+                "on a CPU, a draft a third the target's size on code; on a GPU only with far fewer layers than "
+                "the target, since eager decoding there is launch-bound (c ≈ draft layers ÷ target layers).",
                 "a draft model (offline name, directory or hub id) sharing the target's tokenizer", _build_model,
                 needs_model=True, parameter="model_name", lane="Draft model (Run tab's)"),
     DrafterKind("int8", "Self-draft: int8 copy of the target (teaching)",
-                "The target itself, quantized to int8 (CPU only). It agrees with the target often (α ≈ 0.5–0.9) "
-                "but costs 50–100% of a target step, so it shows a high α *without* a speedup: the 'good draft, "
+                "The target itself, quantized to int8 (CPU only). It agrees with the target often, but each of its "
+                "steps costs most of a target step, so it shows a high α *without* a speedup: the 'good draft, "
                 "too expensive' case.",
                 "int8 (quantized copy of the target)", _build_int8, devices=("cpu",), stand_in="early-exit:4",
                 copy_bytes=4.0, real_draft=True, lane="int8 self-draft"),
@@ -246,11 +245,9 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.spec: k for k in (
                 "A one-layer head trained on the target's own answers that reads the target's last hidden "
                 "state (EAGLE): a draft for free text where lookup finds nothing; exactly lossless, since the "
                 "head reports the distribution it samples from, so its drafts carry fractional acceptance "
-                "probabilities. The one shipped for SmolLM2-135M costs c ≈ 0.08 but agrees with the target "
-                "on only 0.2–0.45 of tokens, so on a 2-core CPU it pays little or not at all: one command-line "
-                "run in bfloat16 gave 1.29× (0.99–1.59×) on a story at T = 1 and 1.06× at T = 0, while four runs "
-                "in the page at T = 1, on the poem and a story, measured 0.79–0.93×. Train one with python -m "
-                "specviz train-draft.",
+                "probabilities. The one shipped for SmolLM2-135M is cheap but agrees with the target on well "
+                "under half of the tokens, so on a CPU it pays little or not at all; the run's own α and c say "
+                "how it did. Train one with python -m specviz train-draft.",
                 "eagle[:DIR] (a learned head on the target's features: the shipped one, or a head directory)",
                 _build_eagle, needs_model=True, pattern=r"eagle(?::(.+))?"),
     DrafterKind("lookup+eagle", "Prompt lookup, else the learned head",

@@ -90,6 +90,16 @@ class SuffixHistory:
         self._ends.clear()
         self._n_tokens = 0
 
+    def snapshot(self) -> list[list[int]]:
+        """A copy of the outputs, for :meth:`restore` (a run that must not teach the history)."""
+        return self.to_list()
+
+    def restore(self, snapshot: list[list[int]]) -> None:
+        """Put back what :meth:`snapshot` copied."""
+        self.clear()
+        for sequence in snapshot:
+            self.add(sequence)
+
     def to_list(self) -> list[list[int]]:
         """The outputs, oldest first, as plain lists of ints (a copy), for per-session state."""
         return [list(s) for s in self.sequences]

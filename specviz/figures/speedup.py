@@ -431,7 +431,7 @@ def speedup_doubts(rows: Sequence[dict]) -> list[str | None]:
     whose ``plain_step_ms`` is more than :data:`BASELINE_DISAGREES` × slower or
     faster than the median of the rows' plain steps (with two rows: than the other row's; then
     neither can be told right, and both say so) was timed while the machine's speed changed, and
-    its speedup, divided by that baseline, is not comparable with the others (issue 26: T = 0 and
+    its speedup, divided by that baseline, is not comparable with the others (T = 0 and
     T = 0.3 with the same α and tokens per pass showed 2.94× and 1.75×).
     """
     steps = [r.get("plain_step_ms") if r.get("speedup") is not None else None for r in rows]

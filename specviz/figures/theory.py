@@ -51,7 +51,7 @@ def _check_k(k: int, minimum: int) -> int:
     return k
 
 
-def _check_nonneg(name: str, value: float, strict: bool = False) -> float:
+def check_nonneg(name: str, value: float, strict: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a real number, got {value!r}")
     value = float(value)
@@ -116,8 +116,8 @@ def expected_speedup(alpha: float, k: int, c: float, verify_cost: float = 1.0) -
     """
     alpha = _check_alpha(alpha)
     k = _check_k(k, 1)
-    c = _check_nonneg("c", c)
-    verify_cost = _check_nonneg("verify_cost", verify_cost, strict=True)
+    c = check_nonneg("c", c)
+    verify_cost = check_nonneg("verify_cost", verify_cost, strict=True)
     return expected_tokens_per_pass(alpha, k) / (k * c + verify_cost)
 
 

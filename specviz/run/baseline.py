@@ -144,8 +144,8 @@ def _baseline(measured: list) -> PlainBaseline | None:
     return PlainBaseline(statistics.median(steps), rate, per_token, tuple(t for _, t in kept), first.prefill_ms)
 
 
-#: A stored baseline older than this (s) is stale: a machine's load changes over minutes (issue 26
-#: saw plain steps of 110–699 ms within one sitting), so an older one is timed again.
+#: A stored baseline older than this (s) is stale: a machine's load changes over minutes (plain
+#: steps of one model have varied five-fold within one sitting), so an older one is timed again.
 STALE_AFTER_S = 600.0
 #: Most baselines a store keeps (the least recently measured go first).
 STORE_SIZE = 256

@@ -331,8 +331,8 @@ def recycle_table_at_start(warm: tuple | None, table=None) -> None:
 
 
 def measurement_start(warm: tuple | None = None, drafter=None) -> None:
-    """The state every measurement starts from, a bench call's and a sweep row's alike (issue 42:
-    a sweep that skipped it measured Token Recycling at 1.00, 1.33 and 4.00 tokens per pass for one
+    """The state every measurement starts from, a bench call's and a sweep row's alike (a
+    sweep that skipped it measured Token Recycling at three different tokens per pass for one
     setting three times): the suffix drafter's history empty, so no run drafts from an earlier
     run's output, and the Token Recycling table empty or holding exactly the warm rows ``warm``
     (:func:`recycle_table_at_start`), never what an earlier run taught it.

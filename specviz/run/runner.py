@@ -11,7 +11,7 @@ functions, so they load, encode, warm up and build runs the same way:
 * :func:`make_generation`: a :class:`~specviz.core.engine.Generation` wired to them;
 * :func:`warm_up`: one short plain run and one short speculative run before anything is timed
   (first calls allocate memory, pick kernels and, with ``torch.compile``, compile);
-* :func:`plain_baseline`: the :class:`~specviz.figures.speedup.PlainBaseline` of a finished plain run.
+* :func:`prepare` and :func:`measure_plain`: the same, for a script (the package's public API).
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
+from specviz.drafters.stores import stores_kept
 from specviz.run.baseline import DEFAULT_SAMPLES, measure_baseline
-from specviz.run.request import RequestError, RunRequest
+from specviz.run.request import RequestError, RunRequest, validate_request
 from specviz.core.records import effective_k
 from specviz.figures.speedup import PlainBaseline
 
 __all__ = ["WARMUP_TOKENS", "PreparedRun", "baseline_key", "baseline_steps", "check_prompt_tokens", "default_warmup_tokens", "drain", "encode_prompt",
-           "load_pair", "make_generation", "plain_baseline", "prepare_run", "record_for_oracle", "saved_trace",
+           "load_pair", "make_generation", "measure_plain", "prepare", "prepare_run", "record_for_oracle", "saved_trace",
            "warm_up"]
 
 #: Tokens per warm-up run: enough for the first calls of every shape (prefill, one position,
@@ -166,30 +167,15 @@ def warm_up(target, drafter, prompt_ids, k, sampling, tokens: int = WARMUP_TOKEN
     if once and warmed is not None and key in warmed:
         return False
     ids = list(prompt_ids) if tokens > WARMUP_TOKENS else list(prompt_ids)[-16:]
-    history = getattr(drafter, "history", None)
-    saved = list(history.sequences) if history is not None else None
-    table = getattr(drafter, "table", None)
-    table_saved = table.snapshot() if table is not None else None
     ended = False
-    for d in (None, drafter) if drafter is not None else (None,):
-        run = make_generation(target, d, ids, k, sampling, tokens, seed=0, branches=branches, tree_nodes=tree_nodes,
-                              cache=cache)
-        ended = ended or any(should_end is not None and should_end() for _ in run)
-    if history is not None:
-        history.clear()
-        for sequence in saved:
-            history.add(sequence)
-    if table is not None:
-        table.restore(table_saved)
+    with stores_kept(drafter):
+        for d in (None, drafter) if drafter is not None else (None,):
+            run = make_generation(target, d, ids, k, sampling, tokens, seed=0, branches=branches,
+                                  tree_nodes=tree_nodes, cache=cache)
+            ended = ended or any(should_end is not None and should_end() for _ in run)
     if warmed is not None and not ended:
         warmed.add(key)
     return not ended
-
-
-def plain_baseline(plain_run) -> PlainBaseline | None:
-    """The baseline of a finished plain :class:`~specviz.core.engine.Generation`: its mean step time and
-    its tokens/s (:meth:`specviz.figures.speedup.PlainBaseline.from_rounds`)."""
-    return PlainBaseline.from_rounds(plain_run.rounds, plain_run.tokens_per_s)
 
 
 def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -> dict:
@@ -383,3 +369,37 @@ def drain(steps: Generator):
             next(steps)
         except StopIteration as finished:
             return finished.value
+
+
+# --------------------------------------------------------------------------- for a script
+#: What :func:`prepare` runs when a script does not say: the offline model, prompt lookup, the
+#: app's K, greedy decoding, the chat template.
+SCRIPT_DEFAULTS = {"target": "smollm2-135m-instruct", "draft": "ngram", "k": 4, "temperature": 0.0, "top_k": 0,
+                   "top_p": 1.0, "max_new_tokens": 128, "seed": 0, "chat": True}
+
+
+def prepare(prompt: str, **settings) -> PreparedRun:
+    """A run ready to go from a prompt and any of :func:`~specviz.run.request.validate_request`'s
+    settings (``target``, ``draft``, ``k``, ``temperature``, ``top_k``, ``top_p``,
+    ``max_new_tokens``, ``seed``, ``chat``, ``device``, ``dtype``, ``branches``, ``tree_nodes``,
+    ``cache``, ``rule``); the rest are :data:`SCRIPT_DEFAULTS`. The same validation and loading as
+    the app and the command line (:func:`prepare_run`).
+
+    Returns:
+        The :class:`PreparedRun`: ``.generation().run()`` runs it.
+
+    Raises:
+        RequestError: naming a malformed setting.
+        ValueError, specviz.models.errors.ModelLoadError, specviz.models.errors.IncompatiblePairError:
+            from loading the pair (:func:`prepare_run`).
+    """
+    return prepare_run(validate_request(prompt=prompt, **{**SCRIPT_DEFAULTS, **settings}))
+
+
+def measure_plain(prepared: PreparedRun, samples: int = DEFAULT_SAMPLES) -> PlainBaseline | None:
+    """The plain-decoding baseline of a prepared run, as the app and the command line measure it:
+    a warm-up, then plain decoding of the same target, prompt and settings timed ``samples`` times
+    (:func:`baseline_steps`). Pass it to :func:`specviz.figures.analysis.analyse_generation` for the
+    measured speedup; None when no plain step could be timed."""
+    prepared.warm_up()
+    return drain(baseline_steps(prepared, samples=samples))

@@ -16,14 +16,12 @@ tested, ``acceptance_rate`` = accepted ÷ proposed, ``tokens_per_pass``, measure
 
 :func:`sweep` is a generator of :class:`SweepStep` s, one after each round of each run, so a UI
 can show progress and stop within one round (closing the generator stops the experiment; a
-``max_run_s`` wall-time cap stops it too, keeping the finished rows);
-:func:`sweep_rows` keeps only the finished rows for the command line. :func:`write_csv` writes
+``max_run_s`` wall-time cap stops it too, keeping the finished rows). :func:`write_csv` writes
 rows with the :mod:`csv` module.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import time
@@ -31,12 +29,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from specviz.figures.analysis import analyse_generation
+from specviz.drafters.stores import stores_kept
 from specviz.run.request import DEFAULT_LIMITS, Limits, RequestError, RunRequest
 from specviz.figures.speedup import speedup_doubts
 from specviz.figures.trace import spreadsheet_safe
 
 __all__ = ["CSV_FIELDS", "PARAMETERS", "TREND_WORDS", "AlphaTrend", "SweepStep", "alpha_trend", "row_speedups",
-           "speedup_doubts", "sweep", "sweep_requests", "sweep_rows", "write_csv"]
+           "speedup_doubts", "sweep", "sweep_requests", "write_csv"]
 
 #: The settings a sweep can vary, as the request names them.
 PARAMETERS = ("temperature", "k", "draft")
@@ -204,7 +203,7 @@ def _setting(prepared, index: int, total: int, deadline: float | None, should_en
 
     prepared.warm_up(once=True, should_end=ended)
     step("speculative", 0, None)  # the warm-up and loading count against the cap
-    with _stores_kept(prepared.drafter):
+    with stores_kept(prepared.drafter):
         bench.measurement_start(drafter=prepared.drafter)  # a bench call's start: no earlier row's output
         spec = prepared.generation()
         for _ in spec:
@@ -223,24 +222,6 @@ def _setting(prepared, index: int, total: int, deadline: float | None, should_en
     yield step("done", len(spec.tokens), spec, row=_row(prepared, spec, analyse_generation(spec, baseline)))
 
 
-@contextlib.contextmanager
-def _stores_kept(drafter):
-    """The drafter's suffix history and Token Recycling table (a visitor's own in the app) put back
-    as they were once the row's run ends: a sweep's runs neither see nor teach them."""
-    history, table = getattr(drafter, "history", None), getattr(drafter, "table", None)
-    sequences = [list(s) for s in history.sequences] if history is not None else None
-    snapshot = table.snapshot() if table is not None else None
-    try:
-        yield
-    finally:
-        if history is not None:
-            history.clear()
-            for sequence in sequences:
-                history.add(sequence)
-        if table is not None:
-            table.restore(snapshot)
-
-
 def row_speedups(rows: Sequence[dict]) -> list[str | None]:
     """Per row, its speedup as every front-end writes it: the figure with its range, or "not
     measurable now: …" (:func:`speedup_doubts`, :func:`specviz.figures.speedup.speedup_shown`)."""
@@ -248,11 +229,6 @@ def row_speedups(rows: Sequence[dict]) -> list[str | None]:
 
     return [speedup_shown(r.get("speedup"), r.get("speedup_low"), r.get("speedup_high"), doubt)
             for r, doubt in zip(rows, speedup_doubts(rows))]
-
-
-def sweep_rows(steps: Iterable[SweepStep]) -> list[dict]:
-    """The finished rows of a sweep, in order (runs it to the end)."""
-    return [step.row for step in steps if step.row is not None]
 
 
 def _cell(value):
@@ -308,7 +284,7 @@ class AlphaTrend:
 
 
 #: Kendall's τ a trend needs: with 3 settings every pair in order, with 4 one pair out of order,
-#: with 5 two of the ten (issue 39: α 0.37, 0.33, 0.35, 0.12, 0.00 fell, τ = −0.8, though the
+#: with 5 two of the ten (α 0.37, 0.33, 0.35, 0.12, 0.00 fell, τ = −0.8, though the
 #: third value is above the second).
 TREND_TAU = 0.6
 

@@ -1,6 +1,5 @@
 """Checks of the files training reads (:mod:`specviz.train.train_draft`): what makes a well-formed
-checkpoint or teacher-data file unusable, each refused in one line naming the file (issue 42 item
-7): JSON metadata nested too deep, optimiser settings that are not numbers, optimiser moments that
+checkpoint or teacher-data file unusable, each refused in one line naming the file: JSON metadata nested too deep, optimiser settings that are not numbers, optimiser moments that
 are NaN or negative, and teacher answers that are one token repeated."""
 
 from __future__ import annotations
@@ -87,7 +86,7 @@ MIN_ANSWER_TOKENS = 2
 def check_answers(sequences: list[tuple[list[int], int]], where) -> None:
     """Refuse teacher data whose answers (each sequence's ids after its prompt) hold fewer than
     :data:`MIN_ANSWER_TOKENS` distinct tokens: one token repeated trains a head that can only
-    propose it (issue 42: such data trained without a word).
+    propose it (such data trained without a word).
 
     Raises:
         ValueError: one line naming ``where`` (the file) and the tokens found.

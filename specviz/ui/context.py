@@ -15,8 +15,7 @@ from specviz.ui.draw.scripts import called, script
 #: event's output. Gradio refreshes the loading status of every output of every event that has run, on
 #: each message of any later event, and for a container that means reading every component inside it:
 #: with the Tabs an output of the page load, each streamed update of a run copied every value on the
-#: page (150,000 copies, 31 M characters in a 256-token run), a quarter of the browser's work (issue 26
-#: item 4).
+#: page (150,000 copies, 31 M characters in a 256-token run), a quarter of the browser's work.
 SELECT_TAB_JS = script("select_tab")
 
 

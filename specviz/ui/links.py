@@ -22,7 +22,7 @@ def link_targets(playground_names: tuple[str, ...], watch_outputs: int, panels: 
     panel they drive (``panels``), what a lesson sets (its
     :data:`~specviz.ui.tabs.lessons_tab.LESSON_TARGETS`) and the Watch tab's outputs. :func:`route`
     and :func:`wire` both list theirs from here, so the values and the outputs cannot disagree in
-    number or order (issue 26: a lesson link sent 28 values for 27 outputs and the page load
+    number or order (a lesson link sent 28 values for 27 outputs and the page load
     failed)."""
     return ("tab_request", "note", *(f"playground.{n}" for n in playground_names), *(f"panel.{n}" for n in panels),
             *LESSON_TARGETS, *(f"watch.{i}" for i in range(watch_outputs)))

@@ -12,9 +12,9 @@ The page's JavaScript lives in files beside the drawing (``specviz/ui/draw/js/``
   the old div was redrawn with ``Plotly.react`` and then removed, and the new div drawn from nothing
   (2-5 times a redraw's cost). The script wraps ``Plotly.react``: calls are held to the end of the
   update's microtasks, a div gradio removed meanwhile is skipped, and its successor receives the old
-  chart element and redraws it in place (issue 26; BENCHMARKS.md);
+  chart element and redraws it in place;
 * ``fit_charts.js`` fits each chart's title and legend to the width it is drawn at, after every
-  draw and resize (issue 39: titles cut at the right edge, legends over titles);
+  draw and resize (titles cut at the right edge, legends over titles);
 * ``tour.js``, the guided tour (:mod:`.tour`), bound to its steps (:mod:`specviz.ui.draw.tour_steps`).
 
 The others belong to one control each: ``palette.js`` (the colour-blind switch below: the class

@@ -80,7 +80,7 @@ def _title_lines(title: str) -> list[str]:
     return textwrap.wrap(title, TITLE_LINE, break_long_words=False) or [""]
 
 
-def _layout(title: str, uirevision: str, x_title: str = "", y_title: str = "") -> dict:
+def chart_layout(title: str, uirevision: str, x_title: str = "", y_title: str = "") -> dict:
     lines = _title_lines(title)
     extra = TITLE_LINE_PX * (len(lines) - 1)
     return {
@@ -101,7 +101,7 @@ def _layout(title: str, uirevision: str, x_title: str = "", y_title: str = "") -
     }
 
 
-def _build(data: list[dict], layout: dict) -> go.Figure:
+def build_figure(data: list[dict], layout: dict) -> go.Figure:
     """A Figure from plain dicts, skipping plotly's property validation.
 
     Validating the plotly_white template alone costs ~10 ms a figure, and these figures are
@@ -114,13 +114,13 @@ def _build(data: list[dict], layout: dict) -> go.Figure:
         return go.Figure(data=data, layout=layout)
 
 
-def _note(layout: dict, text: str, y: float = 0.5) -> None:
+def chart_note(layout: dict, text: str, y: float = 0.5) -> None:
     """A grey centred note in paper coordinates (empty figure, undefined quantity)."""
     layout["annotations"].append({"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": y,
                                   "showarrow": False, "font": {"size": 13, "color": palette.NOTE_TEXT}})
 
 
-def _hline(layout: dict, y: float, color: str, text: str, dash: str = "solid", right: bool = False) -> None:
+def hline(layout: dict, y: float, color: str, text: str, dash: str = "solid", right: bool = False) -> None:
     """A horizontal line across the plot at data height y, labelled just above it."""
     layout["shapes"].append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": y, "y1": y,
                              "line": {"color": color, "dash": dash, "width": 1.5}})
@@ -129,7 +129,7 @@ def _hline(layout: dict, y: float, color: str, text: str, dash: str = "solid", r
                                   "showarrow": False, "font": {"color": color, "size": 11}})
 
 
-def _vline(layout: dict, x: float, color: str, text: str, dash: str = "solid", left: bool = False) -> None:
+def vline(layout: dict, x: float, color: str, text: str, dash: str = "solid", left: bool = False) -> None:
     """A vertical line over the plot at data position x, labelled at the top."""
     layout["shapes"].append({"type": "line", "xref": "x", "x0": x, "x1": x, "yref": "paper", "y0": 0, "y1": 1,
                              "line": {"color": color, "dash": dash, "width": 1.5}})
@@ -138,12 +138,12 @@ def _vline(layout: dict, x: float, color: str, text: str, dash: str = "solid", l
                                   "showarrow": False, "font": {"color": color, "size": 11}})
 
 
-def _waiting(title: str, uirevision: str, x_title: str = "", y_title: str = "", note: str = WAITING_TEXT) -> go.Figure:
-    layout = _layout(title, uirevision, x_title, y_title)
-    _note(layout, note)
+def waiting_figure(title: str, uirevision: str, x_title: str = "", y_title: str = "", note: str = WAITING_TEXT) -> go.Figure:
+    layout = chart_layout(title, uirevision, x_title, y_title)
+    chart_note(layout, note)
     layout["xaxis"]["showticklabels"] = False
     layout["yaxis"]["showticklabels"] = False
-    return _build([], layout)
+    return build_figure([], layout)
 
 
 #: A label, tick, hover or annotation that holds text from outside the code (a token's text, a
@@ -187,7 +187,7 @@ def alpha_figure(rounds: list[Round]) -> go.Figure:
     uirev = "alpha"
     x_title, y_title = "verify pass", "accepted / proposed"
     if not rounds:
-        return _waiting(title, uirev, x_title, y_title)
+        return waiting_figure(title, uirev, x_title, y_title)
 
     xs, ys, custom = [], [], []
     for r in rounds:
@@ -201,11 +201,11 @@ def alpha_figure(rounds: list[Round]) -> go.Figure:
     hat_y = [alpha for _, _, alpha in running]
     if running:
         title = f"Acceptance · rate {mean_y[-1]:.2f}, per-token α {hat_y[-1]:.2f}"
-    layout = _layout(title, uirev, x_title, y_title)
+    layout = chart_layout(title, uirev, x_title, y_title)
     layout["yaxis"]["range"] = [0.0, 1.05]
     if not running:
-        _note(layout, NO_DRAFTS_TEXT)
-        return _build([], layout)
+        chart_note(layout, NO_DRAFTS_TEXT)
+        return build_figure([], layout)
     line_mode = "lines" if len(mean_x) > 1 else "lines+markers"
     data = [
         {"type": "scatter", "x": xs, "y": ys, "customdata": custom, "mode": "markers",
@@ -220,7 +220,7 @@ def alpha_figure(rounds: list[Round]) -> go.Figure:
          "hovertemplate": ("up to pass %{x}<br>α = accepted ÷ tested = %{y:.3f}<br>drafts after a rejection "
                            "are never tested<extra></extra>")},
     ]
-    return _build(data, layout)
+    return build_figure(data, layout)
 
 
 # --------------------------------------------------------------------------- tokens per pass
@@ -247,7 +247,7 @@ def tokens_per_pass_figure(rounds: list[Round], k: int, alpha: float | None) -> 
     uirev = "tokens_per_pass"
     x_title, y_title = "tokens emitted in one pass", "fraction of passes"
     if not rounds:
-        return _waiting(title, uirev, x_title, y_title)
+        return waiting_figure(title, uirev, x_title, y_title)
     passes_by_tokens: dict[int, int] = {}
     for r in rounds:
         passes_by_tokens[len(r.emitted)] = passes_by_tokens.get(len(r.emitted), 0) + 1
@@ -272,7 +272,7 @@ def tokens_per_pass_counts_figure(passes_by_tokens: dict[int, int], k: int, alph
     x_title, y_title = "tokens emitted in one pass", "fraction of passes"
     n_rounds = sum(passes_by_tokens.values())
     if not n_rounds:
-        return _waiting(title, uirev, x_title, y_title)
+        return waiting_figure(title, uirev, x_title, y_title)
     seen = [n for n, count in passes_by_tokens.items() if count]
     lo = min(1, min(seen))
     hi = max(k + 1, max(seen))
@@ -285,7 +285,7 @@ def tokens_per_pass_counts_figure(passes_by_tokens: dict[int, int], k: int, alph
     title = f"Tokens per pass · mean {observed_mean:.2f}"
     if theory_mean is not None:
         title += f" (theory {theory_mean:.2f}, α {alpha:.2f})"
-    layout = _layout(title, uirev, x_title, y_title)
+    layout = chart_layout(title, uirev, x_title, y_title)
     layout["xaxis"].update(tickmode="linear", dtick=1, range=[lo - 0.6, hi + 0.6])
     layout["yaxis"].update(range=[0.0, 1.05], tickformat=".0%")
 
@@ -295,7 +295,7 @@ def tokens_per_pass_counts_figure(passes_by_tokens: dict[int, int], k: int, alph
         "hovertemplate": "%{x} tokens in a pass: %{y:.1%} of passes (%{customdata} passes)<extra></extra>",
     }]
     if alpha is None:
-        _note(layout, NO_DRAFTS_TEXT, y=0.8)
+        chart_note(layout, NO_DRAFTS_TEXT, y=0.8)
     else:
         dist = theory.tokens_per_pass_distribution(alpha, k)
         assumption = (f"theory assumes K = {k} proposals every pass,<br>"
@@ -313,11 +313,11 @@ def tokens_per_pass_counts_figure(passes_by_tokens: dict[int, int], k: int, alph
             "hovertemplate": f"theory P(N = %{{x}}) = %{{y:.1%}}<br>{assumption}<extra></extra>",
         })
         # The label of the larger mean goes right of its line, the other's left: no overlap.
-        _vline(layout, theory_mean, THEORY_COLOR, f"theory {theory_mean:.2f}", dash="dash",
+        vline(layout, theory_mean, THEORY_COLOR, f"theory {theory_mean:.2f}", dash="dash",
                left=theory_mean < observed_mean)
-    _vline(layout, observed_mean, MEAN_COLOR, f"mean {observed_mean:.2f}",
+    vline(layout, observed_mean, MEAN_COLOR, f"mean {observed_mean:.2f}",
            left=theory_mean is not None and observed_mean <= theory_mean)
-    return _build(data, layout)
+    return build_figure(data, layout)
 
 
 # --------------------------------------------------------------------------- speedup
@@ -358,9 +358,9 @@ def speedup_figure(points: list[dict], theoretical: float | None, empty: str = W
     x_title, y_title = "seconds since start", "speedup (×)"
     kept = [p for p in points if _finite(p.get("t")) and _finite(p.get("speedup"))]
     if doubt:
-        return _waiting(title, uirev, x_title, y_title, DOUBTED_TEXT)
+        return waiting_figure(title, uirev, x_title, y_title, DOUBTED_TEXT)
     if not kept:
-        return _waiting(title, uirev, x_title, y_title, empty)
+        return waiting_figure(title, uirev, x_title, y_title, empty)
     xs = [float(p["t"]) for p in kept]
     ys = [float(p["speedup"]) for p in kept]
     banded = all(_finite(p.get("low")) and _finite(p.get("high")) for p in kept)
@@ -372,7 +372,7 @@ def speedup_figure(points: list[dict], theoretical: float | None, empty: str = W
     title = f"Speedup · now {speedup_label(ys[-1])}"
     if banded and f"{lows[-1]:.2f}" != f"{highs[-1]:.2f}":
         title += f" · {format_speedup(ys[-1], lows[-1], highs[-1]).split(' ', 1)[1]}"
-    layout = _layout(title, uirev, x_title, y_title)
+    layout = chart_layout(title, uirev, x_title, y_title)
     top = max([1.2, *ys, *highs] + ([theo] if theo is not None else [])) * 1.1
     layout["yaxis"]["range"] = [0.0, top]
     layout["shapes"].append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": 0.0, "y1": 1.0,
@@ -380,9 +380,9 @@ def speedup_figure(points: list[dict], theoretical: float | None, empty: str = W
     layout["annotations"].append({"text": "slower than plain", "xref": "paper", "x": 0, "yref": "y", "y": 0.0,
                                   "xanchor": "left", "yanchor": "bottom", "showarrow": False,
                                   "font": {"color": KIND_COLORS[REJECTED], "size": 11}})
-    _hline(layout, 1.0, PLAIN_COLOR, "plain decoding")
+    hline(layout, 1.0, PLAIN_COLOR, "plain decoding")
     if theo is not None:
-        _hline(layout, theo, THEORY_COLOR, f"theory {theo:.2f}×", dash="dash", right=True)
+        hline(layout, theo, THEORY_COLOR, f"theory {theo:.2f}×", dash="dash", right=True)
     data = []
     if banded:
         data += [
@@ -398,7 +398,7 @@ def speedup_figure(points: list[dict], theoretical: float | None, empty: str = W
         "hovertemplate": ("after pass %{customdata[0]}, t = %{x:.1f} s<br>speedup %{y:.2f}× "
                           "(%{customdata[1]:.2f}–%{customdata[2]:.2f}×)<br>" + SPEEDUP_HOW + "<extra></extra>"),
     })
-    return _build(data, layout)
+    return build_figure(data, layout)
 
 
 # --------------------------------------------------------------------------- lossless check
@@ -436,7 +436,7 @@ def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: l
     uirev = "lossless"
     x_title, y_title = "token", "probability / frequency"
     if not token_labels:
-        return _waiting(title, uirev, x_title, y_title)
+        return waiting_figure(title, uirev, x_title, y_title)
 
     p_target, freq_spec, freq_plain = ([float(v) for v in seq] for seq in (p_target, freq_spec, freq_plain))
     labels, seen = [], {}
@@ -445,7 +445,7 @@ def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: l
         seen[label] = seen.get(label, 0) + 1
         labels.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
 
-    layout = _layout(title, uirev, x_title, y_title)
+    layout = chart_layout(title, uirev, x_title, y_title)
     layout.update(barmode="group", bargap=0.25)
     layout["yaxis"].update(rangemode="tozero", tickformat=".0%")
     layout["xaxis"]["type"] = "category"
@@ -463,7 +463,7 @@ def lossless_figure(token_labels: list[str], p_target: list[float], freq_spec: l
         data.insert(2, {"type": "bar", "x": labels, "y": [float(v) for v in p_draft], "name": "p_draft (draft's p)",
                         "marker": {"color": palette.PREDICTED_FILL},
                         "hovertemplate": "%{x}: p_draft = %{y:.1%}<extra></extra>"})
-    return _build(data, layout)
+    return build_figure(data, layout)
 
 
 # --------------------------------------------------------------------------- per position
@@ -484,13 +484,13 @@ def per_position_figure(analysis, positions=None) -> go.Figure:
     title, uirev = "Acceptance by draft position: conditional (of tested) and full (of all passes)", "per_position"
     x_title, y_title = "draft position i in the round", "share accepted"
     if analysis is None or not analysis.target_passes:
-        return _waiting(title, uirev, x_title, y_title)
-    layout = _layout(title, uirev, x_title, y_title)
+        return waiting_figure(title, uirev, x_title, y_title)
+    layout = chart_layout(title, uirev, x_title, y_title)
     layout["yaxis"]["range"] = [0.0, 1.05]
     tested = [p for p in analysis.per_position if p.tested]
     if not tested:
-        _note(layout, NO_DRAFTS_TEXT)
-        return _build([], layout)
+        chart_note(layout, NO_DRAFTS_TEXT)
+        return build_figure([], layout)
     layout["xaxis"].update(tickmode="linear", dtick=1, range=[0.4, len(analysis.per_position) + 0.6])
     data = [{
         "type": "bar", "x": [p.position for p in tested], "y": [p.rate for p in tested],
@@ -510,9 +510,9 @@ def per_position_figure(analysis, positions=None) -> go.Figure:
         })
         layout["barmode"] = "group"
     if analysis.alpha is not None:
-        _hline(layout, analysis.alpha, THEORY_COLOR, f"per-token α {analysis.alpha:.2f} (the theory: same at every i)",
+        hline(layout, analysis.alpha, THEORY_COLOR, f"per-token α {analysis.alpha:.2f} (the theory: same at every i)",
                dash="dash", right=True)
-    return _build(data, layout)
+    return build_figure(data, layout)
 
 
 # --------------------------------------------------------------------------- time split
@@ -536,13 +536,13 @@ def time_split_figure(analysis) -> go.Figure:
     title, uirev = "Time per verify pass", "time_split"
     x_title, y_title = "verify pass", "ms"
     if analysis is None or not analysis.time_split:
-        return _waiting(title, uirev, x_title, y_title)
+        return waiting_figure(title, uirev, x_title, y_title)
     split = analysis.time_split
     xs = [t.round + 1 for t in split]  # passes count from 1, as in the inspector and the rounds CSV
     plain = analysis.plain_step_ms
     if plain:
         title = f"Time per verify pass · plain step {plain:.1f} ms"
-    layout = _layout(title, uirev, x_title, y_title)
+    layout = chart_layout(title, uirev, x_title, y_title)
     layout["barmode"] = "stack"
     parts = (("draft", "draft_ms", KIND_COLORS[RESAMPLED]), ("verify pass", "verify_ms", SPEC_COLOR),
              ("everything else", "other_ms", PLAIN_COLOR))
@@ -555,8 +555,8 @@ def time_split_figure(analysis) -> go.Figure:
                  "stackgroup": "time", "line": {"shape": "hvh", "width": 0.5, "color": color}, "fillcolor": color,
                  "hovertemplate": f"pass %{{x}}: {name} %{{y:.1f}} ms<extra></extra>"} for name, attr, color in parts]
     if plain:
-        _hline(layout, plain, MEAN_COLOR, "one plain decoding step", dash="dot")
-    return _build(data, layout)
+        hline(layout, plain, MEAN_COLOR, "one plain decoding step", dash="dot")
+    return build_figure(data, layout)
 
 
 # --------------------------------------------------------------------------- the inspector
@@ -594,7 +594,7 @@ def inspector_figure(round_: Round, slot: int) -> go.Figure:
         extra = {tok.id: (tok.text, tok.p_source)} if tok.p_source is not None else {}
         series.append((name, KIND_COLORS[tok.kind], _bar_rows(tok.top_source, extra)))
     title = f"Pass {round_.index + 1}, token {slot + 1}: the distributions behind it"
-    layout = _layout(title, "inspector", "token (text #id)", "probability")
+    layout = chart_layout(title, "inspector", "token (text #id)", "probability")
     layout.update(barmode="group", bargap=0.2)
     layout["xaxis"]["type"] = "category"
     ids: list[int] = []
@@ -607,12 +607,12 @@ def inspector_figure(round_: Round, slot: int) -> go.Figure:
     chosen = {tok.id} | ({drafted.id} if drafted is not None else set())
     labels = [("★ " if i in chosen else "") + plotly_text(token_label(texts[i], i)) for i in ids]
     if not series or not ids:
-        _note(layout, "no distributions recorded for this token (an uninstrumented run)")
-        return _build([], layout)
+        chart_note(layout, "no distributions recorded for this token (an uninstrumented run)")
+        return build_figure([], layout)
     data = [{"type": "bar", "x": labels, "y": [values[i][1] if i in values else None for i in ids], "name": name,
              "marker": {"color": color},
              "hovertemplate": f"%{{x}}: {name} = %{{y:.4f}}<extra></extra>"} for name, color, values in series]
-    return _build(data, layout)
+    return build_figure(data, layout)
 
 
 # --------------------------------------------------------------------------- the what-if playground
@@ -637,7 +637,7 @@ def playground_map_figure(alphas: list[float], ys: list[float], z: list[list[flo
     """
     if len(z) != len(ys) or any(len(row) != len(alphas) for row in z):
         raise ValueError(f"z must have {len(ys)} rows of {len(alphas)} values")
-    layout = _layout(title or f"Expected speedup over (α, {y_name}) · red: slower than plain decoding",
+    layout = chart_layout(title or f"Expected speedup over (α, {y_name}) · red: slower than plain decoding",
                      f"playground_map_{y_name}", "per-token α", y_name)
     layout["height"] = 360
     top = max(2.0, max((max(row) for row in z), default=2.0))
@@ -657,7 +657,7 @@ def playground_map_figure(alphas: list[float], ys: list[float], z: list[list[flo
         data.append({"type": "scatter", "x": [point[0]], "y": [point[1]], "mode": "markers",
                      "name": "your setting", "marker": {"color": palette.MARKER, "size": 12, "symbol": "x"},
                      "hovertemplate": f"your setting: α = %{{x:.2f}}, {y_name} = %{{y}}<extra></extra>"})
-    return _build(data, layout)
+    return build_figure(data, layout)
 
 
 def monte_carlo_figure(counts: list[int], theory_probs: list[float], simulated_mean: float,
@@ -679,7 +679,7 @@ def monte_carlo_figure(counts: list[int], theory_probs: list[float], simulated_m
     if total <= 0:
         raise ValueError("no simulated passes")
     ns = list(range(1, len(counts) + 1))
-    layout = _layout(f"Simulated tokens per pass · mean {simulated_mean:.3f} (closed form {closed_form_mean:.3f})",
+    layout = chart_layout(f"Simulated tokens per pass · mean {simulated_mean:.3f} (closed form {closed_form_mean:.3f})",
                      "playground_mc", "tokens emitted in one pass", "fraction of passes")
     layout["xaxis"].update(tickmode="linear", dtick=1, range=[0.4, len(ns) + 0.6])
     layout["yaxis"].update(rangemode="tozero", tickformat=".0%")
@@ -691,11 +691,11 @@ def monte_carlo_figure(counts: list[int], theory_probs: list[float], simulated_m
          "marker": {"color": THEORY_COLOR, "size": 9, "symbol": "diamond-open"},
          "hovertemplate": "P(N = %{x}) = α^(n−1)(1 − α), or α^K for K + 1: %{y:.1%}<extra></extra>"},
     ]
-    _vline(layout, closed_form_mean, THEORY_COLOR, f"closed form {closed_form_mean:.2f}", dash="dash",
+    vline(layout, closed_form_mean, THEORY_COLOR, f"closed form {closed_form_mean:.2f}", dash="dash",
            left=closed_form_mean < simulated_mean)
-    _vline(layout, simulated_mean, MEAN_COLOR, f"simulated {simulated_mean:.2f}",
+    vline(layout, simulated_mean, MEAN_COLOR, f"simulated {simulated_mean:.2f}",
            left=simulated_mean <= closed_form_mean)
-    return _build(data, layout)
+    return build_figure(data, layout)
 
 
 # --------------------------------------------------------------------------- experiments (sweeps)
@@ -734,9 +734,9 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
     title = f"{y_title} vs {x_title}"
     uirev = f"sweep_{metric}"
     if not rows:
-        return _waiting(title, uirev, x_title, y_title)
+        return waiting_figure(title, uirev, x_title, y_title)
     xs = [plotly_text(r.get(parameter)) if parameter == "draft" else r.get(parameter) for r in rows]
-    layout = _layout(title, uirev, x_title, y_title)
+    layout = chart_layout(title, uirev, x_title, y_title)
     if parameter == "draft":
         layout["xaxis"]["type"] = "category"
     ys = [r.get(key) for r in rows]
@@ -774,9 +774,9 @@ def sweep_figure(rows: list[dict], parameter: str, metric: str) -> go.Figure:
         layout["yaxis"]["range"] = [0.0, max([1.2, *measured]) * 1.1]
         layout["shapes"].append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": 0.0,
                                  "y1": 1.0, "fillcolor": SLOW_FILL, "line": {"width": 0}, "layer": "below"})
-        _hline(layout, 1.0, PLAIN_COLOR, "plain decoding (below: a slowdown)")
+        hline(layout, 1.0, PLAIN_COLOR, "plain decoding (below: a slowdown)")
         for x in doubted:
             layout["annotations"].append({"text": "not measurable now<br>(see the table)", "x": x, "xref": "x",
                                           "y": 1.0, "yref": "y", "yanchor": "bottom", "showarrow": False,
                                           "font": {"color": KIND_COLORS[REJECTED], "size": 10}})
-    return _build(data, layout)
+    return build_figure(data, layout)

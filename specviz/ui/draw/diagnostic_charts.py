@@ -18,11 +18,11 @@ from specviz.ui.draw.charts import (
     KIND_COLORS,
     THEORY_COLOR,
     WAITING_TEXT,
-    _build,
-    _hline,
-    _layout,
-    _note,
-    _waiting,
+    build_figure,
+    hline,
+    chart_layout,
+    chart_note,
+    waiting_figure,
 )
 
 __all__ = ["accepted_length_figure", "calibration_figure", "rules_figure"]
@@ -44,12 +44,12 @@ def rules_figure(d: RunDiagnostics | None) -> go.Figure:
     """
     title, uirev = "Same passes, four rules: expected tokens per pass", "rules"
     if d is None:
-        return _waiting(title, uirev, "verification rule", "tokens per pass")
-    layout = _layout(title, uirev, "verification rule", "expected tokens per pass")
+        return waiting_figure(title, uirev, "verification rule", "tokens per pass")
+    layout = chart_layout(title, uirev, "verification rule", "expected tokens per pass")
     on = d.rules
     if on is None:
-        _note(layout, NO_RECORD_TEXT)
-        return _build([], layout)
+        chart_note(layout, NO_RECORD_TEXT)
+        return build_figure([], layout)
     values = [on.rules[name].tokens_per_pass for name in RULES]
     mids = [(lo + hi) / 2 for lo, hi in values]
     data = [{
@@ -63,9 +63,9 @@ def rules_figure(d: RunDiagnostics | None) -> go.Figure:
     }]
     layout["yaxis"]["rangemode"] = "tozero"
     layout["title"]["text"] = f"Same {on.passes} passes, four rules: tokens per pass (whiskers: top-10 range)"
-    _hline(layout, on.measured_tokens_per_pass, THEORY_COLOR,
+    hline(layout, on.measured_tokens_per_pass, THEORY_COLOR,
            f"this run, measured: {on.measured_tokens_per_pass:.2f}", dash="dash", right=True)
-    return _build(data, layout)
+    return build_figure(data, layout)
 
 
 def accepted_length_figure(d: RunDiagnostics | None) -> go.Figure:
@@ -75,12 +75,12 @@ def accepted_length_figure(d: RunDiagnostics | None) -> go.Figure:
     title, uirev = "Accepted drafts per pass (bonus not counted)", "accepted_lengths"
     x_title, y_title = "drafts kept in the pass", "passes"
     if d is None:
-        return _waiting(title, uirev, x_title, y_title)
-    layout = _layout(title, uirev, x_title, y_title)
+        return waiting_figure(title, uirev, x_title, y_title)
+    layout = chart_layout(title, uirev, x_title, y_title)
     counts = d.accepted_length_histogram
     if not sum(counts):
-        _note(layout, "nothing drafted: no accepted lengths")
-        return _build([], layout)
+        chart_note(layout, "nothing drafted: no accepted lengths")
+        return build_figure([], layout)
     if d.zero_accept_share is not None:
         layout["title"]["text"] = f"{title} · {d.zero_accept_share:.0%} of drafting passes kept none"
     layout["xaxis"].update(tickmode="linear", dtick=1)
@@ -88,7 +88,7 @@ def accepted_length_figure(d: RunDiagnostics | None) -> go.Figure:
     data = [{"type": "bar", "x": list(range(len(counts))), "y": counts, "name": "drafting passes",
              "customdata": [n / total for n in counts], "marker": {"color": KIND_COLORS[ACCEPTED], "opacity": 0.8},
              "hovertemplate": "%{y} passes kept %{x} drafts (%{customdata:.1%} of drafting passes)<extra></extra>"}]
-    return _build(data, layout)
+    return build_figure(data, layout)
 
 
 def calibration_figure(d: RunDiagnostics | None) -> go.Figure:
@@ -98,14 +98,14 @@ def calibration_figure(d: RunDiagnostics | None) -> go.Figure:
     title, uirev = "Calibration: p_draft of the drafted token vs how often it was kept", "calibration"
     x_title, y_title = "p_draft of the drafted token (bin)", "accepted ÷ tested in the bin"
     if d is None:
-        return _waiting(title, uirev, x_title, y_title, WAITING_TEXT)
-    layout = _layout(title, uirev, x_title, y_title)
+        return waiting_figure(title, uirev, x_title, y_title, WAITING_TEXT)
+    layout = chart_layout(title, uirev, x_title, y_title)
     layout["xaxis"]["range"] = [0.0, 1.0]
     layout["yaxis"]["range"] = [0.0, 1.05]
     bins = d.calibration
     if not bins:
-        _note(layout, "needs drafted tokens recorded with their probabilities")
-        return _build([], layout)
+        chart_note(layout, "needs drafted tokens recorded with their probabilities")
+        return build_figure([], layout)
     biggest = max(b.tested for b in bins)
     data = [
         {"type": "scatter", "mode": "lines", "x": [0, 1], "y": [0, 1], "name": "kept as often as p_draft says",
@@ -120,4 +120,4 @@ def calibration_figure(d: RunDiagnostics | None) -> go.Figure:
          "marker": {"color": THEORY_COLOR, "symbol": "circle-open", "size": 9},
          "hovertemplate": "mean min(1, p_target/p_draft) %{y:.2f}<extra></extra>"},
     ]
-    return _build(data, layout)
+    return build_figure(data, layout)

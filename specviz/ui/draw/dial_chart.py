@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 
 from specviz.core.records import ACCEPTED, BONUS, RESAMPLED
 from specviz.ui.draw import palette
-from specviz.ui.draw.charts import KIND_COLORS, THEORY_COLOR, _build, _layout, _note, _vline, _waiting
+from specviz.ui.draw.charts import KIND_COLORS, THEORY_COLOR, build_figure, chart_layout, chart_note, vline, waiting_figure
 
 __all__ = ["DRAWS_TITLE", "PASSES_TITLE", "dial_draws_figure", "dial_passes_figure"]
 
@@ -56,8 +56,8 @@ def dial_draws_figure(report) -> go.Figure:
     """
     x_title, y_title = "distance from p_target (total variation, binned)", "acceptance α"
     if report is None:
-        return _waiting(DRAWS_TITLE, "dial-draws", x_title, y_title, note="press Trace the dial")
-    layout = _layout(DRAWS_TITLE, "dial-draws", x_title, y_title)
+        return waiting_figure(DRAWS_TITLE, "dial-draws", x_title, y_title, note="press Trace the dial")
+    layout = chart_layout(DRAWS_TITLE, "dial-draws", x_title, y_title)
     layout["yaxis"].update(range=[0, 1.05])
     layout["xaxis"].update(rangemode="tozero")
     draws = report.draws
@@ -73,8 +73,8 @@ def dial_draws_figure(report) -> go.Figure:
                            "%{customdata[1]:.3g}<extra></extra>")},
         *_exact_markers(report.exact_rules, "α"),
     ]
-    _vline(layout, report.noise, palette.NOTE_TEXT, f"noise of {report.n} direct draws", dash="dot")
-    return _build(data, layout)
+    vline(layout, report.noise, palette.NOTE_TEXT, f"noise of {report.n} direct draws", dash="dot")
+    return build_figure(data, layout)
 
 
 def dial_passes_figure(points, exact_rules: dict[str, float] | None = None) -> go.Figure:
@@ -89,8 +89,8 @@ def dial_passes_figure(points, exact_rules: dict[str, float] | None = None) -> g
     """
     x_title, y_title = "mean distance from p_target per position (total variation)", "tokens per pass"
     if points is None:
-        return _waiting(PASSES_TITLE, "dial-passes", x_title, y_title, note=NO_PASSES_TEXT)
-    layout = _layout(PASSES_TITLE, "dial-passes", x_title, y_title)
+        return waiting_figure(PASSES_TITLE, "dial-passes", x_title, y_title, note=NO_PASSES_TEXT)
+    layout = chart_layout(PASSES_TITLE, "dial-passes", x_title, y_title)
     layout["yaxis"].update(rangemode="tozero")
     layout["xaxis"].update(rangemode="tozero")
     xs = [(p.distance[0] + p.distance[1]) / 2 for p in points]
@@ -109,5 +109,5 @@ def dial_passes_figure(points, exact_rules: dict[str, float] | None = None) -> g
                           "%{customdata[1]:.3f}–%{customdata[2]:.3f}<extra></extra>"),
     }, *_exact_markers(exact_rules or {}, "tokens per pass")]
     if not points:
-        _note(layout, NO_PASSES_TEXT)
-    return _build(data, layout)
+        chart_note(layout, NO_PASSES_TEXT)
+    return build_figure(data, layout)

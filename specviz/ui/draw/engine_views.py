@@ -15,7 +15,7 @@ from specviz.engine_logs import ImportedRun
 from specviz.engine_logs.normalise import ALPHA
 from specviz.ui.teach import playground
 from specviz.ui.draw import charts, diagnostic_charts
-from specviz.ui.draw.charts import _waiting
+from specviz.ui.draw.charts import waiting_figure
 from specviz.ui.draw.engine_counts import EngineFigures
 from specviz.ui.draw.escape import as_text
 
@@ -143,7 +143,7 @@ def closed_form_figure(alpha: float | None, k: int, c: float, v: float,
     """
     title = f"Closed form at your c = {c:.3f}, v = {v:.2f}: expected speedup over (α, K)"
     if alpha is None:
-        return _waiting(title, "engine_closed_form", "per-token α", "K", missing)
+        return waiting_figure(title, "engine_closed_form", "per-token α", "K", missing)
     z = playground.speedup_grid(MAP_ALPHAS, ks=MAP_KS, c=c, v=v)
     point = (alpha, min(max(k, 1), MAP_KS[-1]))
     return charts.playground_map_figure(MAP_ALPHAS, MAP_KS, z, "K", point=point, title=title)
@@ -157,9 +157,9 @@ def engine_charts(run: ImportedRun, figures: EngineFigures, c: float, v: float) 
     alpha = imported_alpha(run, figures)
     closed = closed_form_figure(alpha, figures.k, c, v)
     if figures.analysis is None:
-        return (_waiting("Tokens emitted per target pass", "tokens_per_pass", note=TOTALS_ONLY),
-                _waiting("Accepted drafts per pass (bonus not counted)", "accepted_lengths", note=TOTALS_ONLY),
-                _waiting("Acceptance by draft position", "per_position", note=TOTALS_ONLY), closed)
+        return (waiting_figure("Tokens emitted per target pass", "tokens_per_pass", note=TOTALS_ONLY),
+                waiting_figure("Accepted drafts per pass (bonus not counted)", "accepted_lengths", note=TOTALS_ONLY),
+                waiting_figure("Acceptance by draft position", "per_position", note=TOTALS_ONLY), closed)
     a = figures.analysis
     return (charts.tokens_per_pass_counts_figure(figures.passes_by_tokens, figures.k, a.alpha, short=figures.short),
             diagnostic_charts.accepted_length_figure(figures.diagnostics),

@@ -17,7 +17,7 @@ def _settings_rows(meta: dict) -> list[tuple[str, object]]:
     lacks is left out."""
     head = [("target", meta.get("target")), ("drafter", meta.get("drafter") or "plain decoding")]
     tail = [("device", meta.get("device")), ("dtype", meta.get("dtype")), ("finish", meta.get("finish_reason"))]
-    # The settings repeat the target (its name as asked for): each row is listed once (issue 39).
+    # The settings repeat the target (its name as asked for): each row is listed once.
     shown = {name for name, _ in head + tail} | {"prompt"}
     rows = [*head, *((name, value) for name, value in (meta.get("settings") or {}).items() if name not in shown),
             *tail]

@@ -27,7 +27,7 @@ def _kept_word(kept: bool | None) -> str:
 
 def _listed(replay: RuleReplay):
     """The steps the rule makes: block verification draws every η_i; a token-by-token rule stops
-    at its first failed test, so the positions after it are never tested (issue 39: the table
+    at its first failed test, so the positions after it are never tested (the table
     listed their tests too)."""
     if replay.rule == "block":
         return replay.steps

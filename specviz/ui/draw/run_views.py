@@ -132,7 +132,7 @@ def legend_html(clickable: bool = True) -> str:
 
 #: Opens the token panel; a streamed panel stays open until its run ends, so every update only
 #: appends to the previous one (gradio sends a string that extends the last one as an "append"
-#: of the new part, issue 17 item 11: resending the whole panel made a long run O(n²) bytes).
+#: of the new part, resending the whole panel made a long run O(n²) bytes).
 PANEL_OPEN = '<div class="sv-out">'
 #: Appended once a run has ended (finished, stopped or loaded whole): scripts and tests wait for it.
 DONE_MARK = '<i hidden class="sv-done"></i>'
@@ -166,7 +166,7 @@ def wrap_output(body: str, done: bool = False, generated_at: float | None = None
 
 
 # ----------------------------------------------------------------------------- numbers
-def _fmt(x, spec=".2f", none="—"):
+def fmt_figure(x, spec=".2f", none="—"):
     return none if x is None else format(x, spec)
 
 
@@ -242,23 +242,23 @@ def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None
     chain_only = " — a chain's formula, not a tree's (see below)" if a.tree_rounds else ""
     rows = [
         _shape_row(a),
-        ("acceptance rate (accepted ÷ proposed)", f"{_fmt(a.acceptance_rate, '.3f')}  ({a.accepted}/{a.proposed} "
+        ("acceptance rate (accepted ÷ proposed)", f"{fmt_figure(a.acceptance_rate, '.3f')}  ({a.accepted}/{a.proposed} "
                                                   "draft tokens reached the output)"),
-        ("per-token α (accepted ÷ tested)", f"{_fmt(a.alpha, '.3f')}  ({a.accepted}/{a.tested} tested; drafts after "
+        ("per-token α (accepted ÷ tested)", f"{fmt_figure(a.alpha, '.3f')}  ({a.accepted}/{a.tested} tested; drafts after "
                                             "a rejection are never tested — the theory's α)"),
         ("tokens per target pass", f"{a.tokens_per_pass:.2f}  (theory (1 − α^(K+1))/(1 − α): "
-                                   f"{_fmt(a.predicted_tokens_per_pass)}; on the actual draft lengths: "
-                                   f"{_fmt(a.predicted_tokens_per_pass_actual_drafts)}{chain_only})"),
+                                   f"{fmt_figure(a.predicted_tokens_per_pass)}; on the actual draft lengths: "
+                                   f"{fmt_figure(a.predicted_tokens_per_pass_actual_drafts)}{chain_only})"),
         ("target passes", f"{a.target_passes}"),
         ("tokens: accepted / resampled / bonus / plain",
          f"{counts['accepted']} / {counts['resampled']} / {counts['bonus']} / {counts['plain']}"),
         ("speculative tokens/s", f"{a.tokens_per_s:.1f}  ({a.emitted} tokens in {a.wall_s:.2f} s, prefill included)"),
         ("plain decoding tokens/s", _plain_row(a)),
         ("measured speedup", _speedup_verdict(a, no_baseline)),
-        ("cost ratio c (draft step ÷ plain step)", _fmt(a.cost_ratio_c, ".3f")),
-        ("verify cost v (verify pass ÷ plain step)", _fmt(a.verify_cost_v)),
-        ("theoretical speedup", f"{_fmt(a.theoretical_speedup)}×  = (1 − α^(K+1)) / ((1 − α)(K·c + v)); on the "
-                                f"actual draft lengths {_fmt(a.theoretical_speedup_actual_drafts)}×{chain_only}"),
+        ("cost ratio c (draft step ÷ plain step)", fmt_figure(a.cost_ratio_c, ".3f")),
+        ("verify cost v (verify pass ÷ plain step)", fmt_figure(a.verify_cost_v)),
+        ("theoretical speedup", f"{fmt_figure(a.theoretical_speedup)}×  = (1 − α^(K+1)) / ((1 − α)(K·c + v)); on the "
+                                f"actual draft lengths {fmt_figure(a.theoretical_speedup_actual_drafts)}×{chain_only}"),
     ]
     if a.speedup_doubt:  # c, v and the theory divide by the same doubted plain step
         rows[-3:] = [(name, f"{NOT_MEASURABLE} (divided by the doubted plain step above)") for name, _ in rows[-3:]]

@@ -127,7 +127,7 @@ TOUCH_CSS = """
 
 #: A projector's first screen (1366 × 768): the token box a little shorter, and the inspector's
 #: chart only once it has one (empty, it pushed the speedup's chart 250 px down, below the first
-#: screen: issue 39 item 6).
+#: screen).
 PROJECTOR_CSS = """
 #sv-inspector-plot:not(:has(.js-plotly-plot)) { display: none !important; }
 @media (min-width: 901px) and (max-height: 860px) { #sv-tokens { height: 300px; } }
@@ -136,7 +136,7 @@ PROJECTOR_CSS = """
 #: Up to a tablet's width (900 px) the Run tab's two columns become one (side by side at 768 px the
 #: charts' column was 420 px wide, three charts of 140 px), in the order a small screen is read: the
 #: prompt and Run, then the tokens, inspector, charts and summary, then the model pair and the
-#: other settings (the tokens were 930 px below Run on a phone, issue 39 item 7).
+#: other settings (the tokens were 930 px below Run on a phone).
 TABLET_CSS = """
 @media (max-width: 900px) {
   #sv-run-row { flex-direction: column !important; }
@@ -170,7 +170,7 @@ PHONE_CSS = """
 #: :mod:`specviz.ui.tabs.run_tab`), a chart off-screen skips the browser's style and layout work
 #: (``content-visibility: auto``); its height holds the place (the last rendered one once drawn,
 #: else the charts' 300 px). Gradio's status updates restyle the page on every streamed update, and
-#: a Plotly redraw then waits for the whole page's style and layout (issue 26 item 4): on the Run
+#: a Plotly redraw then waits for the whole page's style and layout: on the Run
 #: tab after a 256-token run, 3,500 elements of which the nine charts are 2,700, that took 48 ms and
 #: 14 ms with this rule, and a chart redraw on a restyled page 66-70 ms and 31-36 ms. Only while
 #: streaming: skipped content has no text for the page's other readers (``innerText``).

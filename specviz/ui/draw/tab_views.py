@@ -75,7 +75,7 @@ def greedy_texts_note(rows: list[dict], dtype: str) -> str:
     """A sentence on greedy runs whose texts differ, for the status under the rows (``rows``: sweep
     rows, each with its ``temperature`` and ``text``; ``dtype``: the runs' requested Dtype): at
     temperature 0 speculative sampling's text is plain decoding's in exact arithmetic, so texts
-    that differ beside the word "lossless" need the reason, reduced precision (issue 39). "" when
+    that differ beside the word "lossless" need the reason, reduced precision. "" when
     the texts agree, a run sampled, or the Dtype was float32 (where they must agree)."""
     texts = [r.get("text") for r in rows]
     if len(rows) < 2 or None in texts or len(set(texts)) == 1 or dtype == "float32":

@@ -1,5 +1,5 @@
 """What a GPU job's records carry: each output only as far as it changed since the job's previous
-record (issue 38 item 8).
+record.
 
 On a ZeroGPU Space every record a job yields is pickled across the worker's pipe
 (:func:`specviz.ui.serve.gpu.run_job`). The Run tab's outputs hold the whole run state (every round, each

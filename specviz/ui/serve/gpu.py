@@ -15,7 +15,7 @@ value on the way out, and the decorated function itself by reference. So:
   progress lines and warnings raised meanwhile; each record carries only what changed since the
   job's previous one (:mod:`specviz.ui.serve.deltas`: a run's new rounds, the token panel's new part),
   and :func:`stream_job` rebuilds the outputs, so the bytes per update stay flat however long the
-  run (issue 38 item 8);
+  run;
 * a ``gr.Error`` raised in the worker reached the page as a bare "Error" (gradio#12792): it
   travels as an ``error`` record and :func:`stream_job`, in the main process, raises it again;
   the callbacks validate their input before the call, so most refusals never reach a GPU;
@@ -27,7 +27,7 @@ value on the way out, and the decorated function itself by reference. So:
 * the visitor's suffix history and Token Recycling table travel with the job
   (:attr:`Job.stores`), reach the work only through the job, and come back in a ``stores``
   record; the worker keeps no copy past the job, so Forget and a closed tab, which drop the
-  main process's, leave none anywhere (issue 42 item 2);
+  main process's, leave none anywhere;
 * the reservation is the job's own :attr:`Job.duration_s` (:func:`job_duration`, ZeroGPU's
   callable ``duration``), estimated from the request by :mod:`specviz.ui.serve.gpu_budget`.
 
@@ -117,7 +117,7 @@ def stop_session(request: gr.Request | None = None, work: Callable | None = None
     """A Stop button's handler: raise the flag of every job the visitor of ``request`` has running
     (of ``work`` only, when given); gradio's ``cancels`` ends the page's side of the event, this
     the worker's. A visitor with nothing running, or without a session, stops nothing: a slot
-    remembered from an ended job is never reached (issue 42 item 1). Returns the jobs asked."""
+    remembered from an ended job is never reached. Returns the jobs asked."""
     session = session_of(request)
     if session is None:
         return 0
@@ -156,7 +156,7 @@ class Job:
             :func:`run_job` empties this list at the job's end: a worker that outlives the job
             (ZeroGPU reuses an idle one, its last job's arguments still referenced) keeps nothing
             of the visitor, so Forget and a closed tab, which drop the main process's copies, leave
-            no copy anywhere (issue 42 item 2). Outside a Space they are the very objects.
+            no copy anywhere. Outside a Space they are the very objects.
     """
 
     work: Callable

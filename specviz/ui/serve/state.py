@@ -118,7 +118,7 @@ def _drafting_settings(settings: dict) -> dict:
 def rule_note(rule: str, a: RunAnalysis | None = None) -> str:
     """The summary's sentence on a run verified by a rule other than the full one; for block
     verification with its analysis ``a``, why its α and tokens per pass do not follow the chain's
-    closed form (issue 39: α 0.618 stood beside 3.43 tokens per pass with no word on why)."""
+    closed form (α 0.618 stood beside 3.43 tokens per pass with no word on why)."""
     found = check_rule(rule)
     if not found.lossless:
         return (f"Verified by the {rule} rule, a LOSSY control ({found.description}): its output is not "
@@ -139,7 +139,7 @@ _MARKUP = re.compile(r"<\|?[a-z_]+\|?>")
 
 
 def markup_draft_note(rounds: list[Round]) -> list[str]:
-    """The summary's sentence on a rejected draft that is chat-template markup (issue 39: every
+    """The summary's sentence on a rejected draft that is chat-template markup (every
     default run opened with a struck-through ``<|im_start|>`` that the page never explained), or
     none. Prompt lookup matches the prompt's last tokens, and in a chat prompt those (a newline
     after the assistant's turn marker) occur earlier in the template, followed by the next turn's

@@ -3,7 +3,7 @@
 On a small CPU the models here are tiny (135–270 M parameters, one token at a time), so a decoding
 step is short and torch's intra-op threads spend much of it meeting at barriers. When another
 program holds a core (a browser drawing the page, a video call, another user's job), a thread
-that must wait for that core stalls every step: issue 26 measured, on 2 cores with one other
+that must wait for that core stalls every step. Measured on 2 cores with one other
 program using about one core, 2 threads (torch's default there) at 2.6–2.7 tokens/s with
 speedups of 0.30–1.89× across three identical runs, and ``OMP_NUM_THREADS=1`` at 17–23 tokens/s
 and 2.15–2.84×. ``python -m scripts.threads_busy`` measures both settings, with and without a

@@ -192,7 +192,7 @@ JOB_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("specvi
 #: The (history, table) the running GPU job carries (:attr:`specviz.ui.serve.gpu.Job.stores`), set by
 #: :func:`specviz.ui.serve.gpu.run_job` around each step: in a forked worker the visitor's stores live
 #: only here, never in :data:`HISTORIES`/:data:`TABLES`, so nothing of a visitor outlasts their
-#: job in the worker (issue 42 item 2).
+#: job in the worker.
 JOB_STORES: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("specviz_job_stores", default=None)
 
 
@@ -411,7 +411,7 @@ def check_generation(demo: gr.Blocks, request: gr.Request | None = None) -> None
     way to one; else this press holds the visitor's generation until it is pushed
     (:data:`CLAIM_S`). A ``gr.Error`` is a pop-up over whatever tab the visitor pressed Run on;
     the validator's refusal alone reaches the page only as a 422 in the console (the Run tab) or a
-    box over the first input (issue 26 item 8), so every generation button runs this first
+    box over the first input, so every generation button runs this first
     (:func:`generation_click`). Nothing when the page has no gate (not public)."""
     gate = _GATES.get(id(demo))
     if gate is not None and not gate.admit(session_of(request), note=False, claim=True):
@@ -496,7 +496,7 @@ def generation_click(trigger, fn, inputs, outputs, public: bool, status=None, **
     the visitor pressed the button; with ``status`` (a Markdown under the button) the queue's words
     (:func:`queue_words`) written there. With ``status`` the generation's progress, and the pill of
     a refusal it raises, show on that line only (``show_progress_on``), so a refused generation
-    leaves every output as it was and says why in a toast (issue 39 item 8). Returns the
+    leaves every output as it was and says why in a toast. Returns the
     generation's event (what Stop cancels)."""
     if not public and status is None:
         return trigger(fn, inputs, outputs, **kwargs)

@@ -52,7 +52,7 @@ LESSONS = {
     "Lossless check at T = 1": dict(
         slug="lossless_check", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="int8", k=4, temperature=1.0,
         max_new_tokens=48, check_temperature=1.0, control=False),
-    # What the numbers hide (issue 41): the panel of that name writes each of these from the run's numbers.
+    # What the numbers hide: the panel of that name writes each of these from the run's numbers.
     "The ceiling (the oracle drafter)": dict(
         slug="oracle", prompt=EXAMPLES[0][0], chat=True, drafter_kind="oracle", k=4, temperature=0.0,
         max_new_tokens=48),

@@ -67,7 +67,7 @@ def linked_panels(values: dict) -> dict:
     ``values`` (the others at :data:`SLIDER_DEFAULTS`, the map and simulation as the page opens):
     the closed form, the map, the Monte-Carlo table and chart. A link sets them with its sliders
     in one update (:mod:`specviz.ui.links`), so no panel shows the opening values beside the
-    link's (issue 26: the map's title said c = 0.050 and the table 1.907× under a c = 0.2 link)."""
+    link's (the map's title said c = 0.050 and the table 1.907× under a c = 0.2 link)."""
     a, k, c, v = (values.get(name, default) for name, default in SLIDER_DEFAULTS.items())
     figures_api, map_fig, mc_text, mc_fig = playground_update(a, k, c, v, *OPENING)
     return {"figures_api": figures_api, "map": map_fig, "mc_text": mc_text, "mc_plot": mc_fig,
@@ -207,7 +207,7 @@ def build(ctx: PageContext) -> None:
     # running at once could answer out of order and leave a stale figure on screen. It listens to
     # the visitor's own input only: an update that sets several sliders at once (a classroom link,
     # "Load α, c, v") fired it while only some had their new values, and its answer, computed
-    # from a mix of new and old values, landed last (issue 26: the map said c = 0.050 under a
+    # from a mix of new and old values, landed last (the map said c = 0.050 under a
     # c = 0.2 link). Those updates redraw the panels themselves, once every slider is set.
     outputs = [figures_api, map_plot, mc_text, mc_plot]
     gr.on([control.input for control in inputs], playground_update, inputs, outputs, api_name="playground",

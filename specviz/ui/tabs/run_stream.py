@@ -23,7 +23,7 @@ from specviz.ui.serve import gpu_budget
 from specviz.ui.serve import settings
 from specviz.ui.serve import visitors
 from specviz.ui.draw.escape import as_text
-from specviz.ui.draw.run_views import _fmt, sent_mark, stream_head, stream_tail, wrap_output
+from specviz.ui.draw.run_views import fmt_figure, sent_mark, stream_head, stream_tail, wrap_output
 from specviz.ui.serve.feature import Feature, Plan
 from specviz.ui.serve.fields import NAMES, request_from, spread
 from specviz.ui.serve.state import (
@@ -46,7 +46,7 @@ logger = logging.getLogger("specviz.app")
 CHART_INTERVAL_S = 1.0
 #: The charts a streamed run redraws, one per summary update in turn, each in an update of its own
 #: (:data:`CHART_GAP_S` after the summary's), so that each of the page's updates costs the browser
-#: at most one Plotly redraw or one token-and-summary update, never both (issue 26 item 4: five
+#: at most one Plotly redraw or one token-and-summary update, never both (five
 #: redraws a second made the main thread of a busy 2-core machine run tasks of up to 1.5 s, and a
 #: click wait 11 s; a redraw riding a token update made tasks of 250-550 ms where either alone was
 #: about half). The other charts (acceptance by draft position, time per round, the diagnostics)
@@ -162,7 +162,7 @@ class TokenPanel:
     then each update adds the rounds since the last one and a :func:`~specviz.ui.draw.run_views.sent_mark`;
     the last one adds :func:`~specviz.ui.draw.run_views.stream_tail`. Gradio sends a string output that
     extends its previous value as an "append" of the new part (``gradio.utils.diff``), so a
-    round costs its own bytes, not the whole panel's (issue 17 item 11).
+    round costs its own bytes, not the whole panel's.
 
     ``whole=True`` is the behaviour before: the whole panel on each update and ``gr.skip()``
     between them (kept for ``scripts/stream_bytes.py``'s comparison)."""
@@ -194,8 +194,8 @@ def log_run(request: RunRequest, label: str, analysis: RunAnalysis, outcome: str
                 "device=%s dtype=%s | tokens=%d alpha=%s tokens/s=%.1f speedup=%s",
                 outcome, label, request.target, request.draft, request.k, s.temperature, s.top_k, s.top_p,
                 request.max_new_tokens, request.seed, request.chat, request.device, request.dtype,
-                analysis.emitted, _fmt(analysis.alpha, ".3f", "n/a"), analysis.tokens_per_s,
-                _fmt(analysis.speedup, ".2f", "n/a"))
+                analysis.emitted, fmt_figure(analysis.alpha, ".3f", "n/a"), analysis.tokens_per_s,
+                fmt_figure(analysis.speedup, ".2f", "n/a"))
 
 
 def loading_update(status: str, baselines: dict) -> tuple:
@@ -228,7 +228,7 @@ def _status(run, request: RunRequest, label: str, done: bool, over: bool, max_ru
         return (f"**Stopped** at the end of the GPU time reserved for this run ({deadline_s:.0f} s) · {label} · "
                 f"{len(run.tokens)}/{request.max_new_tokens} tokens")
     if over:
-        # What the cap counts, said where it bites (issue 39 item 9: a run held the slot 77 s).
+        # What the cap counts, said where it bites (a run held the slot 77 s).
         return (f"**Stopped** at the public time limit of {max_run_s:g} s of generating (loading, warm-up and "
                 f"timing plain decoding not counted) · {label} · {len(run.tokens)}/{request.max_new_tokens} tokens")
     return f"Generating · {label} · {len(run.tokens)}/{request.max_new_tokens} tokens"
@@ -368,14 +368,6 @@ def plan_run(values: dict, baselines, public: bool | None) -> Plan:
     timed = gpu_budget.baseline_timed(request, baselines)  # the job's own predicate (runner.baseline_key)
     duration = gpu_budget.request_duration(request, timed, gpu_budget.cap_s(public, settings.PUBLIC_POLICY.max_run_s))
     return Plan((request, baselines, public), duration)
-
-
-def key_matches(key, request: RunRequest) -> bool:
-    """Whether a visitor's stored baseline ``key`` (:func:`specviz.run.runner.baseline_key`) may be this
-    request's: it holds the request's sampling, token limit and seed (an estimate for the reservation
-    only; the run itself looks the key up exactly)."""
-    return (isinstance(key, str) and repr(request.sampling) in key
-            and f", {request.max_new_tokens}, {request.seed}, " in key)
 
 
 def warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool, ctx=None):

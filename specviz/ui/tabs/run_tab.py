@@ -126,7 +126,7 @@ def _settings(c, limits, public: bool) -> None:
     c.prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
     # The prompt and Run first, the model pair and every other setting under them: Run under every
     # setting was 2,470 px down on a phone, and under the model pair 890 px down on a 1366 × 768
-    # projector, below its first screen (issue 39 item 6).
+    # projector, below its first screen.
     with gr.Row():
         c.run_btn = gr.Button("Run", variant="primary", elem_id="sv-run-btn")
         c.stop_btn = gr.Button("Stop", variant="stop")
@@ -176,7 +176,7 @@ def _settings(c, limits, public: bool) -> None:
 
 def _outputs(c) -> None:
     """The right column: the token stream (a fixed-height box), the token inspector right under it
-    (a click answers where the visitor is looking, issue 26 item 5: under six charts and the summary
+    (a click answers where the visitor is looking, under six charts and the summary
     it opened 1,800 px below the tokens), the three main charts, the summary and the engine-log
     switch."""
     c.tokens_html = gr.HTML(wrap_output(""), js_on_load=TOKENS_JS, elem_id="sv-tokens")
@@ -188,7 +188,7 @@ def _outputs(c) -> None:
     _main_charts(c)
     c.summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
     # Under the summary, not between the tokens and the headline charts: a projector's first screen
-    # keeps Run, the tokens and the speedup (issue 39); the switch greys the tokens and the
+    # keeps Run, the tokens and the speedup; the switch greys the tokens and the
     # inspector above it and the charts below.
     c.engine_log = gr.Checkbox(False, label="What an engine would have logged", elem_id="sv-engine-log",
                                info="Grey out what no engine's counters tell: u, p_draft, p_target, the "
@@ -288,7 +288,7 @@ def _wire(c, ctx: PageContext) -> None:
     run_event = RUN.wire(_checked_run_click(c, ctx), functools.partial(run_demo, public=ctx.public),
                          ctx.run_inputs(NAMES) + [baselines], out(RUN_OUTPUTS), ctx.public, stop=c.stop_btn,
                          on_stop=(stop_run, run_state, out(SHOWN_OUTPUTS)), status=c.run_status)
-    placement.show_problem(c.summary)  # on ZeroGPU: nothing placed at import is said here (issue 38)
+    placement.show_problem(c.summary)  # on ZeroGPU: nothing placed at import is said here
     inspector = [c.inspector_md, c.inspector_plot, c.inspector_tree]
     for setting in (c.prompt, c.target_id, c.drafter_kind, c.draft_model, c.check_temperature, c.chat, c.rule):
         setting.change(settings_changed, c.lossless_text, [c.lossless_plot, c.lossless_text], api_name=False,
@@ -327,7 +327,7 @@ def _wire(c, ctx: PageContext) -> None:
 def _checked_run_click(c, ctx: PageContext):
     """The Run button's listener for :meth:`specviz.ui.serve.feature.Feature.wire`: the generation's
     own first step (the queue's words, public mode's check), then the settings checked
-    (:func:`check_run`: a refusal is a toast and every output stays as it was, issue 39 item 8),
+    (:func:`check_run`: a refusal is a toast and every output stays as it was),
     then the inspector and the race cleared, then the run. One chain, so the cleared race can
     never arrive after the new run's lanes (two events of one click run in no fixed order; on a
     busy machine the clearing came second)."""

@@ -109,7 +109,7 @@ def _cursor_node(round_: Round, beat: Beat) -> int | None:
 
 
 #: Total variation between p_draft and p_target under which a position has next to no residual to
-#: show: the losslessness view moves to the pass's most different position instead (issue 39).
+#: show: the losslessness view moves to the pass's most different position instead.
 NEAR_SAME = 0.02
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from specviz.core.rules import ensemble_rule
-from specviz.ui.teach.lossless import _binned, _chi_square_p, _first_distributions, draw_first_tokens
+from specviz.ui.teach.lossless import binned, chi_square_p, first_distributions, draw_first_tokens
 
 __all__ = ["DIAL_WEIGHTS", "DialDraw", "DialReport", "dial_draws", "dial_experiment"]
 
@@ -102,18 +102,18 @@ def dial_draws(p_target: torch.Tensor, p_draft: torch.Tensor, n: int, generator:
     rules = [ensemble_rule(w) for w in weights]
     p_cpu, q_cpu = p_target.cpu().double(), p_draft.cpu().double()
     top_ids = torch.topk(p_cpu, min(top, p_cpu.shape[-1])).indices
-    p_binned, q_binned = _binned(p_cpu, top_ids), _binned(q_cpu, top_ids)
+    p_binned, q_binned = binned(p_cpu, top_ids), binned(q_cpu, top_ids)
     tv_draft = 0.5 * float((p_cpu - q_cpu).abs().sum())
     tv_binned = 0.5 * float((p_binned - q_binned).abs().sum())
     draws = []
     for rule in rules:
         counts, accepted = draw_first_tokens(p_target, p_draft, n, generator, rule=rule.name)
-        freq = _binned(counts.double(), top_ids) / n
+        freq = binned(counts.double(), top_ids) / n
         draws.append(DialDraw(rule.weight, rule.name, accepted / n, 1.0 - rule.weight * tv_draft,
                               0.5 * float((freq - p_binned).abs().sum()), (1.0 - rule.weight) * tv_binned,
-                              _chi_square_p(freq * n, p_binned, n), freq.tolist()))
+                              chi_square_p(freq * n, p_binned, n), freq.tolist()))
     direct = torch.multinomial(p_target, n, replacement=True, generator=generator).cpu()
-    direct_freq = _binned(torch.bincount(direct, minlength=p_cpu.shape[-1]).double(), top_ids) / n
+    direct_freq = binned(torch.bincount(direct, minlength=p_cpu.shape[-1]).double(), top_ids) / n
     argmax = int(q_cpu.argmax())
     return DialReport(draws, n, top_ids.tolist() + [-1], p_binned.tolist(), q_binned.tolist(), tv_draft,
                       0.5 * float((direct_freq - p_binned).abs().sum()),
@@ -139,5 +139,5 @@ def dial_experiment(target, drafter, prompt_ids: list[int], sampling, n: int = 1
     device = next(target.parameters()).device
     vocab = vocab_size or target.get_output_embeddings().weight.shape[0]
     generator = torch.Generator(device=device).manual_seed(seed)
-    p_target_first, p_draft_first = _first_distributions(target, drafter, prompt_ids, sampling, vocab, generator)
+    p_target_first, p_draft_first = first_distributions(target, drafter, prompt_ids, sampling, vocab, generator)
     return dial_draws(p_target_first, p_draft_first, n, generator, weights)

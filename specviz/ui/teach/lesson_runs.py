@@ -1,6 +1,6 @@
 """What a lesson says about the run the visitor just made: the run's own figures, read from its
 :class:`~specviz.figures.analysis.RunAnalysis` and :class:`~specviz.diagnose.diagnostics.RunDiagnostics`, written
-into a few lines per lesson (issue 39: a lesson quoted figures an older run had given, which the
+into a few lines per lesson (a lesson quoted figures an older run had given, which the
 page no longer produced).
 
 The Run tab keeps, per visitor, the lesson picked and the figures of the runs made since

@@ -75,12 +75,12 @@ class LosslessReport:
     rule: str = "full"
 
 
-def _binned(counts: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+def binned(counts: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
     picked = counts[top]
     return torch.cat([picked, (counts.sum() - picked.sum()).view(1)])
 
 
-def _chi_square_p(observed: torch.Tensor, expected_probs: torch.Tensor, n: int) -> float:
+def chi_square_p(observed: torch.Tensor, expected_probs: torch.Tensor, n: int) -> float:
     # Merge bins whose expected count is below 5 into "other": the chi-square approximation needs it.
     expected = expected_probs * n
     keep = expected >= 5
@@ -96,7 +96,7 @@ def _chi_square_p(observed: torch.Tensor, expected_probs: torch.Tensor, n: int) 
 
 
 @torch.inference_mode()
-def _first_distributions(target, drafter, prompt_ids, sampling, vocab, generator):
+def first_distributions(target, drafter, prompt_ids, sampling, vocab, generator):
     """``(p_target, p_draft)`` of the first new token, both ``(vocab,)`` on the target's device:
     one forward pass of each model, or prompt lookup's point mass."""
     device = next(target.parameters()).device
@@ -163,7 +163,7 @@ def first_token_experiment(
     device = next(target.parameters()).device
     vocab = vocab_size or target.get_output_embeddings().weight.shape[0]
     generator = torch.Generator(device=device).manual_seed(seed)
-    p_target_first, p_draft_first = _first_distributions(target, drafter, prompt_ids, sampling, vocab, generator)
+    p_target_first, p_draft_first = first_distributions(target, drafter, prompt_ids, sampling, vocab, generator)
 
     spec_counts, accepted = draw_first_tokens(p_target_first, p_draft_first, n, generator, control, rule)
     direct = torch.multinomial(p_target_first, n, replacement=True, generator=generator).cpu()
@@ -171,9 +171,9 @@ def first_token_experiment(
 
     p_cpu = p_target_first.cpu().double()
     top_ids = torch.topk(p_cpu, min(top, vocab)).indices
-    p_binned = _binned(p_cpu, top_ids)
-    spec_binned = _binned(spec_counts.double(), top_ids)
-    direct_binned = _binned(direct_counts.double(), top_ids)
+    p_binned = binned(p_cpu, top_ids)
+    spec_binned = binned(spec_counts.double(), top_ids)
+    direct_binned = binned(direct_counts.double(), top_ids)
     # TV over the bins: over the full vocabulary a few thousand draws of a diffuse distribution
     # would be dominated by sampling noise in the long tail, for both methods alike.
     tv_spec = 0.5 * float((spec_binned / n - p_binned).abs().sum())
@@ -185,13 +185,13 @@ def first_token_experiment(
         freq_direct=(direct_binned / n).tolist(),
         tv_speculative=tv_spec,
         tv_direct=tv_direct,
-        p_value_speculative=_chi_square_p(spec_binned, p_binned, n),
-        p_value_direct=_chi_square_p(direct_binned, p_binned, n),
+        p_value_speculative=chi_square_p(spec_binned, p_binned, n),
+        p_value_direct=chi_square_p(direct_binned, p_binned, n),
         n=n,
         acceptance_rate=accepted / n,
         draft_label=drafter.name,
         control=control,
-        p_draft=_binned(p_draft_first.cpu().double(), top_ids).tolist(),
+        p_draft=binned(p_draft_first.cpu().double(), top_ids).tolist(),
         rule=rule,
     )
 

@@ -182,7 +182,7 @@ def monte_carlo(alpha: float, k: int, c: float, v: float = 1.0, rounds: int = 20
         ValueError: for an out-of-domain argument.
     """
     theory.expected_tokens_per_pass(alpha, k)  # raises for an α outside [0, 1] or a bad K
-    cost = k * theory._check_nonneg("c", c) + theory._check_nonneg("verify_cost", v, strict=True)
+    cost = k * theory.check_nonneg("c", c) + theory.check_nonneg("verify_cost", v, strict=True)
     for name, value, hi in (("k", k, 64), ("rounds", rounds, 10_000), ("runs", runs, 100_000), ("seed", seed, None)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "seed" else 1) \
                 or (hi is not None and value > hi):

@@ -1,4 +1,4 @@
-/* Fits each chart's title and legend to the width the chart is drawn at (issue 39 item 5: titles
+/* Fits each chart's title and legend to the width the chart is drawn at (titles
    cut at the right edge by up to 114 px, wrapped titles rising above the chart, legends over
    titles). The figures (draw/charts.py and friends) arrive with a title wrapped for a typical
    width; Plotly never wraps a title, and a horizontal legend above the plot pushes the top margin

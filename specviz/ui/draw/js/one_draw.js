@@ -4,7 +4,7 @@
    div, and the new chart draws a fresh one from nothing. Both draws are waste: a fresh draw costs
    2-5 times a redraw of a chart already drawn (the race 136 against 44 ms, tokens per pass 62
    against 13 ms, in a 256-token run), and while tokens streamed the two made up most of each long
-   task (issue 26).
+   task.
 
    Run once when the page loads (page.py), this wraps Plotly.react (every other call of Plotly is
    untouched): a call on a chart <div> is carried out once, at the end of the current task's

@@ -3,7 +3,7 @@
    says why). Called with the tab's id: from the hidden textbox #sv-tab-request (links.py), or bound
    to one fixed tab (context.select_tab_js, the lessons). The tabs are then scrolled to the top of
    the screen: a shared link opened a phone at the page's header, the linked tab's content a screen
-   below (issue 39 item 7).
+   below.
    Reads: button[role=tab][data-tab-id], written by gradio's Tabs, not by draw/. */
 (tab) => {
   if (!tab) return;

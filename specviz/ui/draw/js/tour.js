@@ -31,7 +31,7 @@
   let panel = null;
   let marked = null;  // the element the step names, outlined (class sv-tour-target)
   // The step's thing brought to the middle of the screen and outlined, so the learner sees what the
-  // text names (issue 39 item 6: the first step neither scrolled to Run nor pointed at it); the
+  // text names (the first step neither scrolled to Run nor pointed at it); the
   // middle, because the panel sits in the bottom-right corner.
   const point = (step) => {
     if (marked) marked.classList.remove('sv-tour-target');

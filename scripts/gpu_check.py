@@ -26,7 +26,7 @@ The checks:
 * **phase boundaries synchronised**: every reading of the run's clock synchronises CUDA (counted
   by wrapping ``torch.cuda.synchronize``): 2 + 6 per round.
 * **c and v at the presets' shapes** (bfloat16; eager and static cache): SmolLM2-135M →
-  SmolLM2-1.7B, Qwen2.5-0.5B → Qwen2.5-7B and SmolLM2-135M's EAGLE head, each with its plain
+  SmolLM2-1.7B, Qwen2.5-0.5B → Qwen2.5-7B, Qwen2.5-Coder-0.5B → 1.5B and SmolLM2-135M's EAGLE head, each with its plain
   baseline; c and v finite and positive, beside the layer ratio a launch-bound GPU predicts; the
   run's ``prefill_ms`` against a separately synchronised prefill; host syncs per round (PyTorch's
   sync debug mode warns at each implicit one: ``.tolist()``, ``.item()``, pageable copies; the
@@ -91,10 +91,18 @@ PRESET_CONFIGS = {
     "Qwen2.5-7B-Instruct": {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
                             "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
                             "vocab_size": 152064, "tie_word_embeddings": False, "max_position_embeddings": 32768},
+    "Qwen2.5-Coder-0.5B-Instruct": {"model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864,
+                                    "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
+                                    "vocab_size": 151936, "tie_word_embeddings": True,
+                                    "max_position_embeddings": 32768},
+    "Qwen2.5-Coder-1.5B-Instruct": {"model_type": "qwen2", "hidden_size": 1536, "intermediate_size": 8960,
+                                    "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2,
+                                    "vocab_size": 151936, "tie_word_embeddings": True,
+                                    "max_position_embeddings": 32768},
 }
 #: (draft, target) of the GPU presets, and the offline target with its learned head.
 PAIRS = [("SmolLM2-135M-Instruct", "SmolLM2-1.7B-Instruct"), ("Qwen2.5-0.5B-Instruct", "Qwen2.5-7B-Instruct"),
-         ("EAGLE head", "SmolLM2-135M-Instruct")]
+         ("Qwen2.5-Coder-0.5B-Instruct", "Qwen2.5-Coder-1.5B-Instruct"), ("EAGLE head", "SmolLM2-135M-Instruct")]
 #: The dry run's widths: the presets' layer counts (what launch-bound costs follow), tiny matrices.
 TINY_WIDTHS = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
                "vocab_size": 256}

@@ -515,8 +515,12 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         if name not in models.OFFLINE_MODELS:
             raise CLIError(f"unknown offline model {name!r}; known: {', '.join(models.OFFLINE_MODELS)}")
     tty = sys.stderr.isatty()
+    from specviz.models.offline import is_prepared, needs_sentence
+
     for name in names:
         t0 = time.perf_counter()
+        if models.OFFLINE_MODELS[name].download_bytes and not is_prepared(name):
+            print(f"{name}: needs {needs_sentence(name)}", file=sys.stderr, flush=True)
 
         def progress(*a, _name=name, **kw):
             parts = [x for x in a if isinstance(x, str)] + [v for v in kw.values() if isinstance(v, str)]

@@ -28,7 +28,7 @@ from specviz.core.sampling import SamplingConfig, sample
 VOCAB = 256
 PROMPT = [200, 1, 2, 3, 200, 1, 2, 3, 200]
 SAMPLED = SamplingConfig(temperature=1.0)
-ENGINE = Path(__file__).resolve().parents[1] / "specviz" / "engine.py"
+ENGINE = Path(__file__).resolve().parents[1] / "specviz" / "core" / "engine.py"
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -53,10 +53,10 @@ def test_the_dry_run_passes_with_one_line_per_check_and_imports_no_gradio_plotly
     checks = lines[1:-1]
     assert all(LINE.match(line) for line in checks), [line for line in checks if not LINE.match(line)]
     names = [LINE.match(line)["name"] for line in checks]
-    assert len(names) == len(set(names)) == 27
+    assert len(names) == len(set(names)) == 32
     for dtype in ("float32", "bfloat16", "float16"):
         assert f"greedy equality, {dtype}" in names and f"tree-mask agreement, {dtype}" in names
-    assert sum(name.startswith("c and v, ") for name in names) == 6  # three pairs, eager and static
+    assert sum(name.startswith("c and v, ") for name in names) == 8  # four pairs, eager and static
     skipped = {name for line, name in zip(checks, names) if line.startswith("SKIP")}
     cuda_only = ("prefill timed", "host syncs", "peak memory", "static draft step", "app job")  # app job: only with --app-job
     assert skipped == {n for n in names if n.startswith(cuda_only)}

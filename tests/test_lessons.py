@@ -1,7 +1,7 @@
 """The lessons show what their titles promise on the run the visitor just made: a
 lesson clears the previous run, and once a run finishes its note quotes that run's own figures,
 for every lesson, and keeps the runs a comparison needs; the rules lesson judges each rule's
-output against p_target; README lists the page's lessons. Model-free: the runs are the bundled
+output against p_target; docs/classroom.md lists the page's lessons. Model-free: the runs are the bundled
 traces (real SmolLM2-135M passes) with a plain baseline attached."""
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?")
 #: the temperature lesson's instruction, the 0 and 1 of min(1, …) and max(0, …), the rules check's
 #: level 0.001.
 SETTINGS = {"0", "1", "1.5", "0.001"}
+#: The paper lesson's constants: the closed form's worked example (α = 0.8, K = 4 gives 3.36, not the
+#: 2.8 some write-ups quote) and the temperature its next run asks for.
+PAPER_CONSTANTS = {"0.8", "4", "3.36", "2.8", "0.7"}
 #: The free-text example that does not loop (specviz.ui.teach.lesson_runs.FREE_EXAMPLE).
 PLAIN_TEXT = "The history of the printing press begins"
 #: The trace each lesson is tried on (a drafter of the lesson's kind where one is bundled).
@@ -74,6 +77,8 @@ def _run_figures(state: RunState, slug: str) -> set[str]:
                                                                                           + a.verify_cost_v))}
     shown |= set(NUMBER.findall(a.speedup_text)) | set(NUMBER.findall(a.speedup_doubt or ""))
     shown |= {f"{lesson_runs.loop_share(ids):.0%}".rstrip("%")}
+    shown |= {str(a.k + 1), f"{a.median_verify_ms:.0f}", f"{a.plain_step_ms:.0f}", f"{a.tokens_per_pass / cost:.2f}",
+              f"{a.predicted_tokens_per_pass:.2f}"}  # the paper lesson's: v's two times, its closed forms
     if d.rules is not None:
         shown |= {n for name in RULES for n in NUMBER.findall(format_range(d.rules.rules[name].tokens_per_pass))}
         shown |= {str(d.rules.passes), f"{d.rules.measured_tokens_per_pass:.2f}"}
@@ -92,7 +97,8 @@ def test_each_lesson_quotes_the_figures_of_the_run_just_made(slug):
     figures = _run_figures(state, slug)
     for check in memory["runs"][0].get("rules_check", []):  # the rules check's own figures (tested below)
         figures |= {f"{check['p_value']:.2f}", f"{check['tv']:.3f}", f"{check['draws']:,}"}
-    stray = [n for n in NUMBER.findall(part) if n not in figures | SETTINGS]
+    constants = PAPER_CONSTANTS if slug == "paper_setting" else set()
+    stray = [n for n in NUMBER.findall(part) if n not in figures | SETTINGS | constants]
     assert not stray, (stray, part)
     a = state.analysis()
     if slug == "rules":
@@ -190,23 +196,23 @@ def test_the_rules_lesson_judges_each_rules_output_against_p_target():
 
 
 def _readme_slugs() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "classroom.md").read_text(encoding="utf-8")
     line = re.search(r"`\?lesson=SLUG`: (.*?)\n- `\?tab", text, re.S)
-    assert line, "README has no ?lesson=SLUG item"
+    assert line, "docs/classroom.md has no ?lesson=SLUG item"
     return re.findall(r"`([a-z_]+)`", line.group(1))
 
 
 def test_readme_lists_the_lessons_the_page_has():
-    """README's ?lesson=SLUG item names every lesson the page has, in the page's order, and no other."""
+    """docs/classroom.md's ?lesson=SLUG item names every lesson the page has, in the page's order, and no other."""
     assert _readme_slugs() == [lesson["slug"] for lesson in LESSONS.values()]
 
 
 def test_every_tab_of_the_page_can_be_linked_and_readme_lists_them():
     """``?tab=ID`` reaches every tab the page has (link_query.TABS against page.py's tab ids), and
-    README's ``?tab=ID`` item names the same ids."""
+    docs/classroom.md's ``?tab=ID`` item names the same ids."""
     from specviz.ui.teach.link_query import TABS
 
     page_ids = re.findall(r'gr\.Tab\([^)]*id="([a-z_]+)"\)', (ROOT / "specviz" / "ui" / "page.py").read_text())
     assert sorted(TABS) == sorted(page_ids)
-    line = re.search(r"`\?tab=ID`: selects a tab: (.*?)\n", (ROOT / "README.md").read_text(encoding="utf-8"))
+    line = re.search(r"`\?tab=ID`: selects a tab: (.*?)\n", (ROOT / "docs" / "classroom.md").read_text(encoding="utf-8"))
     assert line and sorted(re.findall(r"`([a-z_]+)`", line.group(1))) == sorted(page_ids)

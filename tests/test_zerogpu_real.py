@@ -157,7 +157,7 @@ def test_readme_preloads_every_shard_of_a_sharded_checkpoint_and_the_same_other_
 
 
 def _requested_and_charged(target: str, draft: str, baseline: bool) -> str:
-    """README's "requested → charged" for 128 tokens, K = 4 and a short prompt, from gpu_budget."""
+    """docs/serving.md's "requested → charged" for 128 tokens, K = 4 and a short prompt, from gpu_budget."""
     cap = gpu_budget.cap_s(True, settings.PUBLIC_POLICY.max_run_s)
     target_layers, draft_layers = gpu_budget.step_layers(target, draft)
     seconds = gpu_budget.run_seconds(128, 4, target_layers, draft_layers, baseline,
@@ -167,7 +167,7 @@ def _requested_and_charged(target: str, draft: str, baseline: bool) -> str:
 
 
 def test_readmes_quota_examples_are_what_gpu_budget_reserves_and_zerogpu_charges():
-    deploy = (ROOT / "README.md").read_text(encoding="utf-8").split("### Deploy as a Space")[1]
+    deploy = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split("## Deploy as a Space")[1]
     deploy = " ".join(deploy.split())  # one line: the examples wrap
     for target, draft in (("smollm2-135m-instruct", "ngram"),
                           ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")):

@@ -74,6 +74,7 @@ __all__ = [
     "compile_forward",
     "cpu_has_native_bf16",
     "estimate_bytes",
+    "hub_offline",
     "in_use",
     "touch",
     "load_model",
@@ -392,7 +393,9 @@ def in_use(*held) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------- loading
-def _hub_offline() -> bool:
+def hub_offline() -> bool:
+    """Whether the Hugging Face hub is switched off for this process (``HF_HUB_OFFLINE`` or
+    ``TRANSFORMERS_OFFLINE``, read now)."""
     # huggingface_hub reads HF_HUB_OFFLINE once at import; a later change of the environment
     # (tests, a user's shell) must count too.
     from huggingface_hub import constants
@@ -415,7 +418,7 @@ def _resolve_hub(repo_id: str) -> str:
     if isinstance(cached, str):
         # Loading from the snapshot directory makes no network call at all, even for etags.
         return str(Path(cached).parent)
-    if _hub_offline():
+    if hub_offline():
         raise ModelLoadError(
             f"model {repo_id!r} is not in the local Hugging Face cache and the hub is offline "
             "(HF_HUB_OFFLINE is set): use an offline model or a local directory"

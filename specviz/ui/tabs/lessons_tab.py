@@ -19,7 +19,8 @@ from specviz.ui.draw.run_views import wrap_output
 from specviz.ui.serve.fields import NAMES, drafter_spec, spec_fields
 from specviz.ui.prose import prose
 from specviz.ui.tabs.replay import reset_inspector
-from specviz.ui.serve.settings import EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT
+from specviz.ui.serve.settings import (DEFAULT_PRESET, EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT, PAIR_DRAFT,
+                                       PAIR_PROMPTS, PAIR_TARGET, PRESETS)
 from specviz.ui.share import copy_link
 from specviz.ui.serve.state import RunState, RunView, waiting_view
 from specviz.ui.teach import lesson_runs, link_query
@@ -62,6 +63,9 @@ LESSONS = {
     "High α is not health (a greedy loop)": dict(
         slug="health", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="ngram", k=4, temperature=0.0,
         max_new_tokens=160),
+    "The paper's own setting (a draft model of the same family)": dict(
+        slug="paper_setting", prompt=PAIR_PROMPTS[0][0], chat=True, target_id=PAIR_TARGET, drafter_kind="model",
+        draft_model=PAIR_DRAFT, k=4, temperature=0.0, max_new_tokens=96, check_temperature=0.7, control=False),
     "Trading exactness for speed (the ensemble dial)": dict(
         slug="ensemble_dial", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="early-exit", early_exit_layers=8,
         k=4, temperature=1.0, max_new_tokens=48, check_temperature=1.0, control=False),
@@ -81,7 +85,8 @@ def lesson_settings(name: str, device) -> tuple[dict, str | None]:
     does not run there is replaced by its stand-in (:func:`specviz.drafters.for_device`), and the
     sentence saying so is returned with them (None when nothing was replaced)."""
     lesson = LESSONS[name]
-    spec, sentence = for_device(drafter_spec(lesson["drafter_kind"], "", lesson.get("early_exit_layers", 4)),
+    spec, sentence = for_device(drafter_spec(lesson["drafter_kind"], lesson.get("draft_model", ""),
+                                             lesson.get("early_exit_layers", 4)),
                                 device)
     return ({**lesson, **spec_fields(spec)} if sentence else lesson), sentence
 
@@ -116,7 +121,8 @@ def lesson_values(name: str, device="auto") -> dict:
     if name not in LESSONS:
         raise refused(f"Unknown lesson {name!r}.")
     lesson, sentence = lesson_settings(name, settings.target_device(device))
-    lesson = {"rule": "full", **lesson}  # a lesson about another thing runs under the rule it was written for
+    # A lesson about another thing runs under the rule and on the target it was written for.
+    lesson = {"rule": "full", "target_id": PRESETS[DEFAULT_PRESET]["target"], **lesson}
     stand_in = f"*{sentence}* " if sentence else ""
     empty = waiting_view(wrap_output(""), "Press **Run**.", int(lesson["k"]))
     return {**{f: gr.update(value=lesson[f]) if f in lesson else gr.skip() for f in LESSON_FIELDS},
@@ -144,7 +150,8 @@ def after_run(memory, state, prompt, temperature):
     kind = PROMPT_KINDS.get(str(prompt or "").strip(), "")
     temp = float(temperature) if isinstance(temperature, (int, float)) else None
     figures = lesson_runs.run_figures(a, state.rounds, d, prompt_kind=kind, temperature=temp,
-                                      judge_rules=memory["slug"] == "rules")
+                                      judge_rules=memory["slug"] == "rules", drafter=state.drafter_name,
+                                      weight_bytes=state.weight_bytes)
     memory = lesson_runs.remember(memory, figures)
     lines = lesson_runs.lesson_text(memory)
     if lines is None:

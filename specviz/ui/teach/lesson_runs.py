@@ -31,7 +31,7 @@ from specviz.core.records import RESAMPLED, Round
 from specviz.ui.teach.beats import position_distributions, total_variation
 from specviz.ui.teach.lossless import draw_first_tokens
 
-__all__ = ["LOOP_NGRAM", "LOOPS", "MEMORY_RUNS", "RULE_CHECK_DRAWS", "RuleCheck", "WRITERS", "lesson_text",
+__all__ = ["LOOP_NGRAM", "LOOPS", "MEMORY_RUNS", "MEMORY_RUNS_BY_SLUG", "RULE_CHECK_DRAWS", "RuleCheck", "WRITERS", "lesson_text",
            "loop_share", "new_memory", "remember", "rules_first_token_check", "run_figures"]
 
 #: Runs a lesson remembers (the newest last): two runs make a comparison.
@@ -74,14 +74,16 @@ def _f(x: float | None, spec: str = ".2f") -> str:
 
 
 def run_figures(a: RunAnalysis, rounds: Sequence[Round], diagnostics=None, *, prompt_kind: str = "",
-                temperature: float | None = None, judge_rules: bool = False) -> dict:
+                temperature: float | None = None, judge_rules: bool = False, drafter: str = "",
+                weight_bytes: int = 0) -> dict:
     """One run's figures as the lessons write them (strings, as shown), plain data for a State.
 
     ``a``: the run's analysis; ``rounds``: its passes; ``diagnostics``: its
     :class:`~specviz.diagnose.diagnostics.RunDiagnostics` (for the rules on its passes), or None;
     ``prompt_kind``: ``"copy-heavy"``, ``"free text"`` or ``""`` (another prompt); ``temperature``:
     the run's (None: unknown); ``judge_rules``: also draw each rule's first token against p_target
-    (:func:`rules_first_token_check`, about a second: the rules lesson only)."""
+    (:func:`rules_first_token_check`, about a second: the rules lesson only); ``drafter``: its label;
+    ``weight_bytes``: the bytes of the target's weights, what each of its passes reads (0: unknown)."""
     ids = [t.id for r in rounds for t in r.emitted]
     c, v, k = a.cost_ratio_c, a.verify_cost_v, a.k
     cost = None if c is None or v is None else k * c + v
@@ -95,6 +97,10 @@ def run_figures(a: RunAnalysis, rounds: Sequence[Round], diagnostics=None, *, pr
         "theory_half_c": _f(None if a.predicted_tokens_per_pass is None or cost is None or c is None
                             else a.predicted_tokens_per_pass / (k * c / 2 + v)),
         "loop_share": f"{loop_share(ids):.0%}", "loops": loop_share(ids) > LOOPS,
+        "drafter": drafter, "speedup_value": a.speedup, "alpha_value": a.alpha,
+        "predicted": _f(a.predicted_tokens_per_pass), "weight_gb": f"{weight_bytes / 1e9:.2f}" if weight_bytes else "",
+        "plain_step_ms": _f(a.plain_step_ms, ".0f"), "verify_ms": _f(a.median_verify_ms, ".0f"),
+        "expected": _f(None if cost is None or not cost else a.tokens_per_pass / cost),
     }
     on = getattr(diagnostics, "rules", None)
     if on is not None and on.drafting_passes:
@@ -116,7 +122,8 @@ def remember(memory: dict | None, figures: dict) -> dict | None:
     dropped past :data:`MEMORY_RUNS`; None (no lesson picked) stays None."""
     if not memory:
         return None
-    return {**memory, "runs": [*memory["runs"], figures][-MEMORY_RUNS:]}
+    keep = MEMORY_RUNS_BY_SLUG.get(memory.get("slug", ""), MEMORY_RUNS)
+    return {**memory, "runs": [*memory["runs"], figures][-keep:]}
 
 
 # ----------------------------------------------------------------------------- the rules' output law
@@ -285,10 +292,65 @@ def _lossless_check(runs: list[dict]) -> list[str]:
             "and run it again: the table there gives each check's own distance and p-value."]
 
 
+def _slower_or_faster(f: dict) -> str:
+    """The run's speedup as shown, and in words when it is a slowdown."""
+    value = f.get("speedup_value")
+    if value is not None and value < 1 and f["speedup"].startswith(f"{value:.2f}"):
+        return f"{f['speedup']}: **slower** than plain decoding (under 1×)"
+    return f["speedup"]
+
+
+def _paper_setting(runs: list[dict]) -> list[str]:
+    """The paper's claims, each on the visitor's own runs of a same-family pair (Leviathan et al.
+    2023; Chen et al. 2023): v near 1, tokens per pass against the closed form, the speedup below
+    tokens per pass by K·c + v, α and the speedup falling with temperature, and the same-family
+    draft against poorly aligned ones."""
+    f = runs[-1]
+    k = int(f["k"])
+    reads = (f" The target's weights are {f['weight_gb']} GB, read once per pass whether it scores one position or "
+             f"{k + 1}: reading them is most of a step, so the extra positions cost little." if f["weight_gb"] else "")
+    lines = [f"**One pass, K + 1 positions, about one step:** the verify pass over {k + 1} positions took "
+             f"{f['verify_ms']} ms against {f['plain_step_ms']} ms for a plain step: v = **{f['v']}**.{reads}",
+             f"**Tokens per pass:** measured **{f['tokens_per_pass']}**; the closed form (1 − α^(K+1)) / (1 − α) at "
+             f"this run's α = {f['alpha']} and K = {k} gives {f['predicted']} (at α = 0.8, K = 4 it gives 3.36, not "
+             "the 2.8 some write-ups quote).",
+             f"**The speedup is below tokens per pass:** each round cost K·c + v = {k}·{f['c']} + {f['v']} = "
+             f"{f['round_cost']} plain steps for its {f['tokens_per_pass']} tokens, so {f['expected']}× at best; "
+             f"measured {_slower_or_faster(f)}."]
+    same = [g for g in runs if g["drafter"] == f["drafter"]]
+    temps = {g["temperature"]: g for g in same}
+    if len(temps) >= 2:
+        said = "; ".join(f"T = {t}: α {g['alpha']}, {g['tokens_per_pass']} tokens per pass, {_slower_or_faster(g)}"
+                         for t, g in sorted(temps.items()))
+        lines.append(f"**Temperature:** {said}. Where the two models' distributions spread apart, fewer drafts "
+                     "survive the test, and a pass that keeps little still paid for K draft steps.")
+    else:
+        lines.append("**Next:** pick *An explanation (T = 0.7)* below the prompt, set **Temperature** to 0.7, and "
+                     "press **Run**: α and the speedup at a temperature where the small model agrees less.")
+    others = {g["drafter"]: g for g in runs if g["drafter"] != f["drafter"]}
+    if others:
+        said = "; ".join(f"{name or 'plain'}: α {g['alpha']}, {g['tokens_per_pass']} tokens per pass, "
+                         f"{_slower_or_faster(g)}" for name, g in others.items())
+        lines.append(f"**Against other drafters on the same target:** {f['drafter']}: α {f['alpha']}, "
+                     f"{f['tokens_per_pass']} tokens per pass; {said}. A draft of the same family, trained on the same "
+                     "data, agrees with the target where the others guess.")
+    elif len(temps) >= 2:
+        lines.append("**Then:** keep the explanation and switch **Drafter** to *Self-draft: first N layers* or "
+                     "*Prompt lookup*, and **Run**: the same target with poorly aligned drafts.")
+    lines.append("**Lossless:** at T = 0.7, open **Is it lossless?** and press **Run the check**: the first token "
+                 "drawn many times under the rule follows the 1.5B's own distribution.")
+    return lines
+
+
+#: Runs a lesson remembers when it compares more than two (the paper's: temperatures and drafters).
+MEMORY_RUNS_BY_SLUG = {"paper_setting": 4}
+
+
 #: Each lesson's lines on its runs, by slug (a lesson without a writer keeps its note).
 WRITERS: dict[str, Callable[[list[dict]], list[str]]] = {
     "copy_heavy": _copy_heavy, "temperature": _temperature, "slow_draft": _slow_draft, "early_exit": _early_exit,
     "learned_draft": _learned_draft, "rules": _rules, "lossless_check": _lossless_check,
+    "paper_setting": _paper_setting,
 }
 
 

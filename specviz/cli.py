@@ -1,4 +1,4 @@
-"""Command line: ``python -m specviz run | prepare | bench | sweep | train-draft | import | export``.
+"""Command line: ``python -m specviz run | prepare | bench | sweep | lane | train-draft | import | export``.
 
 ``run`` generates one completion with speculative sampling (or plain decoding with
 ``--draft none``) and prints the text, coloured by token kind on a terminal, or one JSON object
@@ -80,6 +80,24 @@ def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) ->
     p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
 
 
+def _add_lane_parser(sub) -> None:
+    lane = sub.add_parser("lane", help="the same prompt and pair in specviz and in llama.cpp, in process",
+                          description="Run one prompt with specviz's exact rule and in llama.cpp (xllamacpp: plain, "
+                                      "draft model with greedy and with probabilistic drafting, n-gram), and print "
+                                      "each engine's decode tokens/s, speedup, acceptance, tokens per pass, c and v, "
+                                      "and why each wins or loses by the closed form.")
+    _add_model_args(lane)
+    lane.set_defaults(target="qwen2.5-coder-1.5b-instruct", draft="qwen2.5-coder-0.5b-instruct", max_new_tokens=96)
+    lane.add_argument("-k", "--lookahead", type=int, default=4, dest="k", help="K (default: %(default)s)")
+    lane.add_argument("--temperature", type=float, default=0.0, help="default: %(default)s")
+    lane.add_argument("--prompt", required=True, help="the prompt text (both engines apply the chat template)")
+    lane.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    lane.add_argument("--commands", action="store_true",
+                      help="only print what to run in llama.cpp, vLLM and SGLang for these settings, and what to "
+                           "import afterwards (nothing is run)")
+    lane.set_defaults(func=cmd_lane, chat=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from specviz.run.request import DEFAULT_LIMITS
 
@@ -146,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--csv", default=None, dest="csv_path", metavar="FILE", help="write the rows as CSV to FILE")
     _add_cache_arg(sweep)
     sweep.set_defaults(func=cmd_sweep)
+    _add_lane_parser(sub)
     _add_train_parser(sub)
     from specviz.engine_logs.commands import add_engine_parsers
 
@@ -598,6 +617,77 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.plot:
         bench.speedup_figure([result]).write_html(args.plot, include_plotlyjs=True)
     return 0
+
+
+# --------------------------------------------------------------------------- lane
+def cmd_lane(args: argparse.Namespace) -> int:
+    from specviz.run import llamacpp_lane
+    from specviz.run.runner import prepare_run
+
+    request = _request(args, args.k, args.temperature, args.prompt)
+    if args.commands:
+        print(format_commands(request, args.threads))
+        return 0
+    _check_threads(args)
+    llamacpp_lane.import_xllamacpp()  # before minutes of specviz's own run: say what is missing at once
+    prepared = prepare_run(request, tty_progress(args.verbose))
+    target_gguf, draft_gguf = llamacpp_lane.gguf_files(prepared)
+    threads = args.threads or 1
+    rows = [llamacpp_lane.specviz_row(prepared)]
+    rows += llamacpp_lane.llamacpp_rows(target_gguf, draft_gguf, args.prompt, k=request.k,
+                                        temperature=request.sampling.temperature,
+                                        max_tokens=request.max_new_tokens, threads=threads, seed=request.seed)
+    if args.json:
+        print(json.dumps({"command": " ".join(["python", "-m", "specviz"] + sys.argv[1:]), "rows": rows}, indent=1))
+        return 0
+    print(format_lane(rows, prepared.label, threads))
+    return 0
+
+
+def format_commands(request, threads: int | None) -> str:
+    """What to run in each engine for ``request``'s pair and settings
+    (:func:`specviz.engine_logs.recipes.engine_commands`), as the command line prints it."""
+    from specviz.drafters import drafter_kind
+    from specviz.engine_logs.recipes import engine_commands
+    from specviz.models.offline import OFFLINE_MODELS, gguf_path
+
+    def hub(name):
+        return OFFLINE_MODELS[name].hub_id if name in OFFLINE_MODELS else (name if "/" in name else None)
+
+    lookup = drafter_kind(request.draft).lookup
+    model_draft = drafter_kind(request.draft).parameter == "model_name"
+    target_gguf, draft_gguf = gguf_path(request.target), gguf_path(request.draft) if model_draft else None
+    commands = engine_commands(hub(request.target), hub(request.draft) if model_draft else None, request.k,
+                               request.sampling.temperature, target_gguf=str(target_gguf) if target_gguf else None,
+                               draft_gguf=str(draft_gguf) if draft_gguf else None, lookup=lookup, threads=threads)
+    lines = []
+    for c in commands:
+        lines.append(f"{c.engine}:")
+        lines.append(f"  {c.missing}" if c.missing else f"  {c.command}")
+        if not c.missing:
+            lines += [f"  then send: {c.request}", f"  then: {c.bring_back}"]
+    return "\n".join(lines)
+
+
+def format_lane(rows: list[dict], label: str, threads: int) -> str:
+    """The lane's table and its sentences, as the command line prints them."""
+    def f(x, spec=".2f"):
+        return "–" if x is None else format(x, spec)
+
+    lines = [f"{label}, {threads} thread(s); decode tokens/s = the tokens after the first ÷ the time after the "
+             "prompt's pass",
+             f"{'engine':<10} {'mode':<22} {'tokens/s':>9} {'speedup':>8} {'accepted÷drafted':>17} {'α':>5} "
+             f"{'tokens/pass':>11} {'c':>5} {'v':>5}"]
+    for r in rows:
+        speedup = r.get("decode_speedup")
+        lines.append(f"{r['engine']:<10} {r['mode']:<22} {f(r['decode_tokens_per_s'], '.1f'):>9} "
+                     f"{(f(speedup) + '×') if speedup is not None else '–':>8} {f(r.get('acceptance'), '.3f'):>17} "
+                     f"{f(r.get('alpha')):>5} {f(r.get('tokens_per_pass')):>11} {f(r.get('c')):>5} {f(r.get('v')):>5}")
+    plain = next((r for r in rows if r["engine"] == "specviz"), None)
+    if plain and plain.get("plain_decode_tokens_per_s"):
+        lines.append(f"specviz plain decoding: {plain['plain_decode_tokens_per_s']:.1f} tokens/s")
+    lines += [r["why"] for r in rows if r.get("why")]
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- entry point

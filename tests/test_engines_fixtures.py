@@ -113,7 +113,8 @@ def test_sglang_server_info_is_marked_cumulative():
 def test_llamacpp_synthetic_zero_acceptance_gives_a_zero_rate_and_says_what_is_missing():
     run = read("llamacpp_completion.json")
     assert figure(run, nz.ACCEPTANCE_RATE) == 0.0
-    assert run.passes is None and any("draft acceptance" in note for note in run.notes)
+    # 32 tokens predicted, nothing accepted: the first from the prompt's pass, then one a pass
+    assert run.passes == 31 and any("acc per pos" in note for note in run.notes)
 
 
 def test_llamacpp_log_line_recovers_steps_and_positions_from_its_rounded_figures():

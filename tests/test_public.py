@@ -70,19 +70,29 @@ def test_public_policy_caps_and_wall_time_variable():
 
 
 def test_presets_and_model_free_drafters_are_allowed():
-    on_gpu = settings.public_models(cuda=True)
+    on_gpu, on_cpu = settings.public_models(cuda=True), settings.public_models(cuda=False)
     for preset in settings.PRESETS.values():
         draft = preset["draft_model"] if preset["drafter"] == "model" else preset["drafter"]
-        check_public_models(preset["target"], draft, *on_gpu)
+        if preset.get("hub_twin"):  # an offline pair: on a GPU its hub twin runs instead
+            check_public_models(preset["target"], draft, *on_cpu)
+            with pytest.raises(RequestError, match="public mode"):
+                check_public_models(preset["target"], draft, *on_gpu)
+            twin = settings.PRESETS[preset["hub_twin"]]
+            check_public_models(twin["target"], twin["draft_model"], *on_gpu)
+        else:
+            check_public_models(preset["target"], draft, *on_gpu)
     for draft in ("ngram", "none", "int8", "early-exit:3"):
         check_public_models("gemma-3-270m", draft, TARGETS, DRAFTS)
 
 
 def test_hub_presets_are_refused_on_a_machine_without_cuda():
     targets, drafts = settings.public_models(cuda=False)
-    assert targets == {"smollm2-135m-instruct", "gemma-3-270m"} and drafts == {"eagle"}
-    with pytest.raises(RequestError, match="public mode"):
-        check_public_models("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", targets, drafts)
+    assert targets == {"smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-1.5b-instruct"}
+    assert drafts == {"eagle", "qwen2.5-coder-0.5b-instruct"}  # the offline pair's draft comes from PyPI
+    for target, draft in (("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+                          ("Qwen/Qwen2.5-Coder-1.5B-Instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct")):
+        with pytest.raises(RequestError, match="public mode"):
+            check_public_models(target, draft, targets, drafts)
 
 
 def test_the_shipped_head_is_allowed_and_a_head_directory_is_not():
@@ -298,9 +308,10 @@ def test_gpu_presets_are_listed_only_on_a_cuda_public_server(monkeypatch):
     monkeypatch.setattr(settings, "server_device", lambda: "cpu")
     assert _preset_menu(build_page(public=True)) == [n for n, p in settings.PRESETS.items()
                                                      if p["target"] in models.OFFLINE_MODELS]
-    assert _preset_menu(build_page(public=False)) == list(settings.PRESETS)  # a machine of one's own: all
+    # a machine of one's own: every preset it can reach (with the hub off, the offline ones and cached hub ones)
+    assert _preset_menu(build_page(public=False)) == [n for n, p in settings.PRESETS.items() if settings.reachable(p)]
     monkeypatch.setattr(settings, "server_device", lambda: "cuda")
-    assert _preset_menu(build_page(public=True)) == list(settings.PRESETS)
+    assert _preset_menu(build_page(public=True)) == [n for n, p in settings.PRESETS.items() if not p.get("hub_twin")]
 
 
 def test_importing_the_page_asks_cuda_nothing():

@@ -32,12 +32,16 @@ def test_the_public_k_slider_says_what_a_larger_k_does(public_page):
     assert "runs as 256" in _component(public_page, "sv-max-new").info
 
 
-def test_a_cpu_space_lists_no_gpu_preset_nor_its_drafter(public_page):
+def test_a_cpu_space_lists_no_gpu_preset_and_a_draft_model_only_from_pypi(public_page):
+    """A CPU Space offers the offline presets, the same-family pair among them, so the draft-model
+    kind is on its menu, for the one draft model public mode lets it load: the pair's, from PyPI."""
     from specviz.ui.serve import settings
 
     dropdowns = [b for b in public_page.blocks.values() if type(b).__name__ == "Dropdown"]
     pairs = next(d for d in dropdowns if d.label == "Model pair")
     assert not any("GPU" in str(choice) for choice in pairs.choices)
+    assert any("same family" in str(choice) for choice in pairs.choices)
     drafter = next(d for d in dropdowns if d.label == "Drafter")
-    assert "model" not in [value for _, value in drafter.choices]
-    assert "model" in [spec for _, spec in settings.drafter_menu("cpu")]  # offered where it may run
+    assert "model" in [value for _, value in drafter.choices]
+    models_allowed = {d for d in settings.public_models(cuda=False)[1] if d != "eagle"}
+    assert models_allowed == {"qwen2.5-coder-0.5b-instruct"}

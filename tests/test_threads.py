@@ -37,7 +37,7 @@ def test_the_app_sets_it_before_any_model_loads():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "app.py").read_text(encoding="utf-8")
-    assert text.index("configure_threads()") < text.index("from specviz import models")
+    assert text.index("configure_threads()") < text.index("from specviz.models import loading as models")
 
 
 def test_a_busy_machine_is_said_in_the_runs_notes():

@@ -136,7 +136,9 @@ def test_readme_preloads_exactly_the_files_the_loader_opens(deployed):
 #: repos ship no ``special_tokens_map.json`` (their special tokens are in ``tokenizer_config.json``;
 #: the hub's file listing, not checkable offline), and listing a file a repo lacks would fail the build.
 NOT_IN_REPO = {"Qwen/Qwen2.5-0.5B-Instruct": {"special_tokens_map.json"},
-               "Qwen/Qwen2.5-7B-Instruct": {"special_tokens_map.json"}}
+               "Qwen/Qwen2.5-7B-Instruct": {"special_tokens_map.json"},
+               "Qwen/Qwen2.5-Coder-0.5B-Instruct": {"special_tokens_map.json"},
+               "Qwen/Qwen2.5-Coder-1.5B-Instruct": {"special_tokens_map.json"}}
 
 
 def test_readme_preloads_every_shard_of_a_sharded_checkpoint_and_the_same_other_files():

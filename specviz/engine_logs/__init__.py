@@ -42,7 +42,7 @@ def read_engine_file(text: str, name: str, engine: str | None = None, before: st
             :data:`specviz.engine_logs.checks.MAX_BYTES`.
         name: its file name or URL, kept as plain text for the view.
         engine: one of :data:`ENGINES`, or None to guess it (:func:`guess_engine`).
-        before: for a vLLM Prometheus scrape, an earlier scrape of the same server: the difference is
+        before: for a vLLM or llama.cpp Prometheus scrape, an earlier scrape of the same server: the difference is
             one run's counters (else they are the server's lifetime, ``cumulative``).
 
     Raises:
@@ -59,7 +59,27 @@ def read_engine_file(text: str, name: str, engine: str | None = None, before: st
     if engine not in _MODULES:
         fail("file", "the engine", f"{engine[:20]!r} is not one of {', '.join(ENGINES)}")
     if before is not None:
-        if engine != "vllm":
-            fail(engine, "the earlier scrape", "is only read for vLLM's Prometheus counters")
-        return vllm.read(text, name, before=check_text(before))
-    return _MODULES[engine].read(text, name)
+        if engine not in ("vllm", "llamacpp"):
+            fail(engine, "the earlier scrape", "is only read for vLLM's and llama.cpp's Prometheus counters")
+        return _held(_MODULES[engine].read(text, name, before=check_text(before)))
+    return _held(_MODULES[engine].read(text, name))
+
+
+def _held(run: ImportedRun) -> ImportedRun:
+    """The run with a note where its counters cannot all hold at once (more accepted per pass than K
+    drafts, or passes that kept more drafts than passes there were); a reader refuses what a single
+    field shows is impossible, this catches what only their combination shows."""
+    from dataclasses import replace
+
+    figures = {f.name: f.value for f in run.figures}
+    per_pass = figures.get("accepted drafts per pass (bonus excluded)")
+    problems = []
+    if run.k and per_pass is not None and per_pass > run.k + 1e-9:
+        problems.append(f"{per_pass:.2f} drafts accepted per pass, with at most K = {run.k} drafted")
+    kept = run.accepted_by_position or ()
+    if run.passes and kept and max(kept) > run.passes:
+        problems.append(f"a position kept {max(kept)} times in {run.passes} passes")
+    if not problems:
+        return run
+    return replace(run, notes=(*run.notes, "These counters cannot all hold: " + "; ".join(problems)
+                               + ". They may come from different requests or servers."))

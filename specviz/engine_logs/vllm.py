@@ -23,6 +23,7 @@ import math
 import re
 
 from specviz.engine_logs import normalise as nz
+from specviz.engine_logs import prometheus
 from specviz.engine_logs.assemble import Fields, from_histogram, from_passes, from_totals
 from specviz.engine_logs.checks import (MAX_POSITIONS, MAX_STEPS, MAX_TOKENS, count, counts, fail, json_documents, label,
                      optional_count, plain_source, ratio, token_text)
@@ -33,10 +34,7 @@ __all__ = ["PROM_PREFIX", "looks_like", "read", "read_prometheus"]
 ENGINE = "vllm"
 SPEC = "metrics.speculative_decoding"
 PROM_PREFIX = "vllm:spec_decode_"
-DRAFTS, DRAFT_TOKENS, ACCEPTED = (f"{PROM_PREFIX}{n}_total" for n in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"))
 _SUMMARY = ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens", "acceptance_histogram")
-_PROM_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
-_PROM_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 
 
 def looks_like(text: str) -> bool:
@@ -193,93 +191,6 @@ def _stream_tokens(chunks: list, finish, first_from_prefill: bool = True) -> tup
                                          "stream interval): within a chunk, all but the last token are accepted drafts.")]
 
 
-# --------------------------------------------------------------------------- Prometheus
-def _prom_samples(text: str) -> tuple[dict[tuple[str, int | None], float], int]:
-    """The spec-decode counters of a scrape, summed over engines and models: ``(name, position)`` →
-    value, and how many label sets (engines, models) were summed."""
-    out: dict[tuple[str, int | None], float] = {}
-    series: set[tuple] = set()
-    for n, line in enumerate(text.splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#") or not line.startswith(PROM_PREFIX):
-            continue
-        m = _PROM_LINE.match(line)
-        if m is None:
-            fail(ENGINE, f"line {n}", "is not a Prometheus sample")
-        metric, labels, value = m.group(1), m.group(2) or "", m.group(3)
-        if metric.endswith("_created"):
-            continue
-        metric = metric.removesuffix("_total")
-        position, others = None, []
-        for key, raw in _PROM_LABEL.findall(labels.strip("{}")):
-            label(raw, ENGINE, f"line {n}'s label {key}")
-            if key != "position":
-                others.append((key, raw))
-            if key == "position":
-                position = count(int(raw) if raw.isdigit() else raw, ENGINE, f"line {n}'s position", MAX_POSITIONS - 1)
-        try:
-            number = float(value)
-        except ValueError:
-            fail(ENGINE, f"line {n}", f"has the value {value[:20]!r}, not a number")
-        count(number, ENGINE, f"{metric} (line {n})")
-        out[(metric, position)] = out.get((metric, position), 0.0) + number
-        series.add(tuple(sorted(others)))
-    return out, len(series)
-
-
-def _prom_counts(samples: dict, where: str) -> dict:
-    def total(suffix: str) -> int:
-        key = (PROM_PREFIX + suffix, None)
-        if key not in samples:
-            fail(ENGINE, f"{PROM_PREFIX}{suffix}_total", f"is missing from {where}")
-        return count(samples[key], ENGINE, f"{PROM_PREFIX}{suffix}_total")
-
-    positions = sorted(p for (name, p) in samples if name == PROM_PREFIX + "num_accepted_tokens_per_pos" and p is not None)
-    if positions != list(range(len(positions))):
-        fail(ENGINE, f"{PROM_PREFIX}num_accepted_tokens_per_pos_total", "does not list positions 0, 1, 2, … in turn")
-    per_pos = [count(samples[(PROM_PREFIX + "num_accepted_tokens_per_pos", p)], ENGINE,
-                     f"{PROM_PREFIX}num_accepted_tokens_per_pos_total{{position=\"{p}\"}}") for p in positions]
-    out = {DRAFTS: total("num_drafts"), DRAFT_TOKENS: total("num_draft_tokens"), ACCEPTED: total("num_accepted_tokens")}
-    out.update({_per_pos(i): v for i, v in enumerate(per_pos)})
-    return out
-
-
-def _per_pos(i: int) -> str:
-    return f'{PROM_PREFIX}num_accepted_tokens_per_pos_total{{position="{i}"}}'
-
-
 def read_prometheus(text: str, name: str, before: str | None = None) -> ImportedRun:
-    """Read a scrape of vLLM's ``/metrics``; with ``before`` (an earlier scrape) the difference is one
-    run's counters, else the counters are the server's lifetime (``cumulative``)."""
-    samples, n_series = _prom_samples(text)
-    after = _prom_counts(samples, "the scrape")
-    cumulative = before is None
-    if before is not None:
-        try:
-            after = nz.per_run(_prom_counts(_prom_samples(before)[0], "the earlier scrape"), after)
-        except ValueError as err:
-            fail(ENGINE, "the two scrapes", f"do not make one run: {err}")
-    k = sum(1 for key in after if key.startswith(PROM_PREFIX + "num_accepted_tokens_per_pos"))
-    kept = [after[_per_pos(i)] for i in range(k)]
-    steps, accepted, drafted = after[DRAFTS], after[ACCEPTED], after[DRAFT_TOKENS]
-    if accepted > drafted:
-        fail(ENGINE, f"{PROM_PREFIX}num_accepted_tokens_total", f"is {accepted}, more than the {drafted} draft tokens")
-    if kept and (sum(kept) != accepted or any(b > a for a, b in zip([steps, *kept], kept))):
-        fail(ENGINE, f"{PROM_PREFIX}num_accepted_tokens_per_pos_total",
-             "does not fall position by position and add up to num_accepted_tokens")
-    notes = [("These counters cover the server's lifetime, every request together: scrape before and after one run "
-             "(python -m specviz import AFTER --before BEFORE) for that run's numbers.")] if cumulative else []
-    if n_series > 1:
-        notes.append(f"The scrape holds {n_series} engines or models; their counters are added together.")
-    full_k = drafted == k * steps and k > 0
-    tested = [steps, *kept[:-1]] if full_k else None
-    if not full_k:
-        notes.append("Conditional acceptance and α (÷ tested) need every draft to be K long; these drafts were not.")
-    f = Fields(ENGINE, plain_source(name), f"{PROM_PREFIX}num_accepted_tokens", f"{PROM_PREFIX}num_draft_tokens",
-               f"{PROM_PREFIX}num_drafts", positions=f"{PROM_PREFIX}num_accepted_tokens_per_pos", k=k or None,
-               cumulative=cumulative, notes=notes)
-    f.extra.append(Figure("accept length (vLLM: 1 + accepted ÷ drafts)", 1 + accepted / steps if steps else 1.0,
-                          f"{PROM_PREFIX}num_accepted_tokens ÷ {PROM_PREFIX}num_drafts",
-                          "vLLM's mean acceptance length includes the bonus token: it is tokens per pass."))
-    return from_totals(f, accepted, drafted, steps, kept if k else None, tested,
-                       "The position's counter ÷ num_drafts: vLLM's own per-position acceptance rate.")
+    """Read a scrape of vLLM's ``/metrics`` (:func:`specviz.engine_logs.prometheus.read_counters`)."""
+    return prometheus.read_counters(text, name, ENGINE, PROM_PREFIX, before)

@@ -7,7 +7,8 @@ what the engine would report for those verify passes, in its field names and uni
   ``logprobs.tokens``, and the final usage chunk with ``metrics.speculative_decoding`` at the
   ``detailed`` level;
 * ``sglang``: a native ``/generate`` response with its ``meta_info`` speculative fields;
-* ``llamacpp``: the server log lines a request ends with (eval tokens and ``draft acceptance``);
+* ``llamacpp``: the server log lines a request ends with, as llama.cpp b11549 prints them at trace
+  verbosity (eval tokens, ``draft acceptance … mean len``, ``acc per pos``);
 * ``mlx``: mlx-lm ``stream_generate`` records as JSON Lines, each token with ``from_draft``.
 
 Each file starts with (or holds) a ``specviz_export`` object no engine writes: it says the run's K
@@ -105,20 +106,29 @@ def _sglang(rounds, meta: dict, k: int) -> str:
 
 
 def _llamacpp(rounds, meta: dict, k: int) -> str:
-    passes = _passes(rounds)
-    width = max([k] + [a for a, _ in passes])
+    """The lines llama.cpp's server (b11549) prints as a request ends, at trace verbosity (``-lv 4``):
+    its timings, ``draft acceptance = … mean len = …`` and the ``acc per pos`` line, each with the
+    logger's time and level prefix, as tests/fixtures/engines/llamacpp_b11549_trace.log holds them."""
+    passes = [(a, d) for a, d in _passes(rounds) if d]  # llama.cpp counts the steps that carried a draft
+    width = max([k] + [d for _, d in passes])
     per_pos = [sum(1 for a, _ in passes if a > i) for i in range(width)]
     accepted, drafted = sum(a for a, _ in passes), sum(d for _, d in passes)
     emitted = sum(len(r.emitted) for r in rounds)
     steps = len(passes)
-    head = "slot print_timing: id  0 | task 0 | "
+    prefill_ms = float(meta.get("prefill_ms") or 0.0)
+    eval_ms = max(0.0, float(meta.get("wall_s") or 0.0) * 1e3 - prefill_ms)
+    per_token = eval_ms / emitted if emitted else 0.0
+    head = "0.00.000.000 I slot print_timing: id  0 | task 0 | "
     rates = ", ".join(f"{n / steps:.3f}" for n in per_pos) if steps else ""
     mean = 1.0 + accepted / steps if steps else 1.0
-    lines = [f"{head}prompt eval time =       0.00 ms /     0 tokens (    0.00 ms per token,     0.00 tokens per second)",
-             f"{head}       eval time =       0.00 ms / {emitted:5d} tokens (    0.00 ms per token,     0.00 tokens per second)",
-             f"{head}      total time =       0.00 ms / {emitted:5d} tokens",
-             (f"{head}draft acceptance = {accepted / drafted if drafted else 0.0:0.5f} ({accepted:5d} accepted / {drafted:5d} "
-             f"generated), mean acceptance length = {mean:5.2f}, acceptance rate per position = ({rates})"),
+    lines = [f"{head}prompt eval time = {prefill_ms:10.2f} ms /     1 tokens ({prefill_ms:8.2f} ms per token, "
+             f"{1e3 / prefill_ms if prefill_ms else 0.0:8.2f} tokens per second)",
+             f"{head}       eval time = {eval_ms:10.2f} ms / {emitted:5d} tokens ({per_token:8.2f} ms per token, "
+             f"{1e3 / per_token if per_token else 0.0:8.2f} tokens per second)",
+             f"{head}      total time = {prefill_ms + eval_ms:10.2f} ms / {emitted + 1:5d} tokens",
+             f"{head}draft acceptance = {accepted / drafted if drafted else 0.0:0.5f} ({accepted:5d} accepted / "
+             f"{drafted:5d} generated), mean len = {mean:5.2f}",
+             f"{head}     acc per pos = ({rates})",
              f"# specviz_export {json.dumps(_marker(k))}"]
     return "\n".join(lines) + "\n"
 

@@ -31,6 +31,7 @@ __all__ = [
     "BASELINE_DISAGREES",
     "BASELINE_SCATTER",
     "NOT_MEASURABLE",
+    "decode_tokens_per_s",
     "PlainBaseline",
     "baseline_disagreement",
     "baseline_still_valid",
@@ -203,6 +204,22 @@ def race_clock(rounds: list[Round], prefill_ms: float, baseline: PlainBaseline |
         return start, None, None
     plain_prefill, per_token = baseline.plain_clock()
     return start, plain_prefill, per_token
+
+
+def decode_tokens_per_s(tokens: int, generation_ms: float) -> float | None:
+    """The decode rate (tokens/s): the tokens after the first ÷ the time after the prompt's pass.
+    The first token's distribution comes from the prompt's pass, so it is that pass's, not
+    decoding's: llama.cpp's ``predicted_per_second`` is ``(predicted_n − 1) ÷ predicted_ms``. A
+    comparison between engines reads this rate, since engines prefill a prompt very differently
+    (llama.cpp's quantized kernels take about a step per prompt token on a CPU; a bfloat16 forward
+    about one step for the whole prompt). For a specviz run: ``len(tokens)`` and ``elapsed_s × 1000
+    − prefill_ms``. None without time or with fewer than two tokens.
+
+    Args:
+        tokens: tokens generated, the first one (from the prompt's pass) included.
+        generation_ms: wall time from the end of the prompt's pass to the last token, ms.
+    """
+    return (tokens - 1) / generation_ms * 1e3 if generation_ms > 0 and tokens > 1 else None
 
 
 def measured_speedup(tokens_per_s: float, plain_tokens_per_s: float | None) -> float | None:

@@ -40,7 +40,7 @@ import torch
 from specviz.models.errors import ModelLoadError
 
 __all__ = ["GGUF_FILE", "OFFLINE_MODELS", "GGUFPart", "OfflineSpec", "ProgressFn", "cache_dir", "check_room",
-           "is_prepared", "needs_sentence", "prepare_offline", "report_progress"]
+           "gguf_path", "is_prepared", "needs_sentence", "prepare_offline", "report_progress"]
 
 logger = logging.getLogger(__name__)
 
@@ -212,6 +212,15 @@ def report_progress(progress: ProgressFn | None, fraction: float, message: str) 
 # --------------------------------------------------------------------------- offline models
 def _is_prepared(path: Path) -> bool:
     return (path / _MARKER).is_file()
+
+
+def gguf_path(name: str) -> Path | None:
+    """The GGUF file an offline model was prepared from, where it is kept (:attr:`OfflineSpec.keep_gguf`)
+    and prepared; None otherwise (another model, a hub id, a directory: no GGUF is guessed)."""
+    if name not in OFFLINE_MODELS or not OFFLINE_MODELS[name].keep_gguf:
+        return None
+    path = cache_dir() / "models" / name / GGUF_FILE
+    return path if path.is_file() and is_prepared(name) else None
 
 
 def is_prepared(name: str) -> bool:

@@ -20,11 +20,10 @@ with a ``_total`` suffix. They cover the server's lifetime: two scrapes differen
 from __future__ import annotations
 
 import math
-import re
 
 from specviz.engine_logs import normalise as nz
 from specviz.engine_logs import prometheus
-from specviz.engine_logs.assemble import Fields, from_histogram, from_passes, from_totals
+from specviz.engine_logs.assemble import Fields, from_histogram, from_passes
 from specviz.engine_logs.checks import (MAX_POSITIONS, MAX_STEPS, MAX_TOKENS, count, counts, fail, json_documents, label,
                      optional_count, plain_source, ratio, token_text)
 from specviz.engine_logs.imported import Figure, ImportedRun

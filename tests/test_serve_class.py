@@ -113,3 +113,16 @@ def test_an_empty_prompt_is_refused_before_the_run_changes_anything():
         check_run(*[values[name] for name in NAMES], public=False)
     values["prompt"] = "Fix the typos: teh cat"
     assert check_run(*[values[name] for name in NAMES], public=False) is None
+
+
+def test_the_lessons_tab_says_how_to_serve_a_class_once_not_under_every_lesson():
+    from specviz.ui.page import build_page
+    from specviz.ui.share import NOTE_CLASS
+    from specviz.ui.tabs.lessons_tab import LESSONS
+
+    page = build_page(public=False)
+    notes = [b.elem_id for b in page.blocks.values() if NOTE_CLASS in (getattr(b, "elem_classes", None) or [])]
+    assert [n for n in notes if n.startswith("sv-lesson")] == ["sv-lessons-serve"]
+    copies = [b for b in page.blocks.values() if str(getattr(b, "elem_id", "")).startswith("sv-lesson-copy-")
+              and type(b).__name__ == "Button"]
+    assert len(copies) == len(LESSONS) > 10  # every lesson keeps its link

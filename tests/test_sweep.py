@@ -151,13 +151,13 @@ def test_alpha_trend_says_what_was_measured():
     rows = [{"temperature": 0.0, "alpha": 0.8, "tested": 50}, {"temperature": 1.5, "alpha": 0.3, "tested": 40}]
     trend = alpha_trend(rows, "temperature")
     assert trend.direction == "falls" and trend.sentence.startswith("Per-token α fell as the setting rose")
-    rows[1]["alpha"] = 0.9
+    rows[0]["alpha"], rows[1]["alpha"] = 0.3, 0.9
     trend = alpha_trend(rows, "temperature")
     assert trend.direction == "rises" and "rose with the setting" in trend.sentence
     rows.append({"temperature": 2.0, "alpha": 0.1, "tested": 3})
     trend = alpha_trend(rows, "temperature")
     assert trend.direction == "stays"
-    assert "did not move in one direction" in trend.sentence
+    assert "no trend is claimed" in trend.sentence
     assert "fewer than 20 drafts were tested at 2.0" in trend.sentence
     unknown = alpha_trend([{"k": 1, "alpha": None, "tested": 0}, {"k": 2, "alpha": 0.5, "tested": 9}], "k")
     assert unknown.direction is None and "could not be compared" in unknown.sentence
@@ -236,3 +236,21 @@ def test_cli_sweep_refuses_trees_without_a_drafter(tiny_target):
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
     assert ("--branches > 1 needs a drafter that drafts trees (ngram, suffix, a draft model, int8, early-exit:N, "
             "eagle[:DIR], lookup+eagle[:DIR], recycle, lookup+recycle)") in done.stderr
+
+
+def test_no_trend_is_claimed_where_the_data_cannot_carry_one():
+    """α 0.81, 0.75, 0.80, 0.73 over four temperatures goes down on the whole, but back up by 0.05 on
+    the way: a change of 0.08 is not a trend. A sweep of drafters has no order at all."""
+    from specviz.run.sweep import alpha_trend
+
+    wobbly = [{"temperature": t, "alpha": a, "tested": 400} for t, a in zip((0.0, 0.5, 1.0, 1.5),
+                                                                           (0.81, 0.75, 0.80, 0.73))]
+    trend = alpha_trend(wobbly, "temperature")
+    assert trend.direction == "stays" and "fell" not in trend.sentence and "no trend is claimed" in trend.sentence
+    small = [{"k": k, "alpha": a, "tested": 30} for k, a in zip((2, 4, 8), (0.62, 0.58, 0.55))]
+    assert alpha_trend(small, "k").direction == "stays"  # monotone, but 0.07 over 30 tested drafts is noise
+    drafters = [{"draft": d, "alpha": a, "tested": 200} for d, a in zip(("ngram", "int8", "early-exit:4"),
+                                                                        (0.9, 0.6, 0.1))]
+    unordered = alpha_trend(drafters, "draft")
+    assert unordered.direction is None and "fell" not in unordered.sentence and "no order" in unordered.sentence
+    assert "ngram: 0.90 (200 tested)" in unordered.sentence

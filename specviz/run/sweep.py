@@ -23,6 +23,7 @@ rows with the :mod:`csv` module.
 from __future__ import annotations
 
 import csv
+import math
 import io
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -264,7 +265,7 @@ def write_csv(rows: Iterable[dict], out: io.TextIOBase | None = None) -> str:
 
 #: How α moved across a sweep, by :attr:`AlphaTrend.direction`, in the words of its sentence.
 TREND_WORDS = {"rises": "rose with the setting", "falls": "fell as the setting rose",
-               "stays": "did not move in one direction"}
+               "stays": "moved less than its own spread, so no trend is claimed"}
 
 
 @dataclass(frozen=True)
@@ -299,8 +300,12 @@ def _kendall_tau(values: Sequence[float]) -> float:
 def alpha_trend(rows: Sequence[dict], parameter: str) -> AlphaTrend:
     """How the per-token α moved with the setting (:class:`AlphaTrend`): its direction, and a
     sentence with the tested counts behind each value (α over a handful of tested drafts is
-    noise). The direction is a trend, not strict monotonicity: one value out of line (noise over
-    a few dozen tested drafts) does not hide a fall (:data:`TREND_TAU`)."""
+    noise). A trend is read only over an ordered setting (temperature, K; a list of drafters has no
+    order) and only where the data carry it: the values go one way (Kendall's τ at least
+    :data:`TREND_TAU`: one value out of line does not hide a fall), and the change from first to
+    last exceeds both twice the largest step back against it (the points' own back and forth) and
+    twice the two end points' combined standard error, sqrt(α(1 − α)/tested) each. Otherwise the
+    sentence says the values."""
     points = [(r[parameter], r["alpha"], r["tested"]) for r in rows]
     if len(points) < 2:
         return AlphaTrend(None, "")
@@ -308,14 +313,28 @@ def alpha_trend(rows: Sequence[dict], parameter: str) -> AlphaTrend:
     listing = ", ".join(f"{x}: {'n/a' if a is None else f'{a:.2f}'} ({n} tested)" for x, a, n in points)
     if len(measured) < 2:
         return AlphaTrend(None, f"Per-token α could not be compared: too few settings drafted anything ({listing}).")
-    alphas = [a for _, a, _ in measured]
-    tau = _kendall_tau(alphas)
-    if tau <= -TREND_TAU and alphas[0] > alphas[-1]:
-        direction = "falls"
-    elif tau >= TREND_TAU and alphas[0] < alphas[-1]:
-        direction = "rises"
-    else:
-        direction = "stays"
+    if parameter not in ORDERED_SETTINGS:
+        return AlphaTrend(None, f"Per-token α by {parameter}: {listing}. These settings have no order, so no "
+                                "trend is read from them.")
+    direction = _direction(measured)
     few = [x for x, _, n in measured if n < 20]
     caveat = f"; fewer than 20 drafts were tested at {', '.join(map(str, few))}, so those values are noisy" if few else ""
     return AlphaTrend(direction, f"Per-token α {TREND_WORDS[direction]} ({listing}){caveat}.")
+
+
+#: The settings whose values have an order, so that α can rise or fall along them.
+ORDERED_SETTINGS = ("temperature", "k")
+
+
+def _direction(measured: list[tuple]) -> str:
+    """``"rises"``, ``"falls"`` or ``"stays"`` for ``(setting, α, tested)`` points (see :func:`alpha_trend`)."""
+    alphas = [a for _, a, _ in measured]
+    tau = _kendall_tau(alphas)
+    change = alphas[-1] - alphas[0]
+    sign = 1 if change > 0 else -1
+    back = max([0.0] + [-sign * (b - a) for a, b in zip(alphas, alphas[1:])])
+    (_, a0, n0), (_, a1, n1) = measured[0], measured[-1]
+    noise = math.sqrt(a0 * (1 - a0) / max(n0, 1) + a1 * (1 - a1) / max(n1, 1))
+    if abs(tau) < TREND_TAU or tau * change <= 0 or abs(change) <= 2 * back or abs(change) <= 2 * noise:
+        return "stays"
+    return "rises" if change > 0 else "falls"

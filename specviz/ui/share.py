@@ -107,16 +107,25 @@ def serving_sentence(server_name: str | None, page_host: str | None, share_url: 
     return PAGE_ON_LOOPBACK.format(page=page, lan=lan_hint)
 
 
-def copy_link(label: str, elem_id: str, query: Callable, inputs: list, size: str = "sm") -> gr.Textbox:
+def serving_note(elem_id: str) -> gr.Markdown:
+    """The sentence on serving a class (hidden unless :func:`serving_sentence` has one), filled as
+    the page loads (:func:`wire_serving_notes`). A tab with many "Copy link" buttons shows one."""
+    return gr.Markdown("", visible=False, elem_id=elem_id, elem_classes=[NOTE_CLASS])
+
+
+def copy_link(label: str, elem_id: str, query: Callable, inputs: list, size: str = "sm",
+              note: bool = True) -> gr.Textbox:
     """A "Copy link" button, the textbox that shows the link, and under them the sentence on
-    serving a class (hidden unless :func:`serving_sentence` has one); ``query(*inputs)`` writes
-    the link's query (a :mod:`specviz.ui.teach.link_query` builder). Returns the textbox."""
+    serving a class (:func:`serving_note`; ``note=False`` where the tab shows one for all its
+    buttons); ``query(*inputs)`` writes the link's query (a :mod:`specviz.ui.teach.link_query`
+    builder). Returns the textbox."""
     with gr.Row(equal_height=True):
         button = gr.Button(label, size=size, elem_id=elem_id, scale=0, min_width=120)
         box = gr.Textbox(show_label=False, container=False, interactive=False, scale=3,
                          placeholder="the link appears here (and is copied to the clipboard)",
                          elem_id=f"{elem_id}-box")
-    gr.Markdown("", visible=False, elem_id=f"{elem_id}-serve", elem_classes=[NOTE_CLASS])
+    if note:
+        serving_note(f"{elem_id}-serve")
     button.click(query, inputs, box, api_name=False, concurrency_id="playground", concurrency_limit=None,
                  show_progress="hidden").then(None, box, box, js=COPY_JS, api_name=False)
     return box

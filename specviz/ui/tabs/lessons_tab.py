@@ -21,7 +21,7 @@ from specviz.ui.prose import prose
 from specviz.ui.tabs.replay import reset_inspector
 from specviz.ui.serve.settings import (DEFAULT_PRESET, EXAMPLE_LABELS, EXAMPLES, FREE_TEXT_PROMPT, PAIR_DRAFT,
                                        PAIR_PROMPTS, PAIR_TARGET, PRESETS)
-from specviz.ui.share import copy_link
+from specviz.ui.share import copy_link, serving_note
 from specviz.ui.serve.state import RunState, RunView, waiting_view
 from specviz.ui.teach import lesson_runs, link_query
 from specviz.ui.serve.user_errors import refused
@@ -174,6 +174,7 @@ def apply_lesson(name: str, device="auto"):
 def build(ctx: PageContext) -> None:
     """One button per lesson beside its note; a finished run fills the picked lesson's note in."""
     gr.Markdown("### Lessons\nEach button sets up the **Run** tab for one scenario and says what to notice there.")
+    serving_note("sv-lessons-serve")  # once for the tab, not under each lesson's "Copy link"
     components = lesson_components(ctx)
     targets = [components[target] for target in LESSON_TARGETS]
     for name in LESSONS:
@@ -183,7 +184,8 @@ def build(ctx: PageContext) -> None:
             with gr.Column(scale=3):
                 gr.Markdown(lesson_note(name))
                 slug = LESSONS[name]["slug"]
-                copy_link("Copy link", f"sv-lesson-copy-{slug}", functools.partial(link_query.lesson_link, slug), None)
+                copy_link("Copy link", f"sv-lesson-copy-{slug}", functools.partial(link_query.lesson_link, slug), None,
+                          note=False)
         button.click(functools.partial(apply_lesson, name), ctx.run_inputs(("device",)), targets, api_name=False,
                      concurrency_id="playground", concurrency_limit=None
                      ).then(None, None, None, js=select_tab_js("run"), api_name=False)

@@ -79,12 +79,16 @@ class PromptLookupDrafter:
         min_ngram: shortest n-gram (chain) or match (tree) to use (tokens).
         max_match: longest match measured in tree mode (tokens).
         depth_factor: a tree branch is at most ``depth_factor × match length`` tokens deep.
+        never: token ids never proposed (the tokenizer's special tokens: copying chat-template
+            markup such as ``<|im_start|>`` is a guess the target rejects at the start of every
+            reply); a continuation is cut before the first, and a match that would propose nothing
+            gives way to the next. Still a function of the context alone, so still exact.
     """
 
     uses_model = False
 
     def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1, max_match: int = 16,
-                 depth_factor: float = 2.0) -> None:
+                 depth_factor: float = 2.0, never: frozenset[int] = frozenset()) -> None:
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
         if max_match < min_ngram or depth_factor <= 0:
@@ -94,19 +98,29 @@ class PromptLookupDrafter:
         self.min_ngram = min_ngram
         self.max_match = max_match
         self.depth_factor = depth_factor
+        self.never = frozenset(never)
         self.name = "prompt lookup (n-gram)"
         self.device = torch.device("cpu")
 
+    def _cut(self, tokens: list[int]) -> list[int]:
+        """``tokens`` up to the first one never proposed (:attr:`never`)."""
+        for i, token in enumerate(tokens):
+            if token in self.never:
+                return tokens[:i]
+        return tokens
+
     def lookup(self, committed: list[int], k: int) -> list[int]:
         """The up-to-``k`` tokens that followed the most recent earlier match of the last n-gram
-        (the longest n-gram that occurs, ``max_ngram`` at most)."""
+        (the longest n-gram that occurs, ``max_ngram`` at most), cut before a token never proposed."""
         n_tokens = len(committed)
         for n in range(min(self.max_ngram, n_tokens - 1), self.min_ngram - 1, -1):
             suffix = committed[n_tokens - n :]
             # Most recent match first: in copy-heavy prompts it is the one being copied.
             for start in range(n_tokens - n - 1, -1, -1):
                 if committed[start : start + n] == suffix:
-                    return committed[start + n : start + n + k]
+                    proposal = self._cut(committed[start + n : start + n + k])
+                    if proposal:
+                        return proposal
         return []
 
     def branches(self, committed: list[int], k: int, matches: int) -> list[list[int]]:
@@ -120,8 +134,8 @@ class PromptLookupDrafter:
         ranked.sort(key=lambda m: -m[0])  # stable: longest first, the most recent among equals
         found: list[list[int]] = []
         for length, end in ranked:
-            branch = committed[end : end + branch_depth(self.depth_factor, length, k)]
-            if not any(f[: len(branch)] == branch for f in found):
+            branch = self._cut(committed[end : end + branch_depth(self.depth_factor, length, k)])
+            if branch and not any(f[: len(branch)] == branch for f in found):
                 found.append(branch)
                 if len(found) >= matches:
                     break

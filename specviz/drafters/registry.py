@@ -141,12 +141,17 @@ def _vocab(target) -> int:
     return min(target.vocab_size, target.logits_width)
 
 
+def _special(target) -> frozenset[int]:
+    """The target tokenizer's special tokens: lookup drafters never copy chat-template markup."""
+    return frozenset(int(i) for i in getattr(getattr(target, "tokenizer", None), "all_special_ids", None) or [])
+
+
 def _build_none(target, spec, device, dtype, progress):
     return None
 
 
 def _build_ngram(target, spec, device, dtype, progress):
-    return PromptLookupDrafter(_vocab(target))
+    return PromptLookupDrafter(_vocab(target), never=_special(target))
 
 
 def _build_suffix(target, spec, device, dtype, progress):
@@ -161,7 +166,8 @@ def _build_lookup_recycle(target, spec, device, dtype, progress):
     from specviz.drafters.combined import LookupThen
 
     # Trigram matches only, as in lookup+eagle: shorter ones are left to the table.
-    return LookupThen(RecycleDrafter(_vocab(target)), PromptLookupDrafter(_vocab(target), max_ngram=3, min_ngram=3),
+    lookup = PromptLookupDrafter(_vocab(target), max_ngram=3, min_ngram=3, never=_special(target))
+    return LookupThen(RecycleDrafter(_vocab(target)), lookup,
                       label="recycle")
 
 
@@ -193,7 +199,7 @@ def _build_lookup_eagle(target, spec, device, dtype, progress):
     directory = spec.partition(":")[2]
     head = _build_eagle(target, f"eagle:{directory}" if directory else "eagle", device, dtype, progress)
     # Trigram matches only: on free text a shorter match is usually a common word, not a copy.
-    return LookupThenEagle(head, PromptLookupDrafter(_vocab(target), max_ngram=3, min_ngram=3))
+    return LookupThenEagle(head, PromptLookupDrafter(_vocab(target), max_ngram=3, min_ngram=3, never=_special(target)))
 
 
 def _build_model(target, spec, device, dtype, progress):

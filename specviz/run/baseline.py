@@ -95,7 +95,10 @@ def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAU
         run = build_plain_run()
         limit = short_sample_tokens(len(first.tokens)) if first is not None else None
         label = f"Timing plain decoding for the speedup baseline (sample {index + 1} of {samples})"
-        if not (yield from _run_sample(run, limit, label, progress_every, should_end)):
+        # the tokens the samples after this one will time: short ones, of the first sample's length
+        later = (samples - index - 1) * short_sample_tokens(len(first.tokens) if first is not None
+                                                            else run.max_new_tokens)
+        if not (yield from _run_sample(run, limit, label, progress_every, should_end, later)):
             return None
         if not run.rounds:
             continue
@@ -111,8 +114,10 @@ def measure_baseline(build_plain_run: Callable[[], object], samples: int = DEFAU
 
 
 def _run_sample(run, limit: int | None, label: str, progress_every: int,
-                should_end: Callable[[], bool] | None = None) -> Generator[str, None, bool]:
-    """Run ``run`` to its end, or until it has ``limit`` tokens; yield a progress line now and then.
+                should_end: Callable[[], bool] | None = None, later_tokens: int = 0) -> Generator[str, None, bool]:
+    """Run ``run`` to its end, or until it has ``limit`` tokens; yield a progress line now and then,
+    with the time the timing has left once this sample's own pace says it (its tokens left and
+    the ``later_tokens`` the samples after it will time, at its tokens/s so far).
     Returns False when ``should_end`` stopped it first."""
     rounds = iter(run)
     try:
@@ -120,7 +125,11 @@ def _run_sample(run, limit: int | None, label: str, progress_every: int,
             if should_end is not None and should_end():
                 return False
             if i % progress_every == 0:
-                yield f"{label}: {len(run.tokens)}/{limit or run.max_new_tokens} tokens…"
+                goal = limit or run.max_new_tokens
+                rate = run.tokens_per_s
+                left = ((goal - len(run.tokens)) + later_tokens) / rate if rate > 0 and i else None
+                estimate = f", about {left:.0f} s of timing left" if left is not None else ""
+                yield f"{label}: {len(run.tokens)}/{goal} tokens{estimate}…"
             if limit is not None and len(run.tokens) >= limit:
                 break
         return True

@@ -47,6 +47,9 @@ class PageContext:
             tab, cleared by a lesson.
         run_done: the Run button's generation event (``.then`` follows a finished run), set by
             the Run tab; the lessons fill their note in after it.
+        recorded: ``(recorded_run, outputs)`` from the Run tab: the generator that replays the
+            recorded run the page opens on (:func:`specviz.ui.tabs.replay.recorded_run`) and the
+            Run tab's outputs it fills.
         watch: ``(open_trace, outputs)`` from the "Watch a pass" tab: ``open_trace(name, pass_,
             beat)`` returns the values of ``outputs`` for a bundled trace at that pass and beat
             (for a URL router).
@@ -66,6 +69,7 @@ class PageContext:
     run_state: gr.State | None = None
     run_outputs: dict[str, gr.components.Component] = field(default_factory=dict)
     run_done: object = None
+    recorded: tuple[Callable, list[gr.components.Component]] | None = None
     watch: tuple[Callable[..., tuple], list[gr.components.Component]] | None = None
     playground: dict[str, gr.components.Component] = field(default_factory=dict)
     playground_panels: tuple[Callable[[dict], dict], dict[str, gr.components.Component]] | None = None

@@ -117,6 +117,10 @@ def build_page(public: bool) -> gr.Blocks:
         share.wire_serving_notes(demo)
         palette.change(None, palette, None, js=script("palette"), api_name=False)
         demo.load(None, None, None, js=called(script("style"), page_css()), api_name=False)
+        # The page opens on a finished run, replayed in a few seconds: the payoff before any setting.
+        replay_recorded, shown = ctx.recorded
+        demo.load(replay_recorded, None, shown, api_name=False, concurrency_id="playground", concurrency_limit=None,
+                  show_progress="hidden")
         demo.load(None, None, None, js=script("one_draw"), api_name=False)
         demo.load(None, None, None, js=script("fit_charts"), api_name=False)
         demo.load(None, None, None, js=tour_js(), api_name=False)

@@ -193,6 +193,7 @@ def race_figure(lanes: Lanes, highlight: tuple[int, int] | None = None):
             trace.showlegend = False
         named.add(trace.name)
     finishes = [(spec, 1, lanes.speculative_ms)] + ([(plain, 0, lanes.plain_ms)] if lanes.step_ms else [])
+    finishes = [f for f in finishes if f[2] > 0]  # an empty race has no finish to mark ("finish 0 ms")
     fig.add_trace(go.Scatter(x=[ms for _, _, ms in finishes], y=[row for _, row, _ in finishes],
                              customdata=[lane for lane, _, _ in finishes], mode="markers+text",
                              marker=dict(symbol="line-ns-open", size=28, color=palette.MARKER, line=dict(width=3)),

@@ -12,6 +12,8 @@ inspector on that decision.
 
 from __future__ import annotations
 
+import html
+
 import dataclasses
 import time
 
@@ -23,7 +25,7 @@ from specviz.core.records import ACCEPTED, BONUS, PLAIN, RESAMPLED, Round
 from specviz.ui.teach.beats import fmt
 from specviz.ui.draw.escape import as_text
 
-__all__ = ["DONE_MARK", "ENGINE_LOG_LEGEND", "KIND_LABELS", "NO_TRACE_BASELINE", "PANEL_OPEN", "TREE_BONUS_LABEL",
+__all__ = ["DONE_MARK", "stage_panel", "ENGINE_LOG_LEGEND", "KIND_LABELS", "NO_TRACE_BASELINE", "PANEL_OPEN", "TREE_BONUS_LABEL",
            "UNLOGGED", "inspector_markdown", "kind_label",
            "legend_html", "render_round", "render_rounds", "round_tree_html", "sent_mark", "stream_head",
            "stream_tail", "summary_markdown", "unlogged", "wrap_output"]
@@ -125,7 +127,7 @@ def legend_html(clickable: bool = True) -> str:
         '<span><span class="sv-tok sv-bonus">bonus</span> every draft accepted (in a tree: the accepted path '
         'reached a leaf): one more from the target</span>'
         '<span><span class="sv-tok sv-plain">plain</span> target step with nothing drafted</span>'
-        f"<span>Hover a token for its probabilities{';' + click if click else '.'} A dotted line starts each "
+        f"<span>Hover or tap a token for its probabilities{';' + click if click else '.'} A dotted line starts each "
         f"verify pass.</span>{ENGINE_LOG_LEGEND if clickable else ''}</div>"
     )
 
@@ -156,6 +158,14 @@ def stream_head() -> str:
 def stream_tail(generated_at: float | None = None) -> str:
     """What ends a streamed panel: the last :func:`sent_mark`, :data:`DONE_MARK` and the closing tag."""
     return sent_mark(generated_at) + DONE_MARK + "</div>"
+
+
+def stage_panel(stage: str) -> str:
+    """The token panel before a run's first token: what the run is doing now (loading, warming up,
+    timing plain decoding n of 3, with the time left once known), where the eye already is. The
+    stage is text from outside the code (a model's name): escaped."""
+    return (stream_head() + f'<div class="sv-stage" role="status" aria-live="polite">{html.escape(stage)}</div>'
+            + sent_mark() + "</div>")
 
 
 def wrap_output(body: str, done: bool = False, generated_at: float | None = None) -> str:
@@ -240,21 +250,24 @@ def summary_markdown(a: RunAnalysis, status: str, notes: list[str] | None = None
     being measured; a loaded trace may have none: :data:`NO_TRACE_BASELINE`)."""
     counts = a.counts
     chain_only = " — a chain's formula, not a tree's (see below)" if a.tree_rounds else ""
+    # What holds still first: tokens per pass and α do not depend on how busy the machine is; the
+    # speedup does, and carries its range.
     rows = [
+        ("tokens per target pass", f"**{a.tokens_per_pass:.2f}**  (the same on any machine; theory "
+                                   f"(1 − α^(K+1))/(1 − α): {fmt_figure(a.predicted_tokens_per_pass)}; on the actual "
+                                   f"draft lengths: {fmt_figure(a.predicted_tokens_per_pass_actual_drafts)}{chain_only})"),
+        ("per-token α (accepted ÷ tested)", f"**{fmt_figure(a.alpha, '.3f')}**  ({a.accepted}/{a.tested} tested: the α "
+                                            "of every closed form, the same on any machine)"),
+        ("measured speedup", _speedup_verdict(a, no_baseline)),
         _shape_row(a),
         ("acceptance rate (accepted ÷ proposed)", f"{fmt_figure(a.acceptance_rate, '.3f')}  ({a.accepted}/{a.proposed} "
-                                                  "draft tokens reached the output)"),
-        ("per-token α (accepted ÷ tested)", f"{fmt_figure(a.alpha, '.3f')}  ({a.accepted}/{a.tested} tested; drafts after "
-                                            "a rejection are never tested — the theory's α)"),
-        ("tokens per target pass", f"{a.tokens_per_pass:.2f}  (theory (1 − α^(K+1))/(1 − α): "
-                                   f"{fmt_figure(a.predicted_tokens_per_pass)}; on the actual draft lengths: "
-                                   f"{fmt_figure(a.predicted_tokens_per_pass_actual_drafts)}{chain_only})"),
+                                                  "drafts reached the output: what engines report; below α, since "
+                                                  "drafts after a rejection are never tested and count as lost)"),
         ("target passes", f"{a.target_passes}"),
         ("tokens: accepted / resampled / bonus / plain",
          f"{counts['accepted']} / {counts['resampled']} / {counts['bonus']} / {counts['plain']}"),
         ("speculative tokens/s", f"{a.tokens_per_s:.1f}  ({a.emitted} tokens in {a.wall_s:.2f} s, prefill included)"),
         ("plain decoding tokens/s", _plain_row(a)),
-        ("measured speedup", _speedup_verdict(a, no_baseline)),
         ("cost ratio c (draft step ÷ plain step)", fmt_figure(a.cost_ratio_c, ".3f")),
         ("verify cost v (verify pass ÷ plain step)", fmt_figure(a.verify_cost_v)),
         ("theoretical speedup", f"{fmt_figure(a.theoretical_speedup)}×  = (1 − α^(K+1)) / ((1 − α)(K·c + v)); on the "

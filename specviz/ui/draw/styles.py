@@ -49,8 +49,10 @@ TOKENS_CSS = """
 #sv-tokens { height: 360px; min-height: 160px; overflow-y: auto !important; resize: vertical; }
 #sv-tokens .sv-legend { position: sticky; top: 0; z-index: 1; padding: 4px 0;
                         background: var(--block-background-fill); }
-.sv-out:not(:has(.sv-tok, .sv-rejected))::before { content: "output appears here"; font-style: italic;
-                                                   opacity: 0.6; }
+.sv-out:not(:has(.sv-tok, .sv-rejected, .sv-stage))::before { content: "output appears here"; font-style: italic;
+                                                              opacity: 0.6; }
+/* What a run is doing before its first token, inside the token box where the eye already is. */
+.sv-out .sv-stage { font-family: var(--font); font-style: italic; opacity: 0.85; }
 /* Table headers (gr.Dataframe's too) wrap between words, never inside one. */
 table th, table th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: manual; }
 /* Drafters side by side: each drafter's figures above its output. */
@@ -147,11 +149,13 @@ TABLET_CSS = """
 }
 """
 
-#: Phones (under 600 px): one chart per row, rows wrap, the token box is shorter, tables and
-#: formulas scroll sideways.
+#: Phones (under 600 px): one chart per row, rows wrap, tables and formulas scroll sideways; the
+#: token box takes most of the screen's height and its legend scrolls away with the tokens (stuck at
+#: the top, the legend's wrapped lines left the tokens three lines on a 390 × 844 phone).
 PHONE_CSS = """
 @media (max-width: 600px) {
-  #sv-tokens { height: 260px !important; }
+  #sv-tokens { height: 62vh !important; }
+  #sv-tokens .sv-legend { position: static !important; font-size: 12px; }
   .gradio-container, .gradio-container .main { padding-left: 6px !important; padding-right: 6px !important; }
   .gradio-container .row, .gradio-container .form { flex-wrap: wrap !important; }
   .gradio-container .row > *, .gradio-container .column { min-width: min(100%, 160px) !important; }

@@ -14,7 +14,8 @@ __all__ = ["STEPS"]
 #: the matched element must contain (tab buttons have no ids). ``needs``: skip the step when no
 #: element matches (the Watch tab is optional). The last step has no action.
 STEPS = [
-    dict(text="<b>Welcome.</b> A small draft model guesses K tokens; the big target model checks them all in "
+    dict(text="<b>Welcome.</b> A cheap drafter guesses K tokens (here prompt lookup, copying from the prompt; the "
+              "model pair menu has a small draft model of the same family); the target checks them all in "
               "<i>one</i> verify pass. Let's watch it.",
          action="press <b>Run</b> (under the prompt, outlined)", selector="#sv-run-btn", events=["click"]),
     dict(text="Tokens arrive coloured by how they were made: accepted drafts, a resampled token at the first "
@@ -29,7 +30,10 @@ STEPS = [
          events=["click"]),
     dict(text="The <b>race</b> puts plain decoding and the speculative run on one clock: draft time, verify "
               "passes, and the drafting wasted on rejected guesses.",
-         action="type a pass number in <b>from pass</b> or <b>to pass</b> to highlight a stretch",
+         action="open <b>The race</b> (under the charts)", selector="button, .label-wrap", label="The race",
+         events=["click"]),
+    dict(text="Highlight a stretch of passes: the race and the tokens above show the same passes.",
+         action="type a pass number in <b>from pass</b> or <b>to pass</b>",
          selector="#sv-race-from, #sv-race-to", events=["input", "change"]),
     dict(text="Why does it pay off at all? The closed form says.", action="open the <b>Playground</b> tab",
          selector="button[role=tab]", label="Playground", events=["click"]),

@@ -8,6 +8,8 @@ import json
 import os
 import re
 import threading
+import time
+from pathlib import Path
 
 import gradio as gr
 
@@ -147,3 +149,43 @@ def load_trace(path, *, public: bool | None = None):
     n = len(state.rounds)
     view = state.view(None, f"**Loaded** a saved trace · {n} passes · {as_text(state.label)}", True)
     return RunUpdate(view, state=state, slider=gr.update(maximum=max(n, 1), value=n)).values(SHOWN_OUTPUTS)
+
+
+# ----------------------------------------------------------------------------- the page opens on a run
+#: The recorded run the page opens on (a bundled trace, specviz/data/traces/README.md): the offline
+#: same-family pair on code, where passes keep several tokens and some keep one.
+RECORDED_RUN = "pair_code"
+#: How long the recorded run takes to replay as the page opens, s, and in how many steps.
+RECORDED_REPLAY_S, RECORDED_STEPS = 3.0, 10
+
+
+def recorded_status(state: RunState) -> str:
+    """The summary's status for the recorded run: what it is, the question to ask of it, and Run."""
+    settings_ = state.meta.get("settings") or {}
+    temperature = settings_.get("temperature")
+    return (f"**A recorded run** of {as_text(state.label.removesuffix(' (saved trace)'))}"
+            + (f" at T = {temperature:g}" if isinstance(temperature, (int, float)) else "")
+            + f", recorded on {as_text(str(state.meta.get('device', '?')))} when this page was made: why did one "
+            "pass keep four drafted tokens and another only one? Click a token to see its test. Then press "
+            "**Run** to make your own.")
+
+
+def recorded_run(request: gr.Request = None):
+    """As the page opens: the recorded run (:data:`RECORDED_RUN`) replayed pass by pass in about
+    :data:`RECORDED_REPLAY_S` seconds, then whole, so the first thing a visitor sees is the method at
+    work, with its colours and charts. Nothing is loaded or run (a saved trace). A page opened by a
+    classroom link (any query) shows what the link asks for instead."""
+    if request is not None and dict(getattr(request, "query_params", None) or {}):
+        return
+    path = Path(__file__).resolve().parents[2] / "data" / "traces" / f"{RECORDED_RUN}.json"
+    rounds, meta = load_trace_file(str(path))
+    state = RunState.from_rounds(rounds, meta)
+    status = recorded_status(state)
+    n = len(state.rounds)
+    marks = sorted({max(1, round(n * i / RECORDED_STEPS)) for i in range(1, RECORDED_STEPS + 1)})
+    for upto in marks[:-1]:
+        yield RunUpdate(state.view(upto, status, False), state=state,
+                        slider=gr.update(maximum=max(n, 1), value=upto)).values(SHOWN_OUTPUTS)
+        time.sleep(RECORDED_REPLAY_S / RECORDED_STEPS)
+    yield RunUpdate(state.view(None, status, True), state=state,
+                    slider=gr.update(maximum=max(n, 1), value=n)).values(SHOWN_OUTPUTS)

@@ -23,7 +23,7 @@ from specviz.ui.serve import gpu_budget
 from specviz.ui.serve import settings
 from specviz.ui.serve import visitors
 from specviz.ui.draw.escape import as_text
-from specviz.ui.draw.run_views import fmt_figure, sent_mark, stream_head, stream_tail, wrap_output
+from specviz.ui.draw.run_views import fmt_figure, sent_mark, stage_panel, stream_head, stream_tail, wrap_output
 from specviz.ui.serve.feature import Feature, Plan
 from specviz.ui.serve.fields import NAMES, request_from, spread
 from specviz.ui.serve.state import (
@@ -198,9 +198,11 @@ def log_run(request: RunRequest, label: str, analysis: RunAnalysis, outcome: str
                 fmt_figure(analysis.speedup, ".2f", "n/a"))
 
 
-def loading_update(status: str, baselines: dict) -> tuple:
-    """/run's outputs while the pair loads: only the status line (the rest as it is)."""
-    return _run_update(_skipped(summary=status), baselines, KEEP)
+def loading_update(status: str, baselines: dict, stage: str | None = None) -> tuple:
+    """/run's outputs while the pair loads: the status line, and the same words (``stage``, plain
+    text) in the token box (:func:`~specviz.ui.draw.run_views.stage_panel`); the rest as it is."""
+    shown = {"tokens": stage_panel(stage)} if stage else {}
+    return _run_update(_skipped(summary=status, **shown), baselines, KEEP)
 
 
 def _skipped(**shown) -> RunView:
@@ -378,7 +380,8 @@ def warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool, ctx=No
     state.busy_note = busy_note() or ""  # and again at the end: a load that came during the run counts too
     state.stop_slot = ctx.slot if ctx is not None else -1
     panel = TokenPanel(state)
-    yield _run_update(waiting_view(panel.html, f"Preparing {as_text(label)}…", request.k), baselines, state)
+    yield _run_update(waiting_view(stage_panel(f"Preparing {label}…"), f"Preparing {as_text(label)}…", request.k),
+                      baselines, state)
     if ctx is not None and ctx.past_deadline():
         yield _ended_early(state, panel, baselines, ctx, "loading the models")
         return
@@ -397,7 +400,7 @@ def warm_and_stream(prepared: PreparedRun, baselines: dict, public: bool, ctx=No
             if should_end():
                 steps.close()
                 break
-            yield _run_update(_skipped(tokens=panel.current(), summary=as_text(line)), baselines, state)
+            yield _run_update(_skipped(tokens=stage_panel(line), summary=as_text(line)), baselines, state)
     if state.finished or (ctx is not None and ctx.stopped()):
         return  # stopped while the baseline was timed: stop_run showed it
     if ctx is not None and ctx.past_deadline():
@@ -429,11 +432,11 @@ def run_work(ctx: "gpu.JobContext", request, baselines: dict, public: bool):
     (:func:`specviz.ui.warm_and_stream`): :data:`specviz.ui.serve.state.RUN_OUTPUTS` tuples."""
     # The status says what is happening from the first second: loading takes up to a minute on
     # a small CPU the first time, and nothing else would show but Gradio's timer.
-    loading = f"Loading the models for {as_text(request.target)}"
+    first_time = "only the first run with these models waits for this; up to a minute on a small CPU"
     prepared = yield from while_working(
         lambda: load_and_encode(request, ctx, warn=ctx.warn),
-        lambda s: loading_update(f"{loading} (only the first run with these models waits for this; up to "
-                                            f"a minute on a small CPU) · {s:.0f} s…", baselines))
+        lambda s: loading_update(f"Loading the models for {as_text(request.target)} ({first_time}) · {s:.0f} s…",
+                                 baselines, f"Loading the models for {request.target} ({first_time}) · {s:.0f} s…"))
     with prepared.in_use():  # no other load evicts the pair while it runs
         yield from warm_and_stream(prepared, baselines, public, ctx)
 

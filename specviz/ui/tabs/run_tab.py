@@ -24,10 +24,10 @@ from specviz.ui.serve.fields import NAMES, SHARED, request_from, spec_fields
 from specviz.ui.tabs.lossless_check import LOSSLESS, run_lossless, settings_changed
 from specviz.ui.tabs.numbers_hide import numbers_hide_view
 from specviz.ui.prose import LATEX, prose
-from specviz.ui.tabs.replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view, replay,
-                     reset_inspector, step_replay)
+from specviz.ui.tabs.replay import (INSPECTOR_HINT, export_run, inspect_token, last_run_figures, load_trace, race_view,
+                                    recorded_run, replay, reset_inspector, step_replay)
 from specviz.ui.tabs.run_stream import RUN, run_demo, stop_run
-from specviz.ui.serve.settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PRESETS
+from specviz.ui.serve.settings import DEFAULT_PRESET, DRAFTER_NOTES, EXAMPLE_LABELS, EXAMPLES, PAIR_PROMPTS, PRESETS
 from specviz.ui.serve.state import RUN_OUTPUTS, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunView
 
 
@@ -121,8 +121,9 @@ def build(ctx: PageContext) -> None:
 
 
 def _settings(c, limits, public: bool) -> None:
-    """The left column: the prompt, Run and Stop and the run's status line, then the model pair,
-    the drafter and the sampling settings."""
+    """The left column's first screen: the prompt and its examples, Run and Stop and the run's status
+    line, the model pair, the drafter, K and the temperature; every other setting behind one
+    "More settings" (:func:`_more_settings`)."""
     c.prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt", lines=6, elem_id="sv-prompt")
     # The prompt and Run first, the model pair and every other setting under them: Run under every
     # setting was 2,470 px down on a phone, and under the model pair 890 px down on a 1366 × 768
@@ -133,22 +134,36 @@ def _settings(c, limits, public: bool) -> None:
     # The run's own line: the queue's words, and a refusal's pill here rather than on every output.
     c.run_status = gr.Markdown("", elem_id="sv-run-status")
     c.preset = gr.Dropdown(settings.preset_names(public), value=DEFAULT_PRESET, label="Model pair")
-    c.target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model", interactive=not public,
-                             info="Set by the model pair above" if public else
-                             "Offline name (smollm2-135m-instruct, gemma-3-270m), hub id or local directory")
     c.drafter_kind = gr.Dropdown(settings.drafter_menu(settings.server_device(), public), value="ngram",
                                  label="Drafter")
-    c.draft_model = gr.Textbox("", label="Draft model", visible=False, interactive=not public,
-                               info="Set by the model pair above" if public else
-                               "Hub id or local directory; must share the target's tokenizer")
-    c.early_exit_layers = gr.Slider(1, 16, value=4, step=1, label="Early-exit draft: first N layers", visible=False)
     c.drafter_note = gr.Markdown(DRAFTER_NOTES["ngram"])
-    c.chat = gr.Checkbox(True, label="Chat prompt (apply the target's chat template)")
     with gr.Row():
         c.k = gr.Slider(1, limits.max_k, value=4, step=1, label="Lookahead K",
                         info=settings.capped_info("K", limits.max_k, public), elem_id="sv-k")
         c.temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)",
                                   elem_id="sv-temperature")
+    with gr.Accordion("More settings", open=False, elem_id="sv-more-settings"):
+        _more_settings(c, limits, public)
+
+
+def _more_settings(c, limits, public: bool) -> None:
+    """Behind "More settings": the models by name, the chat template, the tree shape, the rule, the
+    filters, the length and the seed, the device and dtype, the example prompts, and the engine-log
+    view of the tokens."""
+    c.target_id = gr.Textbox(PRESETS[DEFAULT_PRESET]["target"], label="Target model", interactive=not public,
+                             info="Set by the model pair" if public else
+                             "Offline name (smollm2-135m-instruct, qwen2.5-coder-1.5b-instruct, …), hub id or "
+                             "local directory")
+    c.draft_model = gr.Textbox("", label="Draft model", visible=False, interactive=not public,
+                               info="Set by the model pair" if public else
+                               "Hub id or local directory; must share the target's tokenizer")
+    c.early_exit_layers = gr.Slider(1, 16, value=4, step=1, label="Early-exit draft: first N layers", visible=False)
+    c.chat = gr.Checkbox(True, label="Chat prompt (apply the target's chat template)")
+    with gr.Row():
+        c.max_new_tokens = gr.Slider(1, min(512, limits.max_new_tokens), value=96, step=1,
+                                     label="Max new tokens", elem_id="sv-max-new",
+                                     info=settings.capped_info("length", limits.max_new_tokens, public))
+        c.seed = gr.Number(0, precision=0, minimum=0, label="Seed")
     with gr.Row():
         c.branches = gr.Slider(1, limits.max_branches, value=1, step=1, label="Tree branches B (1 = chain)",
                                info="Up to B candidate continuations per node, verified in one pass",
@@ -162,16 +177,18 @@ def _settings(c, limits, public: bool) -> None:
     with gr.Row():
         c.top_k = gr.Number(0, precision=0, minimum=0, label="Top-k (0 = off)")
         c.top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
-    with gr.Row():
-        c.max_new_tokens = gr.Slider(1, min(512, limits.max_new_tokens), value=96, step=1,
-                                     label="Max new tokens", elem_id="sv-max-new",
-                                     info=settings.capped_info("length", limits.max_new_tokens, public))
-        c.seed = gr.Number(0, precision=0, minimum=0, label="Seed")
-    with gr.Accordion("Device", open=False, visible=not public):
+    with gr.Row(visible=not public):
         c.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
         c.dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="Dtype",
                               info="auto: bf16 on GPUs and CPUs that run it natively, else fp32")
     gr.Examples(EXAMPLES, [c.prompt, c.chat], label="Example prompts", example_labels=EXAMPLE_LABELS)
+    gr.Examples([[prompt, chat, temperature] for prompt, chat, temperature, _ in PAIR_PROMPTS],
+                [c.prompt, c.chat, c.temperature], label="The same-family pair's prompts",
+                example_labels=[label for *_, label in PAIR_PROMPTS])
+    # The switch greys the tokens and the inspector above it and the charts below.
+    c.engine_log = gr.Checkbox(False, label="What an engine would have logged", elem_id="sv-engine-log",
+                               info="Grey out what no engine's counters tell: u, p_draft, p_target, the "
+                                    "rejected drafts and the residuals (vLLM #19993, SGLang #34814)")
 
 
 def _outputs(c) -> None:
@@ -187,12 +204,6 @@ def _outputs(c) -> None:
         c.inspector_tree = gr.HTML("", elem_id="sv-inspector-tree")
     _main_charts(c)
     c.summary = gr.Markdown("Press **Run**.", elem_id="sv-summary", elem_classes=["sv-status"])
-    # Under the summary, not between the tokens and the headline charts: a projector's first screen
-    # keeps Run, the tokens and the speedup; the switch greys the tokens and the
-    # inspector above it and the charts below.
-    c.engine_log = gr.Checkbox(False, label="What an engine would have logged", elem_id="sv-engine-log",
-                               info="Grey out what no engine's counters tell: u, p_draft, p_target, the "
-                                    "rejected drafts and the residuals (vLLM #19993, SGLang #34814)")
 
 
 def _main_charts(c) -> None:
@@ -206,24 +217,33 @@ def _main_charts(c) -> None:
 
 
 def _charts_and_replay(c) -> None:
-    """The other two charts, then replay, export and saved traces."""
-    with gr.Row():
-        c.position_plot = gr.Plot(charts.per_position_figure(None), label="Acceptance by draft position",
-                                  show_label=False, elem_id="sv-positions")
-        c.time_plot = gr.Plot(charts.time_split_figure(None), label="Time per round", show_label=False,
-                              elem_id="sv-time")
-    with gr.Row():
-        c.rules_plot = gr.Plot(diagnostic_charts.rules_figure(None), label="Same passes, four rules",
-                               show_label=False, elem_id="sv-rules")
-        c.lengths_plot = gr.Plot(diagnostic_charts.accepted_length_figure(None), label="Accepted drafts per pass",
-                                 show_label=False, elem_id="sv-lengths")
-        c.calibration_plot = gr.Plot(diagnostic_charts.calibration_figure(None), label="Calibration",
-                                     show_label=False, elem_id="sv-calibration")
-    c.race_plot = gr.Plot(empty_race(), label="Race", show_label=False,
-                          elem_id="sv-race")
-    with gr.Row():
-        c.race_from = gr.Number(None, precision=0, label="Highlight from pass", elem_id="sv-race-from")
-        c.race_to = gr.Number(None, precision=0, label="to pass", elem_id="sv-race-to")
+    """Every other figure behind its own section, each saying what to read in it; then replay,
+    export and saved traces."""
+    with gr.Accordion("Where each pass's time goes, and which draft positions fail", open=False,
+                      elem_id="sv-time-panel"):
+        gr.Markdown("Left: how often the drafted token at each position was kept. Right: each pass's time, "
+                    "drafting against verifying.")
+        with gr.Row():
+            c.position_plot = gr.Plot(charts.per_position_figure(None), label="Acceptance by draft position",
+                                      show_label=False, elem_id="sv-positions")
+            c.time_plot = gr.Plot(charts.time_split_figure(None), label="Time per round", show_label=False,
+                                  elem_id="sv-time")
+    with gr.Accordion("The same passes under engines' rules, accepted lengths, calibration", open=False,
+                      elem_id="sv-rules-panel"):
+        gr.Markdown("What the drafts of this very run would have given under each verification rule; how many "
+                    "drafts each pass kept; and whether the draft's confidence matched how often it was kept.")
+        with gr.Row():
+            c.rules_plot = gr.Plot(diagnostic_charts.rules_figure(None), label="Same passes, four rules",
+                                   show_label=False, elem_id="sv-rules")
+            c.lengths_plot = gr.Plot(diagnostic_charts.accepted_length_figure(None),
+                                     label="Accepted drafts per pass", show_label=False, elem_id="sv-lengths")
+            c.calibration_plot = gr.Plot(diagnostic_charts.calibration_figure(None), label="Calibration",
+                                         show_label=False, elem_id="sv-calibration")
+    with gr.Accordion("The race: this run against plain decoding, pass by pass", open=False, elem_id="sv-race-panel"):
+        c.race_plot = gr.Plot(empty_race(), label="Race", show_label=False, elem_id="sv-race")
+        with gr.Row():
+            c.race_from = gr.Number(None, precision=0, label="Highlight from pass", elem_id="sv-race-from")
+            c.race_to = gr.Number(None, precision=0, label="to pass", elem_id="sv-race-to")
     with gr.Accordion("Replay, export and saved traces", open=False):
         gr.Markdown("Go back over the run pass by pass: tokens, summary and charts as they stood after pass r. "
                     "Export the run (trace JSON, rounds CSV, charts HTML), or load a saved trace (from here or "
@@ -318,6 +338,7 @@ def _wire(c, ctx: PageContext) -> None:
     for event in (run_event, loaded):
         event.then(numbers_hide_view, run_state, [c.twin_plot, c.numbers_md], api_name=False, **FREE)
     ctx.run_done = run_event  # a lesson's note follows a finished run (lessons_tab)
+    ctx.recorded = (recorded_run, out(SHOWN_OUTPUTS))  # the page opens on a recorded run (page.py)
     ctx.run_outputs = {**dict(zip((*RunView._fields, "state"), out((*RunView._fields, "state")), strict=True)),
                        "race": c.race_plot, "inspector": c.inspector_md, "inspector_plot": c.inspector_plot,
                        "inspector_tree": c.inspector_tree}

@@ -54,8 +54,10 @@ def _add_model_args(p: argparse.ArgumentParser, several_drafts: bool = False) ->
                    help=("one or more drafters (sweep them with several); " if several_drafts else "")
                    + f"drafter: {spec_help()} (default: %(default)s)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: %(default)s")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                   help="default: %(default)s (greedy equality with plain decoding is exact in float32 only)")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16", "int4"],
+                   help="default: %(default)s (greedy equality with plain decoding is exact in float32 only); int4 "
+                        "keeps every linear layer as int4 blocks on torch's CPU kernels (the offline pair's from its "
+                        "GGUF's own Q4_K blocks)")
     p.add_argument("--top-k", type=int, default=0, dest="top_k", help="top-k filter, 0 = off (default: %(default)s)")
     p.add_argument("--top-p", type=float, default=1.0, dest="top_p", help="nucleus filter in (0, 1] (default: %(default)s)")
     p.add_argument("--max-new-tokens", type=int, default=64, dest="max_new_tokens", help="default: %(default)s")
@@ -384,7 +386,7 @@ def _json_settings(spec, target, request, prompt_tokens: int, drafter) -> dict:
         "rule": request.rule,
         "notes": list(getattr(spec, "notes", [])),
         "device": str(target.device),
-        "dtype": str(target.dtype).removeprefix("torch."),
+        "dtype": "int4" if getattr(target, "weights", "dense") == "int4" else str(target.dtype).removeprefix("torch."),
     }
 
 

@@ -57,7 +57,8 @@ from specviz.models import memory
 from specviz.models.errors import IncompatiblePairError, ModelLoadError
 from specviz.core.kvcache import check_transformers
 from specviz.models.model_cache import DEFAULT_MAX_MODELS, CacheKey, ModelCache, module_bytes  # noqa: F401  (re-exported)
-from specviz.models.offline import OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id, prepare_offline
+from specviz.models.offline import (GGUF_FILE, OFFLINE_MODELS, OfflineSpec, ProgressFn, cache_dir, is_repo_id,
+                                    prepare_offline)
 
 __all__ = [
     "OFFLINE_MODELS",
@@ -212,7 +213,9 @@ class LoadedModel:
         source: where the weights were read from (a directory path, or the hub id); part of the
             load cache key.
         device: the device the weights live on.
-        dtype: the weights' floating-point dtype.
+        dtype: the weights' floating-point dtype (for int4 weights: the activations', bfloat16).
+        weights: ``"dense"``, or ``"int4"``: every linear layer (lm_head included) kept as int4
+            blocks on torch's CPU kernels (:mod:`specviz.models.quantized`).
         warmed: free-form record of the warm-ups already done with this model: callers add keys
             of their choosing (strings, e.g. one per drafter spec) and skip a warm-up whose key
             is present. Starts empty on every fresh load and dies with the model when the cache
@@ -227,6 +230,7 @@ class LoadedModel:
     source: str
     device: torch.device
     dtype: torch.dtype
+    weights: str = "dense"
     warmed: set = field(default_factory=set, repr=False, compare=False)
 
     @property
@@ -454,7 +458,9 @@ def load_model(
     Args:
         name_or_path: offline name, checkpoint directory or hub id.
         device: ``"auto" | "cpu" | "cuda"`` (see :func:`resolve_device`).
-        dtype: ``"auto" | "float32" | "bfloat16" | "float16"`` (see :func:`resolve_dtype`).
+        dtype: ``"auto" | "float32" | "bfloat16" | "float16"`` (see :func:`resolve_dtype`), or
+            ``"int4"``: bfloat16 activations and every linear layer kept as int4 blocks, on the CPU
+            (:func:`_read_int4`).
         progress: optional ``(fraction, message) -> None`` for the UI.
 
     Returns:
@@ -472,23 +478,67 @@ def load_model(
     except RuntimeError as err:
         raise ModelLoadError(str(err)) from None
     torch_device = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, torch_device)
+    int4 = isinstance(dtype, str) and dtype.strip().lower() == INT4
+    if int4 and torch_device.type != "cpu":
+        raise ValueError("int4 weights run on torch's CPU kernels; on a GPU choose bfloat16 or float16")
+    torch_dtype = torch.bfloat16 if int4 else resolve_dtype(dtype, torch_device)
     with _LOCK:
         source, local_only = _resolve_source(name_or_path, progress)
-        cached = _CACHE.get((source, str(torch_device), torch_dtype))
+        key = (f"{source}#int4" if int4 else source, str(torch_device), torch_dtype)
+        cached = _CACHE.get(key)
         if cached is not None:
             return cached
-        _CACHE.make_room(torch_device, estimate_bytes(source, torch_dtype) or 0, name_or_path)
+        estimate = estimate_bytes(source, torch_dtype) or 0
+        _CACHE.make_room(torch_device, estimate * 2 if int4 else estimate, name_or_path)  # int4: converted from bf16
         t0 = time.perf_counter()
-        loaded = _read_model(name_or_path, source, local_only, torch_device, torch_dtype, progress)
+        if int4:
+            loaded = _read_int4(name_or_path, source, local_only, torch_device, progress)
+        else:
+            loaded = _read_model(name_or_path, source, local_only, torch_device, torch_dtype, progress)
         nbytes = module_bytes(loaded.model)
         logger.info("loaded %s from %s in %.2f s (%s, %s, %.1f MiB)", name_or_path, loaded.source,
-                    time.perf_counter() - t0, torch_device, str(torch_dtype).removeprefix("torch."),
+                    time.perf_counter() - t0, torch_device, INT4 if int4 else str(torch_dtype).removeprefix("torch."),
                     nbytes / 2**20)
         # Keyed by the source the model was read from: a just-downloaded hub model by its snapshot
         # directory, which is what later calls resolve to.
-        _CACHE.put((loaded.source, str(torch_device), torch_dtype), loaded, nbytes)
+        _CACHE.put((f"{loaded.source}#int4" if int4 else loaded.source, str(torch_device), torch_dtype), loaded,
+                   nbytes)
         return loaded
+
+
+#: The dtype name that keeps a model's linear weights as int4 blocks (:mod:`specviz.models.quantized`).
+INT4 = "int4"
+#: Where an offline model's int4 weights are kept once converted from its GGUF: reloads in seconds.
+INT4_FILE = "specviz-int4.safetensors"
+
+
+def _read_int4(name_or_path: str, source: str, local_only: bool, device: torch.device,
+               progress: ProgressFn | None) -> LoadedModel:
+    """Read a model with every linear (lm_head included) as int4 blocks: from the file an earlier
+    conversion kept (:data:`INT4_FILE`, an offline model's), else its bfloat16 copy converted now,
+    exactly from its GGUF's Q4_K blocks where it has a GGUF (the offline pair), by requantizing the
+    weights otherwise (:func:`specviz.models.quantized.quantize_model`)."""
+    from transformers import AutoTokenizer
+
+    from specviz.models import quantized
+
+    kept = Path(source) / INT4_FILE
+    if kept.is_file():
+        if progress is not None:
+            progress(0.0, f"loading {name_or_path} (int4 weights kept from an earlier conversion)")
+        model, _ = quantized.load_quantized(str(kept))
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, local_files_only=True)
+        return LoadedModel(model=model.eval(), tokenizer=tokenizer, name=name_or_path, source=source, device=device,
+                           dtype=torch.bfloat16, weights=INT4)
+    dense = _read_model(name_or_path, source, local_only, device, torch.bfloat16, progress)
+    gguf = Path(source) / GGUF_FILE
+    if progress is not None:
+        progress(0.5, f"converting {name_or_path}'s linear layers to int4"
+                      + (" from its GGUF's own blocks" if gguf.is_file() else ""))
+    keep = str(kept) if name_or_path in OFFLINE_MODELS and gguf.is_file() else None
+    quantized.quantize_model(dense.model, str(gguf) if gguf.is_file() else None, save_path=keep)
+    return LoadedModel(model=dense.model, tokenizer=dense.tokenizer, name=name_or_path, source=dense.source,
+                       device=device, dtype=torch.bfloat16, weights=INT4)
 
 
 def estimate_bytes(source: str, dtype: str | torch.dtype) -> int | None:

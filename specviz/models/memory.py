@@ -72,16 +72,20 @@ MODEL_SHAPES: dict[str, ModelShape] = {
 
 
 # --------------------------------------------------------------------------- sizes
-def bytes_per_parameter(dtype: str | torch.dtype) -> int:
-    """Bytes of one parameter in ``dtype`` (``"float32"``: 4, ``"bfloat16"`` / ``"float16"``: 2).
+def bytes_per_parameter(dtype: str | torch.dtype) -> float:
+    """Bytes of one parameter in ``dtype`` (``"float32"``: 4, ``"bfloat16"`` / ``"float16"``: 2,
+    ``"int4"``: 2, since an int4 model is read in bfloat16 and converted, and its embedding table
+    stays bfloat16; its linear layers then hold 0.625 bytes a weight).
 
     Raises:
-        ValueError: for a name that is not one of the three (resolve ``"auto"`` first).
+        ValueError: for a name that is none of these (resolve ``"auto"`` first).
     """
     if isinstance(dtype, torch.dtype):
         return dtype.itemsize
+    if dtype == "int4":
+        return 2
     if dtype not in ("float32", "bfloat16", "float16"):
-        raise ValueError(f"unknown dtype {dtype!r}: use float32, bfloat16 or float16")
+        raise ValueError(f"unknown dtype {dtype!r}: use float32, bfloat16, float16 or int4")
     return getattr(torch, dtype).itemsize
 
 

@@ -84,7 +84,8 @@ class RunRequest:
         seed: the run's random seed, 0..``max_seed``.
         chat: apply the target's chat template.
         device: ``"auto"``, ``"cpu"`` or ``"cuda"``.
-        dtype: ``"auto"``, ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+        dtype: ``"auto"``, ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"int4"`` (every linear
+            layer kept as int4 blocks on torch's CPU kernels, bfloat16 activations).
         branches: B, most children per draft-tree node, 1..``max_branches`` (1: chains).
         tree_nodes: N, most nodes per draft tree, K..``max_tree_nodes``, or None for the
             default (:func:`specviz.core.drafttree.default_tree_nodes`).
@@ -151,7 +152,7 @@ class RunRequest:
 
 
 DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
+DTYPES = ("auto", "float32", "bfloat16", "float16", "int4")
 
 
 # --------------------------------------------------------------------------- one value each
@@ -310,6 +311,9 @@ def validate_request(
     chat = _flag("chat", chat)
     device = _choice("device", device, DEVICES)
     dtype = _choice("dtype", dtype, DTYPES)
+    if dtype == "int4" and device == "cuda":
+        raise RequestError("dtype int4 keeps the weights as int4 blocks for torch's CPU kernels: on a GPU choose "
+                           "bfloat16 or float16")
     branches = to_int("branches", branches, 1, limits.max_branches)
     return RunRequest(
         prompt=prompt,

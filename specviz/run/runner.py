@@ -203,7 +203,8 @@ def saved_trace(run, request, target, drafter, baseline: PlainBaseline | None) -
     return trace_to_dict(
         run.rounds, settings=settings, target=target.name, drafter=getattr(drafter, "name", None),
         k=effective_k(request.k, drafter is not None), device=str(target.device),
-        dtype=str(target.dtype).removeprefix("torch."), finish_reason=run.finish_reason, prefill_ms=run.prefill_ms,
+        dtype="int4" if getattr(target, "weights", "dense") == "int4" else str(target.dtype).removeprefix("torch."),
+        finish_reason=run.finish_reason, prefill_ms=run.prefill_ms,
         wall_s=run.elapsed_s, eos_token_ids=list(target.eos_token_ids),
         baseline=None if baseline is None else baseline.to_dict(),
         versions={"torch": torch.__version__, "transformers": transformers.__version__})

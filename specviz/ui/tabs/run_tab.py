@@ -179,8 +179,9 @@ def _more_settings(c, limits, public: bool) -> None:
         c.top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
     with gr.Row(visible=not public):
         c.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
-        c.dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="Dtype",
-                              info="auto: bf16 on GPUs and CPUs that run it natively, else fp32")
+        c.dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16", "int4"], value="auto", label="Dtype",
+                              info="auto: bf16 on GPUs and CPUs that run it natively, else fp32; int4: every linear "
+                                   "layer as int4 blocks (CPU)")
     gr.Examples(EXAMPLES, [c.prompt, c.chat], label="Example prompts", example_labels=EXAMPLE_LABELS)
     gr.Examples([[prompt, chat, temperature] for prompt, chat, temperature, _ in PAIR_PROMPTS],
                 [c.prompt, c.chat, c.temperature], label="The same-family pair's prompts",

@@ -148,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "the ceiling, with the drafter's gap to it")
     bench.add_argument("--no-instrument-check", action="store_true", dest="no_instrument_check",
                        help="skip the instrument=False runs")
+    bench.add_argument("--pair", action="store_true",
+                       help="the offline same-family pair (Qwen2.5-Coder 0.5B → 1.5B) in bfloat16 and int4 against "
+                            "transformers and llama.cpp, with the machine's bandwidth limit, on code, an explanation "
+                            "and JSON → YAML (see BENCHMARKS.md); uses --threads (default 1), --repeats and "
+                            "--max-new-tokens (96) only")
     _add_recycle_warm_arg(bench)
     bench.set_defaults(func=cmd_bench)
     sweep = sub.add_parser("sweep", help="vary one setting and measure each (temperature, K or drafter)",
@@ -578,6 +583,9 @@ def tty_progress(verbose: bool):
 def cmd_bench(args: argparse.Namespace) -> int:
     from specviz.run import bench
 
+    if args.pair:
+        return _bench_pair(args)
+
     for k in args.k:
         for temperature in args.temperature:
             _request(args, k, temperature)
@@ -618,6 +626,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
         Path(args.json_path).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     if args.plot:
         bench.speedup_figure([result]).write_html(args.plot, include_plotlyjs=True)
+    return 0
+
+
+def _bench_pair(args: argparse.Namespace) -> int:
+    """``bench --pair``: :func:`specviz.run.pair_bench.run_pair_bench`, printed and kept as JSON."""
+    from specviz.run import pair_bench
+
+    if args.repeats < 1:
+        raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
+    threads = args.threads or 1
+    max_new = args.max_new_tokens if args.max_new_tokens != 64 else 96  # the pair's story needs room
+    result = pair_bench.run_pair_bench(threads=threads, repeats=args.repeats, max_new_tokens=max_new,
+                                       transformers=not args.no_transformers,
+                                       report=lambda line: print(line, file=sys.stderr, flush=True))
+    result["command"] = " ".join(["python", "-m", "specviz"] + sys.argv[1:])
+    print(pair_bench.format_pair_report(result))
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

@@ -18,7 +18,7 @@ import torch
 
 from specviz.figures import theory
 from specviz.models import memory
-from specviz.run import pair_sizing
+from specviz.run import pair_bench, pair_sizing
 from specviz.models import loading as models
 from specviz.drafters import DRAFTER_KINDS, drafter_kind, kinds_for
 from specviz.run.request import DEFAULT_LIMITS, Limits, ServerDevice, public_mode, public_policy
@@ -38,17 +38,12 @@ EXAMPLE_LABELS = ["Fix typos (copy-heavy)", "CSV → JSON (copy-heavy)", "Rename
                   "A poem (free text)", "Continue plain text (free text, no chat)"]
 FREE_TEXT_PROMPT = EXAMPLES[3][0]
 
-#: The prompts that tell the same-family pair's whole story: where the small model agrees with the
-#: big one (code, at T = 0), where it does not pay for itself (an explanation, at T = 0.7), and
-#: reformatting data in between. (prompt, chat, temperature, label)
-PAIR_PROMPTS = [
-    ("Write a Python function is_prime(n) that returns True when n is prime, with a docstring and three "
-     "doctests.", True, 0.0, "Code (the draft agrees: T = 0)"),
-    ("Explain in three sentences why the sky is blue.", True, 0.7, "An explanation (the draft does not pay: T = 0.7)"),
-    ('Convert this JSON to YAML: {"name": "specviz", "version": 2, "tags": ["speculative", "sampling"], '
-     '"authors": [{"name": "Ada", "role": "lead"}]}', True, 0.0, "JSON → YAML (reformatting data: T = 0)"),
-]
-PAIR_TARGET, PAIR_DRAFT = "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct"
+#: The prompts that tell the same-family pair's whole story (specviz/data/pair_prompts.json, which
+#: the bench runs too): where the small model agrees with the big one (code, at T = 0), where it
+#: does not pay for itself (an explanation, at T = 0.7), and reformatting data between them.
+#: (prompt, chat, temperature, label)
+PAIR_PROMPTS = [(p["prompt"], True, p["temperature"], p["label"]) for p in pair_bench.PAIR_PROMPTS]
+PAIR_TARGET, PAIR_DRAFT = pair_bench.TARGET, pair_bench.DRAFT
 
 #: The Model pair menu. A preset may name a ``prompt`` that choosing it puts in the Prompt box: the
 #: learned head drafts free text, and on the default typo prompt at T = 1 its output came out garbled.

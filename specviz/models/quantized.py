@@ -74,6 +74,8 @@ __all__ = [
     "release_memory",
 ]
 
+#: The weight formats a linear layer can be kept in.
+INT4, INT8, DENSE = "int4", "int8", "bf16"
 QK_K = 256  #: weights per K-quant super-block
 Q4_K_BLOCK_BYTES = 144  #: 2 (d) + 2 (dmin) + 12 (scales) + 128 (4-bit quants)
 INT4_GROUP_SIZES = (32, 64, 128, 256)  #: group sizes the CPU int4 kernel accepts
@@ -572,16 +574,16 @@ def _resolve_method(kind, gguf_type: str, module: str, N: int, K: int, group_siz
         m = kind
     if m == "auto":
         m = AUTO_POLICY.get(module.rsplit(".", 1)[-1], AUTO_POLICY.get(gguf_type, AUTO_POLICY["default"]))
-    if m not in ("int4", "int8", "bf16"):
+    if m not in (INT4, INT8, DENSE):
         raise ValueError(f"unknown quantization kind {m!r}")
-    if m == "int4" and not int4_supported(N, K, group_size):
-        m = "int8"  # kernel shape limits (N % 16, K % group)
+    if m == INT4 and not int4_supported(N, K, group_size):
+        m = INT8  # kernel shape limits (N % 16, K % group)
     return m
 
 
 #: what ``kind="auto"`` does per GGUF type (keys may also be module leaf names like "lm_head").
 #: Q4_K converts exactly; the others were chosen by measurement (see NOTES.md).
-AUTO_POLICY: dict[str, str] = {"Q4_K": "int4", "default": "int8"}
+AUTO_POLICY: dict[str, str] = {"Q4_K": INT4, "default": INT8}
 
 
 def release_memory() -> None:
@@ -603,6 +605,94 @@ def release_memory() -> None:
 def _iter_rows(raw: np.ndarray, n_rows: int) -> Iterator[tuple[int, np.ndarray]]:
     for r in range(0, n_rows, _ROW_CHUNK):
         yield r, raw[r : r + _ROW_CHUNK]
+
+
+def _convert(old: nn.Linear, hf_name: str, raw: np.ndarray, gtype: str, method: str, group_size: int, refine: int,
+             rows: np.ndarray, portable: dict | None, modules_meta: dict) -> tuple[nn.Module, str, torch.Tensor]:
+    """One linear layer in ``method``'s format: ``(new module, method name, the effective weight's
+    rows`` ``rows`` for the check). Writes its portable tensors (when saving) and its metadata."""
+    N, K = old.out_features, old.in_features
+    bias = old.bias.detach() if old.bias is not None else None
+    if method == INT4:
+        exact = gtype == "Q4_K"
+        g = 32 if exact else group_size
+        q = torch.empty(N, K, dtype=torch.uint8)
+        sz = torch.empty(K // g, N, 2, dtype=torch.bfloat16)
+        for r, chunk in _iter_rows(raw, N):
+            n = chunk.shape[0]
+            if exact:
+                q[r : r + n], sz[:, r : r + n] = q4k_to_int4(chunk, (n, K))
+            else:
+                q[r : r + n], sz[:, r : r + n] = quantize_int4(gguf_dequantize(chunk, gtype, (n, K)), g, refine=refine)
+        if portable is not None:
+            portable[f"{hf_name}.qweight_nibbles"] = int4_to_nibbles(q)
+            portable[f"{hf_name}.scales_and_zeros"] = sz
+        modules_meta[hf_name] = {"type": INT4, "in": K, "out": N, "group_size": g, "bias": bias is not None}
+        return (Int4Linear.from_int4(q, sz, bias, g), "int4-exact" if exact else "int4-requant",
+                int4_dequantize(q[rows], sz[:, rows], g))
+    if method == INT8:
+        q = torch.empty(N, K, dtype=torch.int8)
+        s = torch.empty(N, dtype=torch.bfloat16)
+        for r, chunk in _iter_rows(raw, N):
+            n = chunk.shape[0]
+            q[r : r + n], s[r : r + n] = quantize_int8(gguf_dequantize(chunk, gtype, (n, K)))
+        if portable is not None:
+            portable[f"{hf_name}.weight_int8"] = q
+            portable[f"{hf_name}.scales"] = s
+        modules_meta[hf_name] = {"type": INT8, "in": K, "out": N, "bias": bias is not None}
+        return Int8Linear.from_int8(q, s, bias), "int8-requant", int8_dequantize(q[rows], s[rows])
+    modules_meta[hf_name] = {"type": "dense", "in": K, "out": N, "bias": bias is not None}
+    return old, DENSE, old.weight.detach()[torch.from_numpy(rows)].float()
+
+
+def _checked(old: nn.Linear, hf_name: str, gname: str, raw: np.ndarray, gtype: str, method_name: str,
+             rows: np.ndarray, eff_rows: torch.Tensor, max_rel_err: float) -> tuple[float, float]:
+    """The converted rows against the model's current weight (a wrong name mapping or row order
+    raises) and against the GGUF's own dequantization: ``(relative RMS error, max abs error)``.
+
+    Raises:
+        RuntimeError: the converted rows are further than ``max_rel_err`` from the model's weight.
+    """
+    K = old.in_features
+    ref = gguf_dequantize(raw[rows], gtype, (len(rows), K))
+    cur = old.weight.detach()[torch.from_numpy(rows)].float()
+    cur_rel = float((eff_rows - cur).norm() / cur.norm().clamp_min(1e-30))
+    if cur_rel > max_rel_err:
+        raise RuntimeError(f"{hf_name} <- {gname} ({gtype}, {method_name}): relative error {cur_rel:.3f} vs the "
+                           f"model's current weight exceeds {max_rel_err} (wrong name mapping or row permutation?)")
+    return float((eff_rows - ref).norm() / ref.norm().clamp_min(1e-30)), float((eff_rows - ref).abs().max())
+
+
+def _convert_tensor(model, hf_name, gname, t, kind, group_size, refine, check, check_rows, max_rel_err, portable,
+                    modules_meta, log) -> TensorReport:
+    """One GGUF tensor into the model's linear layer ``hf_name`` (in place): its format, the
+    conversion, the check (:func:`_checked`), and its line of the report."""
+    old = model.get_submodule(hf_name)
+    if not isinstance(old, nn.Linear):
+        raise ValueError(f"{hf_name} is {type(old).__name__}, expected nn.Linear")
+    N, K = old.out_features, old.in_features
+    if tuple(int(x) for x in t.shape) != (K, N):
+        raise ValueError(f"{gname} has GGUF shape {tuple(t.shape)}, module {hf_name} is (out={N}, in={K})")
+    raw = np.asarray(t.data).reshape(N, -1)
+    perm = _row_permutation(model, gname, N)
+    if perm is not None:
+        raw = raw[perm]
+    gtype = t.tensor_type.name
+    method = _resolve_method(kind, gtype, hf_name, N, K, group_size)
+    rows = np.unique(np.linspace(0, N - 1, check_rows).astype(int)) if check else np.array([], dtype=int)
+    new, method_name, eff_rows = _convert(old, hf_name, raw, gtype, method, group_size, refine, rows, portable,
+                                          modules_meta)
+    rel = mx = None
+    if check:
+        rel, mx = _checked(old, hf_name, gname, raw, gtype, method_name, rows, eff_rows, max_rel_err)
+    bytes_before = N * K * 2 + (N * 2 if old.bias is not None else 0)
+    bytes_after = new.nbytes if hasattr(new, "nbytes") else bytes_before
+    if new is not old:
+        parent_name, _, leaf = hf_name.rpartition(".")
+        setattr(model.get_submodule(parent_name) if parent_name else model, leaf, new)
+    if log:
+        log(f"{hf_name:40s} {gtype:5s} -> {method_name:13s} rel_err={rel}")
+    return TensorReport(hf_name, gname, gtype, (N, K), method_name, bytes_before, bytes_after, rel, mx)
 
 
 def quantize_from_gguf(
@@ -662,83 +752,9 @@ def quantize_from_gguf(
     modules_meta: dict[str, dict] = {}
 
     for hf_name, gname in targets:
-        old = model.get_submodule(hf_name)
-        if not isinstance(old, nn.Linear):
-            raise ValueError(f"{hf_name} is {type(old).__name__}, expected nn.Linear")
-        t = tensors[gname]
-        gtype = t.tensor_type.name
-        N, K = old.out_features, old.in_features
-        if tuple(int(x) for x in t.shape) != (K, N):
-            raise ValueError(f"{gname} has GGUF shape {tuple(t.shape)}, module {hf_name} is (out={N}, in={K})")
-        raw = np.asarray(t.data).reshape(N, -1)
-        perm = _row_permutation(model, gname, N)
-        if perm is not None:
-            raw = raw[perm]
-        method = _resolve_method(kind, gtype, hf_name, N, K, group_size)
-        bias = old.bias.detach() if old.bias is not None else None
-        rows = np.unique(np.linspace(0, N - 1, check_rows).astype(int)) if check else np.array([], dtype=int)
-
-        if method == "int4":
-            exact = gtype == "Q4_K"
-            g = 32 if exact else group_size
-            q = torch.empty(N, K, dtype=torch.uint8)
-            sz = torch.empty(K // g, N, 2, dtype=torch.bfloat16)
-            for r, chunk in _iter_rows(raw, N):
-                n = chunk.shape[0]
-                if exact:
-                    q[r : r + n], sz[:, r : r + n] = q4k_to_int4(chunk, (n, K))
-                else:
-                    q[r : r + n], sz[:, r : r + n] = quantize_int4(gguf_dequantize(chunk, gtype, (n, K)), g, refine=refine)
-            new = Int4Linear.from_int4(q, sz, bias, g)
-            eff_rows = int4_dequantize(q[rows], sz[:, rows], g) if check else None
-            if save_path:
-                portable[f"{hf_name}.qweight_nibbles"] = int4_to_nibbles(q)
-                portable[f"{hf_name}.scales_and_zeros"] = sz
-            modules_meta[hf_name] = {"type": "int4", "in": K, "out": N, "group_size": g, "bias": bias is not None}
-            method_name = "int4-exact" if exact else "int4-requant"
-            del q
-        elif method == "int8":
-            q = torch.empty(N, K, dtype=torch.int8)
-            s = torch.empty(N, dtype=torch.bfloat16)
-            for r, chunk in _iter_rows(raw, N):
-                n = chunk.shape[0]
-                q[r : r + n], s[r : r + n] = quantize_int8(gguf_dequantize(chunk, gtype, (n, K)))
-            new = Int8Linear.from_int8(q, s, bias)
-            eff_rows = int8_dequantize(q[rows], s[rows]) if check else None
-            if save_path:
-                portable[f"{hf_name}.weight_int8"] = q
-                portable[f"{hf_name}.scales"] = s
-            modules_meta[hf_name] = {"type": "int8", "in": K, "out": N, "bias": bias is not None}
-            method_name = "int8-requant"
-            del q
-        else:
-            new = old
-            eff_rows = old.weight.detach()[torch.from_numpy(rows)].float() if check else None
-            modules_meta[hf_name] = {"type": "dense", "in": K, "out": N, "bias": bias is not None}
-            method_name = "bf16"
-
-        rel = mx = None
-        if check:
-            ref = gguf_dequantize(raw[rows], gtype, (len(rows), K))
-            cur = old.weight.detach()[torch.from_numpy(rows)].float()
-            cur_rel = float((eff_rows - cur).norm() / cur.norm().clamp_min(1e-30))
-            if cur_rel > max_rel_err:
-                raise RuntimeError(
-                    f"{hf_name} <- {gname} ({gtype}, {method_name}): relative error {cur_rel:.3f} vs the model's "
-                    f"current weight exceeds {max_rel_err} (wrong name mapping or row permutation?)"
-                )
-            rel = float((eff_rows - ref).norm() / ref.norm().clamp_min(1e-30))
-            mx = float((eff_rows - ref).abs().max())
-        bytes_before = N * K * 2 + (N * 2 if bias is not None else 0)
-        bytes_after = new.nbytes if hasattr(new, "nbytes") else bytes_before
-        report.tensors.append(TensorReport(hf_name, gname, gtype, (N, K), method_name, bytes_before, bytes_after, rel, mx))
-        if new is not old:
-            parent_name, _, leaf = hf_name.rpartition(".")
-            parent = model.get_submodule(parent_name) if parent_name else model
-            setattr(parent, leaf, new)
-            del old
-        if log:
-            log(f"{hf_name:40s} {gtype:5s} -> {method_name:13s} rel_err={rel}")
+        report.tensors.append(_convert_tensor(model, hf_name, gname, tensors[gname], kind, group_size, refine,
+                                              check, check_rows, max_rel_err, portable if save_path else None,
+                                              modules_meta, log))
 
     report.seconds = time.perf_counter() - t0
     if save_path:
@@ -807,10 +823,10 @@ def load_quantized(path: str, dtype: torch.dtype = torch.bfloat16) -> tuple[nn.M
         modules = json.loads(meta["modules"])
         for name, m in modules.items():
             bias = f.get_tensor(f"{name}.bias") if m["bias"] else None
-            if m["type"] == "int4":
+            if m["type"] == INT4:
                 q = nibbles_to_int4(f.get_tensor(f"{name}.qweight_nibbles"))
                 new = Int4Linear.from_int4(q, f.get_tensor(f"{name}.scales_and_zeros"), bias, m["group_size"])
-            elif m["type"] == "int8":
+            elif m["type"] == INT8:
                 new = Int8Linear.from_int8(f.get_tensor(f"{name}.weight_int8"), f.get_tensor(f"{name}.scales"), bias)
             else:
                 continue
@@ -862,7 +878,7 @@ def quantize_model(model: nn.Module, gguf_path: str | None, kind: str = "int4", 
     for name, old in [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]:
         N, K = old.out_features, old.in_features
         bias = old.bias.detach() if old.bias is not None else None
-        if kind == "int4" and int4_supported(N, K, group_size):
+        if kind == INT4 and int4_supported(N, K, group_size):
             new, method = Int4Linear.from_float(old.weight.detach(), bias, group_size), "int4-requant"
         else:
             new, method = Int8Linear.from_float(old.weight.detach(), bias), "int8-requant"

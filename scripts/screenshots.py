@@ -21,12 +21,14 @@ Starts ``python app.py`` on a free loopback port, opens it in headless Chromium 
   the page is;
 * Engines: one file per engine (tests/fixtures/engines/) dropped on "Your engine's numbers"
   (engine_vllm.png, engine_sglang.png, engine_llamacpp.png, engine_mlx.png);
-* Screens: the Run tab's first screen on a 1366 × 768 projector and a 390 × 844 phone after a short
-  run (run_1366x768.png, run_390x844.png).
+* Screens: the Run tab's first screen on a 1366 × 768 projector and a 390 × 844 phone as the page
+  opens on its recorded run (run_1366x768.png, run_390x844.png);
+* Lane: the engines tab's lane, the offline pair's code prompt in specviz and in llama.cpp (lane.png;
+  needs the pair prepared and xllamacpp, and a few minutes).
 
 Usage::
 
-    python -m scripts.screenshots [--only run tree playground sweep watch learned phone engines screens] [--tokens 24]
+    python -m scripts.screenshots [--only run tree playground sweep watch learned phone engines screens lane] [--tokens 24]
                                   [--draft int8] [--out assets]
 """
 
@@ -177,27 +179,37 @@ def shoot_engines(page, out: Path) -> None:
 
 
 def shoot_screens(browser, url: str, out: Path, tokens: int) -> None:
-    """The Run tab as the first screen of a projector (1366 × 768) and of a phone (390 × 844)
-    shows it after a short default run (run_1366x768.png, run_390x844.png: the screen, not the
-    whole page; on the phone scrolled to the prompt); prints where Run and the tokens are."""
-    page = browser.new_page(viewport={"width": 1366, "height": 768})
-    page.goto(url, wait_until="domcontentloaded")
-    page.wait_for_selector("#sv-run-btn", timeout=60_000)
-    _number(page, "sv-max-new", tokens)
-    page.locator("#sv-run-btn").click()
-    page.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
+    """The Run tab's first screen as a projector (1366 × 768) and a phone (390 × 844) show it when
+    the page opens: the recorded run of the offline pair replayed, nothing pressed (run_1366x768.png,
+    run_390x844.png: the screen, not the whole page); prints where Run and the tokens are."""
     for width, height in ((1366, 768), (390, 844)):
-        page.set_viewport_size({"width": width, "height": height})
-        page.evaluate("() => window.scrollTo(0, 0)")
-        if width < 600:
-            page.evaluate("() => window.scrollTo(0, document.querySelector('#sv-prompt').getBoundingClientRect().top"
-                          " + scrollY - 8)")
-        time.sleep(2)
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(url, wait_until="domcontentloaded")
+        page.wait_for_selector("#sv-summary >> text=A recorded run", timeout=60_000)
+        time.sleep(5)  # the replay's last pass, and the charts drawn
         at = page.evaluate("() => ({run: document.querySelector('#sv-run-btn').getBoundingClientRect().top,"
                            " tokens: document.querySelector('#sv-tokens').getBoundingClientRect().top})")
         print(f"{width} x {height}: Run at {at['run']:.0f} px, tokens at {at['tokens']:.0f} px of the screen")
         page.screenshot(path=str(out / f"run_{width}x{height}.png"))
-    page.close()
+        page.close()
+
+
+def shoot_lane(page, out: Path, tokens: int) -> None:
+    """The engines tab's lane on the offline pair's code prompt: specviz beside llama.cpp (lane.png).
+    Needs the pair prepared and xllamacpp; takes a few minutes on a CPU."""
+    page.get_by_role("tab", name="Run").click()
+    page.get_by_label("Model pair").click()
+    page.get_by_role("option", name="Qwen2.5-Coder 0.5B → 1.5B · offline", exact=False).first.click()
+    page.locator("#sv-more-settings").click()
+    _number(page, "sv-max-new", tokens)
+    page.get_by_role("tab", name="Your engine's numbers").click()
+    page.locator("#sv-lane-panel").click()
+    page.locator("#sv-lane-run").click()
+    page.wait_for_selector("#sv-lane-status >> text=Done", timeout=1_200_000)
+    time.sleep(1.5)
+    panel = page.locator("#sv-lane-panel").bounding_box()
+    page.screenshot(path=str(out / "lane.png"), clip={"x": 0, "y": panel["y"] - 10, "width": 1400,
+                                                       "height": panel["height"] + 20})
 
 
 def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None:
@@ -226,6 +238,9 @@ def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None
             shoot_engines(page, out)
         if "screens" in only:
             shoot_screens(browser, url, out, tokens)
+        if "lane" in only:
+            page.set_viewport_size({"width": 1400, "height": 1400})
+            shoot_lane(page, out, max(tokens, 64))
         browser.close()
 
 
@@ -259,7 +274,8 @@ def main(argv=None) -> int:
     p.add_argument("--draft", default="int8", choices=["int8", "ngram"])
     p.add_argument("--out", default=str(ROOT / "assets"))
     shots = ["run", "tree", "playground", "sweep", "watch", "learned", "phone", "engines", "screens"]
-    p.add_argument("--only", nargs="+", default=shots, choices=shots)
+    p.add_argument("--only", nargs="+", default=shots, choices=[*shots, "lane"],
+                   help="lane is left out by default: it needs the pair and xllamacpp")
     args = p.parse_args(argv)
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",

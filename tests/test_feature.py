@@ -22,7 +22,7 @@ from specviz.ui.serve import settings
 from specviz.ui.serve import visitors
 from specviz.ui.serve.state import RunState
 
-ENDPOINTS = {"run", "lossless", "sweep", "side_by_side", "dial"}
+ENDPOINTS = {"run", "lossless", "sweep", "side_by_side", "dial", "llamacpp_lane"}
 
 
 # ----------------------------------------------------------------------------- the recipe on the page
@@ -54,7 +54,7 @@ def test_every_generation_of_the_page_is_a_feature_wired_by_the_recipe(pages):
         assert _unregistered(page) == []
         cancelled = {i for f in page.fns.values() for i in f.cancels}
         stoppable = {f.api_name for f, block_fn in events if block_fn._id in cancelled}
-        assert stoppable == {"run", "sweep", "side_by_side"}  # the lossless check and the dial have no Stop
+        assert stoppable == {"run", "sweep", "side_by_side", "llamacpp_lane"}  # the lossless check and the dial have no Stop
 
 
 def test_the_public_gate_holds_exactly_the_recipes_events(pages):

@@ -506,7 +506,7 @@ def test_every_model_feature_goes_through_the_one_recipe():
     assert not offenders, f"declare a Feature (specviz/ui/serve/feature.py) instead: {offenders}"
     declared = sum(1 for p in UI.rglob("*.py") for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
                    if isinstance(node, ast.Call) and _called_name(node) == "Feature")
-    assert declared == 5  # /run, /lossless, /sweep, /side_by_side, /dial
+    assert declared == 6  # /run, /lossless, /sweep, /side_by_side, /dial, /llamacpp_lane
 
 
 def test_the_recipe_check_finds_a_feature_written_by_hand():

@@ -83,10 +83,10 @@ def test_every_spaces_gpu_callable_is_module_level_and_pickles_by_reference():
     assert users == [ROOT / "specviz" / "ui" / "serve" / "gpu.py"]
     assert pickle.loads(pickle.dumps(gpu.run_job)) is gpu.run_job
     assert gpu.run_job.__qualname__ == "run_job"
-    assert set(feature.FEATURES) == {"run", "lossless", "sweep", "side_by_side", "dial"}
+    assert set(feature.FEATURES) == {"run", "lossless", "sweep", "side_by_side", "dial", "llamacpp_lane"}
     for declared in feature.FEATURES.values():
         assert pickle.loads(pickle.dumps(declared.work)) is declared.work
-    for module in ("run_stream", "lossless_check", "experiments_tab", "side_by_side_tab"):
+    for module in ("run_stream", "lossless_check", "experiments_tab", "side_by_side_tab", "lane_view"):
         text = (ROOT / "specviz" / "ui" / "tabs" / f"{module}.py").read_text(encoding="utf-8")
         assert "= Feature(" in text and "@gpu" not in text
 

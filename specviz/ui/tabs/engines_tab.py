@@ -25,6 +25,7 @@ from specviz.ui.draw.engine_counts import engine_figures
 from specviz.ui.draw.engine_views import (ENGINE_NAMES, closed_form_figure, engine_charts, engine_summary_markdown,
                                 engine_tokens_html, figures_markdown, imported_alpha)
 from specviz.ui.serve.user_errors import refused, sentence
+from specviz.ui.tabs import lane_view
 
 #: The engine menu: guess from the file, or one engine by name.
 GUESS = "guess"
@@ -166,3 +167,4 @@ def build(ctx: PageContext) -> None:
     engine.change(functools.partial(reread, public=ctx.public), inputs, outputs, api_name=False, **FREE)
     gr.on([c.change, v.change], redraw_costs, [state, c, v], [summary, closed], api_name=False,
           trigger_mode="always_last", **FREE)
+    lane_view.build_panel(ctx, ctx.public)

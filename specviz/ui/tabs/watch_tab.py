@@ -54,6 +54,7 @@ BUNDLED = {
     "copy_lookup": "Copy-heavy prompt, prompt lookup, T = 0",
     "tree_lookup_t0": "Tree rounds, prompt lookup, T = 0 (siblings tested in order)",
     "tree_lookup_t1": "Tree rounds, prompt lookup, T = 1 (siblings against the residual)",
+    "pair_code": "Code at T = 0.7, a same-family draft model (Qwen2.5-Coder 0.5B → 1.5B)",
 }
 LAST_RUN = "Your last run or loaded trace (Run tab)"
 DEFAULT = "poem_int8"

@@ -1,0 +1,80 @@
+"""The first minute on a 1366 × 768 projector, in a real browser: coloured tokens within 5 s of the
+page opening (the recorded run of the offline pair replays as it opens, nothing to load or run), the
+live run's stage named inside the token box within 1 s of pressing Run, and at most 8 controls on
+the Run tab before "More settings" is opened.
+
+Shares the browser modules' one app (tests/conftest.py, ``shared_app_url``); each test opens its own page.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from test_browser import CHROMIUM, app_url, browser, wait_until_live  # noqa: F401  (fixtures: the app, one Chromium)
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]
+
+PROJECTOR = {"width": 1366, "height": 768}
+
+#: The Run tab's controls a visitor can see before opening "More settings", in page order: every
+#: visible button, text field, number, slider and dropdown of the tab's panel that lies before the
+#: accordion (the slider's number box and its reset button belong to the slider: one control).
+CONTROLS_BEFORE_MORE = """() => {
+  const more = document.querySelector('#sv-more-settings');
+  const panel = more.closest('[role=tabpanel]') || document.body;
+  const seen = new Set();
+  for (const el of panel.querySelectorAll('button, input, textarea, select')) {
+    if (!el.getClientRects().length || el.closest('#sv-more-settings')) continue;
+    if (!(el.compareDocumentPosition(more) & Node.DOCUMENT_POSITION_FOLLOWING)) continue;
+    const block = el.closest('.block') || el;
+    seen.add(block);
+  }
+  return [...seen].map(b => (b.id || b.textContent.trim().slice(0, 30) || b.className).toString());
+}"""
+
+
+@pytest.fixture
+def projector(browser):  # noqa: F811
+    page = browser.new_page(viewport=PROJECTOR)
+    yield page
+    page.close()
+
+
+def test_the_page_opens_on_coloured_tokens_within_five_seconds(projector, app_url):  # noqa: F811
+    started = time.monotonic()
+    projector.goto(app_url, wait_until="commit")
+    projector.wait_for_selector("#sv-tokens .sv-accepted", timeout=30_000)
+    elapsed = time.monotonic() - started
+    assert elapsed <= 5.0, f"the first coloured token came {elapsed:.1f} s after the page was asked for"
+    summary = projector.inner_text("#sv-summary")
+    assert "A recorded run" in summary and "Run" in summary
+    # the recorded run is the same-family pair's, on the first screen
+    box = projector.locator("#sv-tokens").bounding_box()
+    assert box is not None and box["y"] < PROJECTOR["height"], box
+
+
+def test_the_live_runs_stage_is_named_in_the_token_box_within_a_second(projector, app_url):  # noqa: F811
+    projector.goto(app_url, wait_until="domcontentloaded")
+    wait_until_live(projector)
+    projector.wait_for_selector("#sv-summary >> text=A recorded run", timeout=60_000)
+    projector.wait_for_timeout(4_000)  # the recorded run's replay is over
+    run = projector.get_by_role("button", name="Run", exact=True)
+    started = time.monotonic()
+    run.click()
+    projector.wait_for_selector("#sv-tokens .sv-stage", timeout=30_000)
+    elapsed = time.monotonic() - started
+    stage = projector.inner_text("#sv-tokens .sv-stage")
+    assert elapsed <= 1.0, f"the stage ({stage!r}) came {elapsed:.2f} s after Run"
+    assert stage.strip()
+    projector.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
+
+
+def test_the_run_tab_shows_at_most_eight_controls_before_more_settings(projector, app_url):  # noqa: F811
+    projector.goto(app_url, wait_until="domcontentloaded")
+    wait_until_live(projector)
+    controls = projector.evaluate(CONTROLS_BEFORE_MORE)
+    assert 5 <= len(controls) <= 8, controls  # prompt, Run, Stop, model pair, drafter, K, temperature
+    assert "sv-prompt" in controls and "sv-k" in controls and "sv-temperature" in controls

@@ -75,10 +75,12 @@ DEVICE = ["seed", "chat", "device", "dtype"]
 API = {
     "/apply_preset": ["name"],
     "/dial": SETTINGS + DEVICE + ["n_draws"],
+    "/engine_commands": SETTINGS + DEVICE + ["rule"],
     "/export": [],
     "/forget": [],
     "/import_engine": ["path", "engine", "c", "v"],
     "/load_trace": ["path"],
+    "/llamacpp_lane": SETTINGS + DEVICE + ["rule"],
     "/lossless": SETTINGS + DEVICE + ["rule", "n_draws", "control"],
     "/on_drafter_change": ["kind"],
     "/playground": ["alpha", "k", "c", "v", "map_axes", "rounds", "seed"],

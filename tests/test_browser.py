@@ -21,11 +21,34 @@ pytestmark = [
 ]
 
 
-def wait_until_live(page) -> None:
+#: The Run tab's collapsed panels the tests reach into: More settings and the figure sections. A
+#: closed gr.Accordion renders nothing inside it, so its components exist only once it is opened.
+PANELS = ("sv-more-settings", "sv-time-panel", "sv-rules-panel", "sv-race-panel")
+
+#: Open the closed accordions named by elem_id (a visitor's click on each header).
+OPEN_PANELS = """(ids) => {
+  for (const id of ids) {
+    const header = document.querySelector(`#${id} > .label-wrap`);
+    if (header && !header.classList.contains('open')) header.click();
+  }
+}"""
+
+
+def wait_until_live(page, panels: tuple[str, ...] = PANELS) -> None:
     """Wait for the page's load events to have run (the first adds the stylesheet,
     draw/js/style.js, as ``#sv-style``): a click before then can be lost (seen once: a Run that
-    never reached the server, on a busy machine)."""
+    never reached the server, on a busy machine). Then open ``panels`` (:data:`PANELS`; ``()`` for
+    the page as a visitor first sees it)."""
     page.wait_for_selector("#sv-style", state="attached", timeout=120_000)
+    open_panels(page, *panels)
+
+
+def open_panels(page, *ids: str) -> None:
+    """Open the collapsed panels ``ids`` (elem_ids of gr.Accordion) that are on the page and closed,
+    and wait for More settings' fields when it was one of them."""
+    page.evaluate(OPEN_PANELS, list(ids))
+    if "sv-more-settings" in ids and page.locator("#sv-more-settings").count():
+        page.wait_for_selector("#sv-max-new", state="attached", timeout=30_000)
 
 
 def set_number(page, elem_id: str, value) -> None:

@@ -49,11 +49,28 @@ def test_the_page_opens_on_coloured_tokens_within_five_seconds(projector, app_ur
     projector.wait_for_selector("#sv-tokens .sv-accepted", timeout=30_000)
     elapsed = time.monotonic() - started
     assert elapsed <= 5.0, f"the first coloured token came {elapsed:.1f} s after the page was asked for"
-    summary = projector.inner_text("#sv-summary")
-    assert "A recorded run" in summary and "Run" in summary
+    # the summary says what it is once the replay's first update has drawn it
+    projector.wait_for_selector("#sv-summary >> text=A recorded run", timeout=10_000)
     # the recorded run is the same-family pair's, on the first screen
     box = projector.locator("#sv-tokens").bounding_box()
     assert box is not None and box["y"] < PROJECTOR["height"], box
+
+
+#: Note in ``window.svStage`` the first moment (ms after the next click on Run) and text of the
+#: token box's stage line, however briefly it is shown.
+STAGE_WATCH = """() => {
+  window.svStage = null;
+  let clicked = null;
+  document.querySelector('#sv-run-btn').addEventListener('click', () => { clicked = performance.now(); },
+                                                         {once: true, capture: true});
+  const look = () => {
+    const stage = document.querySelector('#sv-tokens .sv-stage');
+    if (stage && clicked !== null && window.svStage === null)
+      window.svStage = {t: performance.now() - clicked, text: stage.innerText};
+  };
+  new MutationObserver(look).observe(document.querySelector('#sv-tokens'),
+                                     {childList: true, subtree: true, characterData: true});
+}"""
 
 
 def test_the_live_runs_stage_is_named_in_the_token_box_within_a_second(projector, app_url):  # noqa: F811
@@ -61,20 +78,22 @@ def test_the_live_runs_stage_is_named_in_the_token_box_within_a_second(projector
     wait_until_live(projector)
     projector.wait_for_selector("#sv-summary >> text=A recorded run", timeout=60_000)
     projector.wait_for_timeout(4_000)  # the recorded run's replay is over
+    # The stage can be on screen for less than a poll (a warm pair, a baseline already timed):
+    # an observer notes the first moment it is in the token box.
+    projector.evaluate(STAGE_WATCH)
     run = projector.get_by_role("button", name="Run", exact=True)
-    started = time.monotonic()
     run.click()
-    projector.wait_for_selector("#sv-tokens .sv-stage", timeout=30_000)
-    elapsed = time.monotonic() - started
-    stage = projector.inner_text("#sv-tokens .sv-stage")
-    assert elapsed <= 1.0, f"the stage ({stage!r}) came {elapsed:.2f} s after Run"
-    assert stage.strip()
+    projector.wait_for_function("() => window.svStage !== null", timeout=30_000)
+    seen = projector.evaluate("() => window.svStage")
+    elapsed = seen["t"] / 1000
+    assert elapsed <= 1.0, f"the stage ({seen['text']!r}) came {elapsed:.2f} s after Run"
+    assert seen["text"].strip()
     projector.wait_for_selector("#sv-summary >> text=Done", timeout=300_000)
 
 
 def test_the_run_tab_shows_at_most_eight_controls_before_more_settings(projector, app_url):  # noqa: F811
     projector.goto(app_url, wait_until="domcontentloaded")
-    wait_until_live(projector)
+    wait_until_live(projector, panels=())  # the page as a visitor first sees it
     controls = projector.evaluate(CONTROLS_BEFORE_MORE)
     assert 5 <= len(controls) <= 8, controls  # prompt, Run, Stop, model pair, drafter, K, temperature
     assert "sv-prompt" in controls and "sv-k" in controls and "sv-temperature" in controls

@@ -103,7 +103,7 @@ def test_the_baseline_ends_when_asked_and_returns_none():
             self.emitted, self.elapsed_s = [i], 0.01 * (i + 1)
 
     class FakeRun:
-        max_new_tokens, prefill_ms = 50, 1.0
+        max_new_tokens, prefill_ms, tokens_per_s = 50, 1.0, 100.0
 
         def __init__(self):
             self.rounds, self.tokens = [], []

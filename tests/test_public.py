@@ -207,14 +207,13 @@ def test_public_page_hides_machine_controls():
     config = build_page(public=True).get_config_file()
     by_label = {c["props"].get("label"): c["props"] for c in config["components"]
                 if "label" in c.get("props", {}) and c.get("type") != "accordion"}
-    accordions = {c["props"].get("label"): c["props"] for c in config["components"] if c.get("type") == "accordion"}
-    assert accordions["Device"]["visible"] is False
+    assert by_label["Device"]["visible"] is False and by_label["Dtype"]["visible"] is False
     assert by_label["Target model"]["interactive"] is False and by_label["Draft model"]["interactive"] is False
     assert by_label["Model pair"].get("interactive") is not False
     assert by_label["Lookahead K"]["maximum"] == 8
     private = {(c.get("type"), c["props"].get("label")): c["props"]
                for c in build_page(public=False).get_config_file()["components"] if "label" in c.get("props", {})}
-    assert private[("accordion", "Device")]["visible"] is not False
+    assert private[("dropdown", "Device")].get("visible") is not False
     assert private[("textbox", "Target model")].get("interactive") is not False
 
 

@@ -29,12 +29,10 @@ STEPS = [
          action="press <b>pass ▶</b> or <b>◀ pass</b>", selector="#sv-replay-next, #sv-replay-back",
          events=["click"]),
     dict(text="The <b>race</b> puts plain decoding and the speculative run on one clock: draft time, verify "
-              "passes, and the drafting wasted on rejected guesses.",
+              "passes, and the drafting wasted on rejected guesses. In it, a pass number in <b>from pass</b> or "
+              "<b>to pass</b> highlights a stretch, here and in the tokens above.",
          action="open <b>The race</b> (under the charts)", selector="button, .label-wrap", label="The race",
          events=["click"]),
-    dict(text="Highlight a stretch of passes: the race and the tokens above show the same passes.",
-         action="type a pass number in <b>from pass</b> or <b>to pass</b>",
-         selector="#sv-race-from, #sv-race-to", events=["input", "change"]),
     dict(text="Why does it pay off at all? The closed form says.", action="open the <b>Playground</b> tab",
          selector="button[role=tab]", label="Playground", events=["click"]),
     dict(text="E[N] = (1 − α^(K+1)) / (1 − α) tokens per pass; the speedup divides it by the round's cost "

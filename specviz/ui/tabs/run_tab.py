@@ -178,8 +178,9 @@ def _more_settings(c, limits, public: bool) -> None:
         c.top_k = gr.Number(0, precision=0, minimum=0, label="Top-k (0 = off)")
         c.top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
     with gr.Row(visible=not public):
-        c.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
+        c.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device", visible=not public)
         c.dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16", "int4"], value="auto", label="Dtype",
+                              visible=not public,
                               info="auto: bf16 on GPUs and CPUs that run it natively, else fp32; int4: every linear "
                                    "layer as int4 blocks (CPU)")
     gr.Examples(EXAMPLES, [c.prompt, c.chat], label="Example prompts", example_labels=EXAMPLE_LABELS)

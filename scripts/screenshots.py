@@ -207,9 +207,12 @@ def shoot_lane(page, out: Path, tokens: int) -> None:
     page.locator("#sv-lane-run").click()
     page.wait_for_selector("#sv-lane-status >> text=Done", timeout=1_200_000)
     time.sleep(1.5)
-    panel = page.locator("#sv-lane-panel").bounding_box()
-    page.screenshot(path=str(out / "lane.png"), clip={"x": 0, "y": panel["y"] - 10, "width": 1400,
-                                                       "height": panel["height"] + 20})
+    panel = page.locator("#sv-lane-panel").bounding_box()  # viewport coordinates
+    top = panel["y"] + page.evaluate("() => window.scrollY")
+    # The panel runs past the screen's bottom: clip the whole page, in the page's coordinates.
+    page.screenshot(path=str(out / "lane.png"), full_page=True,
+                    clip={"x": 0, "y": top - 10, "width": panel["x"] + panel["width"] + 10,
+                          "height": panel["height"] + 20})
 
 
 def shoot(url: str, out: Path, tokens: int, draft: str, only: list[str]) -> None:

@@ -98,3 +98,23 @@ def test_a_256_token_stream_redraws_at_most_one_chart_per_update_and_few_a_secon
     # Every 0.4 s, and with each summary update (about once a second).
     assert token_updates <= seconds / 0.4 + seconds / 1.0 + 2, (token_updates, seconds)
     assert panel.count('role="button"') >= 256 and panel.count('tabindex="0"') >= 256
+
+
+def test_the_recorded_runs_caption_is_the_legends_first_line_as_text():
+    """The page opens on a recorded run whose prompt is not the Run tab's: the token box's sticky
+    legend names it first, as text (a trace's prompt comes from outside the code)."""
+    from specviz.ui.draw.run_views import with_caption
+
+    panel = with_caption(wrap_output("", done=True), 'A recorded run, on “<img src=x onerror=alert(1)>”.')
+    assert panel.startswith('<div class="sv-legend"><span class="sv-caption">A recorded run, on “&lt;img')
+    assert "<img" not in panel and panel.count("sv-caption") == 1
+
+
+def test_the_page_opens_on_the_pairs_recorded_run_named_with_its_prompt():
+    """recorded_run's first update: the bundled pair trace, its caption naming the pair and the prompt."""
+    from specviz.ui.tabs import replay
+
+    first = next(replay.recorded_run(None))
+    tokens = first[0]
+    caption = re.search(r'<span class="sv-caption">(.*?)</span>', tokens).group(1)
+    assert "qwen2.5-coder-1.5b-instruct" in caption and "is_prime" in caption and caption.endswith("prompt at left.")

@@ -28,7 +28,7 @@ from specviz.ui.draw.escape import as_text
 __all__ = ["DONE_MARK", "stage_panel", "ENGINE_LOG_LEGEND", "KIND_LABELS", "NO_TRACE_BASELINE", "PANEL_OPEN", "TREE_BONUS_LABEL",
            "UNLOGGED", "inspector_markdown", "kind_label",
            "legend_html", "render_round", "render_rounds", "round_tree_html", "sent_mark", "stream_head",
-           "stream_tail", "summary_markdown", "unlogged", "wrap_output"]
+           "stream_tail", "summary_markdown", "unlogged", "with_caption", "wrap_output"]
 
 KIND_LABELS = {
     ACCEPTED: "accepted draft token",
@@ -130,6 +130,14 @@ def legend_html(clickable: bool = True) -> str:
         f"<span>Hover or tap a token for its probabilities{';' + click if click else '.'} A dotted line starts each "
         f"verify pass.</span>{ENGINE_LOG_LEGEND if clickable else ''}</div>"
     )
+
+
+def with_caption(panel_html: str, caption: str) -> str:
+    """``panel_html`` (from :func:`wrap_output`) with ``caption``, one line of plain text (escaped
+    here), as the first line of its sticky legend: what the panel holds when it is not the visitor's
+    own run (the recorded run the page opens on), in view however far the tokens scroll."""
+    line = f'<span class="sv-caption">{html.escape(caption)}</span>'
+    return panel_html.replace('<div class="sv-legend">', '<div class="sv-legend">' + line, 1)
 
 
 #: Opens the token panel; a streamed panel stays open until its run ends, so every update only

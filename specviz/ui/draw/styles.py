@@ -37,6 +37,7 @@ TOKENS_CSS = """
 .sv-special { color: var(--sv-muted); font-size: 0.8em; }
 .sv-legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin-bottom: 6px; font-size: 0.9em; }
 .sv-legend > span { white-space: nowrap; }
+.sv-legend > .sv-caption { flex-basis: 100%; white-space: normal; font-weight: 600; }
 .sv-status { font-size: 0.95em; }
 .sv-round { border-left: 1px dotted var(--sv-rule); padding-left: 1px; margin-left: 1px; }
 .sv-out [data-r] { cursor: pointer; }

@@ -21,8 +21,8 @@ from specviz.ui.serve import visitors
 from specviz.ui.draw import charts, race
 from specviz.ui.draw.escape import as_text
 from specviz.ui.draw.export_page import charts_html
-from specviz.ui.draw.run_views import inspector_markdown, round_tree_html
-from specviz.ui.serve.state import SHOWN_OUTPUTS, VIEW_OUTPUTS, RunState, RunUpdate
+from specviz.ui.draw.run_views import inspector_markdown, round_tree_html, with_caption
+from specviz.ui.serve.state import FIGURES, SHOWN_OUTPUTS, VIEW_OUTPUTS, RunState, RunUpdate
 from specviz.ui.serve.user_errors import refused, sentence, user_errors
 
 FIELD_PATH = re.compile(r"[a-z_]+(\[\d+\]|\.[a-z_]+)*: ")
@@ -170,6 +170,16 @@ def recorded_status(state: RunState) -> str:
             "**Run** to make your own.")
 
 
+def recorded_caption(state: RunState) -> str:
+    """The token box's first line for the recorded run: whose tokens these are and on which prompt,
+    since the Run tab's own prompt and pair (what Run will use) are different ones."""
+    settings_ = state.meta.get("settings") or {}
+    prompt = " ".join(str(settings_.get("prompt", "")).split())
+    prompt = prompt if len(prompt) <= 60 else prompt[:59].rstrip() + "…"
+    return (f"A recorded run: {state.label.removesuffix(' (saved trace)')}"
+            + (f", on “{prompt}”" if prompt else "") + ". Run makes your own from the prompt at left.")
+
+
 def recorded_run(request: gr.Request = None):
     """As the page opens: the recorded run (:data:`RECORDED_RUN`) replayed pass by pass in about
     :data:`RECORDED_REPLAY_S` seconds, then whole, so the first thing a visitor sees is the method at
@@ -180,12 +190,19 @@ def recorded_run(request: gr.Request = None):
     path = Path(__file__).resolve().parents[2] / "data" / "traces" / f"{RECORDED_RUN}.json"
     rounds, meta = load_trace_file(str(path))
     state = RunState.from_rounds(rounds, meta)
-    status = recorded_status(state)
+    status, caption = recorded_status(state), recorded_caption(state)
+
+    def view(upto, done, drawn=FIGURES):
+        shown = state.view(upto, status, done, drawn=drawn)
+        return shown._replace(tokens=with_caption(shown.tokens, caption))
+
     n = len(state.rounds)
     marks = sorted({max(1, round(n * i / RECORDED_STEPS)) for i in range(1, RECORDED_STEPS + 1)})
-    for upto in marks[:-1]:
-        yield RunUpdate(state.view(upto, status, False), state=state,
+    for step, upto in enumerate(marks[:-1]):
+        # The first update carries the tokens alone: drawing eight charts in the same update held
+        # the first coloured tokens back by a second or more in the browser.
+        yield RunUpdate(view(upto, False, drawn=() if step == 0 else FIGURES), state=state,
                         slider=gr.update(maximum=max(n, 1), value=upto)).values(SHOWN_OUTPUTS)
         time.sleep(RECORDED_REPLAY_S / RECORDED_STEPS)
-    yield RunUpdate(state.view(None, status, True), state=state,
+    yield RunUpdate(view(None, True), state=state,
                     slider=gr.update(maximum=max(n, 1), value=n)).values(SHOWN_OUTPUTS)

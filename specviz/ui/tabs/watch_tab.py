@@ -401,8 +401,12 @@ def build(ctx: PageContext) -> None:
     # when opened.
     pass_out = beat_out + [picks, count, score_md, rule_md, rule_plot]
     run_state = ctx.run_state if ctx.run_state is not None else gr.State(None)
+    # always_last: one load at a time, the newest choice last. The menu can fire twice for one
+    # choice; unordered, a second firing for the previous trace landed after the next trace's load
+    # and the stage, the state and the rule replay showed different traces.
     for event in (source.input, load_btn.click):
-        event(load, [source, run_state, still, rule], [state, pass_slider, *pass_out], **FREE)
+        event(load, [source, run_state, still, rule], [state, pass_slider, *pass_out], trigger_mode="always_last",
+              **FREE)
     rule.change(rule_replay_views, [state, pass_slider, rule], [rule_md, rule_plot], trigger_mode="always_last",
                 **FREE)
     # .input: the visitor's drags and typed numbers, not this tab's own updates (a step to the next

@@ -56,3 +56,18 @@ def test_the_commands_name_the_pairs_gguf_files_or_say_what_is_missing():
     text = lane_view.commands_markdown(PAIR)
     assert "**llama.cpp**" in text and "**vLLM**" in text and "**SGLang**" in text
     assert "Qwen/Qwen2.5-Coder-1.5B-Instruct" in text and "--spec-draft-n-max 4" in text
+
+
+def test_the_request_to_send_is_a_code_block_shown_as_it_is_sent():
+    """The request to send is shown in a code block, its quotes as quotes (not ``&quot;``, which a
+    copied request would carry), and text with backticks cannot close its block early."""
+    import re
+
+    text = lane_view.commands_markdown(PAIR)
+    blocks = re.findall(r"^(`{3,})text\n(.*)\n\1$", text, flags=re.M)
+    assert len(blocks) == 3, text  # llama.cpp, vLLM and SGLang each get the request
+    for fence, body in blocks:
+        assert body.startswith('POST /v1/chat/completions {"messages": ') and '"max_tokens": 96' in body
+        assert "&quot;" not in body
+    fence, body = re.fullmatch(r"(`+)text\n(.*)\n\1", lane_view.fenced("a ```` b\nc"), flags=re.S).groups()
+    assert body == "a ```` b c" and len(fence) == 5

@@ -10,6 +10,8 @@ what is missing. Not in public mode: it runs several generations on the server's
 
 from __future__ import annotations
 
+import re
+
 import gradio as gr
 
 from specviz.engine_logs.recipes import engine_commands
@@ -98,6 +100,17 @@ def lane_markdown(rows: list[dict]) -> str:
     return "\n".join([head, *body]) + note + ("\n\n**Why**\n\n" + "\n".join(why) if why else "")
 
 
+def fenced(text: str) -> str:
+    """``text`` as a Markdown code block, shown character for character (entities and markup
+    included: a code block turns nothing into an element): the request carries the visitor's
+    prompt, so its fence is longer than any run of backticks in it, and a line break in it (JSON
+    writes none) ends as a space."""
+    text = " ".join(str(text).splitlines())
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
 def commands_markdown(values: dict) -> str:
     """What to run in llama.cpp, vLLM and SGLang for the Run tab's settings, and what to import
     after (:func:`specviz.engine_logs.recipes.engine_commands`); model-free."""
@@ -119,7 +132,7 @@ def commands_markdown(values: dict) -> str:
         if c.missing:
             lines.append(f"**{c.engine}**: {as_text(c.missing)}")
         else:
-            lines.append(f"**{c.engine}**\n\n```bash\n{c.command}\n```\nthen send `{as_text(c.request)}`, "
+            lines.append(f"**{c.engine}**\n\n```bash\n{c.command}\n```\nthen send\n\n{fenced(c.request)}\n"
                          f"then: {as_text(c.bring_back)}")
     return "\n\n".join(lines)
 

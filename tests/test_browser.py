@@ -37,9 +37,14 @@ OPEN_PANELS = """(ids) => {
 def wait_until_live(page, panels: tuple[str, ...] = PANELS) -> None:
     """Wait for the page's load events to have run (the first adds the stylesheet,
     draw/js/style.js, as ``#sv-style``): a click before then can be lost (seen once: a Run that
-    never reached the server, on a busy machine). Then open ``panels`` (:data:`PANELS`; ``()`` for
-    the page as a visitor first sees it)."""
+    never reached the server, on a busy machine); and for the recorded run's replay to end. Then
+    open ``panels`` (:data:`PANELS`; ``()`` for the page as a visitor first sees it)."""
     page.wait_for_selector("#sv-style", state="attached", timeout=120_000)
+    # The recorded run the page opens on (no query) replaces the token box's contents for a few
+    # seconds: an element read in between can be detached by the next update (seen: a legend chip's
+    # colour read as ''). Wait for its last update, which carries the done mark.
+    page.wait_for_function("() => location.search.length > 1 || !!document.querySelector('#sv-tokens .sv-done')",
+                           timeout=60_000)
     open_panels(page, *panels)
 
 

@@ -78,7 +78,9 @@ def _run_figures(state: RunState, slug: str) -> set[str]:
     shown |= set(NUMBER.findall(a.speedup_text)) | set(NUMBER.findall(a.speedup_doubt or ""))
     shown |= {f"{lesson_runs.loop_share(ids):.0%}".rstrip("%")}
     shown |= {str(a.k + 1), f"{a.median_verify_ms:.0f}", f"{a.plain_step_ms:.0f}", f"{a.tokens_per_pass / cost:.2f}",
-              f"{a.predicted_tokens_per_pass:.2f}"}  # the paper lesson's: v's two times, its closed forms
+              f"{a.predicted_tokens_per_pass:.2f}",  # the paper lesson's: v's two times, its closed forms
+              f"{a.tokens_per_pass - a.k * a.cost_ratio_c:.2f}",  # two engines': the v past which it stops paying,
+              f"{a.k * a.cost_ratio_c:.2f}"}  # or the drafts' own cost where no v could
     if d.rules is not None:
         shown |= {n for name in RULES for n in NUMBER.findall(format_range(d.rules.rules[name].tokens_per_pass))}
         shown |= {str(d.rules.passes), f"{d.rules.measured_tokens_per_pass:.2f}"}
@@ -216,3 +218,18 @@ def test_every_tab_of_the_page_can_be_linked_and_readme_lists_them():
     assert sorted(TABS) == sorted(page_ids)
     line = re.search(r"`\?tab=ID`: selects a tab: (.*?)\n", (ROOT / "docs" / "classroom.md").read_text(encoding="utf-8"))
     assert line and sorted(re.findall(r"`([a-z_]+)`", line.group(1))) == sorted(page_ids)
+
+
+def test_the_two_engines_lesson_says_the_verify_cost_past_which_speculation_loses():
+    """On the pair's recorded code run with a plain step of 236.5 ms (its own baseline): the v past
+    which the run's α and c stop paying is tokens per pass − K·c, quoted from the run; with a draft
+    too slow for any v (a 60 ms step), the lesson says no verify cost could pay instead."""
+    state = _state("pair_code")
+    state.baseline = PlainBaseline(step_ms=236.5, tokens_per_s=4.1)
+    note, _ = after_run(_memory("two_engines"), state, "x", 0.7)
+    a = state.analysis()
+    assert f"= **{a.tokens_per_pass - a.k * a.cost_ratio_c:.2f}** plain steps" in note
+    assert f"v = {a.verify_cost_v:.2f}" in note and "One pair, two engines" in note
+    slow = _state("pair_code")  # 60 ms a plain step: c above 1
+    note, _ = after_run(_memory("two_engines"), slow, "x", 0.7)
+    assert "no verify cost could make this pair pay" in note and "plain steps." not in note.split("Where it")[1][:60]

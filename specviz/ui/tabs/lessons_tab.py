@@ -66,6 +66,9 @@ LESSONS = {
     "The paper's own setting (a draft model of the same family)": dict(
         slug="paper_setting", prompt=PAIR_PROMPTS[0][0], chat=True, target_id=PAIR_TARGET, drafter_kind="model",
         draft_model=PAIR_DRAFT, k=4, temperature=0.0, max_new_tokens=96, check_temperature=0.7, control=False),
+    "One pair, two engines (llama.cpp beside specviz)": dict(
+        slug="two_engines", prompt=PAIR_PROMPTS[0][0], chat=True, target_id=PAIR_TARGET, drafter_kind="model",
+        draft_model=PAIR_DRAFT, k=4, temperature=0.0, max_new_tokens=64),
     "Trading exactness for speed (the ensemble dial)": dict(
         slug="ensemble_dial", prompt=FREE_TEXT_PROMPT, chat=True, drafter_kind="early-exit", early_exit_layers=8,
         k=4, temperature=1.0, max_new_tokens=48, check_temperature=1.0, control=False),

@@ -342,6 +342,43 @@ def _paper_setting(runs: list[dict]) -> list[str]:
     return lines
 
 
+def _two_engines(runs: list[dict]) -> list[str]:
+    """One pair, two implementations: this run's own costs in the closed form (Leviathan et al. 2023:
+    speedup = tokens per pass ÷ (K·c + v)), the verify cost v past which the same α and c make
+    speculation slower than plain decoding (tokens per pass − K·c), and where to measure the same pair
+    in llama.cpp (the lane, :mod:`specviz.run.llamacpp_lane`)."""
+    f = runs[-1]
+    k = int(f["k"])
+    lines = []
+    try:
+        c, tokens = float(f["c"]), float(f["tokens_per_pass"])
+    except ValueError:  # no baseline: no c, v or speedup to put in the closed form
+        c = tokens = None
+    if c is None or f["v"] == "—":
+        lines.append(f"**This run:** α {f['alpha']}, {f['tokens_per_pass']} tokens per pass; its costs c and v need "
+                     "the plain baseline, which this run did not time.")
+    else:
+        lines.append(f"**This engine's costs:** α {f['alpha']}; a draft step is c = {f['c']} of a plain step and the "
+                     f"verify pass over "
+                     f"{k + 1} positions v = {f['v']}, so each pass cost K·c + v = {f['round_cost']} plain steps for its "
+                     f"{f['tokens_per_pass']} tokens: {f['expected']}× at best; measured {_slower_or_faster(f)}.")
+        if tokens - k * c > 0:
+            lines.append(f"**Where it stops paying:** at this run's α = {f['alpha']} and c = {f['c']}, speculation is "
+                         f"slower than plain decoding once a verify pass costs more than {f['tokens_per_pass']} − "
+                         f"{k}·{f['c']} = **{tokens - k * c:.2f}** plain steps. The paper assumes v near 1, and nothing "
+                         "in the weights guarantees it: kernels bound by arithmetic rather than by reading the weights "
+                         "pay for every extra position.")
+        else:
+            lines.append(f"**Where it stops paying:** here the drafts alone cost K·c = {k * c:.2f} plain steps a pass, "
+                         f"no less than the {f['tokens_per_pass']} tokens a pass brings: no verify cost could make this "
+                         "pair pay on this machine. The draft must be much cheaper than the target (c well under 1/K).")
+    lines.append("**The same pair in llama.cpp:** open **Your engine's numbers**, then **One pair, two engines**, and "
+                 "press **Run the Run tab's prompt in both** (`pip install xllamacpp`; a few minutes on a CPU). Its "
+                 "table measures llama.cpp's own c and v on the same GGUF files, and its *Why* lines put each "
+                 "engine's costs in this closed form.")
+    return lines
+
+
 #: Runs a lesson remembers when it compares more than two (the paper's: temperatures and drafters).
 MEMORY_RUNS_BY_SLUG = {"paper_setting": 4}
 
@@ -350,7 +387,7 @@ MEMORY_RUNS_BY_SLUG = {"paper_setting": 4}
 WRITERS: dict[str, Callable[[list[dict]], list[str]]] = {
     "copy_heavy": _copy_heavy, "temperature": _temperature, "slow_draft": _slow_draft, "early_exit": _early_exit,
     "learned_draft": _learned_draft, "rules": _rules, "lossless_check": _lossless_check,
-    "paper_setting": _paper_setting,
+    "paper_setting": _paper_setting, "two_engines": _two_engines,
 }
 
 

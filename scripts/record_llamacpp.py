@@ -200,15 +200,23 @@ def _timings_sums(timings: list[dict]) -> dict:
 # ---------------------------------------------------------------------------
 
 
-def worker_completion(args, out: Path) -> dict:
+def _record_code_completion(args, out: Path, spec: str, verbosity: int, name: str):
+    """Start llama.cpp's server in this process with ``spec`` drafting, send it the code prompt and
+    write the response (``name``.json) and the request (``name``.request.json); returns the server
+    and the response's bytes."""
     import xllamacpp as xlc
 
-    srv = xlc.Server(_make_params(args, spec="draft", verbosity=3))
-    base = srv.listening_address
+    srv = xlc.Server(_make_params(args, spec=spec, verbosity=verbosity))
     req = _request("code", seed=0)
-    raw = _http_post(base, "/v1/chat/completions", req)
-    (out / "completion.json").write_bytes(raw)
-    _write_json(out / "completion.request.json", req)
+    raw = _http_post(srv.listening_address, "/v1/chat/completions", req)
+    (out / f"{name}.json").write_bytes(raw)
+    _write_json(out / f"{name}.request.json", req)
+    return srv, raw
+
+
+def worker_completion(args, out: Path) -> dict:
+    srv, raw = _record_code_completion(args, out, "draft", 3, "completion")
+    base = srv.listening_address
 
     sreq = _request("explanation", seed=1, stream=True)
     raw_sse = _http_post(base, "/v1/chat/completions", sreq)
@@ -327,14 +335,7 @@ def worker_debug(args, out: Path) -> dict:
 
 
 def worker_ngram(args, out: Path) -> dict:
-    import xllamacpp as xlc
-
-    srv = xlc.Server(_make_params(args, spec="ngram", verbosity=4))
-    base = srv.listening_address
-    req = _request("code", seed=0)
-    raw = _http_post(base, "/v1/chat/completions", req)
-    (out / "ngram_completion.json").write_bytes(raw)
-    _write_json(out / "ngram_completion.request.json", req)
+    srv, raw = _record_code_completion(args, out, "ngram", 4, "ngram_completion")
     del srv
     return {"ngram_bytes": len(raw)}
 

@@ -167,3 +167,18 @@ def fresh_shared_baselines():
     if module is not None:
         module.SHARED_BASELINES.clear()
     yield
+
+
+@pytest.fixture
+def without_xllamacpp(monkeypatch):
+    """``import xllamacpp`` fails for the test, as on a machine without it (CI), installed or not."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_xllamacpp(name, *args, **kwargs):
+        if name == "xllamacpp":
+            raise ImportError("No module named 'xllamacpp'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_xllamacpp)

@@ -5,7 +5,6 @@ real pair are in tests/test_llamacpp_lane.py (slow)."""
 
 from __future__ import annotations
 
-import builtins
 
 import gradio as gr
 import pytest
@@ -22,15 +21,7 @@ def test_a_public_page_refuses_the_lane_in_a_sentence():
         lane_view.plan_lane(PAIR, True)
 
 
-def test_without_xllamacpp_the_lane_says_how_to_get_it(monkeypatch):
-    real_import = builtins.__import__
-
-    def no_xllamacpp(name, *args, **kwargs):
-        if name == "xllamacpp":
-            raise ImportError("No module named 'xllamacpp'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_xllamacpp)
+def test_without_xllamacpp_the_lane_says_how_to_get_it(without_xllamacpp):
     with pytest.raises(gr.Error, match=r"pip install xllamacpp"):
         lane_view.plan_lane(PAIR, False)
 

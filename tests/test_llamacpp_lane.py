@@ -4,7 +4,6 @@ closed form, and what it says where it cannot run. The real engine on the real p
 
 from __future__ import annotations
 
-import builtins
 import json
 from pathlib import Path
 
@@ -57,15 +56,7 @@ def test_why_sentence_is_the_closed_form_at_the_engines_own_costs():
     assert "could not be measured" in why_sentence("llama.cpp", None, 4, 0.6, 3.75, None)
 
 
-def test_without_xllamacpp_the_lane_says_how_to_get_it(monkeypatch):
-    real_import = builtins.__import__
-
-    def no_xllamacpp(name, *args, **kwargs):
-        if name == "xllamacpp":
-            raise ImportError("No module named 'xllamacpp'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_xllamacpp)
+def test_without_xllamacpp_the_lane_says_how_to_get_it(without_xllamacpp):
     with pytest.raises(ImportError, match=r"pip install xllamacpp, or pip install specviz\[llamacpp\]"):
         llamacpp_lane.LlamaCppLane("target.gguf")
 

@@ -103,25 +103,34 @@ def test_the_figure_has_two_lanes_finish_markers_and_dims_outside_the_stretch():
 
 
 def test_the_race_lanes_of_the_last_run_go_when_run_is_pressed():
-    """the race kept showing the previous run while a new one waited. Run
-    clears it to the empty race at once (a model-free event, not behind the generation), once the
-    settings passed their check (a refused run leaves the race as it was)."""
+    """the race kept showing the previous run while a new one waited. Run clears it to the empty
+    race at once, in the press's one model-free step (never behind the generation, which follows
+    it only on success), once the settings passed their check: a refused run leaves the race as
+    it was."""
     import app
+    import gradio as gr
 
+    from specviz.ui.serve.fields import NAMES
     from specviz.ui.tabs import run_tab
 
     ids = {block.elem_id: block._id for block in app.demo.blocks.values() if getattr(block, "elem_id", None)}
-    clearing = [fn for fn in app.demo.fns.values() if fn.fn is run_tab.empty_race]
-    assert len(clearing) == 1
-    checked = app.demo.fns[clearing[0].trigger_after]
-    assert getattr(checked.fn, "func", None) is run_tab.check_run and clearing[0].trigger_only_on_success
-    root = checked
-    while root.trigger_after is not None:  # the chain's first event is the Run button's click
-        assert root.concurrency_id != "generation"
-        root = app.demo.fns[root.trigger_after]
-    assert (ids["sv-run-btn"], "click") in {(getattr(b, "_id", b), e) for b, e in root.targets}
-    assert [b._id for b in clearing[0].outputs] == [ids["sv-race"]]
+    pressed = [fn for fn in app.demo.fns.values()
+               if (ids["sv-run-btn"], "click") in {(getattr(b, "_id", b), e) for b, e in fn.targets}
+               and fn.trigger_after is None]
+    first = [fn for fn in pressed if ids["sv-race"] in [b._id for b in fn.outputs]]
+    assert len(first) == 1 and first[0].concurrency_id != "generation"
+    then = [fn for fn in app.demo.fns.values() if fn.trigger_after == first[0]._id]
+    assert [fn.concurrency_id for fn in then] == ["generation"] and then[0].trigger_only_on_success
+    outputs = [b._id for b in first[0].outputs]
+    race_at = outputs.index(ids["sv-race"])
+
+    request = gr.Request()
+    values = {name: block.value for name, block in zip(NAMES, first[0].inputs)}
+    answer = first[0].fn(request, *values.values())
+    assert answer[race_at].to_plotly_json() == run_tab.empty_race().to_plotly_json()
     assert run_tab.empty_race().to_plotly_json() == race.race_figure(race.race_lanes([], None)).to_plotly_json()
+    with pytest.raises(gr.Error):  # a refused setting: nothing answered, so the race stays
+        first[0].fn(request, *{**values, "k": 0}.values())
 
 
 def _plain_lane_over_speculative(fig) -> float:

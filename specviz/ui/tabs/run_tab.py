@@ -373,8 +373,10 @@ def _checked_run_click(c, ctx: PageContext):
                 raise
             return words, *reset_inspector(), empty_race()
 
+        # A refusal marks the status line only (gradio marks a failed event's outputs otherwise):
+        # the inspector and the race stay as they were.
         return c.run_btn.click(before_run, ctx.run_inputs(NAMES), [outputs, *inspector, c.race_plot],
-                               preprocess=False, **kwargs)
+                               preprocess=False, show_progress_on=outputs, **kwargs)
 
     return click
 

@@ -224,8 +224,13 @@ def main(argv: list[str] | None = None) -> int:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(url, wait_until="domcontentloaded")
-            page.wait_for_selector("#sv-tokens .sv-out", timeout=120_000)
+            # the recorded run the page opens on replays to its end (its done mark) before anything
+            # is set, then Max new tokens is behind "More settings"
+            page.wait_for_selector("#sv-tokens .sv-done", state="attached", timeout=120_000)
             page.wait_for_timeout(2000)
+            more = page.locator("#sv-more-settings > .label-wrap")
+            if more.count() and "open" not in (more.get_attribute("class") or ""):
+                more.click()
             page.locator("#sv-prompt textarea").fill(PROMPT)
             number = page.locator("#sv-max-new input[type=number]")
             number.fill(str(args.max_new_tokens))

@@ -52,7 +52,8 @@ def test_a_256_token_stream_keeps_the_page_answering_and_the_inspector_in_view(p
     page.wait_for_timeout(300)  # the scroll into view runs right after the inspector is filled
     inspector = page.locator("#sv-inspector").bounding_box()
     viewport = page.viewport_size
-    streaming = "Generating" in page.inner_text("#sv-summary")
+    summary_then = page.inner_text("#sv-summary")[:200]
+    streaming = "Generating" in summary_then
     # Off-screen charts skip their rendering while the run streams (styles.CHART_CSS).
     skipping = page.evaluate("() => document.documentElement.classList.contains('sv-streaming')")
     page.wait_for_selector("#sv-summary >> text=Done", timeout=600_000)
@@ -61,7 +62,7 @@ def test_a_256_token_stream_keeps_the_page_answering_and_the_inspector_in_view(p
             f"{viewport}; {len(long_ms)} long tasks, {sum(long_ms) / 1e3:.1f} s in all, the longest "
             f"{max(long_ms, default=0):.0f} ms")  # every figure in each failure's message
     print(seen)  # shown with -s: the figures of a passing run too
-    assert streaming, "the run ended before the inspector answered: the click was not mid-run; " + seen
+    assert streaming, f"the run ended before the inspector answered: the click was not mid-run ({summary_then!r}); " + seen
     assert answered_s <= 1.0, seen
     assert skipping, "the page did not mark the run as streaming: " + seen
     assert 0 <= inspector["y"] and inspector["y"] + inspector["height"] <= viewport["height"], seen

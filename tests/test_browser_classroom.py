@@ -76,6 +76,22 @@ def test_the_tour_moves_on_when_the_learner_does_the_action(fresh):
     page.wait_for_selector("#sv-tour[data-step='7']", timeout=60_000)
 
 
+def test_a_tour_step_on_another_tab_says_to_go_back_there(fresh):
+    """A newcomer at "click any token" opened Lessons and the tour still asked for a token there."""
+    page = fresh()
+    page.locator("#sv-tour-btn").click()
+    page.evaluate("() => window.svTour.go(1)")
+    page.wait_for_selector("#sv-tour[data-step='1']", timeout=10_000)
+    assert "go back" not in page.inner_text("#sv-tour .sv-tour-do")
+    page.get_by_role("tab", name="Lessons").click()
+    page.wait_for_selector("#sv-tour .sv-tour-do >> text=go back to the Run tab", timeout=10_000)
+    assert page.locator("#sv-tour[data-step='1']").count() == 1  # the step stays; only its words change
+    page.get_by_role("tab", name="Run").click()
+    page.wait_for_function("() => !document.querySelector('#sv-tour .sv-tour-do').innerText.includes('go back')",
+                           timeout=10_000)
+    assert "click any token" in page.inner_text("#sv-tour .sv-tour-do")
+
+
 #: The border colour a Watch-a-pass chip of this kind gets from the page's stylesheet.
 _CHIP_COLOUR = """(kind) => {
   const chip = document.createElement('span');

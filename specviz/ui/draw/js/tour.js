@@ -7,7 +7,8 @@
    (class sv-tour-target, written here). Its place is kept in sessionStorage, so a reload resumes it.
    Reads: #sv-tour-btn (elem_id, page.py); each step's selector, the components' elem_ids and
    gradio's tab buttons, and #sv-tokens [data-r] (draw/run_views.py's tokens); inside its own panel
-   .sv-tour-count, .sv-tour-text, .sv-tour-do and button[data-go], which it writes itself. Its look
+   .sv-tour-count, .sv-tour-text, .sv-tour-do and button[data-go], which it writes itself. A step
+   whose element is on a tab the learner left (its ``tab``) says to go back there first. Its look
    is draw/styles.py's TOUR_CSS. */
 (STEPS) => {
   if (window.svTour) return [];
@@ -28,6 +29,9 @@
   };
   const present = (step) => [...document.querySelectorAll(step.selector)].some(
     (el) => !step.label || el.textContent.includes(step.label));
+  // On screen: inside the open tab (a hidden tab's elements have no boxes).
+  const shown = (step) => [...document.querySelectorAll(step.selector)].some(
+    (el) => el.getClientRects().length > 0 && (!step.label || el.textContent.includes(step.label)));
   let panel = null;
   let marked = null;  // the element the step names, outlined (class sv-tour-target)
   // The step's thing brought to the middle of the screen and outlined, so the learner sees what the
@@ -72,7 +76,10 @@
     panel.dataset.step = String(s.step);
     panel.querySelector('.sv-tour-count').textContent = 'Tour · step ' + (s.step + 1) + ' of ' + STEPS.length;
     panel.querySelector('.sv-tour-text').innerHTML = step.text;
-    panel.querySelector('.sv-tour-do').innerHTML = step.action ? 'To go on: ' + step.action : '';
+    // A learner who opened another tab is told where the step is, not left with an action they
+    // cannot do there.
+    const away = step.tab && step.selector && !shown(step) ? 'go back to the <b>' + step.tab + '</b> tab, then ' : '';
+    panel.querySelector('.sv-tour-do').innerHTML = step.action ? 'To go on: ' + away + step.action : '';
     panel.querySelector('[data-go="-1"]').disabled = s.step === 0;
     panel.querySelector('[data-go="1"]').textContent = s.step === STEPS.length - 1 ? 'Finish' : 'Skip';
     point(step);
@@ -91,6 +98,8 @@
       if (!s.open || !panel || panel.contains(ev.target)) return;
       const step = STEPS[s.step];
       if (step.events.includes(type) && hit(ev.target, step)) go(s.step + 1);
+      // a tab opened: once gradio has switched it, say again where the step is
+      else if (type === 'click' && ev.target.closest && ev.target.closest('button[role=tab]')) setTimeout(render, 200);
     }, true);
   }
   document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape' && load().open) close(); });

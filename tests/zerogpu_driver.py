@@ -583,7 +583,53 @@ def scenario_worker() -> dict:
     return result
 
 
-SCENARIOS = {"import": scenario_import, "deploy": scenario_deploy, "worker": scenario_worker}
+# ----------------------------------------------------------------------------- /export after /run
+def scenario_export() -> dict:
+    """An API client on the ZeroGPU path (a report: /export called as soon as /run returned, in
+    one script, failed three times in a row: once "Nothing to export yet", twice no answer in five
+    minutes): ``import app`` (not public: the tiny offline model runs on the CPU inside ``spaces``'
+    forked worker), the page served with its queue, then one gradio client calls /run and, as soon
+    as it returns, /export, :data:`EXPORT_ROUNDS` times: each call's seconds and what /export
+    answered (its files' names) or its error."""
+    scheduler = _Scheduler()
+    scheduler.install()
+    _no_card_start_up()
+    from gradio_client import Client
+    from spaces.zero import client
+
+    client.startup_report = lambda: None  # the device API, unreachable; launch() reports to it
+    import app
+    from specviz.ui.serve import gpu
+
+    app.demo.queue().launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1")
+    rounds = []
+    try:
+        visitor = Client(app.demo.local_url, verbose=False)
+        for _ in range(EXPORT_ROUNDS):
+            t0 = time.monotonic()
+            visitor.predict(api_name="/run", prompt="Fix the typos: Teh cat sat on teh mat.",
+                            target_id="smollm2-135m-instruct", drafter_kind="ngram", k=4, temperature=0.0,
+                            max_new_tokens=32, device="cpu")
+            ran = time.monotonic() - t0
+            job = visitor.submit(api_name="/export")
+            try:
+                files = job.result(timeout=60)
+                answer = sorted(str(f).rsplit("/", 1)[-1] for f in files if f)
+            except Exception as err:  # noqa: BLE001 — the failure is the result
+                answer = f"{type(err).__name__}: {err}"
+            rounds.append({"run_s": round(ran, 2), "export_s": round(time.monotonic() - t0 - ran, 2),
+                           "export": answer})
+    finally:
+        app.demo.close()
+    return {"wrapped": getattr(gpu.run_job, "__wrapped__", None) is not None, "rounds": rounds,
+            "schedules": scheduler.count}
+
+
+#: /run then /export, this many times in one client.
+EXPORT_ROUNDS = 4
+
+SCENARIOS = {"import": scenario_import, "deploy": scenario_deploy, "worker": scenario_worker,
+             "export": scenario_export}
 
 
 def main(argv: list[str]) -> int:

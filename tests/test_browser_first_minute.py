@@ -120,3 +120,26 @@ def test_the_run_tab_shows_at_most_eight_controls_before_more_settings(projector
     controls = projector.evaluate(CONTROLS_BEFORE_MORE)
     assert 5 <= len(controls) <= 8, controls  # prompt, Run, Stop, model pair, drafter, K, temperature
     assert "sv-prompt" in controls and "sv-k" in controls and "sv-temperature" in controls
+
+
+def test_a_number_typed_outside_a_sliders_range_is_said_not_clamped_silently(projector, app_url):  # noqa: F811
+    """A newcomer typed K = 40: gradio's slider clamped it to its maximum when the box lost focus,
+    without a word, and the run used the maximum. The page says so under the slider as soon as the
+    number is typed, and the note goes once the number is in range again."""
+    projector.goto(app_url, wait_until="domcontentloaded")
+    wait_until_live(projector, panels=())
+    for elem, typed in (("sv-k", "40"), ("sv-temperature", "-1")):
+        box = projector.locator(f"#{elem} input[type=number]")
+        low, high = box.get_attribute("min"), box.get_attribute("max")
+        used = high if float(typed) > float(high) else low
+        box.fill(typed)
+        note = projector.locator(f"#{elem} .sv-range-note")
+        note.wait_for(timeout=10_000)
+        assert f"runs from {low} to {high} here: {typed} becomes {used}." in note.inner_text(), note.inner_text()
+        projector.locator("#sv-prompt textarea").click()  # the box loses focus: gradio clamps it
+        projector.wait_for_function("([sel, v]) => Number(document.querySelector(sel).value) === Number(v)",
+                                    arg=[f"#{elem} input[type=number]", used], timeout=10_000)
+        assert note.count() == 1  # still said after the clamp
+        box.fill(low)
+        projector.wait_for_function("(sel) => !document.querySelector(sel)", arg=f"#{elem} .sv-range-note",
+                                    timeout=10_000)

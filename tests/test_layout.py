@@ -372,8 +372,10 @@ def _tour_selectors() -> set[str]:
 #: Names a script reads that no draw module writes, with who makes them instead: another script
 #: (checked below to write it) or gradio itself.
 MADE_BY_A_SCRIPT = {".sv-tour-count": "tour.js", ".sv-tour-text": "tour.js",
-                    ".sv-tour-do": "tour.js", "data-go": "tour.js", "#sv-style": "style.js"}
-MADE_BY_GRADIO = {"data-tab-id": "gradio's Tabs writes each tab button's id (gr.Tab(id=...))"}
+                    ".sv-tour-do": "tour.js", "data-go": "tour.js", "#sv-style": "style.js",
+                    ".sv-range-note": "slider_range.js"}
+MADE_BY_GRADIO = {"data-tab-id": "gradio's Tabs writes each tab button's id (gr.Tab(id=...))",
+                  "data-testid": "gradio's blocks write it (a label's block-info)"}
 
 
 def _written(name: str, draw_html: str, ui_literals: set[str], script_text: str = "") -> bool:
@@ -386,7 +388,8 @@ def _written(name: str, draw_html: str, ui_literals: set[str], script_text: str 
         return bare in ui_literals or f'id="{bare}"' in draw_html or bool(by_script)
     if kind == ".":
         in_class = re.compile(rf"class=\\?['\"][^'\"]*(?<![\w-]){re.escape(bare)}(?![\w-])")
-        return bool(in_class.search(draw_html) or in_class.search(script_text))
+        by_script = re.search(rf"(className\s*=|classList\.add\()\s*['\"]{re.escape(bare)}['\"]", script_text)
+        return bool(in_class.search(draw_html) or in_class.search(script_text) or by_script)
     return f"{name}=" in draw_html or f"{name}=" in script_text
 
 

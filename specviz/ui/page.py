@@ -4,7 +4,7 @@ shared :class:`~specviz.ui.context.PageContext`. No model is loaded until a run 
 
 The page's JavaScript lives in files beside the drawing (``specviz/ui/draw/js/``, read by
 :func:`specviz.ui.draw.scripts.script`), each handed to gradio as an event's ``js`` or a
-``gr.HTML``'s ``js_on_load``. When the page loads it runs four:
+``gr.HTML``'s ``js_on_load``. When the page loads it runs five:
 
 * ``style.js`` adds the one stylesheet (:func:`specviz.ui.draw.styles.page_css`) to the document's head;
 * ``one_draw.js`` draws each chart once per update, in place. Gradio 6's Plot component mounts a new
@@ -15,7 +15,9 @@ The page's JavaScript lives in files beside the drawing (``specviz/ui/draw/js/``
   chart element and redraws it in place;
 * ``fit_charts.js`` fits each chart's title and legend to the width it is drawn at, after every
   draw and resize (titles cut at the right edge, legends over titles);
-* ``tour.js``, the guided tour (:mod:`.tour`), bound to its steps (:mod:`specviz.ui.draw.tour_steps`).
+* ``tour.js``, the guided tour (:mod:`.tour`), bound to its steps (:mod:`specviz.ui.draw.tour_steps`);
+* ``slider_range.js`` says under a slider when a number typed into its box lies outside its range
+  (gradio clamps it on blur without a word, and the run uses the clamped value).
 
 The others belong to one control each: ``palette.js`` (the colour-blind switch below: the class
 ``sv-cb`` on the page's root), ``select_tab.js`` (a link's or a lesson's tab, :mod:`.context`),
@@ -124,6 +126,7 @@ def build_page(public: bool) -> gr.Blocks:
         demo.load(None, None, None, js=script("one_draw"), api_name=False)
         demo.load(None, None, None, js=script("fit_charts"), api_name=False)
         demo.load(None, None, None, js=tour_js(), api_name=False)
+        demo.load(None, None, None, js=script("slider_range"), api_name=False)
     if public:
         visitors.one_generation(demo)
     return demo

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.ui.draw.run_views import DONE_MARK, legend_html, stream_head, wrap_output
+from specviz.ui.draw.run_views import DONE_MARK, end_line, legend_html, stream_head, wrap_output
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -27,6 +27,10 @@ def test_a_whole_panel_has_the_streamed_shape():
     assert done == stream_head() + body + '<i hidden class="sv-sent" data-t="12.500"></i>' + DONE_MARK + "</div>"
     assert done.startswith(legend_html())
     assert DONE_MARK not in wrap_output(body) and wrap_output(body).endswith("</i></div>")
+
+
+def test_the_end_line_is_plain_text():
+    assert end_line("Done · <b>4</b> tokens") == '<div class="sv-end" role="status">Done · &lt;b&gt;4&lt;/b&gt; tokens</div>'
 
 
 def test_the_token_panel_streams_as_small_appends_to_the_end_of_a_1024_token_run():
@@ -50,6 +54,10 @@ def test_the_token_panel_streams_as_small_appends_to_the_end_of_a_1024_token_run
     assert len(panel.encode()) > 400_000
     assert sizes[-1] < 4_000 and max(sizes) < 10_000, (sizes[-5:], max(sizes))
     assert panel.endswith(DONE_MARK + "</div>") and panel.count(DONE_MARK) == 1
+    # the run says how it ended under its last token, where the eye is (a newcomer looked for "Done"
+    # there and found it under the charts)
+    assert re.search(r'<div class="sv-end" role="status">Done · 1024 tokens · the 1024-token limit</div>'
+                     + SENT.pattern, panel), panel[-300:]
     # One time marker per update: the first (the panel's opening and its first rounds) and each append.
     assert panel.startswith(stream_head()) and len(SENT.findall(panel)) == len(appends) + 1
     assert panel.count('class="sv-tok ') - legend_html().count('class="sv-tok ') == 1024

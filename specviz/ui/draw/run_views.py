@@ -168,6 +168,13 @@ def stream_tail(generated_at: float | None = None) -> str:
     return sent_mark(generated_at) + DONE_MARK + "</div>"
 
 
+def end_line(words: str) -> str:
+    """The line a live run's token panel ends on, under its last token, where the eye is (the
+    status under the charts says the same): ``words``, plain text (escaped here), e.g. "Done ·
+    64 tokens · the 64-token limit"."""
+    return f'<div class="sv-end" role="status">{html.escape(words)}</div>'
+
+
 def stage_panel(stage: str) -> str:
     """The token panel before a run's first token: what the run is doing now (loading, warming up,
     timing plain decoding n of 3, with the time left once known), where the eye already is. The

@@ -54,6 +54,8 @@ TOKENS_CSS = """
                                                               opacity: 0.6; }
 /* What a run is doing before its first token, inside the token box where the eye already is. */
 .sv-out .sv-stage { font-family: var(--font); font-style: italic; opacity: 0.85; }
+/* A live run's last line, under its last token: how it ended. */
+.sv-out .sv-end { font-family: var(--font); font-weight: 600; margin-top: 8px; opacity: 0.85; }
 /* Table headers (gr.Dataframe's too) wrap between words, never inside one. */
 table th, table th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: manual; }
 /* Drafters side by side: each drafter's figures above its output. */

@@ -23,7 +23,7 @@ from specviz.ui.serve import gpu_budget
 from specviz.ui.serve import settings
 from specviz.ui.serve import visitors
 from specviz.ui.draw.escape import as_text
-from specviz.ui.draw.run_views import fmt_figure, sent_mark, stage_panel, stream_head, stream_tail, wrap_output
+from specviz.ui.draw.run_views import end_line, fmt_figure, sent_mark, stage_panel, stream_head, stream_tail, wrap_output
 from specviz.ui.serve.feature import Feature, Plan
 from specviz.ui.serve.fields import NAMES, request_from, spread
 from specviz.ui.serve.state import (
@@ -178,13 +178,14 @@ class TokenPanel:
         """The panel as last sent (unchanged: gradio sends no bytes for it)."""
         return gr.skip() if self.whole else self.html
 
-    def update(self, generated_at: float, done: bool = False) -> str:
-        """The panel with every round so far; ``done`` closes it."""
+    def update(self, generated_at: float, done: bool = False, end: str = "") -> str:
+        """The panel with every round so far; ``done`` closes it, after the line ``end`` (plain
+        text, :func:`~specviz.ui.draw.run_views.end_line`) when one is given."""
         if self.whole:
             self.html = wrap_output("".join(self.state.html), done, generated_at)
             return self.html
-        self.html += "".join(self.state.html[self.shown:]) + (stream_tail(generated_at) if done
-                                                             else sent_mark(generated_at))
+        closing = (end_line(end) if end else "") + stream_tail(generated_at)
+        self.html += "".join(self.state.html[self.shown:]) + (closing if done else sent_mark(generated_at))
         self.shown = len(self.state.html)
         return self.html
 
@@ -287,7 +288,8 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
                     chart, view = {drawn[0]: getattr(view, drawn[0])}, view._replace(**{drawn[0]: gr.skip()})
                     yield _run_update(view._replace(tokens=panel.update(generated_at)), baselines, state)
                     continue
-                yield from final_updates(view, panel, generated_at, baselines, state)
+                yield from final_updates(view, panel, generated_at, baselines, state,
+                                         end=_end_words(run, request, done))
                 if over:
                     break
             elif chart and now - last_sent > CHART_GAP_S:
@@ -304,12 +306,22 @@ def stream(run, request: RunRequest, state: RunState, baselines: dict, trace_of,
         raise refused(str(err)) from None
 
 
-def final_updates(view: RunView, panel: TokenPanel, generated_at: float, baselines: dict, state: RunState):
+def _end_words(run, request: RunRequest, done: bool) -> str:
+    """The token panel's last line for a run that ended by itself (``done``) or at a time limit."""
+    n = len(run.tokens)
+    if not done:
+        return f"Stopped at the time limit · {n} of {request.max_new_tokens} tokens, kept"
+    why = "the model ended its answer" if run.finish_reason == "eos" else f"the {request.max_new_tokens}-token limit"
+    return f"Done · {n} tokens · {why}"
+
+
+def final_updates(view: RunView, panel: TokenPanel, generated_at: float, baselines: dict, state: RunState,
+                  end: str = ""):
     """A finished run's ``view`` (every chart drawn) as a few updates of the page, so that no one
     of them costs the browser more than :data:`FINAL_CHARTS_PER_UPDATE` chart redraws: the first
     adds the last tokens to the panel, each adds the next charts in the page's order, and the last
-    one is the whole view (the panel closed, the summary with its final status, every chart) with
-    the replay slider. A chart already drawn is sent again unchanged in each later update: gradio
+    one is the whole view (the panel closed, after the line ``end`` when one is given, the summary
+    with its final status, every chart) with the replay slider. A chart already drawn is sent again unchanged in each later update: gradio
     sends an output equal to its previous value as no change (``gradio.utils.diff``), and a figure
     left out (``gr.skip()``) would be sent whole again by the last update, so it would be redrawn."""
     shown = {}
@@ -317,7 +329,7 @@ def final_updates(view: RunView, panel: TokenPanel, generated_at: float, baselin
         shown.update({name: getattr(view, name) for name in FIGURES[i:i + FINAL_CHARTS_PER_UPDATE]})
         tokens = panel.update(generated_at) if i == 0 else panel.current()
         yield _run_update(_skipped(tokens=tokens, **shown), baselines, state)
-    yield _run_update(view._replace(tokens=panel.update(generated_at, True)), baselines, state, _slider(state))
+    yield _run_update(view._replace(tokens=panel.update(generated_at, True, end)), baselines, state, _slider(state))
 
 
 def stop_run(state):

@@ -171,7 +171,8 @@ def fresh_shared_baselines():
 
 @pytest.fixture
 def without_xllamacpp(monkeypatch):
-    """``import xllamacpp`` fails for the test, as on a machine without it (CI), installed or not."""
+    """``import xllamacpp`` fails for the test and ``importlib.util.find_spec`` finds no xllamacpp, as
+    on a machine without it (CI), installed or not."""
     import builtins
 
     real_import = builtins.__import__
@@ -182,3 +183,8 @@ def without_xllamacpp(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_xllamacpp)
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args, **kwargs: None if name == "xllamacpp" else real_find_spec(name, *args, **kwargs))

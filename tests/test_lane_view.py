@@ -26,6 +26,18 @@ def test_without_xllamacpp_the_lane_says_how_to_get_it(without_xllamacpp):
         lane_view.plan_lane(PAIR, False)
 
 
+def test_the_panel_says_what_the_server_lacks_before_run_is_pressed(without_xllamacpp):
+    """A newcomer met the lane's refusal only as a pop-up that went away: the status line says it
+    as the page opens, in the refusal's own words."""
+    from specviz.run.llamacpp_lane import INSTALL_HINT
+
+    assert lane_view.lane_status(True) == lane_view.PUBLIC_REFUSAL
+    assert INSTALL_HINT in lane_view.lane_status(False)
+    with pytest.raises(gr.Error) as refusal:
+        lane_view.plan_lane(PAIR, False)
+    assert INSTALL_HINT in str(refusal.value.message)
+
+
 def test_a_target_without_gguf_files_is_refused_before_anything_loads():
     pytest.importorskip("xllamacpp")
     with pytest.raises(gr.Error, match="specviz keeps them only for the offline Qwen2.5-Coder pair"):
@@ -62,3 +74,9 @@ def test_the_request_to_send_is_a_code_block_shown_as_it_is_sent():
         assert "&quot;" not in body
     fence, body = re.fullmatch(r"(`+)text\n(.*)\n\1", lane_view.fenced("a ```` b\nc"), flags=re.S).groups()
     assert body == "a ```` b c" and len(fence) == 5
+
+
+def test_the_panel_says_nothing_missing_where_xllamacpp_is_installed(monkeypatch):
+    monkeypatch.setattr(lane_view, "_xllamacpp_installed", lambda: True)
+    assert lane_view.lane_status(False) == ""
+    assert lane_view.lane_status(True) == lane_view.PUBLIC_REFUSAL  # installed or not, public pages refuse

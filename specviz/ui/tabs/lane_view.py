@@ -32,6 +32,26 @@ INTRO = ("**One pair, two implementations.** The Run tab's prompt and model pair
          "pair (its GGUF files) and `pip install xllamacpp`; a run takes a few minutes on a CPU.")
 
 
+def _xllamacpp_installed() -> bool:
+    """Whether xllamacpp can be found (without importing it: the page is being built)."""
+    import importlib.util
+
+    return importlib.util.find_spec("xllamacpp") is not None
+
+
+def lane_status(public: bool) -> str:
+    """The lane's status line as the page opens: what this server lacks to run it, in the words
+    its refusal would use (:func:`plan_lane`), or "" when it can run (the pair is checked on Run:
+    it is the Run tab's choice). A newcomer met the refusal only as a pop-up that went away."""
+    from specviz.run.llamacpp_lane import INSTALL_HINT
+
+    if public:
+        return PUBLIC_REFUSAL
+    if not _xllamacpp_installed():
+        return f"**Not available on this server yet.** {INSTALL_HINT}"
+    return ""
+
+
 @spread(SHARED)
 def run_lane(values, progress=gr.Progress(), *, public: bool | None = None):
     """Stream specviz's run and llama.cpp's beside it for the Run tab's settings: (table, status)
@@ -154,7 +174,7 @@ def build_panel(ctx, public: bool) -> None:
             start = gr.Button("Run the Run tab's prompt in both", variant="primary", elem_id="sv-lane-run")
             stop = gr.Button("Stop", variant="stop")
             commands = gr.Button("What to run in an engine", elem_id="sv-lane-commands")
-        status = gr.Markdown(elem_id="sv-lane-status")
+        status = gr.Markdown(lane_status(public), elem_id="sv-lane-status")
         table = gr.Markdown(elem_id="sv-lane-table")
         recipe = gr.Markdown(elem_id="sv-lane-recipes")
     LANE.wire(start.click, functools.partial(run_lane, public=public), ctx.run_inputs(SHARED), [table, status], public,

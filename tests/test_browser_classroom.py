@@ -90,6 +90,15 @@ def test_a_tour_step_on_another_tab_says_to_go_back_there(fresh):
     page.wait_for_function("() => !document.querySelector('#sv-tour .sv-tour-do').innerText.includes('go back')",
                            timeout=10_000)
     assert "click any token" in page.inner_text("#sv-tour .sv-tour-do")
+    # A step whose buttons sit in a closed section of the open tab is not sent "back" to that tab.
+    page.evaluate("() => window.svTour.go(3)")
+    page.wait_for_selector("#sv-tour[data-step='3']", timeout=10_000)
+    assert page.locator("#sv-replay-next").count() == 0 or not page.locator("#sv-replay-next").is_visible()
+    page.wait_for_timeout(1000)  # past both re-checks after the last tab click
+    assert "go back" not in page.inner_text("#sv-tour .sv-tour-do")
+    assert "Replay, export and saved traces" in page.inner_text("#sv-tour .sv-tour-do")
+    page.get_by_role("tab", name="Playground").click()
+    page.wait_for_selector("#sv-tour .sv-tour-do >> text=go back to the Run tab", timeout=10_000)
 
 
 #: The border colour a Watch-a-pass chip of this kind gets from the page's stylesheet.

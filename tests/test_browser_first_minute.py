@@ -143,3 +143,11 @@ def test_a_number_typed_outside_a_sliders_range_is_said_not_clamped_silently(pro
         box.fill(low)
         projector.wait_for_function("(sel) => !document.querySelector(sel)", arg=f"#{elem} .sv-range-note",
                                     timeout=10_000)
+    # a fraction for K: the box keeps it and Run refuses it, so the note says so before Run does
+    box = projector.locator("#sv-k input[type=number]")
+    box.fill("2.5")
+    note = projector.locator("#sv-k .sv-range-note")
+    note.wait_for(timeout=10_000)
+    assert "takes whole numbers from 1 to" in note.inner_text() and "2.5 is not one" in note.inner_text()
+    box.fill("4")
+    projector.wait_for_function("() => !document.querySelector('#sv-k .sv-range-note')", timeout=10_000)

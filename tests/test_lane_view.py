@@ -76,7 +76,8 @@ def test_the_request_to_send_is_a_code_block_shown_as_it_is_sent():
     assert body == "a ```` b c" and len(fence) == 5
 
 
-def test_the_panel_says_nothing_missing_where_xllamacpp_is_installed(monkeypatch):
+def test_where_xllamacpp_is_installed_the_panel_names_the_pair_to_pick(monkeypatch):
     monkeypatch.setattr(lane_view, "_xllamacpp_installed", lambda: True)
-    assert lane_view.lane_status(False) == ""
+    # where it can run, the pair to pick first: the default pair has no GGUF files, and was refused
+    assert "pick **Qwen2.5-Coder 0.5B → 1.5B · offline" in lane_view.lane_status(False)
     assert lane_view.lane_status(True) == lane_view.PUBLIC_REFUSAL  # installed or not, public pages refuse

@@ -109,7 +109,8 @@ TOUR_CSS = """
 .sv-tour-target { outline: 3px solid var(--sv-bonus) !important; outline-offset: 3px;
   border-radius: 6px; }
 .sv-round.sv-stretch { background: var(--sv-highlight); box-shadow: 0 0 0 1px var(--sv-highlight-edge) inset; }
-.sv-range-note { font-size: 0.85em; margin-top: 4px; color: var(--body-text-color-subdued); }
+.sv-range-note { font-size: 0.9em; margin-top: 4px; padding-left: 6px; font-weight: 600;
+  color: var(--body-text-color); border-left: 3px solid var(--color-accent); }
 """
 
 #: System fonts only, no web font: on the theme's web font (Source Sans Pro, from the page's static

@@ -22,13 +22,15 @@ STEPS = [
          action="press <b>Run</b> (under the prompt, outlined)", selector="#sv-run-btn", events=["click"], tab="Run"),
     dict(text="Tokens arrive coloured by how they were made: accepted drafts, a resampled token at the first "
               "rejection (the struck-through draft before it), a bonus token when all K passed.",
-         action="click any token (or Tab to it and press Enter)", selector="#sv-tokens [data-r]", events=["click"], tab="Run"),
+         action="click any token (or Tab to it and press Enter)", selector="#sv-tokens [data-r]", events=["click"],
+         tab="Run"),
     dict(text="The <b>token inspector</b>, right under the tokens, shows the decision: p_draft, p_target, "
               "min(1, p_target/p_draft) and the uniform draw.",
          action="open <b>Replay, export and saved traces</b> (under the charts)", selector="button, .label-wrap",
          label="Replay, export", events=["click"], tab="Run"),
     dict(text="Replay goes back over the run one verify pass at a time: tokens, summary and charts as they stood.",
-         action="press <b>pass ▶</b> or <b>◀ pass</b>", selector="#sv-replay-next, #sv-replay-back",
+         action="press <b>pass ▶</b> or <b>◀ pass</b> (in <b>Replay, export and saved traces</b>)",
+         selector="#sv-replay-next, #sv-replay-back",
          events=["click"], tab="Run"),
     dict(text="The <b>race</b> puts plain decoding and the speculative run on one clock: draft time, verify "
               "passes, and the drafting wasted on rejected guesses. In it, a pass number in <b>from pass</b> or "

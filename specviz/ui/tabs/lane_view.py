@@ -41,15 +41,20 @@ def _xllamacpp_installed() -> bool:
 
 def lane_status(public: bool) -> str:
     """The lane's status line as the page opens: what this server lacks to run it, in the words
-    its refusal would use (:func:`plan_lane`), or "" when it can run (the pair is checked on Run:
-    it is the Run tab's choice). A newcomer met the refusal only as a pop-up that went away."""
+    its refusal would use (:func:`plan_lane`), or, where it can run, the pair to pick in the Run
+    tab first (checked on Run: it is the Run tab's choice; the default pair has no GGUF files). A
+    newcomer met each refusal only as a pop-up that went away."""
     from specviz.run.llamacpp_lane import INSTALL_HINT
 
     if public:
         return PUBLIC_REFUSAL
     if not _xllamacpp_installed():
         return f"**Not available on this server yet.** {INSTALL_HINT}"
-    return ""
+    from specviz.ui.serve.settings import PAIR_TARGET, PRESETS
+
+    pair = next(label for label, preset in PRESETS.items() if preset["target"] == PAIR_TARGET)
+    return (f"It runs the Run tab's model pair: pick **{as_text(pair)}** there first (llama.cpp reads GGUF files, "
+            "which specviz keeps for that pair only).")
 
 
 @spread(SHARED)

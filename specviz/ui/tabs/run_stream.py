@@ -23,7 +23,8 @@ from specviz.ui.serve import gpu_budget
 from specviz.ui.serve import settings
 from specviz.ui.serve import visitors
 from specviz.ui.draw.escape import as_text
-from specviz.ui.draw.run_views import end_line, fmt_figure, sent_mark, stage_panel, stream_head, stream_tail, wrap_output
+from specviz.ui.draw.run_views import (end_line, fmt_figure, sent_mark, stage_panel, stream_head, stream_tail,
+                                       wrap_output)
 from specviz.ui.serve.feature import Feature, Plan
 from specviz.ui.serve.fields import NAMES, request_from, spread
 from specviz.ui.serve.state import (

@@ -1,10 +1,11 @@
 /* The Run tab's token panel (gr.HTML js_on_load, elem_id sv-tokens): a click, Enter or Space on a
    token sends the component's "click" event with its round, its slot and whether it is a rejected
    draft, which opens the token inspector; the box follows the newest tokens unless the visitor
-   scrolled up; and the page's root carries the class sv-streaming while tokens stream in.
+   scrolled up (a panel with its own heading, .sv-caption, is shown from its top); and the page's
+   root carries the class sv-streaming while tokens stream in.
    Reads: #sv-tokens (the component's elem_id, run_tab.py); the tokens' data-r, data-i, data-rej,
-   the panel .sv-out, its tokens .sv-tok and its done mark .sv-done, all written by
-   draw/run_views.py (render_round, PANEL_OPEN, DONE_MARK). Writes: sv-streaming on <html>, which
+   the panel .sv-out, its tokens .sv-tok, its done mark .sv-done and the legend's .sv-caption, all
+   written by draw/run_views.py (render_round, PANEL_OPEN, DONE_MARK, with_caption). Writes: sv-streaming on <html>, which
    draw/styles.py (CHART_CSS) reads. */
 element.addEventListener('click', (event) => {
   const token = event.target.closest('[data-r]');
@@ -33,7 +34,17 @@ const streaming = (on) => {
   clearTimeout(streamingTimer);
   if (on) streamingTimer = setTimeout(() => streaming(false), 3000);
 };
+// A panel with a heading of its own (the recorded run the page opens on: .sv-caption in its legend)
+// is shown from its top: followed to its end, its heading and colour key scrolled out of a phone's
+// box, where the legend is not sticky. The next panel without one is followed again.
+let headed = false;
 new MutationObserver(() => {
-  if (follow) box.scrollTop = box.scrollHeight;
+  if (element.querySelector('.sv-legend > .sv-caption')) {
+    headed = true;
+    box.scrollTop = 0;
+  } else {
+    if (headed) { headed = false; follow = true; }
+    if (follow) box.scrollTop = box.scrollHeight;
+  }
   streaming(!!element.querySelector('.sv-out .sv-tok') && !element.querySelector('.sv-done'));
 }).observe(element, {childList: true, subtree: true});

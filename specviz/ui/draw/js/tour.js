@@ -29,9 +29,10 @@
   };
   const present = (step) => [...document.querySelectorAll(step.selector)].some(
     (el) => !step.label || el.textContent.includes(step.label));
-  // On screen: inside the open tab (a hidden tab's elements have no boxes).
-  const shown = (step) => [...document.querySelectorAll(step.selector)].some(
-    (el) => el.getClientRects().length > 0 && (!step.label || el.textContent.includes(step.label)));
+  // The step's tab is the open one (its button selected): its element may still be out of sight
+  // inside a closed section, which the step's own action then names.
+  const onTab = (step) => [...document.querySelectorAll('button[role=tab][aria-selected=true]')].some(
+    (b) => b.textContent.trim() === step.tab);
   let panel = null;
   let marked = null;  // the element the step names, outlined (class sv-tour-target)
   // The step's thing brought to the middle of the screen and outlined, so the learner sees what the
@@ -78,7 +79,7 @@
     panel.querySelector('.sv-tour-text').innerHTML = step.text;
     // A learner who opened another tab is told where the step is, not left with an action they
     // cannot do there.
-    const away = step.tab && step.selector && !shown(step) ? 'go back to the <b>' + step.tab + '</b> tab, then ' : '';
+    const away = step.tab && !onTab(step) ? 'go back to the <b>' + step.tab + '</b> tab, then ' : '';
     panel.querySelector('.sv-tour-do').innerHTML = step.action ? 'To go on: ' + away + step.action : '';
     panel.querySelector('[data-go="-1"]').disabled = s.step === 0;
     panel.querySelector('[data-go="1"]').textContent = s.step === STEPS.length - 1 ? 'Finish' : 'Skip';
@@ -99,7 +100,10 @@
       const step = STEPS[s.step];
       if (step.events.includes(type) && hit(ev.target, step)) go(s.step + 1);
       // a tab opened: once gradio has switched it, say again where the step is
-      else if (type === 'click' && ev.target.closest && ev.target.closest('button[role=tab]')) setTimeout(render, 200);
+      else if (type === 'click' && ev.target.closest && ev.target.closest('button[role=tab]')) {
+        setTimeout(render, 200);
+        setTimeout(render, 800);  // a heavy tab can take longer to open on a busy machine
+      }
     }, true);
   }
   document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape' && load().open) close(); });

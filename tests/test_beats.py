@@ -257,6 +257,25 @@ def test_the_tab_registers_its_deep_link_and_watches_the_visitors_last_run():
         watch_tab.load(watch_tab.LAST_RUN, None, False)
 
 
+def test_the_trace_menu_loads_once_per_choice():
+    """The menu's input event fired twice for one choice in Chromium, and the second load, landing
+    late, moved a visitor who had typed a pass back to the trace's first pass: the menu loads on
+    select (once per choice), and nothing else of the menu loads."""
+    import gradio as gr
+
+    from specviz.ui.context import PageContext
+    from specviz.ui.tabs import watch_tab
+
+    with gr.Blocks() as demo:
+        ctx = PageContext(public=False, tab_request=None, lesson_note=None, last_analysis=None, lesson_runs=None,
+                          run_state=gr.State(None))
+        watch_tab.build(ctx)
+    menu = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "sv-watch-source")
+    loads = [(event, fn.fn) for fn in demo.fns.values() for block, event in fn.targets
+             if getattr(block, "_id", block) == menu._id]
+    assert loads == [("select", watch_tab.load)], loads
+
+
 def test_the_watch_tabs_link_names_a_bundled_trace_and_not_a_visitors_own_run():
     from specviz.ui.tabs import watch_tab
 

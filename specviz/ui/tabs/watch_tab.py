@@ -401,10 +401,12 @@ def build(ctx: PageContext) -> None:
     # when opened.
     pass_out = beat_out + [picks, count, score_md, rule_md, rule_plot]
     run_state = ctx.run_state if ctx.run_state is not None else gr.State(None)
-    # always_last: one load at a time, the newest choice last. The menu can fire twice for one
-    # choice; unordered, a second firing for the previous trace landed after the next trace's load
-    # and the stage, the state and the rule replay showed different traces.
-    for event in (source.input, load_btn.click):
+    # The menu's select, not its input: input fired twice for one choice (seen in Chromium), and the
+    # second load, landing late on a busy machine, moved a visitor who had typed pass 13 back to
+    # the trace's first pass (a CI run of the rule-switch test); unordered, a second firing for the
+    # previous trace had landed after the next trace's load. always_last: one load at a time, the
+    # newest choice last.
+    for event in (source.select, load_btn.click):
         event(load, [source, run_state, still, rule], [state, pass_slider, *pass_out], trigger_mode="always_last",
               **FREE)
     rule.change(rule_replay_views, [state, pass_slider, rule], [rule_md, rule_plot], trigger_mode="always_last",

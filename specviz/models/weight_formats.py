@@ -326,6 +326,23 @@ def gguf_dequantize(raw: np.ndarray, qtype, shape: tuple[int, int]) -> torch.Ten
 # --------------------------------------------------------------------------------------
 
 
+def _bf16_rows(x: torch.Tensor, in_features: int) -> torch.Tensor:
+    """A kernel-backed linear's input: ``x`` ``(..., in_features)`` as contiguous bfloat16 rows
+    ``(M, in_features)``, the layout both CPU kernels take."""
+    rows = x.reshape(-1, in_features)
+    if rows.dtype != torch.bfloat16:
+        rows = rows.to(torch.bfloat16)
+    return rows.contiguous()
+
+
+def _back_to_input(y: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor, out_features: int) -> torch.Tensor:
+    """A kernel's ``(M, out_features)`` result plus the float32 ``bias`` (if any), in ``x``'s dtype
+    and leading shape."""
+    if bias is not None:
+        y = torch.add(y.float(), bias)
+    return y.to(x.dtype).reshape(*x.shape[:-1], out_features)
+
+
 class Int4Linear(nn.Module):
     """``nn.Linear`` replacement running ``torch.ops.aten._weight_int4pack_mm_for_cpu``.
 
@@ -376,16 +393,9 @@ class Int4Linear(nn.Module):
         return b + (self.bias.numel() * 4 if self.bias is not None else 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        lead = x.shape[:-1]
-        x2 = x.reshape(-1, self.in_features)
-        if x2.dtype != torch.bfloat16:
-            x2 = x2.to(torch.bfloat16)
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(
-            x2.contiguous(), self.weight_packed, self.group_size, self.scales_and_zeros
-        )
-        if self.bias is not None:
-            y = torch.add(y.float(), self.bias)
-        return y.to(x.dtype).reshape(*lead, self.out_features)
+        rows = _bf16_rows(x, self.in_features)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.weight_packed, self.group_size, self.scales_and_zeros)
+        return _back_to_input(y, self.bias, x, self.out_features)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, group_size={self.group_size}, bias={self.bias is not None}"
@@ -434,16 +444,11 @@ class Int8Linear(nn.Module):
         return b + (self.bias.numel() * 4 if self.bias is not None else 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        lead = x.shape[:-1]
-        x2 = x.reshape(-1, self.in_features)
-        if x2.dtype != torch.bfloat16:
-            x2 = x2.to(torch.bfloat16)
+        rows = _bf16_rows(x, self.in_features)
         if self.in_padded != self.in_features:
-            x2 = F.pad(x2, (0, self.in_padded - self.in_features))
-        y = torch.ops.aten._weight_int8pack_mm(x2.contiguous(), self.weight_int8, self.scales)
-        if self.bias is not None:
-            y = torch.add(y.float(), self.bias)
-        return y.to(x.dtype).reshape(*lead, self.out_features)
+            rows = F.pad(rows, (0, self.in_padded - self.in_features))
+        y = torch.ops.aten._weight_int8pack_mm(rows, self.weight_int8, self.scales)
+        return _back_to_input(y, self.bias, x, self.out_features)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -14,6 +14,8 @@ import time
 import pytest
 from test_browser import CHROMIUM, app_url, browser, wait_until_live  # noqa: F401  (fixtures: the app, one Chromium)
 
+from scripts.run_to_stage import STAGE_WATCH  # the observer the script times each press with
+
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")]
 
@@ -66,27 +68,6 @@ def test_the_page_opens_on_coloured_tokens_within_five_seconds(projector, app_ur
     caption = projector.locator("#sv-tokens .sv-caption")
     assert "A recorded run" in caption.inner_text() and "is_prime" in caption.inner_text()
     assert caption.bounding_box()["y"] < PROJECTOR["height"]
-
-
-#: Note in ``window.svStage`` the first moment (ms after the next click on Run) and text of the
-#: token box's stage line, however briefly it is shown.
-STAGE_WATCH = """() => {
-  window.svStage = null;
-  let clicked = null;
-  document.querySelector('#sv-run-btn').addEventListener('click', () => { clicked = performance.now(); },
-                                                         {once: true, capture: true});
-  const look = () => {
-    const stage = document.querySelector('#sv-tokens .sv-stage');
-    if (stage && clicked !== null && window.svStage === null)
-      window.svStage = {t: performance.now() - clicked, text: stage.innerText};
-  };
-  // One observer at a time: an earlier one would time this run from the earlier click (a
-  // second try once measured 6.9 s that way).
-  if (window.svStageObserver) window.svStageObserver.disconnect();
-  window.svStageObserver = new MutationObserver(look);
-  window.svStageObserver.observe(document.querySelector('#sv-tokens'),
-                                 {childList: true, subtree: true, characterData: true});
-}"""
 
 
 def test_the_live_runs_stage_is_named_in_the_token_box_within_a_second(projector, app_url):  # noqa: F811
